@@ -1,0 +1,152 @@
+// The run configuration: one schema for YAML and JSON files (chosen by extension), eight sections.
+//
+// Each section is declared once, as an X-macro table of (type, key, default, doc). The table generates the
+// plain struct below and the reflection used by the loader (unknown-key detection with suggestions, `--set`
+// overrides, printing the resolved config) and by `meshtrain config --docs`, which writes docs/config.md.
+// Adding a field = one line here (+ its validation rule in config.cpp, if it has one).
+//
+// Types: int64_t, double, bool, std::string. Enumerations are strings whose valid values are listed in the
+// doc text "one of: a | b | c" and checked by validate().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace meshtrain {
+
+// clang-format off
+#define MT_MODEL_FIELDS(F)                                                                                   \
+  F(std::string, preset, "", "Named shape that fills the fields below before the file's own values apply; "     \
+    "one of: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b | llama3.2-1b | llama3.2-3b | llama3.1-8b | "  \
+    "llama3.1-70b, or empty")                                                                                 \
+  F(std::string, family, "gpt2", "Architecture family; one of: gpt2 | llama")                                  \
+  F(int64_t, vocab_size, 256, "Vocabulary size (256 for byte-level data)")                                   \
+  F(int64_t, n_layer, 4, "Number of transformer blocks")                                                     \
+  F(int64_t, n_head, 4, "Attention heads")                                                                   \
+  F(int64_t, n_kv_head, 0, "Key/value heads for grouped-query attention; 0 = n_head")                       \
+  F(int64_t, d_model, 256, "Hidden size; must be divisible by n_head")                                       \
+  F(int64_t, d_ff, 0, "MLP inner size; 0 = family default (gpt2: 4 × d_model, llama: SwiGLU 8/3 × d_model "   \
+    "rounded up to a multiple of 256)")                                                                      \
+  F(int64_t, max_seq_len, 256, "Longest sequence (positions) the model supports")                            \
+  F(bool, tie_embeddings, true, "Share the token embedding with the output projection")                      \
+  F(double, norm_eps, 1e-5, "Epsilon of LayerNorm / RMSNorm")                                                \
+  F(double, rope_theta, 500000.0, "RoPE base frequency (llama)")                                             \
+  F(double, dropout, 0.0, "Dropout probability on attention and residual paths (0 disables)")
+
+#define MT_PARALLEL_FIELDS(F)                                                                                \
+  F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \
+  F(int64_t, fsdp, 1, "Fully-sharded data-parallel degree")                                                  \
+  F(int64_t, tp, 1, "Tensor-parallel degree (placed inside an NVLink clique)")                               \
+  F(int64_t, pp, 1, "Pipeline-parallel degree")                                                              \
+  F(std::string, order, "pp-dp-fsdp-tp", "Rank order of the mesh dims, innermost last")                     \
+  F(std::string, backend, "auto", "Collective backend; one of: auto | nccl | cpu (auto: nccl on CUDA, cpu otherwise)") \
+  F(double, bucket_mb, 25.0, "Data-parallel gradient bucket size in MiB")                                   \
+  F(double, timeout_s, 300.0, "Seconds a collective may take before it is an error (never a hang)")
+
+#define MT_DATA_FIELDS(F)                                                                                    \
+  F(std::string, train, "", "Training token shards: a file or a glob (required)")                           \
+  F(std::string, val, "", "Validation token shards: a file or a glob; empty = no validation")               \
+  F(std::string, format, "auto", "Shard format; one of: auto | llmc | uint16 | uint32 (auto: llm.c header " \
+    "if the magic is there, else uint16)")                                                                   \
+  F(int64_t, seq_len, 0, "Tokens per training sequence; 0 = model.max_seq_len")
+
+#define MT_OPTIMIZER_FIELDS(F)                                                                               \
+  F(std::string, name, "adamw", "Optimizer; one of: adamw")                                                  \
+  F(double, lr, 3e-4, "Peak learning rate")                                                                  \
+  F(double, beta1, 0.9, "Adam beta1")                                                                        \
+  F(double, beta2, 0.95, "Adam beta2")                                                                       \
+  F(double, eps, 1e-8, "Adam epsilon")                                                                       \
+  F(double, weight_decay, 0.1, "Decoupled weight decay (not applied to norms, biases, embeddings)")         \
+  F(double, grad_clip, 1.0, "Global gradient-norm clip; 0 disables")
+
+#define MT_SCHEDULE_FIELDS(F)                                                                                \
+  F(std::string, kind, "cosine", "Learning-rate shape after warmup; one of: cosine | linear | constant | wsd") \
+  F(int64_t, warmup_steps, 100, "Linear warmup steps from 0 to optimizer.lr")                                \
+  F(double, min_lr_ratio, 0.1, "Final learning rate as a fraction of optimizer.lr")                          \
+  F(double, decay_fraction, 0.2, "wsd: fraction of train.steps spent in the final decay")
+
+#define MT_TRAIN_FIELDS(F)                                                                                   \
+  F(int64_t, steps, 1000, "Optimizer steps to train")                                                        \
+  F(int64_t, micro_batch_size, 8, "Sequences per micro-batch per rank")                                      \
+  F(int64_t, grad_accum, 1, "Micro-batches accumulated per optimizer step")                                  \
+  F(int64_t, seed, 1337, "Seed for initialisation, data order and sampling")                                 \
+  F(std::string, device, "auto", "Where to train; one of: auto | cpu | cuda (auto: cuda if present)")       \
+  F(std::string, dtype, "auto", "Compute precision; one of: auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)") \
+  F(bool, activation_checkpointing, false, "Recompute each block's activations in backward")                \
+  F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
+  F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
+  F(int64_t, sample_tokens, 0, "Tokens of text generated at the end of training; 0 disables")               \
+  F(std::string, sample_prompt, "", "Prompt for the end-of-training sample")                                \
+  F(int64_t, threads, 0, "CPU threads per worker for intra-op parallelism; 0 = torch default")              \
+  F(std::string, out_dir, "runs/default", "Run directory: metrics, logs and (by default) checkpoints")
+
+#define MT_CHECKPOINT_FIELDS(F)                                                                              \
+  F(std::string, dir, "", "Checkpoint directory; empty = <train.out_dir>/checkpoints")                       \
+  F(int64_t, every, 0, "Save every N steps (and at the end); 0 = only at the end")                           \
+  F(int64_t, keep, 3, "Keep the newest K checkpoints; 0 keeps all")                                          \
+  F(std::string, resume, "none", "Resume from; one of: none | auto (latest if present) | a checkpoint path") \
+  F(bool, save_final, true, "Save a checkpoint when training ends")
+
+#define MT_LOGGING_FIELDS(F)                                                                                 \
+  F(std::string, level, "info", "Log level; one of: trace | debug | info | warn | error | off "             \
+    "(MESHTRAIN_LOG_LEVEL overrides)")                                                                       \
+  F(int64_t, every, 10, "Progress line every N steps")                                                       \
+  F(bool, all_ranks, false, "Progress lines from every rank, not only rank 0")                               \
+  F(std::string, metrics, "", "Metrics JSONL file; empty = <train.out_dir>/metrics.jsonl")
+// clang-format on
+
+#define MT_DECLARE_FIELD(type, key, def, doc) type key = def;
+
+struct ModelConfig { MT_MODEL_FIELDS(MT_DECLARE_FIELD) };
+struct ParallelConfig { MT_PARALLEL_FIELDS(MT_DECLARE_FIELD) };
+struct DataConfig { MT_DATA_FIELDS(MT_DECLARE_FIELD) };
+struct OptimizerConfig { MT_OPTIMIZER_FIELDS(MT_DECLARE_FIELD) };
+struct ScheduleConfig { MT_SCHEDULE_FIELDS(MT_DECLARE_FIELD) };
+struct TrainConfig { MT_TRAIN_FIELDS(MT_DECLARE_FIELD) };
+struct CheckpointConfig { MT_CHECKPOINT_FIELDS(MT_DECLARE_FIELD) };
+struct LoggingConfig { MT_LOGGING_FIELDS(MT_DECLARE_FIELD) };
+
+struct Config {
+  ModelConfig model;
+  ParallelConfig parallel;
+  DataConfig data;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+
+  std::string source;  // the file it was loaded from ("" if built in code); used in error messages
+};
+
+// Loads FILE (.yaml/.yml or .json), applies the model preset, then `overrides` ("section.key=value", YAML
+// scalar syntax for the value), in that order. Throws UserError: malformed file (with line and column),
+// unknown key (with the nearest valid key), wrong type (key path, given, expected).
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Same from text already in memory; `name` stands for the file in messages; JSON if `json`.
+Config parse_config(const std::string& text, const std::string& name, bool json,
+                    const std::vector<std::string>& overrides = {});
+
+// Every rule in one place, before any worker starts. world_size < 1 skips the rules that need it. Throws
+// UserError "FILE: section.key: given …; valid …" with the arithmetic where it applies
+// ("dp(2) × tp(4) = 8 ≠ world size 6").
+void validate(const Config& cfg, int world_size);
+
+// Fills derived values: model preset fields already applied; parallel.dp when 0, data.seq_len when 0,
+// model.n_kv_head when 0, model.d_ff when 0, checkpoint.dir / logging.metrics defaults from train.out_dir.
+void resolve(Config& cfg, int world_size);
+
+// The config as YAML (every field, resolved values) — what `meshtrain config FILE` prints.
+std::string to_yaml(const Config& cfg);
+// The config as JSON (stored in checkpoints and metrics headers).
+std::string to_json(const Config& cfg);
+// Markdown reference of every section/key/type/default/doc: the content of docs/config.md.
+std::string config_reference_markdown();
+
+// Applies a named model preset to `m` (shape fields only). Throws UserError naming the valid presets.
+void apply_model_preset(const std::string& preset, ModelConfig& m);
+const std::vector<std::string>& model_preset_names();
+
+}  // namespace meshtrain
