@@ -3,7 +3,8 @@
 // Each section is declared once, as an X-macro table of (type, key, default, doc). The table generates the
 // plain struct below and the reflection used by the loader (unknown-key detection with suggestions, `--set`
 // overrides, printing the resolved config) and by `meshtrain config --docs`, which writes docs/config.md.
-// Adding a field = one line here (+ its validation rule in config.cpp, if it has one).
+// Adding a field = one line here (+ its validation rule in config_validate.cpp, if it has one; enumerations
+// written "one of: a | b" in the doc are checked from the doc text itself).
 //
 // Types: int64_t, double, bool, std::string. Enumerations are strings whose valid values are listed in the
 // doc text "one of: a | b | c" and checked by validate().
@@ -99,14 +100,22 @@ namespace meshtrain {
 
 #define MT_DECLARE_FIELD(type, key, def, doc) type key = def;
 
-struct ModelConfig { MT_MODEL_FIELDS(MT_DECLARE_FIELD) };
-struct ParallelConfig { MT_PARALLEL_FIELDS(MT_DECLARE_FIELD) };
-struct DataConfig { MT_DATA_FIELDS(MT_DECLARE_FIELD) };
-struct OptimizerConfig { MT_OPTIMIZER_FIELDS(MT_DECLARE_FIELD) };
-struct ScheduleConfig { MT_SCHEDULE_FIELDS(MT_DECLARE_FIELD) };
-struct TrainConfig { MT_TRAIN_FIELDS(MT_DECLARE_FIELD) };
-struct CheckpointConfig { MT_CHECKPOINT_FIELDS(MT_DECLARE_FIELD) };
-struct LoggingConfig { MT_LOGGING_FIELDS(MT_DECLARE_FIELD) };
+// Member-wise equality (exact for doubles): what the round-trip tests compare.
+#define MT_DECLARE_SECTION(Name, FIELDS) \
+  struct Name {                           \
+    FIELDS(MT_DECLARE_FIELD)              \
+    bool operator==(const Name&) const = default; \
+  };
+
+MT_DECLARE_SECTION(ModelConfig, MT_MODEL_FIELDS)
+MT_DECLARE_SECTION(ParallelConfig, MT_PARALLEL_FIELDS)
+MT_DECLARE_SECTION(DataConfig, MT_DATA_FIELDS)
+MT_DECLARE_SECTION(OptimizerConfig, MT_OPTIMIZER_FIELDS)
+MT_DECLARE_SECTION(ScheduleConfig, MT_SCHEDULE_FIELDS)
+MT_DECLARE_SECTION(TrainConfig, MT_TRAIN_FIELDS)
+MT_DECLARE_SECTION(CheckpointConfig, MT_CHECKPOINT_FIELDS)
+MT_DECLARE_SECTION(LoggingConfig, MT_LOGGING_FIELDS)
+#undef MT_DECLARE_SECTION
 
 struct Config {
   ModelConfig model;
@@ -119,6 +128,8 @@ struct Config {
   LoggingConfig logging;
 
   std::string source;  // the file it was loaded from ("" if built in code); used in error messages
+
+  bool operator==(const Config&) const = default;  // includes `source`
 };
 
 // Loads FILE (.yaml/.yml or .json), applies the model preset, then `overrides` ("section.key=value", YAML

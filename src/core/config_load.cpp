@@ -1,0 +1,352 @@
+// Loading a Config: YAML (yaml-cpp) or JSON (nlohmann) text → a list of typed assignments, checked against the
+// reflection table (config_schema.h), then applied in the documented order: model preset first, then the
+// file's own keys, then `--set section.key=value` overrides. Every user mistake is one UserError line naming
+// the file (with line:col where the parser knows it) or the override, and what would be valid.
+// g++ 12 at -O2 reports false -Wdangling-pointer positives inside yaml-cpp 0.7's node/impl.h after inlining
+// (known yaml-cpp/GCC issue); the header is not ours, so silence that one warning for it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include <yaml-cpp/yaml.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/config_schema.h"
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+namespace {
+
+// One value destined for one field, with where it came from ("cfg.yaml:3:7" or "--set a.b=c") for messages.
+struct Assignment {
+  const FieldInfo* field;
+  FieldValue value;
+  std::string origin;
+};
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
+  return out;
+}
+
+std::string yaml_where(const std::string& name, const YAML::Mark& m) {
+  if (m.line < 0 || m.column < 0) return name;  // yaml-cpp's null mark: no position known
+  return cat(name, ":", m.line + 1, ":", m.column + 1);
+}
+
+// "did you mean …?" for a section name, or the list of valid sections.
+[[noreturn]] void unknown_section(const std::string& origin, const std::string& section) {
+  std::string near = nearest_match(section, config_sections());
+  if (!near.empty())
+    throw UserError(cat(origin, ": unknown section '", section, "'; did you mean '", near, "'?"));
+  throw UserError(cat(origin, ": unknown section '", section, "'; valid sections: ", join(config_sections(), ", ")));
+}
+
+// Resolves section.key or throws "unknown key 'optimizer.lrr'; did you mean 'optimizer.lr'?". When no key of
+// the section is close, a key of that exact name in another section is suggested ("train.lr" → "optimizer.lr"),
+// else the section's valid keys are listed.
+const FieldInfo& lookup_field(const std::string& origin, const std::string& section, const std::string& key) {
+  if (const FieldInfo* f = find_config_field(section, key)) return *f;
+  std::vector<std::string> keys;
+  for (const FieldInfo& f : config_fields())
+    if (f.section == section) keys.emplace_back(f.key);
+  if (keys.empty()) unknown_section(origin, section);
+  std::string near = nearest_match(key, keys);
+  if (near.empty()) {
+    for (const FieldInfo& f : config_fields())
+      if (f.key == key) near = cat(f.section, ".", f.key);
+    if (!near.empty())
+      throw UserError(cat(origin, ": unknown key '", section, ".", key, "'; did you mean '", near, "'?"));
+    throw UserError(cat(origin, ": unknown key '", section, ".", key, "'; valid keys of '", section,
+                        "': ", join(keys, ", ")));
+  }
+  throw UserError(cat(origin, ": unknown key '", section, ".", key, "'; did you mean '", section, ".", near, "'?"));
+}
+
+[[noreturn]] void wrong_type(const std::string& origin, const FieldInfo& f, const std::string& got) {
+  throw UserError(cat(origin, ": ", f.path(), ": expected ", field_type_expectation(f.type), ", got ", got));
+}
+
+bool is_null_literal(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+
+// ---- YAML ------------------------------------------------------------------------------------------------
+
+std::string describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Sequence: return "a sequence";
+    case YAML::NodeType::Map: return "a mapping";
+    default: return cat("'", n.Scalar(), "'");
+  }
+}
+
+// Any scalar converts by the field's type (so `lr: "3e-4"` is a number, `val: 123` the string "123");
+// null is "" for strings and an error otherwise.
+FieldValue from_yaml(const std::string& origin, const FieldInfo& f, const YAML::Node& n) {
+  if (n.IsNull() && f.type == FieldType::String) return std::string();
+  if (!n.IsScalar()) wrong_type(origin, f, describe(n));
+  FieldValue v;
+  if (!parse_field_scalar(f.type, n.Scalar(), v)) wrong_type(origin, f, describe(n));
+  return v;
+}
+
+std::vector<Assignment> read_yaml(const std::string& text, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw UserError(cat(yaml_where(name, e.mark), ": ", e.msg));
+  }
+  std::vector<Assignment> out;
+  if (root.IsNull()) return out;  // an empty file: every default
+  if (!root.IsMap())
+    throw UserError(cat(yaml_where(name, root.Mark()), ": expected a mapping of sections (",
+                        join(config_sections(), ", "), "), got ", describe(root)));
+  std::map<std::string, YAML::Mark> seen_sections;
+  for (auto sec = root.begin(); sec != root.end(); ++sec) {
+    const YAML::Node& skey = sec->first;
+    std::string where = yaml_where(name, skey.Mark());
+    if (!skey.IsScalar()) throw UserError(cat(where, ": section names are plain words, got ", describe(skey)));
+    const std::string section = skey.Scalar();
+    if (std::find(config_sections().begin(), config_sections().end(), section) == config_sections().end())
+      unknown_section(where, section);
+    // yaml-cpp keeps both entries of a repeated key; which one wins would be an accident, so refuse.
+    if (auto [it, fresh] = seen_sections.emplace(section, skey.Mark()); !fresh)
+      throw UserError(cat(where, ": duplicate section '", section, "' (first at line ", it->second.line + 1, ")"));
+    const YAML::Node& body = sec->second;
+    if (body.IsNull()) continue;
+    if (!body.IsMap())
+      throw UserError(cat(yaml_where(name, body.Mark()), ": ", section, ": expected a mapping of keys, got ",
+                          describe(body)));
+    std::map<std::string, YAML::Mark> seen_keys;
+    for (auto kv = body.begin(); kv != body.end(); ++kv) {
+      const YAML::Node& k = kv->first;
+      std::string kwhere = yaml_where(name, k.Mark());
+      if (!k.IsScalar()) throw UserError(cat(kwhere, ": ", section, ": keys are plain words, got ", describe(k)));
+      const FieldInfo& f = lookup_field(kwhere, section, k.Scalar());
+      if (auto [it, fresh] = seen_keys.emplace(k.Scalar(), k.Mark()); !fresh)
+        throw UserError(cat(kwhere, ": duplicate key '", f.path(), "' (first at line ", it->second.line + 1, ")"));
+      // A missing value (`lr:`) has no mark of its own; point at the key then.
+      std::string vwhere = kv->second.Mark().line >= 0 ? yaml_where(name, kv->second.Mark()) : kwhere;
+      out.push_back({&f, from_yaml(vwhere, f, kv->second), vwhere});
+    }
+  }
+  return out;
+}
+
+// ---- JSON ------------------------------------------------------------------------------------------------
+
+// ordered_json keeps the document's key order, so the first error reported is the first in the file.
+using Json = nlohmann::ordered_json;
+
+std::string describe(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::string: return cat("'", j.get<std::string>(), "'");
+    default: return j.dump();
+  }
+}
+
+// JSON has types of its own, so they are checked as given: an int field takes an integer literal (not 8.0),
+// a number field any number, a bool field true/false, a string field a string or null ("").
+FieldValue from_json(const std::string& origin, const FieldInfo& f, const Json& j) {
+  switch (f.type) {
+    case FieldType::Int:
+      if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        wrong_type(origin, f, describe(j));
+      if (!j.is_number_integer()) wrong_type(origin, f, describe(j));
+      return j.get<int64_t>();
+    case FieldType::Double:
+      if (!j.is_number()) wrong_type(origin, f, describe(j));
+      return j.get<double>();
+    case FieldType::Bool:
+      if (!j.is_boolean()) wrong_type(origin, f, describe(j));
+      return j.get<bool>();
+    case FieldType::String:
+      if (j.is_null()) return std::string();
+      if (!j.is_string()) wrong_type(origin, f, describe(j));
+      return j.get<std::string>();
+  }
+  wrong_type(origin, f, describe(j));
+}
+
+// nlohmann reports the byte offset of a syntax error; editors want line:col (1-based; col counts bytes).
+std::string json_where(const std::string& name, const std::string& text, size_t byte) {
+  size_t pos = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + pos, '\n'));
+  size_t line_start = text.rfind('\n', pos == 0 ? std::string::npos : pos - 1);
+  if (pos == 0) line_start = std::string::npos;
+  size_t col = line_start == std::string::npos ? pos + 1 : pos - line_start;
+  return cat(name, ":", line, ":", col);
+}
+
+// "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error …" → "syntax error …".
+std::string json_message(const std::string& what) {
+  size_t at = what.find("parse error");
+  size_t colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
+Json parse_json(const std::string& text, const std::string& name) {
+  // nlohmann silently keeps the last of repeated keys; the parse callback sees every key, so refuse them
+  // here as the YAML reader does. One set of keys per open object.
+  std::vector<std::pair<std::string, std::set<std::string>>> open;  // (key that opened it, keys seen)
+  std::string last_key;
+  auto callback = [&](int /*depth*/, Json::parse_event_t ev, Json& parsed) {
+    switch (ev) {
+      case Json::parse_event_t::object_start: open.emplace_back(last_key, std::set<std::string>{}); break;
+      case Json::parse_event_t::object_end: open.pop_back(); break;
+      case Json::parse_event_t::key: {
+        last_key = parsed.get<std::string>();
+        if (!open.empty() && !open.back().second.insert(last_key).second) {
+          std::string path = open.size() > 1 ? cat(open.back().first, ".", last_key) : last_key;
+          throw UserError(cat(name, ": duplicate key '", path, "'"));
+        }
+        break;
+      }
+      default: break;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text, callback, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const Json::parse_error& e) {
+    throw UserError(cat(json_where(name, text, e.byte), ": ", json_message(e.what())));
+  }
+}
+
+std::vector<Assignment> read_json(const std::string& text, const std::string& name) {
+  Json root = parse_json(text, name);
+  if (!root.is_object())
+    throw UserError(cat(name, ": expected an object of sections (", join(config_sections(), ", "), "), got ",
+                        describe(root)));
+  std::vector<Assignment> out;
+  for (const auto& [section, body] : root.items()) {
+    if (std::find(config_sections().begin(), config_sections().end(), section) == config_sections().end())
+      unknown_section(name, section);
+    if (body.is_null()) continue;
+    if (!body.is_object())
+      throw UserError(cat(name, ": ", section, ": expected an object of keys, got ", describe(body)));
+    for (const auto& [key, value] : body.items()) {
+      const FieldInfo& f = lookup_field(name, section, key);
+      out.push_back({&f, from_json(name, f, value), name});
+    }
+  }
+  return out;
+}
+
+// ---- overrides -------------------------------------------------------------------------------------------
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+// "section.key=value", the value read as a YAML scalar ("3e-4", "true", "'quoted text'"). A string field
+// also takes text that is not a plain YAML scalar ("*.bin", "a: b") as written, since that is what a shell
+// user means.
+Assignment read_override(const std::string& ov) {
+  const std::string origin = cat("--set ", ov);
+  size_t eq = ov.find('=');
+  if (eq == std::string::npos) throw UserError(cat(origin, ": expected section.key=value (no '=')"));
+  std::string path = trim(std::string_view(ov).substr(0, eq));
+  std::string raw = trim(std::string_view(ov).substr(eq + 1));
+  size_t dot = path.find('.');
+  if (dot == std::string::npos) {
+    std::string hint;
+    for (const FieldInfo& f : config_fields())
+      if (f.key == path) hint = cat("; did you mean '", f.path(), "=", raw, "'?");
+    throw UserError(cat(origin, ": expected section.key=value ('", path, "' has no section)", hint));
+  }
+  const FieldInfo& f = lookup_field(origin, path.substr(0, dot), path.substr(dot + 1));
+
+  YAML::Node node;
+  bool parsed = true;
+  try {
+    node = YAML::Load(raw);
+  } catch (const YAML::Exception&) {
+    parsed = false;
+  }
+  if (f.type == FieldType::String) {
+    if (parsed && node.IsScalar()) return {&f, node.Scalar(), origin};
+    if (parsed && node.IsNull() && is_null_literal(raw)) return {&f, std::string(), origin};
+    return {&f, raw, origin};  // "*.bin", "a: b", "#tag": the text as typed
+  }
+  if (!parsed || !node.IsScalar()) wrong_type(origin, f, cat("'", raw, "'"));
+  FieldValue v;
+  if (!parse_field_scalar(f.type, node.Scalar(), v)) wrong_type(origin, f, cat("'", raw, "'"));
+  return {&f, std::move(v), origin};
+}
+
+// ---- assembling --------------------------------------------------------------------------------------------
+
+Config build(const std::string& name, const std::vector<Assignment>& file, const std::vector<Assignment>& sets) {
+  Config cfg;
+  cfg.source = name;
+  // The preset goes first so that every explicit model key, from the file or --set, overrides it; the last
+  // word on which preset wins (an override beats the file).
+  const FieldInfo* preset_field = find_config_field("model", "preset");
+  const Assignment* preset = nullptr;
+  for (const auto* list : {&file, &sets})
+    for (const Assignment& a : *list)
+      if (a.field == preset_field) preset = &a;
+  if (preset && !std::get<std::string>(preset->value).empty()) {
+    try {
+      apply_model_preset(std::get<std::string>(preset->value), cfg.model);
+    } catch (const UserError& e) {
+      throw UserError(cat(preset->origin, ": ", e.what()));
+    }
+  }
+  for (const Assignment& a : file) a.field->set(cfg, a.value);
+  for (const Assignment& a : sets) a.field->set(cfg, a.value);
+  return cfg;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& name, bool json,
+                    const std::vector<std::string>& overrides) {
+  std::vector<Assignment> file = json ? read_json(text, name) : read_yaml(text, name);
+  std::vector<Assignment> sets;
+  for (const std::string& ov : overrides) sets.push_back(read_override(ov));
+  return build(name, file, sets);
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::string lower = path;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  bool json = ends_with(lower, ".json");
+  if (!json && !ends_with(lower, ".yaml") && !ends_with(lower, ".yml"))
+    throw UserError(cat(path, ": unsupported config file extension; valid: .yaml, .yml (YAML) or .json (JSON)"));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UserError(cat(path, ": cannot read config file: is a directory"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    throw UserError(cat(path, ": cannot read config file: ", std::strerror(err ? err : ENOENT)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UserError(cat(path, ": cannot read config file: read error"));
+  return parse_config(text.str(), path, json, overrides);
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,59 @@
+// to_yaml / to_json: every field of a Config, sections in struct order and keys in table order, driven by the
+// reflection table. to_yaml is what `meshtrain config FILE` prints and must load back to an equal Config;
+// to_json is stored next to checkpoints and metrics.
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/config_schema.h"
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+namespace {
+
+// Plain YAML when the text can only read back as itself; otherwise a double-quoted scalar (JSON string
+// escaping is valid YAML). Text that another YAML reader would take for a number, bool or null is quoted
+// too, although our own loader converts by the key's type.
+std::string yaml_string(const std::string& s) {
+  bool plain = !s.empty();
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-' || c == '+'))
+      plain = false;
+  if (plain && !(std::isalnum(static_cast<unsigned char>(s[0])) || s[0] == '_' || s[0] == '/' || s[0] == '.'))
+    plain = false;
+  FieldValue probe;
+  if (plain && (parse_field_scalar(FieldType::Double, s, probe) || parse_field_scalar(FieldType::Bool, s, probe) ||
+                s == "null" || s == "Null" || s == "NULL" || s == ".inf" || s == ".nan"))
+    plain = false;
+  if (plain) return s;
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string to_yaml(const Config& cfg) {
+  std::string out;
+  std::string_view section;
+  for (const FieldInfo& f : config_fields()) {
+    if (f.section != section) {
+      section = f.section;
+      out += cat(section, ":\n");
+    }
+    FieldValue v = f.get(cfg);
+    std::string text = f.type == FieldType::String ? yaml_string(std::get<std::string>(v)) : format_field_value(v);
+    out += cat("  ", f.key, ": ", text, "\n");
+  }
+  return out;
+}
+
+std::string to_json(const Config& cfg) {
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
+  for (const FieldInfo& f : config_fields()) {
+    nlohmann::ordered_json& sec = root[std::string(f.section)];
+    std::visit([&](const auto& x) { sec[std::string(f.key)] = x; }, f.get(cfg));
+  }
+  // nlohmann writes doubles in the shortest form that reads back exactly (0.0003, 1e-08).
+  return root.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,263 @@
+// The reflection table of config.h's X-macros: one FieldInfo per key, plus the scalar text conversions and
+// the typo matcher that the loader, override parser and printers share (see config_schema.h).
+#include "meshtrain/core/config_schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <type_traits>
+#include <utility>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+namespace {
+
+template <typename T>
+constexpr FieldType field_type_of() {
+  if constexpr (std::is_same_v<T, int64_t>) return FieldType::Int;
+  else if constexpr (std::is_same_v<T, double>) return FieldType::Double;
+  else if constexpr (std::is_same_v<T, bool>) return FieldType::Bool;
+  else {
+    static_assert(std::is_same_v<T, std::string>, "config fields are int64_t, double, bool or std::string");
+    return FieldType::String;
+  }
+}
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+// "…; one of: a | b | c (note)" → {a, b, c}. A note in parentheses or after a comma is dropped from its item;
+// a list ending in ", or empty" also accepts "". A list with a multi-word item ("a checkpoint path") is
+// open-ended and yields no choices.
+void parse_choices(std::string_view doc, FieldInfo& f) {
+  constexpr std::string_view kMarker = "one of: ";
+  size_t at = doc.find(kMarker);
+  if (at == std::string_view::npos) return;
+  std::string_view rest = doc.substr(at + kMarker.size());
+  std::vector<std::string> items;
+  bool allow_empty = false;
+  for (;;) {
+    size_t bar = rest.find(" | ");
+    std::string_view item = rest.substr(0, bar);
+    size_t cut = std::min(item.find(" ("), item.find(','));
+    if (cut != std::string_view::npos) {
+      allow_empty = allow_empty || item.substr(cut).find(", or empty") == 0;
+      item = item.substr(0, cut);
+    }
+    std::string name = trim(item);
+    if (name.empty() || name.find(' ') != std::string::npos) return;  // open-ended: not an enumeration
+    items.push_back(std::move(name));
+    if (bar == std::string_view::npos) break;
+    rest = rest.substr(bar + 3);
+  }
+  f.choices = std::move(items);
+  f.choices_allow_empty = allow_empty;
+}
+
+template <typename T>
+void add_field(std::vector<FieldInfo>& out, std::string_view section, std::string_view key, std::string_view doc,
+               void* (*address)(Config&)) {
+  FieldInfo f{.section = section, .key = key, .type = field_type_of<T>(), .doc = doc, .address = address};
+  parse_choices(doc, f);
+  out.push_back(std::move(f));
+}
+
+// One FieldInfo per X-macro row. `Sec` is a local type per section so the captureless lambda can name the
+// section member; the static_assert keeps the type tag and the member's real type in step.
+#define MT_REFLECT_FIELD(type, key, def, doc)                                                               \
+  static_assert(std::is_same_v<decltype(Sec::get(std::declval<Config&>()).key), type>);                   \
+  add_field<type>(out, Sec::name(), #key, doc, [](Config& c) -> void* { return &Sec::get(c).key; });
+
+#define MT_REFLECT_SECTION(sec, FIELDS)                        \
+  {                                                            \
+    struct Sec {                                               \
+      static std::string_view name() { return #sec; }          \
+      static auto& get(Config& c) { return c.sec; }            \
+    };                                                         \
+    FIELDS(MT_REFLECT_FIELD)                                   \
+  }
+
+std::vector<FieldInfo> build_table() {
+  std::vector<FieldInfo> out;
+  MT_REFLECT_SECTION(model, MT_MODEL_FIELDS)
+  MT_REFLECT_SECTION(parallel, MT_PARALLEL_FIELDS)
+  MT_REFLECT_SECTION(data, MT_DATA_FIELDS)
+  MT_REFLECT_SECTION(optimizer, MT_OPTIMIZER_FIELDS)
+  MT_REFLECT_SECTION(schedule, MT_SCHEDULE_FIELDS)
+  MT_REFLECT_SECTION(train, MT_TRAIN_FIELDS)
+  MT_REFLECT_SECTION(checkpoint, MT_CHECKPOINT_FIELDS)
+  MT_REFLECT_SECTION(logging, MT_LOGGING_FIELDS)
+  return out;
+}
+#undef MT_REFLECT_SECTION
+#undef MT_REFLECT_FIELD
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent swaps cost 1.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string FieldInfo::path() const { return cat(section, ".", key); }
+
+FieldValue FieldInfo::get(const Config& cfg) const {
+  // address() only computes a member's address; the const_cast never leads to a write here.
+  void* p = address(const_cast<Config&>(cfg));
+  switch (type) {
+    case FieldType::Int: return *static_cast<int64_t*>(p);
+    case FieldType::Double: return *static_cast<double*>(p);
+    case FieldType::Bool: return *static_cast<bool*>(p);
+    case FieldType::String: return *static_cast<std::string*>(p);
+  }
+  throw Error(cat("bad FieldType for ", path()));
+}
+
+void FieldInfo::set(Config& cfg, const FieldValue& v) const {
+  MT_CHECK(v.index() == static_cast<size_t>(type), "value of the wrong type for ", path());
+  void* p = address(cfg);
+  switch (type) {
+    case FieldType::Int: *static_cast<int64_t*>(p) = std::get<int64_t>(v); break;
+    case FieldType::Double: *static_cast<double*>(p) = std::get<double>(v); break;
+    case FieldType::Bool: *static_cast<bool*>(p) = std::get<bool>(v); break;
+    case FieldType::String: *static_cast<std::string*>(p) = std::get<std::string>(v); break;
+  }
+}
+
+FieldValue FieldInfo::default_value() const {
+  static const Config kDefaults;
+  return get(kDefaults);
+}
+
+const std::vector<FieldInfo>& config_fields() {
+  static const std::vector<FieldInfo> kTable = build_table();
+  return kTable;
+}
+
+const std::vector<std::string>& config_sections() {
+  static const std::vector<std::string> kSections = [] {
+    std::vector<std::string> out;
+    for (const FieldInfo& f : config_fields())
+      if (out.empty() || out.back() != f.section) out.emplace_back(f.section);
+    return out;
+  }();
+  return kSections;
+}
+
+const FieldInfo* find_config_field(std::string_view section, std::string_view key) {
+  for (const FieldInfo& f : config_fields())
+    if (f.section == section && f.key == key) return &f;
+  return nullptr;
+}
+
+std::string_view field_type_name(FieldType t) {
+  switch (t) {
+    case FieldType::Int: return "int";
+    case FieldType::Double: return "float";
+    case FieldType::Bool: return "bool";
+    case FieldType::String: return "string";
+  }
+  return "?";
+}
+
+std::string_view field_type_expectation(FieldType t) {
+  switch (t) {
+    case FieldType::Int: return "an integer";
+    case FieldType::Double: return "a number";
+    case FieldType::Bool: return "true or false";
+    case FieldType::String: return "a string";
+  }
+  return "?";
+}
+
+std::string format_field_value(const FieldValue& v) {
+  switch (v.index()) {
+    case 0: return std::to_string(std::get<int64_t>(v));
+    case 1: {
+      // The shortest text that reads back to the same double. Small and huge magnitudes in scientific form
+      // as configs are usually written ("3e-4", "1e-8", "1e20"), the rest in fixed form ("0.001", "500000.0").
+      const double d = std::get<double>(v);
+      char buf[64];
+      auto sci = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+      std::string s(buf, sci.ptr);
+      size_t e = s.find('e');
+      if (e == std::string::npos) return s;  // inf, nan
+      int exp = std::stoi(s.substr(e + 1));
+      if (exp < -3 || exp >= 16) return cat(s.substr(0, e), "e", exp);  // "3e-04" → "3e-4", "1e+20" → "1e20"
+      auto fix = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::fixed);
+      s.assign(buf, fix.ptr);
+      if (s.find('.') == std::string::npos) s += ".0";  // reads as a float to a human too
+      return s;
+    }
+    case 2: return std::get<bool>(v) ? "true" : "false";
+    default: return std::get<std::string>(v);
+  }
+}
+
+bool parse_field_scalar(FieldType t, std::string_view text, FieldValue& out) {
+  // from_chars rejects a leading '+', which YAML allows for numbers.
+  std::string_view num = !text.empty() && text[0] == '+' ? text.substr(1) : text;
+  switch (t) {
+    case FieldType::Int: {
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+      if (num.empty() || ec != std::errc() || p != num.data() + num.size()) return false;
+      out = v;
+      return true;
+    }
+    case FieldType::Double: {
+      double v = 0;
+      auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+      if (num.empty() || ec != std::errc() || p != num.data() + num.size()) return false;
+      out = v;
+      return true;
+    }
+    case FieldType::Bool:
+      if (text == "true" || text == "True" || text == "TRUE") out = true;
+      else if (text == "false" || text == "False" || text == "FALSE") out = false;
+      else return false;
+      return true;
+    case FieldType::String: out = std::string(text); return true;
+  }
+  return false;
+}
+
+std::string nearest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string w = lower(word);
+  // A typo is at most about one edit per three letters; a truncation ("warmup" for "warmup_steps") counts too.
+  size_t limit = std::max<size_t>(1, std::min<size_t>(3, w.size() / 3));
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const std::string& c : candidates) {
+    std::string lc = lower(c);
+    size_t d = edit_distance(w, lc);
+    bool prefix = w.size() >= 4 && (lc.rfind(w, 0) == 0 || w.rfind(lc, 0) == 0);
+    if ((d <= limit || prefix) && d < best_d) {
+      best = c;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,196 @@
+// validate(): every rule on a Config in one place, checked before any worker starts. The first broken rule
+// is reported as one line, "FILE: section.key: given X; valid Y", with the arithmetic where there is some.
+//
+// Per-field rules run in table order (enumerations from the doc's "one of:" list, required keys, numeric
+// bounds below); cross-field rules (divisibility, sequence length, mesh order, world size) run after them.
+// validate() accepts a config before or after resolve(): 0 still means "derive it" (dp, n_kv_head, seq_len).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/config_schema.h"
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A numeric field's admissible interval; ints use the same table (their values are exact in a double).
+struct Bound {
+  std::string_view path;
+  double lo;
+  bool lo_open;  // lo itself excluded
+  double hi = kInf;
+  bool hi_open = true;
+};
+
+// clang-format off
+const Bound kBounds[] = {
+  {"model.vocab_size", 1, false},       {"model.n_layer", 1, false},        {"model.n_head", 1, false},
+  {"model.n_kv_head", 0, false},        {"model.d_model", 1, false},        {"model.d_ff", 0, false},
+  {"model.max_seq_len", 1, false},      {"model.norm_eps", 0, true},        {"model.rope_theta", 0, true},
+  {"model.dropout", 0, false, 1, true},
+  {"parallel.dp", 0, false},            {"parallel.fsdp", 1, false},        {"parallel.tp", 1, false},
+  {"parallel.pp", 1, false},            {"parallel.bucket_mb", 0, true},    {"parallel.timeout_s", 0, true},
+  {"data.seq_len", 0, false},
+  {"optimizer.lr", 0, true},            {"optimizer.beta1", 0, false, 1, true},
+  {"optimizer.beta2", 0, false, 1, true}, {"optimizer.eps", 0, true},     {"optimizer.weight_decay", 0, false},
+  {"optimizer.grad_clip", 0, false},
+  {"schedule.warmup_steps", 0, false},  {"schedule.min_lr_ratio", 0, false, 1, false},
+  {"schedule.decay_fraction", 0, false, 1, false},
+  {"train.steps", 1, false},            {"train.micro_batch_size", 1, false}, {"train.grad_accum", 1, false},
+  {"train.eval_every", 0, false},       {"train.eval_batches", 1, false},   {"train.sample_tokens", 0, false},
+  {"train.threads", 0, false},
+  {"checkpoint.every", 0, false},       {"checkpoint.keep", 0, false},
+  {"logging.every", 1, false},          // the trainer computes step % every
+};
+// clang-format on
+
+// Keys that must be given (strings that may not be empty), with what they hold.
+const std::map<std::string_view, std::string_view> kRequired = {
+    {"data.train", "a file or a glob of token shards"},
+};
+
+std::string num(double v) { return format_field_value(FieldValue(v)); }
+std::string num(int64_t v) { return std::to_string(v); }
+
+// "≥ 1", "> 0", "in [0, 1)".
+std::string describe(const Bound& b, bool integral) {
+  // Whole bounds print as integers ("in [0, 1)"), whatever the field's type.
+  auto show = [&](double v) { return integral || v == std::floor(v) ? num(static_cast<int64_t>(v)) : num(v); };
+  if (b.hi == kInf) return cat(b.lo_open ? "> " : "≥ ", show(b.lo));
+  return cat("in ", b.lo_open ? "(" : "[", show(b.lo), ", ", show(b.hi), b.hi_open ? ")" : "]");
+}
+
+bool inside(const Bound& b, double v) {
+  // Written so that NaN fails every bound.
+  bool lo_ok = b.lo_open ? v > b.lo : v >= b.lo;
+  bool hi_ok = b.hi == kInf ? !std::isnan(v) : (b.hi_open ? v < b.hi : v <= b.hi);
+  return lo_ok && hi_ok;
+}
+
+std::string given(const FieldValue& v) {
+  if (auto* s = std::get_if<std::string>(&v)) return cat("'", *s, "'");
+  return format_field_value(v);
+}
+
+std::string join_choices(const FieldInfo& f) {
+  std::string out;
+  for (const std::string& c : f.choices) out += (out.empty() ? "" : " | ") + c;
+  return f.choices_allow_empty ? out + ", or empty" : out;
+}
+
+class Validator {
+ public:
+  Validator(const Config& cfg, int world_size)
+      : cfg_(cfg), name_(cfg.source.empty() ? "config" : cfg.source), world_(world_size) {}
+
+  void run() {
+    // A misspelt path in the tables above would silently drop its rule: a bug, caught on first use.
+    static const bool tables_ok = [] {
+      for (const Bound& b : kBounds)
+        MT_CHECK(find_config_field(b.path.substr(0, b.path.find('.')), b.path.substr(b.path.find('.') + 1)),
+                 "validation bound for unknown field ", b.path);
+      return true;
+    }();
+    (void)tables_ok;
+    for (const FieldInfo& f : config_fields()) check_field(f);
+    check_model();
+    check_data();
+    check_parallel();
+  }
+
+ private:
+  [[noreturn]] void fail(std::string_view path, const std::string& what) const {
+    throw UserError(cat(name_, ": ", path, ": ", what));
+  }
+
+  void check_field(const FieldInfo& f) {
+    FieldValue v = f.get(cfg_);
+    std::string path = f.path();
+    if (!f.choices.empty()) {
+      const std::string& s = std::get<std::string>(v);
+      bool ok = (s.empty() && f.choices_allow_empty) || std::find(f.choices.begin(), f.choices.end(), s) != f.choices.end();
+      if (!ok) {
+        std::string near = nearest_match(s, f.choices);
+        fail(path, cat("given '", s, "'; valid ", join_choices(f), near.empty() ? "" : cat(" (did you mean '", near, "'?)")));
+      }
+    }
+    if (auto it = kRequired.find(path); it != kRequired.end() && std::get<std::string>(v).empty())
+      fail(path, cat("required (", it->second, ")"));
+    for (const Bound& b : kBounds) {
+      if (b.path != path) continue;
+      double x = f.type == FieldType::Int ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
+      if (!inside(b, x)) fail(path, cat("given ", given(v), "; valid ", describe(b, f.type == FieldType::Int)));
+    }
+  }
+
+  void check_model() {
+    const ModelConfig& m = cfg_.model;
+    if (m.d_model % m.n_head != 0)
+      fail("model.d_model", cat("given ", m.d_model, "; valid a multiple of model.n_head (", m.n_head, "): ",
+                                m.d_model, " % ", m.n_head, " = ", m.d_model % m.n_head));
+    if (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0)
+      fail("model.n_kv_head", cat("given ", m.n_kv_head, "; valid a divisor of model.n_head (", m.n_head, "): ",
+                                  m.n_head, " % ", m.n_kv_head, " = ", m.n_head % m.n_kv_head));
+    // RoPE rotates pairs of channels, so a llama head needs an even number of them.
+    if (m.family == "llama" && (m.d_model / m.n_head) % 2 != 0)
+      fail("model.d_model", cat("given ", m.d_model, "; valid a head size d_model / n_head that is even for RoPE: ",
+                                m.d_model, " / ", m.n_head, " = ", m.d_model / m.n_head));
+  }
+
+  void check_data() {
+    const int64_t seq = cfg_.data.seq_len, max = cfg_.model.max_seq_len;
+    if (seq > max) fail("data.seq_len", cat("given ", seq, "; valid ≤ model.max_seq_len (", max, ")"));
+  }
+
+  void check_parallel() {
+    const ParallelConfig& p = cfg_.parallel;
+    // order: a permutation of the four mesh dims.
+    std::set<std::string> dims;
+    std::stringstream ss(p.order);
+    std::string part;
+    size_t parts = 0;
+    while (std::getline(ss, part, '-')) {
+      ++parts;
+      dims.insert(part);
+    }
+    const std::set<std::string> want = {"pp", "dp", "fsdp", "tp"};
+    if (parts != 4 || dims != want || p.order.back() == '-')
+      fail("parallel.order", cat("given '", p.order, "'; valid a permutation of pp, dp, fsdp, tp joined by '-' "
+                                 "(default pp-dp-fsdp-tp)"));
+
+    const ModelConfig& m = cfg_.model;
+    const int64_t kv = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+    if (m.n_head % p.tp != 0)
+      fail("parallel.tp", cat("given ", p.tp, "; valid a divisor of model.n_head (", m.n_head, "): ", m.n_head,
+                              " % ", p.tp, " = ", m.n_head % p.tp));
+    if (kv % p.tp != 0)
+      fail("parallel.tp", cat("given ", p.tp, "; valid a divisor of model.n_kv_head (", kv, "): ", kv, " % ", p.tp,
+                              " = ", kv % p.tp));
+
+    if (world_ < 1) return;
+    const int64_t inner = p.pp * p.fsdp * p.tp;
+    if (p.dp > 0 && p.dp * inner != world_)
+      fail("parallel", cat("dp(", p.dp, ") × fsdp(", p.fsdp, ") × tp(", p.tp, ") × pp(", p.pp, ") = ", p.dp * inner,
+                           " ≠ world size ", world_));
+    if (p.dp == 0 && world_ % inner != 0)
+      fail("parallel", cat("world size ", world_, " is not divisible by pp(", p.pp, ") × fsdp(", p.fsdp, ") × tp(",
+                           p.tp, ") = ", inner, " (dp = 0 takes dp = world size / that)"));
+  }
+
+  const Config& cfg_;
+  std::string name_;
+  int world_;
+};
+
+}  // namespace
+
+void validate(const Config& cfg, int world_size) { Validator(cfg, world_size).run(); }
+
+}  // namespace meshtrain

@@ -1,0 +1,262 @@
+// Loading configs: YAML and JSON give the same struct, presets apply before file keys and overrides, and every
+// kind of user mistake (malformed text, unknown key, wrong type, bad override, bad file) is one clear line.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <unistd.h>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/error.h"
+
+using namespace meshtrain;
+
+namespace {
+
+// The message of the UserError `fn` throws, or a marker that makes every fragment check fail.
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "<no UserError thrown>";
+}
+
+#define EXPECT_ERROR(stmt, fragment)                                                      \
+  do {                                                                                    \
+    std::string msg_ = error_of([&] { stmt; });                                           \
+    EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_;            \
+  } while (0)
+
+Config yaml(const std::string& text, const std::vector<std::string>& sets = {}) {
+  return parse_config(text, "cfg.yaml", false, sets);
+}
+Config json(const std::string& text, const std::vector<std::string>& sets = {}) {
+  return parse_config(text, "cfg.json", true, sets);
+}
+
+const char* kYaml = R"(
+model:
+  family: llama
+  n_layer: 6
+  n_head: 8
+  n_kv_head: 2
+  d_model: 512
+  tie_embeddings: false
+  norm_eps: 1e-6
+parallel:
+  tp: 2
+  order: dp-pp-tp-fsdp
+data:
+  train: data/train_*.bin
+  val: ""
+optimizer:
+  lr: 3e-4
+  beta2: 0.99
+train:
+  steps: 50
+  sample_prompt: "Once upon a time: "
+checkpoint:
+  resume: auto
+logging:
+  all_ranks: true
+)";
+
+const char* kJson = R"({
+  "model": {"family": "llama", "n_layer": 6, "n_head": 8, "n_kv_head": 2, "d_model": 512,
+            "tie_embeddings": false, "norm_eps": 1e-6},
+  "parallel": {"tp": 2, "order": "dp-pp-tp-fsdp"},
+  "data": {"train": "data/train_*.bin", "val": null},
+  "optimizer": {"lr": 0.0003, "beta2": 0.99},
+  "train": {"steps": 50, "sample_prompt": "Once upon a time: "},
+  "checkpoint": {"resume": "auto"},
+  "logging": {"all_ranks": true}
+})";
+
+}  // namespace
+
+TEST(ConfigLoad, YamlAndJsonOfTheSameConfigAreEqual) {
+  Config a = yaml(kYaml), b = json(kJson);
+  EXPECT_EQ(a.model.family, "llama");
+  EXPECT_EQ(a.model.n_kv_head, 2);
+  EXPECT_EQ(a.model.norm_eps, 1e-6);
+  EXPECT_FALSE(a.model.tie_embeddings);
+  EXPECT_EQ(a.parallel.order, "dp-pp-tp-fsdp");
+  EXPECT_EQ(a.data.train, "data/train_*.bin");
+  EXPECT_EQ(a.optimizer.lr, 3e-4);
+  EXPECT_EQ(a.train.sample_prompt, "Once upon a time: ");
+  EXPECT_TRUE(a.logging.all_ranks);
+  EXPECT_EQ(a.source, "cfg.yaml");
+  b.source = a.source;
+  EXPECT_EQ(a, b);
+}
+
+TEST(ConfigLoad, UnsetKeysKeepTheirDefaults) {
+  Config c = yaml("data:\n  train: x.bin\n");
+  Config d;
+  d.data.train = "x.bin";
+  d.source = "cfg.yaml";
+  EXPECT_EQ(c, d);
+  EXPECT_EQ(yaml("").optimizer.lr, 3e-4);                // empty file: all defaults
+  EXPECT_EQ(yaml("model:\n").model.n_layer, 4);          // empty section
+}
+
+TEST(ConfigLoad, UnknownKeySuggestsTheNearest) {
+  EXPECT_ERROR(yaml("optimizer:\n  lrr: 1\n"), "cfg.yaml:2:3: unknown key 'optimizer.lrr'; did you mean 'optimizer.lr'?");
+  EXPECT_ERROR(yaml("model:\n  n_layers: 2\n"), "did you mean 'model.n_layer'?");
+  EXPECT_ERROR(yaml("schedule:\n  warmup: 2\n"), "did you mean 'schedule.warmup_steps'?");
+  EXPECT_ERROR(json(R"({"optimizer": {"betta1": 0.9}})"),
+               "cfg.json: unknown key 'optimizer.betta1'; did you mean 'optimizer.beta1'?");
+  // The right key in the wrong section.
+  EXPECT_ERROR(yaml("train:\n  lr: 1\n"), "unknown key 'train.lr'; did you mean 'optimizer.lr'?");
+  // Nothing close: the section's keys are listed.
+  EXPECT_ERROR(yaml("optimizer:\n  momentum: 1\n"),
+               "unknown key 'optimizer.momentum'; valid keys of 'optimizer': name, lr, beta1, beta2, eps, "
+               "weight_decay, grad_clip");
+}
+
+TEST(ConfigLoad, UnknownSectionSuggestsTheNearest) {
+  EXPECT_ERROR(yaml("optimiser:\n  lr: 1\n"), "cfg.yaml:1:1: unknown section 'optimiser'; did you mean 'optimizer'?");
+  EXPECT_ERROR(json(R"({"zzz": {}})"),
+               "cfg.json: unknown section 'zzz'; valid sections: model, parallel, data, optimizer, schedule, "
+               "train, checkpoint, logging");
+}
+
+TEST(ConfigLoad, StructureMustBeMappings) {
+  EXPECT_ERROR(yaml("- a\n- b\n"), "cfg.yaml:1:1: expected a mapping of sections (model, parallel");
+  EXPECT_ERROR(yaml("model: 3\n"), "cfg.yaml:1:8: model: expected a mapping of keys, got '3'");
+  EXPECT_ERROR(json("[1]"), "cfg.json: expected an object of sections");
+  EXPECT_ERROR(json(R"({"model": 3})"), "cfg.json: model: expected an object of keys, got 3");
+}
+
+TEST(ConfigLoad, DuplicateKeysAreRefused) {
+  EXPECT_ERROR(yaml("optimizer:\n  lr: 1\n  lr: 2\n"), "cfg.yaml:3:3: duplicate key 'optimizer.lr' (first at line 2)");
+  EXPECT_ERROR(yaml("train:\n  steps: 1\ntrain:\n  seed: 2\n"), "cfg.yaml:3:1: duplicate section 'train'");
+  EXPECT_ERROR(json(R"({"optimizer": {"lr": 1, "lr": 2}})"), "cfg.json: duplicate key 'optimizer.lr'");
+}
+
+TEST(ConfigLoad, WrongTypesNameKeyExpectedAndGiven) {
+  EXPECT_ERROR(yaml("optimizer:\n  lr: abc\n"), "cfg.yaml:2:7: optimizer.lr: expected a number, got 'abc'");
+  EXPECT_ERROR(yaml("model:\n  n_layer: 2.5\n"), "cfg.yaml:2:12: model.n_layer: expected an integer, got '2.5'");
+  EXPECT_ERROR(yaml("model:\n  n_layer: 1e3\n"), "model.n_layer: expected an integer, got '1e3'");
+  EXPECT_ERROR(yaml("model:\n  tie_embeddings: yes\n"), "model.tie_embeddings: expected true or false, got 'yes'");
+  EXPECT_ERROR(yaml("data:\n  train: [a, b]\n"), "cfg.yaml:2:10: data.train: expected a string, got a sequence");
+  EXPECT_ERROR(yaml("optimizer:\n  lr:\n"), "optimizer.lr: expected a number, got null");
+  EXPECT_ERROR(json(R"({"optimizer": {"lr": "3e-4"}})"), "cfg.json: optimizer.lr: expected a number, got '3e-4'");
+  EXPECT_ERROR(json(R"({"model": {"n_layer": 8.0}})"), "model.n_layer: expected an integer, got 8.0");
+  EXPECT_ERROR(json(R"({"model": {"tie_embeddings": 1}})"), "model.tie_embeddings: expected true or false, got 1");
+  EXPECT_ERROR(json(R"({"data": {"train": 7}})"), "data.train: expected a string, got 7");
+  // Scalars convert by the key's type: a quoted number is a number, a number is a string where one is wanted.
+  EXPECT_EQ(yaml("optimizer:\n  lr: \"1e-3\"\n").optimizer.lr, 1e-3);
+  EXPECT_EQ(yaml("train:\n  sample_prompt: 123\n").train.sample_prompt, "123");
+  EXPECT_EQ(yaml("model:\n  n_layer: +3\n").model.n_layer, 3);
+  EXPECT_EQ(yaml("train:\n  sample_prompt: ~\n").train.sample_prompt, "");
+}
+
+TEST(ConfigLoad, MalformedYamlHasLineAndColumn) {
+  // An unterminated flow sequence; yaml-cpp's marks are 0-based, ours 1-based.
+  std::string msg = error_of([] { yaml("model:\n  n_layer: 2\n  n_head: [1, 2\n"); });
+  EXPECT_EQ(msg.rfind("cfg.yaml:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("cfg.yaml:4:1: end of sequence flow not found"), std::string::npos) << msg;
+  EXPECT_ERROR(yaml("model:\n  n_layer: 2\n n_head: 4\n"), "cfg.yaml:3:");
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+}
+
+TEST(ConfigLoad, MalformedJsonHasLineAndColumn) {
+  // Missing ':' after "lr" on line 3, column 11 (the offending '1').
+  EXPECT_ERROR(json("{\n  \"optimizer\": {\n    \"lr\" 1}\n}"), "cfg.json:3:10: syntax error while parsing object separator");
+  // nlohmann stops at the end of the bad token; the column is where it stopped (as in its own message).
+  EXPECT_ERROR(json("{\"a\": tru}"), "cfg.json:1:10: syntax error while parsing value - invalid literal");
+  EXPECT_ERROR(json(""), "cfg.json:1:1: syntax error");
+  // Comments are allowed in JSON configs.
+  EXPECT_EQ(json("{// c\n\"train\": {\"steps\": 5} /* x */}").train.steps, 5);
+}
+
+TEST(ConfigLoad, PresetAppliesBeforeFileKeys) {
+  Config c = yaml("model:\n  n_layer: 3\n  preset: gpt2-124m\n");  // order inside the file does not matter
+  EXPECT_EQ(c.model.preset, "gpt2-124m");
+  EXPECT_EQ(c.model.n_layer, 3);          // the file wins
+  EXPECT_EQ(c.model.d_model, 768);        // the preset fills the rest
+  EXPECT_EQ(c.model.vocab_size, 50257);
+  EXPECT_EQ(c.model.max_seq_len, 1024);
+}
+
+TEST(ConfigLoad, PresetFromOverrideStillLosesToFileKeys) {
+  Config c = yaml("model:\n  n_layer: 3\n", {"model.preset=llama3.1-8b"});
+  EXPECT_EQ(c.model.preset, "llama3.1-8b");
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_EQ(c.model.d_ff, 14336);
+  // An override preset beats the file's preset; overrides of model keys beat both.
+  c = yaml("model:\n  preset: tiny\n", {"model.preset=gpt2-350m", "model.n_head=8"});
+  EXPECT_EQ(c.model.preset, "gpt2-350m");
+  EXPECT_EQ(c.model.d_model, 1024);
+  EXPECT_EQ(c.model.n_head, 8);
+}
+
+TEST(ConfigLoad, UnknownPresetNamesTheValidOnes) {
+  EXPECT_ERROR(yaml("model:\n  preset: gpt2-125m\n"),
+               "cfg.yaml:2:11: model.preset: given 'gpt2-125m'; valid tiny | gpt2-124m | gpt2-350m | gpt2-774m | "
+               "gpt2-1.5b | llama3.2-1b | llama3.2-3b | llama3.1-8b | llama3.1-70b (did you mean 'gpt2-124m'?)");
+  EXPECT_ERROR(yaml("", {"model.preset=big"}), "--set model.preset=big: model.preset: given 'big'");
+}
+
+TEST(ConfigLoad, OverridesParseAsYamlScalars) {
+  Config c = yaml(kYaml, {"optimizer.lr=1e-3", "train.steps=7", "logging.all_ranks=false",
+                          "train.sample_prompt='a: b'", "data.val=*.bin", "data.train=", "parallel.tp = 4",
+                          "train.out_dir=runs/x y"});
+  EXPECT_EQ(c.optimizer.lr, 1e-3);
+  EXPECT_EQ(c.train.steps, 7);
+  EXPECT_FALSE(c.logging.all_ranks);
+  EXPECT_EQ(c.train.sample_prompt, "a: b");
+  EXPECT_EQ(c.data.val, "*.bin");  // not a YAML alias: the text as typed
+  EXPECT_EQ(c.data.train, "");
+  EXPECT_EQ(c.parallel.tp, 4);
+  EXPECT_EQ(c.train.out_dir, "runs/x y");
+  // Later overrides win.
+  EXPECT_EQ(yaml("", {"train.steps=1", "train.steps=2"}).train.steps, 2);
+}
+
+TEST(ConfigLoad, BadOverridesNameTheFlag) {
+  EXPECT_ERROR(yaml("", {"optimizer.lr"}), "--set optimizer.lr: expected section.key=value (no '=')");
+  EXPECT_ERROR(yaml("", {"lr=1"}), "--set lr=1: expected section.key=value ('lr' has no section); did you mean 'optimizer.lr=1'?");
+  EXPECT_ERROR(yaml("", {"optimizer.lrr=1"}), "--set optimizer.lrr=1: unknown key 'optimizer.lrr'; did you mean 'optimizer.lr'?");
+  EXPECT_ERROR(yaml("", {"optimzer.lr=1"}), "--set optimzer.lr=1: unknown section 'optimzer'; did you mean 'optimizer'?");
+  EXPECT_ERROR(yaml("", {"optimizer.lr=abc"}), "--set optimizer.lr=abc: optimizer.lr: expected a number, got 'abc'");
+  EXPECT_ERROR(yaml("", {"train.steps=1.5"}), "--set train.steps=1.5: train.steps: expected an integer, got '1.5'");
+  EXPECT_ERROR(yaml("", {"train.steps=[1"}), "train.steps: expected an integer, got '[1'");
+  EXPECT_ERROR(yaml("", {"logging.all_ranks=1"}), "logging.all_ranks: expected true or false, got '1'");
+}
+
+TEST(ConfigLoad, FilesAreChosenByExtension) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("meshtrain_config_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  std::string y = write("a.yaml", kYaml), j = write("b.JSON", kJson), yml = write("c.yml", "train:\n  steps: 9\n");
+  Config a = load_config(y), b = load_config(j);
+  EXPECT_EQ(a.source, y);
+  b.source = a.source;
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(load_config(yml, {"train.seed=3"}).train.seed, 3);
+  EXPECT_EQ(load_config(yml).train.steps, 9);
+
+  std::string toml = write("d.toml", "");
+  EXPECT_ERROR(load_config(toml), toml + ": unsupported config file extension; valid: .yaml, .yml (YAML) or .json (JSON)");
+  std::string missing = (dir / "missing.yaml").string();
+  EXPECT_ERROR(load_config(missing), missing + ": cannot read config file: No such file or directory");
+  fs::create_directories(dir / "sub.yaml");
+  EXPECT_ERROR(load_config((dir / "sub.yaml").string()), "sub.yaml: cannot read config file: is a directory");
+  std::string bad = write("bad.yaml", "model:\n  n_layer: [\n");
+  EXPECT_ERROR(load_config(bad), bad + ":3:1:");
+  // Not fs::remove_all: in a binary linked to the torch 2.11 wheel it binds to libtorch.so's copy, which calls a
+  // GCC 13 libstdc++ symbol that GCC 12's lacks, and segfaults. We know what we created.
+  for (const char* f : {"a.yaml", "b.JSON", "c.yml", "d.toml", "bad.yaml"}) fs::remove(dir / f);
+  fs::remove(dir / "sub.yaml");
+  fs::remove(dir);
+}

@@ -1,0 +1,288 @@
+// validate() and resolve(): one test per rule, each asserting the exact fragment of its one-line message, and
+// the derived values resolve() fills in.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/error.h"
+
+using namespace meshtrain;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "<no UserError thrown>";
+}
+
+// A config that passes every rule at world size 8; each test breaks one thing.
+Config good() {
+  Config c;
+  c.source = "cfg.yaml";
+  c.data.train = "data/*.bin";
+  return c;
+}
+
+// Expects validate(c, world) to fail with a message containing `fragment`, and the message to be one line
+// that starts with the file name.
+void expect_invalid(const Config& c, const std::string& fragment, int world = 8) {
+  std::string msg = error_of([&] { validate(c, world); });
+  EXPECT_NE(msg.find(fragment), std::string::npos) << "message: " << msg;
+  EXPECT_EQ(msg.rfind("cfg.yaml: ", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+}  // namespace
+
+TEST(ConfigValidate, DefaultsWithTrainDataAreValid) {
+  EXPECT_NO_THROW(validate(good(), 8));
+  EXPECT_NO_THROW(validate(good(), 0));
+  Config c = good();
+  resolve(c, 8);
+  EXPECT_NO_THROW(validate(c, 8));  // before or after resolve
+}
+
+TEST(ConfigValidate, TrainDataIsRequired) {
+  Config c = good();
+  c.data.train = "";
+  expect_invalid(c, "cfg.yaml: data.train: required (a file or a glob of token shards)");
+  c.source = "";
+  EXPECT_NE(error_of([&] { validate(c, 1); }).find("config: data.train: required"), std::string::npos);
+}
+
+TEST(ConfigValidate, Enumerations) {
+  struct Case {
+    std::function<void(Config&)> set;
+    std::string fragment;
+  };
+  const Case cases[] = {
+      {[](Config& c) { c.model.family = "gtp2"; }, "model.family: given 'gtp2'; valid gpt2 | llama (did you mean 'gpt2'?)"},
+      {[](Config& c) { c.model.preset = "huge"; }, "model.preset: given 'huge'; valid tiny | gpt2-124m"},
+      {[](Config& c) { c.parallel.backend = "gloo"; }, "parallel.backend: given 'gloo'; valid auto | nccl | cpu"},
+      {[](Config& c) { c.data.format = "u16"; }, "data.format: given 'u16'; valid auto | llmc | uint16 | uint32"},
+      {[](Config& c) { c.optimizer.name = "sgd"; }, "optimizer.name: given 'sgd'; valid adamw"},
+      {[](Config& c) { c.schedule.kind = "cos"; }, "schedule.kind: given 'cos'; valid cosine | linear | constant | wsd"},
+      {[](Config& c) { c.train.device = "gpu"; }, "train.device: given 'gpu'; valid auto | cpu | cuda"},
+      {[](Config& c) { c.train.dtype = "fp16"; }, "train.dtype: given 'fp16'; valid auto | fp32 | bf16"},
+      {[](Config& c) { c.logging.level = "verbose"; }, "logging.level: given 'verbose'; valid trace | debug | info | warn | error | off"},
+  };
+  for (const Case& k : cases) {
+    Config c = good();
+    k.set(c);
+    expect_invalid(c, k.fragment);
+  }
+  // An empty preset is allowed; checkpoint.resume is open-ended (a path).
+  Config c = good();
+  c.model.preset = "";
+  c.checkpoint.resume = "runs/x/checkpoints/step_100";
+  EXPECT_NO_THROW(validate(c, 8));
+}
+
+TEST(ConfigValidate, PositiveAndNonNegativeIntegers) {
+  struct Case {
+    std::function<void(Config&)> set;
+    std::string fragment;
+  };
+  const Case cases[] = {
+      {[](Config& c) { c.model.vocab_size = 0; }, "model.vocab_size: given 0; valid ≥ 1"},
+      {[](Config& c) { c.model.n_layer = 0; }, "model.n_layer: given 0; valid ≥ 1"},
+      {[](Config& c) { c.model.n_head = 0; }, "model.n_head: given 0; valid ≥ 1"},
+      {[](Config& c) { c.model.n_kv_head = -1; }, "model.n_kv_head: given -1; valid ≥ 0"},
+      {[](Config& c) { c.model.d_model = -4; }, "model.d_model: given -4; valid ≥ 1"},
+      {[](Config& c) { c.model.d_ff = -1; }, "model.d_ff: given -1; valid ≥ 0"},
+      {[](Config& c) { c.model.max_seq_len = 0; }, "model.max_seq_len: given 0; valid ≥ 1"},
+      {[](Config& c) { c.parallel.dp = -1; }, "parallel.dp: given -1; valid ≥ 0"},
+      {[](Config& c) { c.parallel.fsdp = 0; }, "parallel.fsdp: given 0; valid ≥ 1"},
+      {[](Config& c) { c.parallel.tp = 0; }, "parallel.tp: given 0; valid ≥ 1"},
+      {[](Config& c) { c.parallel.pp = 0; }, "parallel.pp: given 0; valid ≥ 1"},
+      {[](Config& c) { c.data.seq_len = -1; }, "data.seq_len: given -1; valid ≥ 0"},
+      {[](Config& c) { c.schedule.warmup_steps = -1; }, "schedule.warmup_steps: given -1; valid ≥ 0"},
+      {[](Config& c) { c.train.steps = 0; }, "train.steps: given 0; valid ≥ 1"},
+      {[](Config& c) { c.train.micro_batch_size = 0; }, "train.micro_batch_size: given 0; valid ≥ 1"},
+      {[](Config& c) { c.train.grad_accum = 0; }, "train.grad_accum: given 0; valid ≥ 1"},
+      {[](Config& c) { c.train.eval_every = -1; }, "train.eval_every: given -1; valid ≥ 0"},
+      {[](Config& c) { c.train.eval_batches = 0; }, "train.eval_batches: given 0; valid ≥ 1"},
+      {[](Config& c) { c.train.sample_tokens = -5; }, "train.sample_tokens: given -5; valid ≥ 0"},
+      {[](Config& c) { c.train.threads = -1; }, "train.threads: given -1; valid ≥ 0"},
+      {[](Config& c) { c.checkpoint.every = -1; }, "checkpoint.every: given -1; valid ≥ 0"},
+      {[](Config& c) { c.checkpoint.keep = -1; }, "checkpoint.keep: given -1; valid ≥ 0"},
+      {[](Config& c) { c.logging.every = 0; }, "logging.every: given 0; valid ≥ 1"},
+  };
+  for (const Case& k : cases) {
+    Config c = good();
+    k.set(c);
+    expect_invalid(c, k.fragment, 0);
+  }
+}
+
+TEST(ConfigValidate, NumberRanges) {
+  struct Case {
+    std::function<void(Config&)> set;
+    std::string fragment;
+  };
+  const Case cases[] = {
+      {[](Config& c) { c.optimizer.lr = 0; }, "optimizer.lr: given 0.0; valid > 0"},
+      {[](Config& c) { c.optimizer.lr = -3e-4; }, "optimizer.lr: given -3e-4; valid > 0"},
+      {[](Config& c) { c.optimizer.beta1 = 1.0; }, "optimizer.beta1: given 1.0; valid in [0, 1)"},
+      {[](Config& c) { c.optimizer.beta2 = -0.1; }, "optimizer.beta2: given -0.1; valid in [0, 1)"},
+      {[](Config& c) { c.optimizer.eps = 0; }, "optimizer.eps: given 0.0; valid > 0"},
+      {[](Config& c) { c.optimizer.weight_decay = -1; }, "optimizer.weight_decay: given -1.0; valid ≥ 0"},
+      {[](Config& c) { c.optimizer.grad_clip = -1; }, "optimizer.grad_clip: given -1.0; valid ≥ 0"},
+      {[](Config& c) { c.schedule.min_lr_ratio = 1.5; }, "schedule.min_lr_ratio: given 1.5; valid in [0, 1]"},
+      {[](Config& c) { c.schedule.decay_fraction = -0.5; }, "schedule.decay_fraction: given -0.5; valid in [0, 1]"},
+      {[](Config& c) { c.model.dropout = 1.0; }, "model.dropout: given 1.0; valid in [0, 1)"},
+      {[](Config& c) { c.model.norm_eps = 0; }, "model.norm_eps: given 0.0; valid > 0"},
+      {[](Config& c) { c.model.rope_theta = -1; }, "model.rope_theta: given -1.0; valid > 0"},
+      {[](Config& c) { c.parallel.bucket_mb = 0; }, "parallel.bucket_mb: given 0.0; valid > 0"},
+      {[](Config& c) { c.parallel.timeout_s = 0; }, "parallel.timeout_s: given 0.0; valid > 0"},
+      {[](Config& c) { c.optimizer.lr = std::nan(""); }, "optimizer.lr: given nan; valid > 0"},
+  };
+  for (const Case& k : cases) {
+    Config c = good();
+    k.set(c);
+    expect_invalid(c, k.fragment, 0);
+  }
+  Config c = good();
+  c.schedule.min_lr_ratio = 1.0;   // closed interval ends are fine
+  c.optimizer.beta1 = 0.0;
+  c.model.dropout = 0.0;
+  EXPECT_NO_THROW(validate(c, 0));
+}
+
+TEST(ConfigValidate, HeadArithmetic) {
+  Config c = good();
+  c.model.d_model = 100;
+  c.model.n_head = 12;
+  expect_invalid(c, "model.d_model: given 100; valid a multiple of model.n_head (12): 100 % 12 = 4");
+
+  c = good();
+  c.model.n_head = 8;
+  c.model.n_kv_head = 3;
+  expect_invalid(c, "model.n_kv_head: given 3; valid a divisor of model.n_head (8): 8 % 3 = 2");
+
+  c = good();
+  c.model.family = "llama";
+  c.model.d_model = 12;
+  c.model.n_head = 4;
+  expect_invalid(c, "model.d_model: given 12; valid a head size d_model / n_head that is even for RoPE: 12 / 4 = 3");
+}
+
+TEST(ConfigValidate, SeqLenFitsTheModel) {
+  Config c = good();
+  c.model.max_seq_len = 1024;
+  c.data.seq_len = 2048;
+  expect_invalid(c, "data.seq_len: given 2048; valid ≤ model.max_seq_len (1024)");
+  c.data.seq_len = 1024;
+  EXPECT_NO_THROW(validate(c, 8));
+}
+
+TEST(ConfigValidate, OrderIsAPermutationOfTheMeshDims) {
+  for (const char* bad : {"pp-dp-tp", "pp-dp-fsdp-tp-tp", "pp-dp-dp-tp", "pp,dp,fsdp,tp", "pp-dp-fsdp-tp-", "", "ep-dp-fsdp-tp"}) {
+    Config c = good();
+    c.parallel.order = bad;
+    expect_invalid(c, cat("parallel.order: given '", bad, "'; valid a permutation of pp, dp, fsdp, tp joined by '-'"));
+  }
+  Config c = good();
+  c.parallel.order = "tp-fsdp-dp-pp";
+  EXPECT_NO_THROW(validate(c, 8));
+}
+
+TEST(ConfigValidate, TensorParallelDividesHeads) {
+  Config c = good();
+  c.model.n_head = 4;
+  c.parallel.tp = 8;
+  expect_invalid(c, "parallel.tp: given 8; valid a divisor of model.n_head (4): 4 % 8 = 4");
+
+  c = good();
+  c.model.n_head = 8;
+  c.model.d_model = 256;
+  c.model.n_kv_head = 2;
+  c.parallel.tp = 4;
+  expect_invalid(c, "parallel.tp: given 4; valid a divisor of model.n_kv_head (2): 2 % 4 = 2");
+}
+
+TEST(ConfigValidate, WorldSizeArithmetic) {
+  Config c = good();
+  c.parallel.dp = 2;
+  c.parallel.tp = 4;
+  expect_invalid(c, "cfg.yaml: parallel: dp(2) × fsdp(1) × tp(4) × pp(1) = 8 ≠ world size 6", 6);
+  EXPECT_NO_THROW(validate(c, 8));
+  EXPECT_NO_THROW(validate(c, 0));  // world size unknown: skipped
+
+  c = good();
+  c.parallel.tp = 4;  // dp = 0: derived
+  expect_invalid(c, "cfg.yaml: parallel: world size 6 is not divisible by pp(1) × fsdp(1) × tp(4) = 4", 6);
+  EXPECT_NO_THROW(validate(c, 8));
+  EXPECT_NO_THROW(validate(c, 4));
+}
+
+TEST(ConfigValidate, FirstBrokenRuleIsReported) {
+  Config c = good();
+  c.model.n_layer = 0;        // model comes before optimizer in table order
+  c.optimizer.lr = -1;
+  c.parallel.tp = 3;          // cross-field rules come after per-field ones
+  expect_invalid(c, "model.n_layer: given 0");
+}
+
+TEST(ConfigResolve, FillsDerivedValues) {
+  Config c = good();
+  c.parallel.tp = 2;
+  c.train.out_dir = "runs/a";
+  resolve(c, 8);
+  EXPECT_EQ(c.parallel.dp, 4);
+  EXPECT_EQ(c.model.n_kv_head, c.model.n_head);
+  EXPECT_EQ(c.model.d_ff, 4 * 256);
+  EXPECT_EQ(c.data.seq_len, 256);
+  EXPECT_EQ(c.checkpoint.dir, "runs/a/checkpoints");
+  EXPECT_EQ(c.logging.metrics, "runs/a/metrics.jsonl");
+
+  // Given values are kept.
+  Config d = good();
+  d.parallel.dp = 1;
+  d.data.seq_len = 128;
+  d.model.d_ff = 1000;
+  d.checkpoint.dir = "/ckpt";
+  d.logging.metrics = "m.jsonl";
+  resolve(d, 8);
+  EXPECT_EQ(d.parallel.dp, 1);
+  EXPECT_EQ(d.data.seq_len, 128);
+  EXPECT_EQ(d.model.d_ff, 1000);
+  EXPECT_EQ(d.checkpoint.dir, "/ckpt");
+  EXPECT_EQ(d.logging.metrics, "m.jsonl");
+}
+
+TEST(ConfigResolve, LlamaFeedForwardRoundsUpTo256) {
+  Config c = good();
+  c.model.family = "llama";
+  c.model.d_model = 4096;  // int(8 × 4096 / 3) = 10922 → 11008, the Llama-2 7B value
+  resolve(c, 1);
+  EXPECT_EQ(c.model.d_ff, 11008);
+  c = good();
+  c.model.family = "llama";
+  c.model.d_model = 384;  // 1024 exactly
+  resolve(c, 1);
+  EXPECT_EQ(c.model.d_ff, 1024);
+  // A preset's d_ff (not the rule's 5632) survives.
+  c = good();
+  apply_model_preset("llama3.2-1b", c.model);
+  resolve(c, 1);
+  EXPECT_EQ(c.model.d_ff, 8192);
+}
+
+TEST(ConfigResolve, LeavesWhatItCannotDerive) {
+  Config c = good();
+  c.parallel.tp = 4;
+  resolve(c, 6);  // 6 % 4 ≠ 0: dp stays 0 for validate() to report
+  EXPECT_EQ(c.parallel.dp, 0);
+  resolve(c, 0);
+  EXPECT_EQ(c.parallel.dp, 0);
+  c.parallel.tp = 0;  // invalid, but no division by zero
+  resolve(c, 8);
+  EXPECT_EQ(c.parallel.dp, 0);
+}
