@@ -1,2 +1,39 @@
+// meshrun: the launcher's command line. All logic lives in src/launch/; this file maps errors to exit codes:
+// a user's mistake (bad flag, missing program, port in use) is one line and exit 2.
+#include <unistd.h>
+
 #include <cstdio>
-int main() { std::puts("meshtrain"); return 0; }
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+#include "meshtrain/launch/launch_options.h"
+#include "meshtrain/launch/launch_plan.h"
+#include "meshtrain/launch/supervisor.h"
+
+int main(int argc, char** argv) {
+  using namespace meshtrain;
+  using namespace meshtrain::launch;
+  try {
+    log::init({});
+    LaunchOptions opts = parse_launch_options(std::vector<std::string>(argv + 1, argv + argc));
+    if (opts.help) {
+      std::fputs(launch_usage().c_str(), stdout);
+      return 0;
+    }
+    if (opts.version) {
+      std::puts("meshrun 0.1.0");
+      return 0;
+    }
+    LaunchPlan plan = make_launch_plan(opts, self_exe_dir(), visible_gpu_count(),
+                                       static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+    return Supervisor(std::move(plan)).run();
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshrun: error: %s\n", e.what());
+    return 1;
+  }
+}

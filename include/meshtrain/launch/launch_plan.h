@@ -1,0 +1,39 @@
+// LaunchOptions (what the user said) → LaunchPlan (what meshrun will do): the worker command line, counts,
+// the store's address and port, the run id, the signals to forward. Resolving is separate from running so
+// it can be unit-tested and printed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/launch/launch_options.h"
+
+namespace meshtrain::launch {
+
+struct LaunchPlan {
+  LaunchOptions opts;
+  ProgramKind kind = ProgramKind::Python;
+  std::vector<std::string> command;  // every worker's argv
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;
+  int master_port = 0;     // 0 until the store is bound (--standalone / --master-port 0)
+  bool host_store = true;  // node 0 hosts the TCPStore
+  bool loopback_store = true;
+  std::string run_id;
+  std::string log_folder;  // <log-dir>/<run-id-or-dated-name>; empty = no --log-dir
+  std::vector<int> forwarded_signals;
+};
+
+// `self_dir`: the directory of the meshrun binary (where `meshtrain` is looked for). `gpu_count` and
+// `cpu_count` come from the node (visible_gpu_count(), online cores) and are injected for tests.
+LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir, int gpu_count, int cpu_count);
+
+// Directory holding the running executable (/proc/self/exe).
+std::string self_exe_dir();
+
+// Whether `addr` names this host's loopback (127.x, ::1, localhost).
+bool is_loopback_address(const std::string& addr);
+
+}  // namespace meshtrain::launch

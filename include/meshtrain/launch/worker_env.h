@@ -1,0 +1,45 @@
+// The environment each worker gets: torchrun's contract, exactly (names and value spellings), so a PyTorch
+// script's init_process_group("env://") and meshtrain's own store client both find the launcher's store.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace meshtrain::launch {
+
+struct WorkerIdentity {
+  int local_rank = 0;
+  int local_world_size = 1;
+  int group_rank = 0;        // node rank
+  int group_world_size = 1;  // number of nodes
+  std::string role = "default";
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int restart_count = 0;
+  int max_restarts = 0;
+  std::string run_id = "none";
+  std::string error_file;         // TORCHELASTIC_ERROR_FILE
+  std::string signals_to_handle;  // TORCHELASTIC_SIGNALS_TO_HANDLE
+
+  int rank() const { return group_rank * local_world_size + local_rank; }
+  int world_size() const { return group_world_size * local_world_size; }
+};
+
+// The variables meshrun sets (added to, and overriding, the launcher's own environment):
+// RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE ROLE_RANK ROLE_WORLD_SIZE
+// ROLE_NAME MASTER_ADDR MASTER_PORT TORCHELASTIC_RESTART_COUNT TORCHELASTIC_MAX_RESTARTS
+// TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_ERROR_FILE
+// TORCHELASTIC_SIGNALS_TO_HANDLE TORCH_NCCL_ASYNC_ERROR_HANDLING (inherited value, else 1)
+// OMP_NUM_THREADS (inherited value, else 1 when local_world_size > 1).
+// `inherited` is the launcher's environment as NAME → value.
+std::map<std::string, std::string> worker_env_overrides(const WorkerIdentity& w,
+                                                        const std::map<std::string, std::string>& inherited);
+
+// The launcher's environment with the overrides applied, as "NAME=value" strings for execve.
+std::vector<std::string> worker_environment(const WorkerIdentity& w);
+
+// The current process environment as a map.
+std::map<std::string, std::string> current_environment();
+
+}  // namespace meshtrain::launch

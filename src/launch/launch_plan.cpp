@@ -1,0 +1,109 @@
+#include "meshtrain/launch/launch_plan.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <random>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/launch/signal_names.h"
+
+namespace meshtrain::launch {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string random_run_id() {
+  std::random_device rd;
+  std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid()));
+  char buf[40];
+  uint64_t a = g(), b = g();
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xffff),
+                static_cast<unsigned>(b >> 48), static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return buf;
+}
+
+std::string python_interpreter() {
+  // $PYTHON wins; else the python3 on PATH (an activated venv's). torchrun uses its own sys.executable.
+  if (const char* p = std::getenv("PYTHON"); p && *p) return p;
+  return "python3";
+}
+
+}  // namespace
+
+std::string self_exe_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return ".";
+  return p.parent_path().string();
+}
+
+bool is_loopback_address(const std::string& a) {
+  return a == "localhost" || a == "::1" || a == "[::1]" || a.rfind("127.", 0) == 0;
+}
+
+LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir, int gpu_count, int cpu_count) {
+  LaunchPlan p;
+  p.opts = o;
+  p.nproc_per_node = resolve_nproc_per_node(o.nproc_per_node, gpu_count, cpu_count);
+  p.nnodes = parse_nnodes(o.nnodes);
+  p.node_rank = o.node_rank;
+  p.master_addr = o.master_addr;
+  p.master_port = o.master_port;
+  p.run_id = o.run_id;
+  if (o.standalone) {
+    // torchrun --standalone: local store on a free port and a fresh run id.
+    p.master_addr = "127.0.0.1";
+    p.master_port = 0;
+    if (p.run_id == "none") p.run_id = random_run_id();
+  }
+  p.host_store = p.node_rank == 0;
+  p.loopback_store = p.nnodes == 1 && is_loopback_address(p.master_addr);
+  MT_USER_CHECK(p.nnodes == 1 || p.master_port != 0, "meshrun: --master-port 0 needs a single node; with ",
+                p.nnodes, " nodes every launcher must know the port");
+  p.forwarded_signals = parse_signal_list(o.signals_to_handle);
+
+  const std::string& prog = o.program;
+  if (o.no_python) {
+    p.kind = ProgramKind::Native;
+    p.command = {prog};
+  } else if (o.module) {
+    p.kind = ProgramKind::Module;
+    p.command = {python_interpreter(), "-u", "-m", prog};
+  } else if (ends_with(prog, ".yaml") || ends_with(prog, ".yml") || ends_with(prog, ".json")) {
+    p.kind = ProgramKind::Config;
+    std::string meshtrain = self_dir + "/meshtrain";
+    MT_USER_CHECK(::access(meshtrain.c_str(), X_OK) == 0, "meshrun: ", prog, " is a config, which runs `",
+                  meshtrain, " train CONFIG`, but that binary is missing (build the `meshtrain` target)");
+    MT_USER_CHECK(::access(prog.c_str(), R_OK) == 0, "meshrun: config file not found: ", prog);
+    p.command = {meshtrain, "train", prog};
+  } else {
+    p.kind = ProgramKind::Python;
+    MT_USER_CHECK(::access(prog.c_str(), R_OK) == 0, "meshrun: script not found: ", prog,
+                  " (use --no-python to run a program on PATH)");
+    p.command = {python_interpreter(), "-u", prog};
+  }
+  p.command.insert(p.command.end(), o.program_args.begin(), o.program_args.end());
+
+  if (!o.log_dir.empty()) {
+    std::string name = p.run_id;
+    if (name == "none") {  // torchrun's default id would make every run overwrite the last one's logs
+      char buf[32];
+      std::time_t t = std::time(nullptr);
+      std::tm tm{};
+      localtime_r(&t, &tm);
+      std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+      name = "none_" + std::string(buf) + "_" + std::to_string(::getpid());
+    }
+    p.log_folder = o.log_dir + "/" + name;
+  }
+  return p;
+}
+
+}  // namespace meshtrain::launch
