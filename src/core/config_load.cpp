@@ -137,8 +137,8 @@ std::vector<Assignment> read_yaml(const std::string& text, const std::string& na
       const FieldInfo& f = lookup_field(kwhere, section, k.Scalar());
       if (auto [it, fresh] = seen_keys.emplace(k.Scalar(), k.Mark()); !fresh)
         throw UserError(cat(kwhere, ": duplicate key '", f.path(), "' (first at line ", it->second.line + 1, ")"));
-      // A missing value (`lr:`) has no mark of its own; point at the key then.
-      std::string vwhere = kv->second.Mark().line >= 0 ? yaml_where(name, kv->second.Mark()) : kwhere;
+      // A missing value (`lr:`) carries the mark of whatever token follows it; point at the key instead.
+      std::string vwhere = kv->second.IsNull() ? kwhere : yaml_where(name, kv->second.Mark());
       out.push_back({&f, from_yaml(vwhere, f, kv->second), vwhere});
     }
   }

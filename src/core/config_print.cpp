@@ -53,7 +53,7 @@ std::string to_json(const Config& cfg) {
     std::visit([&](const auto& x) { sec[std::string(f.key)] = x; }, f.get(cfg));
   }
   // nlohmann writes doubles in the shortest form that reads back exactly (0.0003, 1e-08).
-  return root.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  return root.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);  // no trailing newline
 }
 
 }  // namespace meshtrain

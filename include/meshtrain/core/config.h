@@ -151,7 +151,7 @@ void resolve(Config& cfg, int world_size);
 
 // The config as YAML (every field, resolved values) — what `meshtrain config FILE` prints.
 std::string to_yaml(const Config& cfg);
-// The config as JSON (stored in checkpoints and metrics headers).
+// The config as JSON (stored in checkpoints and metrics headers); pretty-printed, no trailing newline.
 std::string to_json(const Config& cfg);
 // Markdown reference of every section/key/type/default/doc: the content of docs/config.md.
 std::string config_reference_markdown();

@@ -144,7 +144,7 @@ TEST(ConfigLoad, WrongTypesNameKeyExpectedAndGiven) {
   EXPECT_ERROR(yaml("model:\n  n_layer: 1e3\n"), "model.n_layer: expected an integer, got '1e3'");
   EXPECT_ERROR(yaml("model:\n  tie_embeddings: yes\n"), "model.tie_embeddings: expected true or false, got 'yes'");
   EXPECT_ERROR(yaml("data:\n  train: [a, b]\n"), "cfg.yaml:2:10: data.train: expected a string, got a sequence");
-  EXPECT_ERROR(yaml("optimizer:\n  lr:\n"), "optimizer.lr: expected a number, got null");
+  EXPECT_ERROR(yaml("optimizer:\n  lr:\n  beta1: 0.9\n"), "cfg.yaml:2:3: optimizer.lr: expected a number, got null");
   EXPECT_ERROR(json(R"({"optimizer": {"lr": "3e-4"}})"), "cfg.json: optimizer.lr: expected a number, got '3e-4'");
   EXPECT_ERROR(json(R"({"model": {"n_layer": 8.0}})"), "model.n_layer: expected an integer, got 8.0");
   EXPECT_ERROR(json(R"({"model": {"tie_embeddings": 1}})"), "model.tie_embeddings: expected true or false, got 1");
@@ -259,4 +259,25 @@ TEST(ConfigLoad, FilesAreChosenByExtension) {
   for (const char* f : {"a.yaml", "b.JSON", "c.yml", "d.toml", "bad.yaml"}) fs::remove(dir / f);
   fs::remove(dir / "sub.yaml");
   fs::remove(dir);
+}
+
+// Every config shipped in configs/ loads and passes the rules that do not depend on the world size.
+TEST(ConfigLoad, ShippedConfigsLoadAndValidate) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(MESHTRAIN_SOURCE_DIR) / "configs";
+  if (!fs::is_directory(dir)) GTEST_SKIP() << "no " << dir;
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".yaml" && ext != ".yml" && ext != ".json") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW({
+      Config c = load_config(entry.path().string());
+      validate(c, 0);
+      resolve(c, 1);
+      validate(c, 1);
+    });
+    ++n;
+  }
+  EXPECT_GT(n, 0);
 }
