@@ -36,6 +36,10 @@ class Communicator {
   // `out` chunk i (numel / size) receives rank i's chunk `rank()` of `in`.
   virtual WorkPtr all_to_all(at::Tensor& out, const at::Tensor& in) = 0;
   virtual void barrier() = 0;
+
+  // Collective over this communicator: ranks passing the same `color` form a new communicator, ordered by
+  // (`key`, rank). A negative color takes no part and gets nullptr. Backends without sub-groups throw.
+  virtual std::shared_ptr<Communicator> split(int color, int key);
 };
 
 using CommPtr = std::shared_ptr<Communicator>;

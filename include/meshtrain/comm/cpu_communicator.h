@@ -1,0 +1,38 @@
+// CPU backend of Communicator: TCP sockets between every pair of ranks, set up through the rendezvous store.
+// Each rank listens on an ephemeral port and publishes host:port under
+//   meshtrain/cpu_comm/attempt<TORCHELASTIC_RESTART_COUNT>/<group_name>/addr/<rank>
+// then connects to every lower rank and accepts every higher one. Ops run on one background thread per
+// communicator in issue order (so every rank must issue collectives in the same order, as with NCCL); Work
+// wait() blocks and rethrows. Every socket wait is bounded by the op timeout: a rank that skips a collective
+// makes the others throw CommTimeoutError naming op, sequence number, group and the missing peers. After any
+// failure the communicator is broken and later ops fail at once. Group names must be unique per job attempt.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "meshtrain/comm/communicator.h"
+#include "meshtrain/comm/store.h"
+
+namespace meshtrain::comm {
+
+struct CpuCommOptions {
+  // Bound on every op (from its start on the op thread) and on connection setup.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // all_reduce and broadcast of at most this many bytes use the one-round direct algorithms, larger ones the
+  // ring (env MESHTRAIN_CPU_COMM_SMALL_BYTES overrides).
+  std::size_t small_message_bytes = std::size_t(64) << 10;
+  // Address peers use to reach this rank; empty: MESHTRAIN_COMM_HOST, else the interface that routes to
+  // MASTER_ADDR, else 127.0.0.1.
+  std::string host;
+};
+
+// Collective over `size` processes calling it with the same group name; returns once all are connected.
+// world size 1 opens no sockets.
+CommPtr make_cpu_communicator(StorePtr store, int rank, int size, const std::string& group_name,
+                              std::chrono::milliseconds timeout);
+CommPtr make_cpu_communicator(StorePtr store, int rank, int size, const std::string& group_name,
+                              const CpuCommOptions& options);
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,26 @@
+# Multi-process tests of the CPU communicator (tests/multiproc/comm/): real processes started by meshrun with
+# --nproc-per-node 2, 3 and 4, plus by hand (run_local.sh: rank 0 hosts the store, no launcher) and a single
+# process with no environment at all.
+add_executable(comm_worker ${CMAKE_CURRENT_LIST_DIR}/comm/comm_worker.cpp)
+target_link_libraries(comm_worker PRIVATE meshtrain_comm)
+meshtrain_warnings(comm_worker)
+meshtrain_use_torch(comm_worker)
+
+foreach(n 2 3 4)
+  add_test(NAME comm_meshrun_np${n}
+           COMMAND ${MESHTRAIN_BIN}/meshrun --nproc-per-node ${n} --no-python ${MESHTRAIN_BIN}/comm_worker)
+  set_tests_properties(comm_meshrun_np${n} PROPERTIES LABELS "multiproc;comm" TIMEOUT 300)
+endforeach()
+add_test(NAME comm_meshrun_timeout
+         COMMAND ${MESHTRAIN_BIN}/meshrun --nproc-per-node 3 --no-python ${MESHTRAIN_BIN}/comm_worker --timeout-test)
+set_tests_properties(comm_meshrun_timeout PROPERTIES LABELS "multiproc;comm" TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "timed out after 2000 ms waiting for rank\\(s\\) 2")
+
+add_test(NAME comm_byhand_np3 COMMAND ${CMAKE_CURRENT_LIST_DIR}/comm/run_local.sh 3 ${MESHTRAIN_BIN}/comm_worker)
+set_tests_properties(comm_byhand_np3 PROPERTIES LABELS "multiproc;comm" TIMEOUT 300)
+add_test(NAME comm_byhand_timeout
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/comm/run_local.sh 3 ${MESHTRAIN_BIN}/comm_worker --timeout-test)
+set_tests_properties(comm_byhand_timeout PROPERTIES LABELS "multiproc;comm" TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "timed out after 2000 ms waiting for rank\\(s\\) 2")
+add_test(NAME comm_single_process COMMAND ${MESHTRAIN_BIN}/comm_worker)
+set_tests_properties(comm_single_process PROPERTIES LABELS "multiproc;comm" TIMEOUT 120)
