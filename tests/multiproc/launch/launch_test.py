@@ -1,0 +1,231 @@
+# Multi-process tests of meshrun: real launcher, real worker processes (worker.py), one case per ctest.
+# usage: launch_test.py MESHRUN PYTHON CASE
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+MESHRUN, PYTHON, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
+OUT = tempfile.mkdtemp(prefix="meshrun-test-")
+ENV = dict(os.environ, PYTHON=PYTHON)
+ENV.pop("OMP_NUM_THREADS", None)
+
+
+def run(*flags, mode="env", args=(), timeout=120, env=None):
+    cmd = [MESHRUN, "--standalone", *flags, WORKER, mode, OUT, *map(str, args)]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or ENV)
+    p.elapsed = time.time() - t0
+    return p
+
+
+def start(*flags, mode="hang", args=()):
+    cmd = [MESHRUN, "--standalone", *flags, WORKER, mode, OUT, *map(str, args)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+def records(name):
+    out = {}
+    for f in os.listdir(OUT):
+        parts = f.split(".")
+        if parts[0] == name:
+            with open(os.path.join(OUT, f)) as fh:
+                txt = fh.read()
+            out[(int(parts[1]), int(parts[2]))] = json.loads(txt) if txt else ""
+    return out
+
+
+def wait_for(pred, timeout=60, what="condition"):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def check(cond, msg, p=None):
+    if not cond:
+        if p is not None:
+            print("--- stdout\n" + (p.stdout or "") + "\n--- stderr\n" + (p.stderr or ""))
+        raise AssertionError(msg)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def case_env(n):
+    p = run("--nproc-per-node", str(n), mode="store")
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    env, store = records("env"), records("store")
+    check(sorted(r for r, _ in env) == list(range(n)), f"ranks {sorted(env)}", p)
+    ports = {e["MASTER_PORT"] for e in env.values()}
+    check(len(ports) == 1, f"one MASTER_PORT expected: {ports}")
+    for (r, a), e in env.items():
+        want = {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
+                "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(r), "ROLE_WORLD_SIZE": str(n),
+                "ROLE_NAME": "default", "MASTER_ADDR": "127.0.0.1", "TORCHELASTIC_RESTART_COUNT": "0",
+                "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+                "OMP_NUM_THREADS": "1" if n > 1 else None}
+        for k, v in want.items():
+            check(e[k] == v, f"rank {r}: {k}={e[k]!r}, expected {v!r}")
+        check(e["pgid"] == e["pid"], f"rank {r} not in its own process group")
+        check(e["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{r}/error.json"), e["TORCHELASTIC_ERROR_FILE"])
+    check(len(store) == n, f"store records {len(store)}")
+    pids = {str(r): str(e["pid"]) for (r, _), e in env.items()}
+    for s in store.values():
+        check(s == pids, f"store view {s} != {pids}")
+    lines = [l for l in p.stdout.splitlines() if l.startswith("[rank ")]
+    print(f"ok: {n} workers, distinct ranks, one store reached by all ({p.elapsed:.2f}s)")
+
+
+def case_exit_code():
+    p = run("--nproc-per-node", "2", mode="fail", args=(1, 7, 99))
+    check(p.returncode == 7, f"rc {p.returncode}, expected 7", p)
+    for s in ["root cause", "rank       : 1", "exit code 7", "boom: rank 1 failing with 7", "meshrun exits with 7"]:
+        check(s in p.stderr, f"summary lacks {s!r}", p)
+    check(p.elapsed < 20, f"teardown took {p.elapsed:.1f}s", p)
+    print(p.stderr)
+
+
+def case_signal_death():
+    p = run("--nproc-per-node", "2", mode="die", args=(1, 11))
+    check(p.returncode == 128 + 11, f"rc {p.returncode}", p)
+    check("signal SIGSEGV (11)" in p.stderr, "summary lacks the signal name", p)
+    print("ok: rc 139, SIGSEGV named")
+
+
+def case_error_file():
+    p = run("--nproc-per-node", "2", mode="errorfile")
+    check(p.returncode == 3, f"rc {p.returncode}", p)
+    check("loss is nan at step 7" in p.stderr and "train.py line 42" in p.stderr, "error file not shown", p)
+    print(p.stderr)
+
+
+def case_restart_recovers():
+    p = run("--nproc-per-node", "2", "--max-restarts", "2", mode="fail", args=(1, 5, 2))
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    env = records("env")
+    check(sorted(env) == [(r, a) for r in range(2) for a in range(3)], f"attempts {sorted(env)}", p)
+    for (r, a), e in env.items():
+        check(e["TORCHELASTIC_RESTART_COUNT"] == str(a) and e["TORCHELASTIC_MAX_RESTARTS"] == "2", str(e))
+    check(p.stderr.count("restarting the worker group") == 2, "two restarts expected", p)
+    print("ok: failed twice, restarted twice, third attempt succeeded")
+
+
+def case_restart_exhausted():
+    p = run("--nproc-per-node", "2", "--max-restarts", "2", mode="fail", args=(0, 5, 99))
+    check(p.returncode == 5, f"rc {p.returncode}", p)
+    check("FAILED after 3 attempts" in p.stderr, "summary lacks attempt count", p)
+    check(sorted({a for _, a in records("env")}) == [0, 1, 2], "three attempts expected", p)
+    print("ok: 3 attempts, rc 5")
+
+
+def case_sigterm_forwarded():
+    m = start("--nproc-per-node", "2", "--max-restarts", "3")
+    wait_for(lambda: len(records("ready")) == 2, what="workers ready")
+    m.send_signal(signal.SIGUSR1)
+    wait_for(lambda: len(records("sig10")) == 2, what="SIGUSR1 at both workers")
+    check(m.poll() is None, "launcher exited on SIGUSR1")
+    m.send_signal(signal.SIGTERM)
+    out, err = m.communicate(timeout=30)
+    check(m.returncode == 128 + 15, f"rc {m.returncode}\n{err}")
+    check(len(records("sig15")) == 2, f"SIGTERM reached {len(records('sig15'))} workers\n{err}")
+    check(len(records("env")) == 2, "restarted after a forwarded signal")
+    print("ok: SIGUSR1 forwarded (workers kept running), SIGTERM forwarded, rc 143, no restart")
+
+
+def case_sigterm_ignored():
+    m = start("--nproc-per-node", "2", "--shutdown-timeout", "1", args=("ignore",))
+    wait_for(lambda: len(records("ready")) == 2, what="workers ready")
+    pids = [e["pid"] for e in records("env").values()]
+    t0 = time.time()
+    m.send_signal(signal.SIGTERM)
+    m.communicate(timeout=30)
+    dt = time.time() - t0
+    check(m.returncode == 143, f"rc {m.returncode}")
+    check(0.9 < dt < 5, f"stop took {dt:.2f}s with --shutdown-timeout 1")
+    check(not any(alive(p) for p in pids), "workers survived")
+    print(f"ok: SIGTERM-ignoring workers SIGKILLed after {dt:.2f}s")
+
+
+def case_no_orphans():
+    m = start("--nproc-per-node", "4")
+    wait_for(lambda: len(records("ready")) == 4, what="workers ready")
+    pids = [e["pid"] for e in records("env").values()]
+    check(all(alive(p) for p in pids), "workers not running")
+    m.kill()  # SIGKILL: the launcher gets no chance to clean up; PDEATHSIG must do it
+    m.wait()
+    wait_for(lambda: not any(alive(p) for p in pids), timeout=10, what="workers to die after kill -9 of meshrun")
+    print(f"ok: {len(pids)} workers gone after kill -9 of meshrun")
+
+
+def case_gloo_allreduce():
+    cmd = [MESHRUN, "--standalone", "--nproc-per-node", "2", os.path.join(HERE, "allreduce_gloo.py")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    for r in range(2):
+        check(f"[rank {r}]: allreduce ok rank={r} world=2 sum=1" in p.stdout, f"rank {r} line missing", p)
+    print(p.stdout)
+
+
+def case_bad_input():
+    p = subprocess.run([MESHRUN, "--nproc-per-node", "x", "--no-python", "true"], capture_output=True, text=True)
+    check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--nproc-per-node" in p.stderr,
+          "bad value", p)
+    p = subprocess.run([MESHRUN, "--frobnicate", "true"], capture_output=True, text=True)
+    check(p.returncode == 2 and "unknown flag '--frobnicate'" in p.stderr, "unknown flag", p)
+    p = subprocess.run([MESHRUN, "--standalone", "--no-python", "/nonexistent/prog"], capture_output=True, text=True)
+    check(p.returncode == 2 and "program not found" in p.stderr, "missing program", p)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    p = subprocess.run([MESHRUN, "--master-port", str(port), "--no-python", "true"], capture_output=True, text=True)
+    check(p.returncode == 2 and f"--master-port {port} is already in use" in p.stderr, "port in use", p)
+    p = subprocess.run([MESHRUN, "--help"], capture_output=True, text=True)
+    check(p.returncode == 0 and "Rendezvous:" in p.stdout and "[default: 29500]" in p.stdout, "help", p)
+    print("ok: bad value, unknown flag, missing program, port in use, --help")
+
+
+def case_logs():
+    logdir = os.path.join(OUT, "logs")
+    p = run("--nproc-per-node", "2", "--log-dir", logdir, "--run-id", "job1", "--local-ranks-filter", "1",
+            mode="fail", args=(1, 4, 1), env=dict(ENV, PET_MAX_RESTARTS="1"))
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    for a in range(2):
+        for r in range(2):
+            with open(f"{logdir}/job1/attempt_{a}/{r}/stdout.log") as f:
+                check(f.read() == f"worker {r} attempt {a}\n", f"stdout.log of rank {r} attempt {a}")
+    with open(f"{logdir}/job1/attempt_0/1/stderr.log") as f:
+        check("boom" in f.read(), "stderr.log")
+    check("[rank 0]:" not in p.stdout and "[rank 1]: worker 1 attempt 1" in p.stdout, "filter", p)
+    print("ok: per-rank per-attempt log files, PET_MAX_RESTARTS honoured, --local-ranks-filter")
+
+
+CASES = {
+    "env_1": lambda: case_env(1), "env_2": lambda: case_env(2), "env_4": lambda: case_env(4),
+    "exit_code": case_exit_code, "signal_death": case_signal_death, "error_file": case_error_file,
+    "restart_recovers": case_restart_recovers, "restart_exhausted": case_restart_exhausted,
+    "sigterm_forwarded": case_sigterm_forwarded, "sigterm_ignored": case_sigterm_ignored,
+    "no_orphans": case_no_orphans, "gloo_allreduce": case_gloo_allreduce, "bad_input": case_bad_input,
+    "logs": case_logs,
+}
+
+if __name__ == "__main__":
+    try:
+        CASES[CASE]()
+    finally:
+        subprocess.run(["rm", "-rf", OUT])

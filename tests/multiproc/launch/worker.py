@@ -1,0 +1,74 @@
+# Test worker for meshrun's multi-process tests: one behaviour per mode, chosen by argv[1]. Writes what it
+# saw into OUT (argv[2]) so the driver (launch_test.py) can assert on it. Only `store` imports torch.
+import json
+import os
+import signal
+import sys
+import time
+
+mode, out = sys.argv[1], sys.argv[2]
+args = sys.argv[3:]
+rank = int(os.environ["RANK"])
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+        "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
+        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING"]
+
+
+def record(name, payload):
+    with open(os.path.join(out, f"{name}.{rank}.{attempt}"), "w") as f:
+        f.write(payload if isinstance(payload, str) else json.dumps(payload))
+
+
+record("env", {k: os.environ.get(k) for k in KEYS} | {"pid": os.getpid(), "pgid": os.getpgrp()})
+
+if mode == "env":
+    pass
+elif mode == "store":
+    # Every worker reaches the launcher's store, publishes itself and waits for all the others.
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          int(os.environ["WORLD_SIZE"]), is_master=False, timeout=timedelta(seconds=60))
+    store.set(f"worker/{rank}", str(os.getpid()))
+    ws = int(os.environ["WORLD_SIZE"])
+    store.wait([f"worker/{r}" for r in range(ws)])
+    record("store", {str(r): store.get(f"worker/{r}").decode() for r in range(ws)})
+elif mode == "fail":  # fail RANK CODE UNTIL_ATTEMPT: rank RANK exits CODE in attempts < UNTIL_ATTEMPT
+    fail_rank, code, until = int(args[0]), int(args[1]), int(args[2])
+    print(f"worker {rank} attempt {attempt}", flush=True)
+    if rank == fail_rank and attempt < until:
+        print(f"boom: rank {rank} failing with {code}", file=sys.stderr, flush=True)
+        sys.exit(code)
+    if rank != fail_rank and attempt < until:
+        time.sleep(60)  # the launcher must stop us
+elif mode == "die":  # die RANK SIGNAL
+    if rank == int(args[0]):
+        os.kill(os.getpid(), int(args[1]))
+    time.sleep(60)
+elif mode == "errorfile":  # rank 0 writes a torchrun-style error file, then exits 3
+    if rank == 0:
+        with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
+            json.dump({"message": {"message": "ValueError: loss is nan at step 7",
+                                   "extraInfo": {"py_callstack": "Traceback: train.py line 42",
+                                                 "timestamp": str(int(time.time()))}}}, f)
+        sys.exit(3)
+    time.sleep(60)
+elif mode == "hang":  # record signals received; `hang ignore` ignores SIGTERM
+    def on(sig, _):
+        record(f"sig{sig}", "")
+        if sig != signal.SIGUSR1:
+            sys.exit(0)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(s, on)
+    if args and args[0] == "ignore":
+        signal.signal(signal.SIGTERM, lambda *_: record("sig15", ""))
+    record("ready", "")
+    while True:
+        time.sleep(0.05)
+else:
+    sys.exit(f"unknown mode {mode}")

@@ -1,0 +1,51 @@
+#include "meshtrain/launch/worker_env.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include "meshtrain/launch/root_cause.h"
+
+using namespace meshtrain::launch;
+
+TEST(WorkerEnv, TorchrunContract) {
+  WorkerIdentity w;
+  w.local_rank = 3;
+  w.local_world_size = 8;
+  w.group_rank = 1;
+  w.group_world_size = 2;
+  w.master_port = 1234;
+  w.restart_count = 2;
+  w.max_restarts = 5;
+  w.error_file = "/tmp/e.json";
+  auto e = worker_env_overrides(w, {});
+  EXPECT_EQ(e["RANK"], "11");
+  EXPECT_EQ(e["WORLD_SIZE"], "16");
+  EXPECT_EQ(e["LOCAL_RANK"], "3");
+  EXPECT_EQ(e["GROUP_RANK"], "1");
+  EXPECT_EQ(e["ROLE_RANK"], "11");
+  EXPECT_EQ(e["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(e["TORCHELASTIC_USE_AGENT_STORE"], "True");
+  EXPECT_EQ(e["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(e["OMP_NUM_THREADS"], "1");
+  auto inherited = worker_env_overrides(w, {{"OMP_NUM_THREADS", "4"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}});
+  EXPECT_EQ(inherited["OMP_NUM_THREADS"], "4");
+  EXPECT_EQ(inherited["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+  w.local_world_size = 1;
+  EXPECT_EQ(worker_env_overrides(w, {}).count("OMP_NUM_THREADS"), 0u);
+}
+
+TEST(RootCause, ExitCodesAndText) {
+  EXPECT_EQ(exit_code_of(7 << 8), 7);    // exited 7
+  EXPECT_EQ(exit_code_of(SIGKILL), 137);  // killed by SIGKILL
+  EXPECT_EQ(describe_status(SIGSEGV), "signal SIGSEGV (11)");
+  WorkerFailure f;
+  f.rank = 5;
+  f.host = "node3";
+  f.wait_status = 3 << 8;
+  f.stderr_tail = {"Traceback", "ValueError: nan"};
+  std::string s = format_root_cause(f, 2, 8);
+  EXPECT_NE(s.find("FAILED after 2 attempts"), std::string::npos);
+  EXPECT_NE(s.find("rank       : 5"), std::string::npos);
+  EXPECT_NE(s.find("exit code 3"), std::string::npos);
+  EXPECT_NE(s.find("ValueError: nan"), std::string::npos);
+}
