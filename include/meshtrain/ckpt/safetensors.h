@@ -1,0 +1,51 @@
+// safetensors files (the Hugging Face format): 8-byte little-endian header length, a JSON header mapping each
+// tensor name to {dtype, shape, data_offsets [begin, end)} relative to the data section, then the data.
+// Used for checkpoints (one file per rank) and for Hugging Face import/export.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace meshtrain::ckpt {
+
+struct TensorEntry {
+  std::string dtype;           // "F32", "BF16", "F16", "I64", "I32", "U8", ...
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range in the file (absolute, header included)
+  uint32_t crc = 0;             // CRC-32 of the bytes (filled by the writer)
+};
+
+// Writes `tensors` (CPU or device; copied to contiguous CPU) in name order to `path`, fsynced. Returns each
+// tensor's absolute byte range. `metadata` goes in "__metadata__".
+std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
+                                                      const std::map<std::string, at::Tensor>& tensors,
+                                                      const std::map<std::string, std::string>& metadata = {});
+
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(const std::string& path);
+  const std::map<std::string, TensorEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool contains(const std::string& name) const { return entries_.count(name) > 0; }
+  // Reads only this tensor's byte range. Throws UserError naming file and tensor if absent or truncated.
+  at::Tensor read(const std::string& name) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, TensorEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+  uint64_t file_size_ = 0;
+};
+
+std::string dtype_to_safetensors(at::ScalarType t);
+at::ScalarType dtype_from_safetensors(const std::string& s);
+
+// CRC-32 (IEEE) of a byte range; checkpoints store it per tensor.
+uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
+
+}  // namespace meshtrain::ckpt

@@ -1,0 +1,49 @@
+// TokenShard: one memory-mapped file of tokens, read-only.
+// Formats: llm.c ("llmc": 256 × int32 header, magic 20240520, version 1 = uint16 tokens, header[2] = token
+// count, then the tokens) and raw little-endian uint16 / uint32 arrays (nanoGPT's .bin). "auto" takes llm.c
+// when the magic is present, uint16 otherwise. A truncated file or a wrong magic is a UserError naming it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshtrain::data {
+
+enum class ShardFormat { Auto, LlmC, U16, U32 };
+ShardFormat parse_shard_format(const std::string& name);  // "auto" | "llmc" | "uint16" | "uint32"
+
+inline constexpr int32_t kLlmcMagic = 20240520;
+inline constexpr int kLlmcHeaderInts = 256;
+
+class TokenShard {
+ public:
+  TokenShard(const std::string& path, ShardFormat format);
+  ~TokenShard();
+  TokenShard(TokenShard&& o) noexcept;
+  TokenShard& operator=(TokenShard&&) = delete;
+  TokenShard(const TokenShard&) = delete;
+  TokenShard& operator=(const TokenShard&) = delete;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return n_tokens_; }
+  // Copies tokens [begin, begin + n) as int64 into out.
+  void read(int64_t begin, int64_t n, int64_t* out) const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_len_ = 0;
+  const uint8_t* tokens_ = nullptr;
+  int bytes_per_token_ = 2;
+  int64_t n_tokens_ = 0;
+};
+
+// Expands a path or glob into a sorted list of files; a pattern that matches nothing is a UserError naming
+// `what` (e.g. "data.train").
+std::vector<std::string> expand_glob(const std::string& pattern, const std::string& what);
+
+// Writes tokens as an llm.c shard (uint16; every token must be < 65536) atomically (tmp + rename).
+void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens);
+
+}  // namespace meshtrain::data

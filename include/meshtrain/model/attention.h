@@ -1,0 +1,28 @@
+// Causal self-attention with grouped-query heads (n_kv_head ≤ n_head), RoPE (llama) or none (gpt2, which
+// uses learned positions), through at::scaled_dot_product_attention (flash / cuDNN kernels on CUDA).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/model/kv_cache.h"
+
+namespace meshtrain::model {
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const ModelConfig& cfg);
+  // x: [B, T, D]; cos/sin: [T, hd] (undefined without RoPE); cache: optional, appended to (generation).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                     LayerKVCache* cache = nullptr);
+
+  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+
+ private:
+  int64_t n_head_, n_kv_head_, head_dim_;
+  double dropout_;
+};
+TORCH_MODULE(Attention);
+
+}  // namespace meshtrain::model

@@ -1,0 +1,27 @@
+// Pre-norm transformer block: x + attn(norm(x)), then + mlp(norm(x)).
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include "meshtrain/model/attention.h"
+#include "meshtrain/model/mlp.h"
+#include "meshtrain/model/norm.h"
+
+namespace meshtrain::model {
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const ModelConfig& cfg);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                     LayerKVCache* cache = nullptr);
+
+  Norm attn_norm{nullptr}, mlp_norm{nullptr};
+  Attention attn{nullptr};
+  Mlp mlp{nullptr};
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(Block);
+
+}  // namespace meshtrain::model

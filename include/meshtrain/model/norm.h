@@ -1,0 +1,23 @@
+// Norm: LayerNorm (GPT-2, with bias) or RMSNorm (Llama, weight only) over the last dim.
+#pragma once
+
+#include <torch/nn/module.h>
+
+namespace meshtrain::model {
+
+class NormImpl : public torch::nn::Module {
+ public:
+  NormImpl(bool rms, int64_t dim, double eps);
+  // x: [..., dim] → [..., dim]
+  at::Tensor forward(const at::Tensor& x);
+
+  at::Tensor weight, bias;  // bias undefined for RMSNorm
+
+ private:
+  bool rms_;
+  int64_t dim_;
+  double eps_;
+};
+TORCH_MODULE(Norm);
+
+}  // namespace meshtrain::model

@@ -1,0 +1,55 @@
+// The decoder-only transformer shared by both families (DESIGN.md "model" room):
+//   gpt2:  tok_embed + pos_embed → blocks (LayerNorm, GELU MLP, biases) → final_norm → tied lm_head
+//   llama: tok_embed → blocks (RMSNorm, RoPE, GQA, SwiGLU, no biases) → final_norm → lm_head (tied optional)
+// Parameter names (state_dict keys): tok_embed.weight, pos_embed.weight, blocks.{i}.attn_norm.weight,
+// blocks.{i}.attn.{wq,wk,wv,wo}.{weight,bias}, blocks.{i}.mlp_norm.*, blocks.{i}.mlp.{fc,proj | w1,w2,w3}.*,
+// final_norm.*, lm_head.weight (untied only).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/model/block.h"
+#include "meshtrain/model/kv_cache.h"
+
+namespace meshtrain::model {
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  // `cfg` must be resolved (core/config.h resolve()): n_kv_head and d_ff filled.
+  explicit TransformerImpl(const ModelConfig& cfg);
+
+  // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.
+  at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr);
+  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T].
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
+
+  // Deterministic initialisation from the global torch generator (seed it first): N(0, 0.02) for weights
+  // and embeddings, zeros for biases, ones for norms, and GPT-2's residual scaling 0.02/√(2·n_layer) for
+  // the projections that write into the residual stream (attn.wo, mlp down).
+  void init_weights();
+
+  int64_t num_params() const;
+  // Parameters whose embedding role exempts them from weight decay by default (GPT-2/nanoGPT convention
+  // applies decay to ≥2-D weights only; embeddings and the untied head are 2-D, so they are listed here).
+  bool is_embedding(const std::string& name) const;
+  // Forward FLOPs per token at sequence length T: 2·(non-embedding params + the output projection) for the
+  // matmuls plus 4·n_layer·T·d for attention scores and values (PaLM appendix B; ×3 for forward+backward).
+  double flops_per_token(int64_t seq_len) const;
+  KVCache make_cache() const;
+  const ModelConfig& config() const { return cfg_; }
+
+  torch::nn::Embedding tok_embed{nullptr}, pos_embed{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  Norm final_norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};
+
+ private:
+  ModelConfig cfg_;
+  at::Tensor inv_freq_;  // RoPE (llama), buffer [hd/2]
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace meshtrain::model

@@ -1,0 +1,38 @@
+// Step metrics: a JSONL file (one object per line, rank 0 only, flushed every line so a crash loses at most
+// the line being written) and the numbers behind the console progress line.
+//
+// MFU = tokens/s × 3 × forward FLOPs per token ÷ (GPUs × the GPU's dense bf16 peak); the formula and the
+// peaks are in docs/metrics.md. On CPU there is no meaningful peak and MFU is omitted.
+#pragma once
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace meshtrain::train {
+
+class MetricsLog {
+ public:
+  // Empty path or rank ≠ 0: a no-op sink. `append` keeps an existing file (resumed runs).
+  MetricsLog(const std::string& path, int rank, bool append);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const nlohmann::json& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  FILE* f_ = nullptr;
+};
+
+// Dense bf16 peak FLOP/s of the current CUDA device by name (A100, H100, H200, ...), 0 when unknown or CPU.
+double device_peak_flops(bool cuda, int device_index);
+// Peak memory in bytes: the CUDA caching allocator's peak on GPU, the process's max RSS on CPU.
+int64_t peak_memory_bytes(bool cuda, int device_index);
+
+// "1h02m", "3m05s", "12s".
+std::string format_duration(double seconds);
+
+}  // namespace meshtrain::train

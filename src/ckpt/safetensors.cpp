@@ -1,0 +1,167 @@
+#include "meshtrain/ckpt/safetensors.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::ckpt {
+namespace {
+
+void write_all(int fd, const void* p, size_t n, const std::string& path) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    SYS_CHECK(w, "write ", path);
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void pread_all(int fd, void* p, size_t n, uint64_t off, const std::string& path) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, c, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    SYS_CHECK(r, "read ", path);
+    MT_USER_CHECK(r > 0, path, ": truncated (unexpected end of file at byte ", off, ")");
+    c += r;
+    off += static_cast<uint64_t>(r);
+    n -= static_cast<size_t>(r);
+  }
+}
+
+struct Fd {
+  int fd;
+  ~Fd() { if (fd >= 0) ::close(fd); }
+};
+
+}  // namespace
+
+std::string dtype_to_safetensors(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "F32";
+    case at::kBFloat16: return "BF16";
+    case at::kHalf: return "F16";
+    case at::kDouble: return "F64";
+    case at::kLong: return "I64";
+    case at::kInt: return "I32";
+    case at::kByte: return "U8";
+    case at::kBool: return "BOOL";
+    default: throw Error(cat("safetensors: unsupported dtype ", c10::toString(t)));
+  }
+}
+
+at::ScalarType dtype_from_safetensors(const std::string& s) {
+  static const std::map<std::string, at::ScalarType> k = {
+      {"F32", at::kFloat}, {"BF16", at::kBFloat16}, {"F16", at::kHalf}, {"F64", at::kDouble},
+      {"I64", at::kLong},  {"I32", at::kInt},       {"U8", at::kByte},  {"BOOL", at::kBool}};
+  auto it = k.find(s);
+  MT_USER_CHECK(it != k.end(), "safetensors: unsupported dtype '", s, "'");
+  return it->second;
+}
+
+uint32_t crc32(const void* data, size_t n, uint32_t crc) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto* p = static_cast<const uint8_t*>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
+                                                      const std::map<std::string, at::Tensor>& tensors,
+                                                      const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, at::Tensor> cpu;
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::map<std::string, TensorEntry> entries;
+  for (const auto& [name, t] : tensors) {
+    auto c = t.detach().to(at::kCPU).contiguous();
+    const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * c.element_size();
+    TensorEntry e{dtype_to_safetensors(c.scalar_type()), c.sizes().vec(), offset, offset + nbytes,
+                  crc32(c.data_ptr(), nbytes)};
+    header[name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
+    entries[name] = e;
+    cpu[name] = c;
+    offset += nbytes;
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');  // align the data section to 8 bytes, as the reference writer does
+  const uint64_t hlen = h.size();
+
+  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  SYS_CHECK(f.fd, "open ", path);
+  write_all(f.fd, &hlen, 8, path);
+  write_all(f.fd, h.data(), h.size(), path);
+  for (const auto& [name, c] : cpu) write_all(f.fd, c.data_ptr(), entries[name].end - entries[name].begin, path);
+  SYS_CHECK(::fsync(f.fd), "fsync ", path);
+  for (auto& [name, e] : entries) {
+    e.begin += 8 + hlen;
+    e.end += 8 + hlen;
+  }
+  return entries;
+}
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  MT_USER_CHECK(f.fd >= 0, path, ": cannot open: ", std::strerror(errno));
+  file_size_ = static_cast<uint64_t>(::lseek(f.fd, 0, SEEK_END));
+  MT_USER_CHECK(file_size_ >= 8, path, ": truncated safetensors file (", file_size_, " bytes)");
+  uint64_t hlen = 0;
+  pread_all(f.fd, &hlen, 8, 0, path);
+  MT_USER_CHECK(hlen <= file_size_ - 8 && hlen < (100u << 20), path, ": corrupt safetensors header length ", hlen);
+  std::string h(hlen, '\0');
+  pread_all(f.fd, h.data(), hlen, 8, path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(h);
+  } catch (const std::exception& e) {
+    throw UserError(cat(path, ": corrupt safetensors header: ", e.what()));
+  }
+  for (auto& [name, v] : j.items()) {
+    if (name == "__metadata__") {
+      for (auto& [k, mv] : v.items()) metadata_[k] = mv.get<std::string>();
+      continue;
+    }
+    TensorEntry e;
+    e.dtype = v.at("dtype").get<std::string>();
+    e.shape = v.at("shape").get<std::vector<int64_t>>();
+    e.begin = 8 + hlen + v.at("data_offsets")[0].get<uint64_t>();
+    e.end = 8 + hlen + v.at("data_offsets")[1].get<uint64_t>();
+    MT_USER_CHECK(e.end >= e.begin && e.end <= file_size_, path, ": tensor '", name, "' bytes [", e.begin, ", ",
+                  e.end, ") lie beyond the file's ", file_size_, " bytes (truncated?)");
+    entries_[name] = std::move(e);
+  }
+}
+
+at::Tensor SafetensorsReader::read(const std::string& name) const {
+  auto it = entries_.find(name);
+  MT_USER_CHECK(it != entries_.end(), path_, ": no tensor '", name, "'");
+  const auto& e = it->second;
+  auto t = at::empty(e.shape, at::TensorOptions().dtype(dtype_from_safetensors(e.dtype)));
+  const uint64_t n = e.end - e.begin;
+  MT_USER_CHECK(n == static_cast<uint64_t>(t.numel()) * t.element_size(), path_, ": tensor '", name, "' has ", n,
+                " bytes, its shape and dtype need ", t.numel() * t.element_size());
+  Fd f{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
+  MT_USER_CHECK(f.fd >= 0, path_, ": cannot open: ", std::strerror(errno));
+  if (n) pread_all(f.fd, t.data_ptr(), n, e.begin, path_);
+  return t;
+}
+
+}  // namespace meshtrain::ckpt

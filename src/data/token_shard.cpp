@@ -1,0 +1,138 @@
+// Memory-mapped token shards. The mapping is read-only and shared; read() copies what a batch needs.
+#include "meshtrain/data/token_shard.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::data {
+
+ShardFormat parse_shard_format(const std::string& name) {
+  if (name == "auto") return ShardFormat::Auto;
+  if (name == "llmc") return ShardFormat::LlmC;
+  if (name == "uint16") return ShardFormat::U16;
+  if (name == "uint32") return ShardFormat::U32;
+  throw UserError(cat("data.format: given '", name, "'; valid: auto | llmc | uint16 | uint32"));
+}
+
+TokenShard::TokenShard(const std::string& path, ShardFormat format) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  MT_USER_CHECK(fd >= 0, path, ": cannot open token shard: ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw UserError(cat(path, ": cannot stat token shard: ", std::strerror(errno)));
+  }
+  map_len_ = static_cast<size_t>(st.st_size);
+  if (map_len_ > 0) {
+    map_ = ::mmap(nullptr, map_len_, PROT_READ, MAP_SHARED, fd, 0);
+    if (map_ == MAP_FAILED) {
+      map_ = nullptr;
+      ::close(fd);
+      throw UserError(cat(path, ": mmap failed: ", std::strerror(errno)));
+    }
+  }
+  ::close(fd);  // the mapping keeps the file alive
+  const auto* bytes = static_cast<const uint8_t*>(map_);
+
+  int32_t magic = 0;
+  if (map_len_ >= sizeof(int32_t)) std::memcpy(&magic, bytes, sizeof magic);
+  if (format == ShardFormat::Auto) format = magic == kLlmcMagic ? ShardFormat::LlmC : ShardFormat::U16;
+
+  if (format == ShardFormat::LlmC) {
+    const size_t header_bytes = kLlmcHeaderInts * sizeof(int32_t);
+    MT_USER_CHECK(map_len_ >= header_bytes, path, ": truncated llm.c shard: ", map_len_,
+                  " bytes, smaller than its 1024-byte header");
+    int32_t header[3];
+    std::memcpy(header, bytes, sizeof header);
+    MT_USER_CHECK(header[0] == kLlmcMagic, path, ": not an llm.c token shard: magic ", header[0], ", expected ",
+                  kLlmcMagic, " (set data.format: uint16 or uint32 for raw token files)");
+    MT_USER_CHECK(header[1] == 1, path, ": llm.c shard version ", header[1],
+                  " is not supported (valid: 1, uint16 tokens)");
+    n_tokens_ = header[2];
+    const size_t want = header_bytes + static_cast<size_t>(n_tokens_) * 2;
+    MT_USER_CHECK(n_tokens_ >= 0 && map_len_ >= want, path, ": truncated llm.c shard: header says ", n_tokens_,
+                  " tokens (", want, " bytes), file has ", map_len_, " bytes");
+    tokens_ = bytes + header_bytes;
+    bytes_per_token_ = 2;
+  } else {
+    bytes_per_token_ = format == ShardFormat::U32 ? 4 : 2;
+    MT_USER_CHECK(map_len_ % bytes_per_token_ == 0, path, ": size ", map_len_, " bytes is not a multiple of ",
+                  bytes_per_token_, " (", format == ShardFormat::U32 ? "uint32" : "uint16", " tokens): truncated?");
+    n_tokens_ = static_cast<int64_t>(map_len_ / bytes_per_token_);
+    tokens_ = bytes;
+  }
+}
+
+TokenShard::~TokenShard() {
+  if (map_) ::munmap(map_, map_len_);
+}
+
+TokenShard::TokenShard(TokenShard&& o) noexcept
+    : path_(std::move(o.path_)),
+      map_(std::exchange(o.map_, nullptr)),
+      map_len_(o.map_len_),
+      tokens_(o.tokens_),
+      bytes_per_token_(o.bytes_per_token_),
+      n_tokens_(o.n_tokens_) {}
+
+void TokenShard::read(int64_t begin, int64_t n, int64_t* out) const {
+  MT_CHECK(begin >= 0 && begin + n <= n_tokens_, path_, ": read [", begin, ", ", begin + n, ") out of ", n_tokens_);
+  if (bytes_per_token_ == 2) {
+    const uint8_t* p = tokens_ + begin * 2;
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t t;
+      std::memcpy(&t, p + 2 * i, 2);
+      out[i] = t;
+    }
+  } else {
+    const uint8_t* p = tokens_ + begin * 4;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t t;
+      std::memcpy(&t, p + 4 * i, 4);
+      out[i] = t;
+    }
+  }
+}
+
+std::vector<std::string> expand_glob(const std::string& pattern, const std::string& what) {
+  glob_t g{};
+  int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g);
+  std::vector<std::string> files;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  MT_USER_CHECK(!files.empty(), what, ": '", pattern, "' matches no file");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+  MT_USER_CHECK(tokens.size() < (1ull << 31), path, ": ", tokens.size(), " tokens exceed an llm.c shard's int32 count");
+  int32_t header[kLlmcHeaderInts] = {};
+  header[0] = kLlmcMagic;
+  header[1] = 1;
+  header[2] = static_cast<int32_t>(tokens.size());
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  MT_USER_CHECK(f, tmp, ": cannot write: ", std::strerror(errno));
+  bool ok = std::fwrite(header, sizeof header, 1, f) == 1 &&
+            (tokens.empty() || std::fwrite(tokens.data(), 2, tokens.size(), f) == tokens.size());
+  ok = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0 && ok;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw UserError(cat(path, ": write failed: ", std::strerror(errno)));
+  }
+  SYS_CHECK(::rename(tmp.c_str(), path.c_str()), "rename ", tmp, " → ", path);
+}
+
+}  // namespace meshtrain::data

@@ -1,0 +1,54 @@
+// Causal self-attention. Layout: projections produce [B, T, H, hd], transposed to [B, H, T, hd] for SDPA.
+#include "meshtrain/model/attention.h"
+
+#include <ATen/ATen.h>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/rotary.h"
+
+namespace meshtrain::model {
+
+AttentionImpl::AttentionImpl(const ModelConfig& cfg)
+    : n_head_(cfg.n_head),
+      n_kv_head_(cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head),
+      head_dim_(cfg.d_model / cfg.n_head),
+      dropout_(cfg.dropout) {
+  const bool bias = cfg.family == "gpt2";
+  auto lin = [&](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)); };
+  wq = register_module("wq", lin(cfg.d_model, n_head_ * head_dim_));
+  wk = register_module("wk", lin(cfg.d_model, n_kv_head_ * head_dim_));
+  wv = register_module("wv", lin(cfg.d_model, n_kv_head_ * head_dim_));
+  wo = register_module("wo", lin(n_head_ * head_dim_, cfg.d_model));
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                  LayerKVCache* cache) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto q = wq->forward(x).view({B, T, n_head_, head_dim_}).transpose(1, 2);     // [B, H, T, hd]
+  auto k = wk->forward(x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);  // [B, Hkv, T, hd]
+  auto v = wv->forward(x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  if (cos.defined()) {
+    q = apply_rope(q, cos, sin);
+    k = apply_rope(k, cos, sin);
+  }
+  bool causal = true;
+  if (cache) {
+    MT_CHECK(!cache->k.defined() || T == 1, "KV cache: a multi-token step after the prefill is not supported");
+    if (cache->k.defined()) {
+      k = at::cat({cache->k, k}, 2);
+      v = at::cat({cache->v, v}, 2);
+    }
+    cache->k = k;
+    cache->v = v;
+    // One new query attends to every cached key: no mask needed. A multi-token prefill starts empty, so
+    // the usual causal mask is right for it.
+    causal = T > 1;
+  }
+  const double p = is_training() ? dropout_ : 0.0;
+  auto y = at::scaled_dot_product_attention(q, k, v, {}, p, causal, std::nullopt,
+                                            /*enable_gqa=*/n_kv_head_ != n_head_);  // [B, H, T, hd]
+  y = y.transpose(1, 2).reshape({B, T, n_head_ * head_dim_});
+  return wo->forward(y);
+}
+
+}  // namespace meshtrain::model

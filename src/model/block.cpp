@@ -1,0 +1,24 @@
+#include "meshtrain/model/block.h"
+
+#include <ATen/ATen.h>
+
+namespace meshtrain::model {
+
+BlockImpl::BlockImpl(const ModelConfig& cfg) : dropout_(cfg.dropout) {
+  const bool rms = cfg.family == "llama";
+  attn_norm = register_module("attn_norm", Norm(rms, cfg.d_model, cfg.norm_eps));
+  attn = register_module("attn", Attention(cfg));
+  mlp_norm = register_module("mlp_norm", Norm(rms, cfg.d_model, cfg.norm_eps));
+  mlp = register_module("mlp", Mlp(cfg));
+}
+
+at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                              LayerKVCache* cache) {
+  const bool drop = is_training() && dropout_ > 0;
+  auto a = attn->forward(attn_norm->forward(x), cos, sin, cache);
+  auto h = x + (drop ? at::dropout(a, dropout_, true) : a);
+  auto m = mlp->forward(mlp_norm->forward(h));
+  return h + (drop ? at::dropout(m, dropout_, true) : m);
+}
+
+}  // namespace meshtrain::model

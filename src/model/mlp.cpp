@@ -1,0 +1,25 @@
+#include "meshtrain/model/mlp.h"
+
+#include <ATen/ATen.h>
+
+namespace meshtrain::model {
+
+MlpImpl::MlpImpl(const ModelConfig& cfg) : swiglu_(cfg.family == "llama") {
+  const bool bias = !swiglu_;
+  auto lin = [&](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)); };
+  if (swiglu_) {
+    gate = register_module("w1", lin(cfg.d_model, cfg.d_ff));
+    down = register_module("w2", lin(cfg.d_ff, cfg.d_model));
+    up = register_module("w3", lin(cfg.d_model, cfg.d_ff));
+  } else {
+    up = register_module("fc", lin(cfg.d_model, cfg.d_ff));
+    down = register_module("proj", lin(cfg.d_ff, cfg.d_model));
+  }
+}
+
+at::Tensor MlpImpl::forward(const at::Tensor& x) {
+  if (swiglu_) return down->forward(at::silu(gate->forward(x)) * up->forward(x));
+  return down->forward(at::gelu(up->forward(x), "tanh"));
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,18 @@
+// LayerNorm / RMSNorm through ATen's fused kernels.
+#include "meshtrain/model/norm.h"
+
+#include <ATen/ATen.h>
+
+namespace meshtrain::model {
+
+NormImpl::NormImpl(bool rms, int64_t dim, double eps) : rms_(rms), dim_(dim), eps_(eps) {
+  weight = register_parameter("weight", at::ones({dim}));
+  if (!rms) bias = register_parameter("bias", at::zeros({dim}));
+}
+
+at::Tensor NormImpl::forward(const at::Tensor& x) {
+  if (rms_) return at::rms_norm(x, {dim_}, weight, eps_);
+  return at::layer_norm(x, {dim_}, weight, bias, eps_);
+}
+
+}  // namespace meshtrain::model

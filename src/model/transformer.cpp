@@ -1,0 +1,101 @@
+#include "meshtrain/model/transformer.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/rotary.h"
+
+namespace meshtrain::model {
+
+TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
+  MT_CHECK(cfg.n_kv_head > 0 && cfg.d_ff > 0, "TransformerImpl needs a resolved ModelConfig");
+  const bool llama = cfg.family == "llama";
+  tok_embed = register_module("tok_embed", torch::nn::Embedding(cfg.vocab_size, cfg.d_model));
+  if (!llama) pos_embed = register_module("pos_embed", torch::nn::Embedding(cfg.max_seq_len, cfg.d_model));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < cfg.n_layer; ++i) blocks->push_back(Block(cfg));
+  final_norm = register_module("final_norm", Norm(llama, cfg.d_model, cfg.norm_eps));
+  if (!cfg.tie_embeddings)
+    lm_head = register_module("lm_head",
+                              torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.vocab_size).bias(false)));
+  if (llama) {
+    RopeScaling scaling;
+    // Llama 3.1+ presets use the published scaling (factor 8 over 8192 original positions) once the model
+    // is asked for longer contexts than the original.
+    if (cfg.max_seq_len > scaling.original_max_positions) scaling.factor = 8.0;
+    inv_freq_ = register_buffer("inv_freq", rope_inv_freq(cfg.d_model / cfg.n_head, cfg.rope_theta, scaling));
+  }
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
+  const int64_t T = tokens.size(1);
+  const int64_t offset = cache ? cache->length() : 0;
+  MT_CHECK(offset + T <= cfg_.max_seq_len, "sequence of ", offset + T, " tokens exceeds model.max_seq_len ",
+           cfg_.max_seq_len);
+  auto x = tok_embed->forward(tokens);  // [B, T, D]
+  at::Tensor cos, sin;
+  if (pos_embed) {
+    x = x + pos_embed->forward(at::arange(offset, offset + T, tokens.options()));
+  } else {
+    std::tie(cos, sin) = rope_tables(inv_freq_, offset, T);
+  }
+  if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
+  for (size_t i = 0; i < blocks->size(); ++i)
+    x = blocks[i]->as<BlockImpl>()->forward(x, cos, sin, cache ? &cache->layers[i] : nullptr);
+  x = final_norm->forward(x);
+  return lm_head ? lm_head->forward(x) : at::linear(x, tok_embed->weight);  // [B, T, V]
+}
+
+at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
+  auto logits = forward(tokens);
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
+}
+
+void TransformerImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * cfg_.n_layer);
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    auto& p = item.value();
+    auto ends = [&](const std::string& s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
+    if (name.find("norm") != std::string::npos) {
+      ends(".bias") ? p.zero_() : p.fill_(1.0);
+    } else if (ends(".bias")) {
+      p.zero_();
+    } else if (ends("attn.wo.weight") || ends("mlp.proj.weight") || ends("mlp.w2.weight")) {
+      p.normal_(0.0, resid_std);
+    } else {
+      p.normal_(0.0, std);
+    }
+  }
+}
+
+int64_t TransformerImpl::num_params() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+bool TransformerImpl::is_embedding(const std::string& name) const {
+  return name.rfind("tok_embed.", 0) == 0 || name.rfind("pos_embed.", 0) == 0 || name.rfind("lm_head.", 0) == 0;
+}
+
+double TransformerImpl::flops_per_token(int64_t seq_len) const {
+  int64_t non_embed = 0;
+  for (const auto& item : named_parameters())
+    if (!is_embedding(item.key())) non_embed += item.value().numel();
+  // The output projection is a matmul even when tied to the embedding.
+  const double head = static_cast<double>(cfg_.d_model) * cfg_.vocab_size;
+  return 2.0 * (non_embed + head) + 4.0 * cfg_.n_layer * seq_len * cfg_.d_model;
+}
+
+KVCache TransformerImpl::make_cache() const {
+  KVCache c;
+  c.layers.resize(cfg_.n_layer);
+  return c;
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,64 @@
+#include "meshtrain/train/adamw.h"
+
+#include <ATen/ATen.h>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::train {
+
+AdamW::AdamW(std::vector<Param> params, const OptimizerConfig& cfg) : params_(std::move(params)), cfg_(cfg) {
+  for (const auto& p : params_) {
+    exp_avg_.push_back(at::zeros_like(p.param));
+    exp_avg_sq_.push_back(at::zeros_like(p.param));
+    // The fused kernel reads the step count from a float tensor on the parameter's device.
+    step_.push_back(at::zeros({}, p.param.options().dtype(at::kFloat)));
+  }
+}
+
+void AdamW::step(double lr) {
+  at::NoGradGuard no_grad;
+  for (int decay = 0; decay < 2; ++decay) {
+    std::vector<at::Tensor> ps, gs, m, v, st;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& p = params_[i];
+      if (p.decay != static_cast<bool>(decay) || !p.param.grad().defined()) continue;
+      ps.push_back(p.param);
+      gs.push_back(p.param.grad());
+      m.push_back(exp_avg_[i]);
+      v.push_back(exp_avg_sq_[i]);
+      st.push_back(step_[i]);
+    }
+    if (ps.empty()) continue;
+    // The fused kernel does not count steps itself (torch.optim increments before calling it too).
+    at::_foreach_add_(st, 1.0);
+    at::_fused_adamw_(ps, gs, m, v, {}, st, lr, cfg_.beta1, cfg_.beta2, decay ? cfg_.weight_decay : 0.0,
+                      cfg_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  }
+}
+
+void AdamW::zero_grad() {
+  for (auto& p : params_) p.param.mutable_grad() = at::Tensor();
+}
+
+std::map<std::string, at::Tensor> AdamW::state_tensors() const {
+  std::map<std::string, at::Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out[params_[i].name + ".exp_avg"] = exp_avg_[i];
+    out[params_[i].name + ".exp_avg_sq"] = exp_avg_sq_[i];
+    out[params_[i].name + ".step"] = step_[i];
+  }
+  return out;
+}
+
+void AdamW::load_state_tensors(const std::map<std::string, at::Tensor>& saved, const std::string& prefix) {
+  at::NoGradGuard no_grad;
+  for (auto& [name, t] : state_tensors()) {
+    auto it = saved.find(prefix + name);
+    MT_USER_CHECK(it != saved.end(), "checkpoint: optimizer state '", prefix + name, "' is missing");
+    MT_USER_CHECK(it->second.sizes() == t.sizes(), "checkpoint: optimizer state '", prefix + name, "' has shape ",
+                  it->second.sizes(), ", the model needs ", t.sizes());
+    t.copy_(it->second);
+  }
+}
+
+}  // namespace meshtrain::train

@@ -1,0 +1,32 @@
+#include "meshtrain/train/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::train {
+
+LrSchedule::LrSchedule(const ScheduleConfig& s, double peak_lr, int64_t total_steps)
+    : s_(s), peak_(peak_lr), total_(total_steps) {}
+
+double LrSchedule::at(int64_t step) const {
+  const double floor = peak_ * s_.min_lr_ratio;
+  // Warmup reaches the peak at step warmup_steps - 1 (step 0 gets peak / warmup, never 0).
+  if (step < s_.warmup_steps) return peak_ * static_cast<double>(step + 1) / static_cast<double>(s_.warmup_steps);
+  const double span = static_cast<double>(std::max<int64_t>(1, total_ - 1 - s_.warmup_steps));
+  const double progress = std::clamp(static_cast<double>(step - s_.warmup_steps) / span, 0.0, 1.0);
+  if (s_.kind == "constant") return peak_;
+  if (s_.kind == "linear") return peak_ + (floor - peak_) * progress;
+  if (s_.kind == "cosine") return floor + 0.5 * (peak_ - floor) * (1.0 + std::cos(M_PI * progress));
+  if (s_.kind == "wsd") {
+    const int64_t decay_steps = static_cast<int64_t>(std::ceil(s_.decay_fraction * static_cast<double>(total_)));
+    const int64_t decay_start = total_ - decay_steps;
+    if (step < decay_start || decay_steps <= 0) return peak_;
+    const double p = static_cast<double>(step - decay_start + 1) / static_cast<double>(decay_steps);
+    return peak_ + (floor - peak_) * std::min(p, 1.0);
+  }
+  throw UserError(cat("schedule.kind: given '", s_.kind, "'; valid: cosine | linear | constant | wsd"));
+}
+
+}  // namespace meshtrain::train

@@ -1,0 +1,71 @@
+#include "meshtrain/train/metrics.h"
+
+#include <sys/resource.h>
+
+#include <filesystem>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+
+#ifdef MESHTRAIN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace meshtrain::train {
+
+MetricsLog::MetricsLog(const std::string& path, int rank, bool append) : path_(path) {
+  if (path.empty() || rank != 0) return;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  MT_USER_CHECK(f_, "logging.metrics: cannot open '", path, "' for writing: ", std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  if (!f_) return;
+  const std::string line = record.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), f_);
+  std::fflush(f_);
+}
+
+double device_peak_flops(bool cuda, int device_index) {
+#ifdef MESHTRAIN_WITH_CUDA
+  if (cuda) {
+    const std::string name = at::cuda::getDeviceProperties(device_index)->name;
+    // Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's data sheets (SXM parts).
+    if (name.find("H200") != std::string::npos || name.find("H100") != std::string::npos) return 989e12;
+    if (name.find("A100") != std::string::npos) return 312e12;
+    if (name.find("B200") != std::string::npos) return 2250e12;
+    if (name.find("L40S") != std::string::npos) return 362e12;
+    return 0;
+  }
+#endif
+  return 0;
+}
+
+int64_t peak_memory_bytes(bool cuda, int device_index) {
+#ifdef MESHTRAIN_WITH_CUDA
+  if (cuda) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+std::string format_duration(double s) {
+  if (s < 0 || s != s) return "?";
+  const long t = static_cast<long>(s + 0.5);
+  if (t >= 3600) return log::sprintf("%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  if (t >= 60) return log::sprintf("%ldm%02lds", t / 60, t % 60);
+  return log::sprintf("%lds", t);
+}
+
+}  // namespace meshtrain::train

@@ -1,0 +1,147 @@
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/data/data_loader.h"
+#include "meshtrain/data/prepare.h"
+#include "meshtrain/data/token_shard.h"
+
+using namespace meshtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("meshtrain_data_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<uint16_t> iota_tokens(size_t n, uint16_t start = 0) {
+  std::vector<uint16_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = static_cast<uint16_t>(start + i);
+  return t;
+}
+
+template <typename Fn>
+std::string user_error(Fn fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST(TokenShard, LlmcRoundTripAndRawFormats) {
+  auto d = temp_dir("roundtrip");
+  data::write_llmc_shard((d / "a.bin").string(), iota_tokens(1000, 7));
+  data::TokenShard s((d / "a.bin").string(), data::ShardFormat::Auto);
+  ASSERT_EQ(s.size(), 1000);
+  std::vector<int64_t> out(5);
+  s.read(995, 5, out.data());
+  EXPECT_EQ(out, (std::vector<int64_t>{1002, 1003, 1004, 1005, 1006}));
+
+  std::vector<uint32_t> raw = {70000, 1, 2};
+  std::ofstream((d / "r32.bin").string(), std::ios::binary).write(reinterpret_cast<char*>(raw.data()), 12);
+  data::TokenShard r((d / "r32.bin").string(), data::ShardFormat::U32);
+  ASSERT_EQ(r.size(), 3);
+  r.read(0, 1, out.data());
+  EXPECT_EQ(out[0], 70000);
+  data::TokenShard r16((d / "r32.bin").string(), data::ShardFormat::Auto);  // no magic → uint16
+  EXPECT_EQ(r16.size(), 6);
+}
+
+TEST(TokenShard, ErrorsNameTheFile) {
+  auto d = temp_dir("errors");
+  auto p = (d / "t.bin").string();
+  data::write_llmc_shard(p, iota_tokens(100));
+  fs::resize_file(p, 1024 + 50);  // header + 25 tokens of 100
+  auto msg = user_error([&] { data::TokenShard(p, data::ShardFormat::Auto); });
+  EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated llm.c shard: header says 100 tokens"), std::string::npos) << msg;
+
+  std::vector<int32_t> bad(256, 0);
+  bad[0] = 12345;
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<char*>(bad.data()), 1024);
+  msg = user_error([&] { data::TokenShard(p, data::ShardFormat::LlmC); });
+  EXPECT_NE(msg.find("not an llm.c token shard: magic 12345, expected 20240520"), std::string::npos) << msg;
+
+  msg = user_error([&] { data::TokenShard((d / "nope.bin").string(), data::ShardFormat::Auto); });
+  EXPECT_NE(msg.find("nope.bin: cannot open token shard"), std::string::npos) << msg;
+  msg = user_error([&] { data::expand_glob((d / "*.none").string(), "data.val"); });
+  EXPECT_NE(msg.find("data.val: '"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("matches no file"), std::string::npos) << msg;
+
+  std::ofstream((d / "odd.bin").string(), std::ios::binary) << "abc";
+  msg = user_error([&] { data::TokenShard((d / "odd.bin").string(), data::ShardFormat::U16); });
+  EXPECT_NE(msg.find("not a multiple of 2"), std::string::npos) << msg;
+}
+
+TEST(DataLoader, RanksReadDisjointWindowsDeterministically) {
+  auto d = temp_dir("disjoint");
+  data::write_llmc_shard((d / "s0.bin").string(), iota_tokens(401, 0));
+  data::write_llmc_shard((d / "s1.bin").string(), iota_tokens(401, 1000));
+  const std::string glob = (d / "s*.bin").string();
+  std::set<int64_t> starts;
+  for (int rank = 0; rank < 2; ++rank) {
+    data::DataLoader a({.pattern = glob, .seq_len = 10, .batch_size = 2, .rank = rank, .world_size = 2});
+    data::DataLoader b({.pattern = glob, .seq_len = 10, .batch_size = 2, .rank = rank, .world_size = 2});
+    EXPECT_EQ(a.num_windows(), 80);
+    for (int i = 0; i < 20; ++i) {  // one epoch: 80 windows / (2 × 2)
+      auto x = a.next(), y = b.next();
+      ASSERT_TRUE(at::equal(x.inputs, y.inputs));
+      // targets are inputs shifted by one
+      EXPECT_TRUE(at::equal(x.targets.narrow(1, 0, 9), x.inputs.narrow(1, 1, 9)));
+      for (int r = 0; r < 2; ++r) EXPECT_TRUE(starts.insert(x.inputs[r][0].item<int64_t>()).second);
+    }
+  }
+  EXPECT_EQ(starts.size(), 80u);  // every window exactly once across both ranks
+}
+
+TEST(DataLoader, RestoreGivesTheSameSequenceAcrossEpochs) {
+  auto d = temp_dir("restore");
+  data::write_llmc_shard((d / "s.bin").string(), iota_tokens(1001));
+  data::LoaderOptions o{.pattern = (d / "s.bin").string(), .seq_len = 10, .batch_size = 3, .world_size = 1, .seed = 5};
+  data::DataLoader a(o);
+  for (int i = 0; i < 40; ++i) a.next();  // crosses into epoch 1 (33 batches per epoch)
+  auto saved = a.state();
+  EXPECT_EQ(saved.epoch, 1);
+  std::vector<at::Tensor> expect;
+  for (int i = 0; i < 40; ++i) expect.push_back(a.next().inputs);
+  data::DataLoader b(o);
+  b.restore(saved);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(at::equal(b.next().inputs, expect[i])) << i;
+  auto msg = user_error([&] { b.restore({0, 5000}); });
+  EXPECT_NE(msg.find("does not fit 100 windows"), std::string::npos) << msg;
+}
+
+TEST(DataLoader, TooSmallForOneStepIsAClearError) {
+  auto d = temp_dir("small");
+  data::write_llmc_shard((d / "s.bin").string(), iota_tokens(50));
+  auto msg = user_error([&] {
+    data::DataLoader({.pattern = (d / "s.bin").string(), .seq_len = 10, .batch_size = 4, .world_size = 2});
+  });
+  EXPECT_NE(msg.find("one step needs batch(4) × ranks(2) = 8 windows"), std::string::npos) << msg;
+}
+
+TEST(Prepare, BytesSplitAtALineBreak) {
+  auto d = temp_dir("prepare");
+  std::ofstream((d / "t.txt").string()) << "line one\nline two\nline three\nline four\n";
+  auto r = data::prepare_bytes((d / "t.txt").string(), (d / "out/x").string(), 0.3);
+  EXPECT_EQ(r.train_tokens + r.val_tokens, 39);
+  data::TokenShard v(r.val_path, data::ShardFormat::Auto);
+  std::vector<int64_t> first(1);
+  v.read(0, 1, first.data());
+  EXPECT_EQ(first[0], 'l');  // starts at a line
+  EXPECT_NE(user_error([&] { data::prepare_bytes((d / "t.txt").string(), (d / "x").string(), 0.9); })
+                .find("--val-fraction"),
+            std::string::npos);
+}
