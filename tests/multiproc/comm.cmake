@@ -8,11 +8,11 @@ meshtrain_use_torch(comm_worker)
 
 foreach(n 2 3 4)
   add_test(NAME comm_meshrun_np${n}
-           COMMAND ${MESHTRAIN_BIN}/meshrun --nproc-per-node ${n} --no-python ${MESHTRAIN_BIN}/comm_worker)
+           COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${n} --no-python ${MESHTRAIN_BIN}/comm_worker)
   set_tests_properties(comm_meshrun_np${n} PROPERTIES LABELS "multiproc;comm" TIMEOUT 300)
 endforeach()
 add_test(NAME comm_meshrun_timeout
-         COMMAND ${MESHTRAIN_BIN}/meshrun --nproc-per-node 3 --no-python ${MESHTRAIN_BIN}/comm_worker --timeout-test)
+         COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 3 --no-python ${MESHTRAIN_BIN}/comm_worker --timeout-test)
 set_tests_properties(comm_meshrun_timeout PROPERTIES LABELS "multiproc;comm" TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "timed out after 2000 ms waiting for rank\\(s\\) 2")
 
@@ -24,3 +24,9 @@ set_tests_properties(comm_byhand_timeout PROPERTIES LABELS "multiproc;comm" TIME
                      PASS_REGULAR_EXPRESSION "timed out after 2000 ms waiting for rank\\(s\\) 2")
 add_test(NAME comm_single_process COMMAND ${MESHTRAIN_BIN}/comm_worker)
 set_tests_properties(comm_single_process PROPERTIES LABELS "multiproc;comm" TIMEOUT 120)
+
+# Benchmark worker (not a test): scripts/bench_comm_gloo.py runs it beside torch's Gloo.
+add_executable(comm_bench ${CMAKE_CURRENT_LIST_DIR}/comm/comm_bench.cpp)
+target_link_libraries(comm_bench PRIVATE meshtrain_comm)
+meshtrain_warnings(comm_bench)
+meshtrain_use_torch(comm_bench)

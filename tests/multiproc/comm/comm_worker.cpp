@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
   try {
     const WorldInfo world = world_info_from_env();
     log::init(log::Options{.rank = world.rank});
+    at::set_num_threads(1);  // several ranks share the cores: intra-op thread pools would only oversubscribe them
     const auto timeout = std::chrono::milliseconds(timeout_test ? 2000 : 60000);
     StorePtr store = connect_store_from_env(std::chrono::milliseconds(60000));
     CommPtr comm = make_cpu_communicator(store, world.rank, world.world_size, "world", timeout);

@@ -1,0 +1,100 @@
+// Collective benchmark; see bench.h.
+#include "meshtrain/comm/bench.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+
+namespace meshtrain::comm {
+
+double bus_factor(const std::string& op, int n) {
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op == "all_gather" || op == "reduce_scatter") return static_cast<double>(n - 1) / n;
+  if (op == "broadcast") return 1.0;
+  throw UserError(cat("bench: unknown op '", op, "' (valid: all_reduce, all_gather, reduce_scatter, broadcast)"));
+}
+
+namespace {
+
+WorkPtr issue(Communicator& c, const std::string& op, at::Tensor& full, at::Tensor& part) {
+  if (op == "all_reduce") return c.all_reduce(full, ReduceOp::Sum);
+  if (op == "all_gather") return c.all_gather_into(full, part);
+  if (op == "reduce_scatter") return c.reduce_scatter_into(part, full, ReduceOp::Sum);
+  return c.broadcast(full, 0);
+}
+
+}  // namespace
+
+std::vector<BenchResult> run_bench(Communicator& c, const BenchOptions& o) {
+  std::vector<BenchResult> out;
+  const int n = c.size();
+  const std::size_t es = c10::elementSize(o.dtype);
+  for (const std::string& op : o.ops) {
+    const double factor = bus_factor(op, n);
+    for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+      // Full buffer of `bytes`, rounded down to a multiple of size × element size so that every rank's part
+      // is whole.
+      const int64_t per_rank = static_cast<int64_t>(bytes / es / static_cast<std::size_t>(n));
+      if (per_rank == 0) continue;
+      at::Tensor full = at::ones({per_rank * n}, o.dtype);
+      at::Tensor part = at::ones({per_rank}, o.dtype);
+      for (int i = 0; i < o.warmup; ++i) issue(c, op, full, part)->wait();
+      // Agree on the iteration count (rank 0's) so that every rank issues the same number of ops.
+      c.barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      int iters = 0;
+      while (iters < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < o.min_seconds) {
+        issue(c, op, full, part)->wait();
+        ++iters;
+      }
+      at::Tensor it = at::full({1}, static_cast<int64_t>(iters), at::kLong);
+      c.broadcast(it, 0)->wait();
+      const int64_t target = it.item<int64_t>();
+      // Ranks that stopped early catch up; the time is then re-measured over exactly `target` iterations.
+      for (int64_t i = iters; i < target; ++i) issue(c, op, full, part)->wait();
+      c.barrier();
+      t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < target; ++i) issue(c, op, full, part)->wait();
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / target;
+      at::Tensor t = at::full({1}, secs, at::kFloat);
+      c.all_reduce(t, ReduceOp::Max)->wait();
+      secs = t.item<float>();
+      BenchResult r;
+      r.op = op;
+      r.bytes = static_cast<std::size_t>(per_rank * n) * es;
+      r.iters = static_cast<int>(target);
+      r.seconds = secs;
+      r.algbw_gbs = static_cast<double>(r.bytes) / secs / 1e9;
+      r.busbw_gbs = r.algbw_gbs * factor;
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::string bench_table(const std::vector<BenchResult>& rows) {
+  std::string s = log::sprintf("%-16s %12s %7s %12s %10s %10s\n", "op", "bytes", "iters", "time(us)",
+                               "algbw GB/s", "busbw GB/s");
+  for (const auto& r : rows) {
+    s += log::sprintf("%-16s %12zu %7d %12.1f %10.3f %10.3f\n", r.op.c_str(), r.bytes, r.iters, r.seconds * 1e6,
+                      r.algbw_gbs, r.busbw_gbs);
+  }
+  return s;
+}
+
+std::string bench_json(const std::vector<BenchResult>& rows, const std::string& backend, int world_size) {
+  std::string s = log::sprintf("{\"backend\": \"%s\", \"world_size\": %d, \"results\": [", backend.c_str(), world_size);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    s += log::sprintf("%s\n  {\"op\": \"%s\", \"bytes\": %zu, \"iters\": %d, \"time_us\": %.3f, \"algbw_gbs\": %.4f, "
+                      "\"busbw_gbs\": %.4f}",
+                      i ? "," : "", r.op.c_str(), r.bytes, r.iters, r.seconds * 1e6, r.algbw_gbs, r.busbw_gbs);
+  }
+  return s + "\n]}\n";
+}
+
+}  // namespace meshtrain::comm
