@@ -156,7 +156,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     if (std::string(f.name) == "help" || std::string(f.name) == "version") continue;
     std::optional<std::string> v = env(pet_name(f.name));
     if (!v && f.alias && std::string(f.alias).size() > 1) v = env(pet_name(f.alias));
-    if (v) f.set(o, *v);
+    if (v) {
+      f.set(o, *v);
+      o.explicitly_set.insert(f.name);
+    }
   }
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -174,6 +177,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     }
     const Flag* f = find_flag(body);
     MT_USER_CHECK(f, "meshrun: unknown flag '", a, "' (see meshrun --help)");
+    o.explicitly_set.insert(f->name);
     if (f->kind == Kind::Bool) {
       f->set(o, inline_value ? *inline_value : "1");
       continue;

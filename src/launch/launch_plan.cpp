@@ -54,6 +54,8 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
   p.nproc_per_node = resolve_nproc_per_node(o.nproc_per_node, gpu_count, cpu_count);
   p.nnodes = parse_nnodes(o.nnodes);
   p.node_rank = o.node_rank;
+  MT_USER_CHECK(p.node_rank >= 0 && p.node_rank < p.nnodes, "meshrun: node rank ", p.node_rank,
+                " is outside [0, nnodes=", p.nnodes, ")");
   p.master_addr = o.master_addr;
   p.master_port = o.master_port;
   p.run_id = o.run_id;

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ struct LaunchOptions {
   std::vector<std::string> program_args;
   bool help = false;
   bool version = false;
+  // Canonical names of the flags given on the command line or through PET_* (Slurm fills only the others).
+  std::set<std::string> explicitly_set;
 };
 
 // Environment lookup; returns nullopt when unset. Injected so tests need not touch the real environment.
