@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -43,26 +44,23 @@ std::vector<BenchResult> run_bench(Communicator& c, const BenchOptions& o) {
       at::Tensor full = at::ones({per_rank * n}, o.dtype);
       at::Tensor part = at::ones({per_rank}, o.dtype);
       for (int i = 0; i < o.warmup; ++i) issue(c, op, full, part)->wait();
-      // Agree on the iteration count (rank 0's) so that every rank issues the same number of ops.
+      // Calibrate with 3 ops, then run the count rank 0 derives from them: every rank must issue exactly the
+      // same ops (a rank deciding on its own clock would desynchronise the group).
       c.barrier();
       auto t0 = std::chrono::steady_clock::now();
-      int iters = 0;
-      while (iters < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < o.min_seconds) {
-        issue(c, op, full, part)->wait();
-        ++iters;
-      }
-      at::Tensor it = at::full({1}, static_cast<int64_t>(iters), at::kLong);
+      for (int i = 0; i < 3; ++i) issue(c, op, full, part)->wait();
+      const double per_op = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
+      at::Tensor it = at::full({1}, static_cast<int64_t>(std::max(3.0, o.min_seconds / std::max(per_op, 1e-9))),
+                               at::kLong);
       c.broadcast(it, 0)->wait();
-      const int64_t target = it.item<int64_t>();
-      // Ranks that stopped early catch up; the time is then re-measured over exactly `target` iterations.
-      for (int64_t i = iters; i < target; ++i) issue(c, op, full, part)->wait();
+      const int64_t target = std::min<int64_t>(it.item<int64_t>(), 100000);
       c.barrier();
       t0 = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < target; ++i) issue(c, op, full, part)->wait();
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / target;
-      at::Tensor t = at::full({1}, secs, at::kFloat);
+      at::Tensor t = at::full({1}, static_cast<int64_t>(secs * 1e9), at::kLong);  // ns: max over ranks
       c.all_reduce(t, ReduceOp::Max)->wait();
-      secs = t.item<float>();
+      secs = static_cast<double>(t.item<int64_t>()) * 1e-9;
       BenchResult r;
       r.op = op;
       r.bytes = static_cast<std::size_t>(per_rank * n) * es;

@@ -71,6 +71,9 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SMALL_BYTES")) {
       opts_.small_message_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
+    if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SOCKET_BUFFER")) {
+      opts_.socket_buffer_bytes = static_cast<std::size_t>(std::max(0LL, *v));
+    }
     connect_peers();
     thread_ = std::thread([this] { run_ops(); });
   }
@@ -139,10 +142,11 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       const std::size_t n = static_cast<std::size_t>(o.numel());
       if (n == 0) return;
       // The ring reduces in place, and `in` is the caller's: work on a copy.
-      std::vector<char> work(n * es * static_cast<std::size_t>(size()));
-      std::memcpy(work.data(), i.data_ptr(), work.size());
-      ring::reduce_scatter(links_, work.data(), n * static_cast<std::size_t>(size()), i.scalar_type(), op, ctx);
-      char* mine = work.data() + n * es * static_cast<std::size_t>(rank());
+      const std::size_t total = n * es * static_cast<std::size_t>(size());
+      char* work = links_.scratch.get(1, total);  // slot 0 is the ring's receive buffer
+      std::memcpy(work, i.data_ptr(), total);
+      ring::reduce_scatter(links_, work, n * static_cast<std::size_t>(size()), i.scalar_type(), op, ctx);
+      char* mine = work + n * es * static_cast<std::size_t>(rank());
       if (op == ReduceOp::Avg) divide_by(mine, n, i.scalar_type(), size());
       std::memcpy(o.data_ptr(), mine, n * es);
     });
@@ -290,6 +294,10 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     }
   }
 
+  void tune(Socket& s) const {
+    if (opts_.socket_buffer_bytes > 0) s.set_buffer_sizes(static_cast<int>(opts_.socket_buffer_bytes));
+  }
+
   void connect_peers() {
     const int r = rank();
     const int n = size();
@@ -330,6 +338,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       }
       Hello hello{kHelloMagic, r, n, group_hash};
       send_all(s, &hello, sizeof hello, deadline, cat("hello to rank ", p));
+      tune(s);
       links_.sockets[static_cast<std::size_t>(p)] = std::move(s);
     }
     for (int i = r + 1; i < n; ++i) {
@@ -341,6 +350,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
                    hello.rank > r && hello.rank < n && !links_.sockets[static_cast<std::size_t>(hello.rank)].valid(),
                "CPU communicator '", group_, "' rank ", r, ": unexpected hello (rank ", hello.rank, ", size ",
                hello.size, "); two groups with the same name?");
+      tune(s);
       links_.sockets[static_cast<std::size_t>(hello.rank)] = std::move(s);
     }
     log::debug("cpu communicator '%s': rank %d of %d connected (%s:%u)", group_.c_str(), r, n, host.c_str(),

@@ -13,7 +13,7 @@ void all_reduce(const PeerLinks& links, void* buf, std::size_t numel, c10::Scala
   const int n = links.size;
   const std::size_t nbytes = numel * dtype_size(dtype);
   if (numel == 0) return;
-  std::vector<char> scratch(nbytes * static_cast<std::size_t>(n));
+  char* scratch = links.scratch.get(0, nbytes * static_cast<std::size_t>(n));
   std::vector<const void*> srcs(static_cast<std::size_t>(n));
   std::vector<Transfer> ts;
   for (int p = 0; p < n; ++p) {
@@ -21,7 +21,7 @@ void all_reduce(const PeerLinks& links, void* buf, std::size_t numel, c10::Scala
       srcs[p] = buf;
       continue;
     }
-    char* slot = scratch.data() + nbytes * static_cast<std::size_t>(p);
+    char* slot = scratch + nbytes * static_cast<std::size_t>(p);
     srcs[p] = slot;
     ts.push_back(Transfer::send(p, links.to(p), buf, nbytes));
     ts.push_back(Transfer::recv(p, links.to(p), slot, nbytes));

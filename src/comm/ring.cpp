@@ -35,22 +35,22 @@ void reduce_scatter(const PeerLinks& links, void* work, std::size_t numel, c10::
   const int right = mod(r + 1, n);
   const std::size_t es = dtype_size(dtype);
   char* base = static_cast<char*>(work);
-  std::vector<char> scratch(chunk(numel, n, 0).count * es);  // chunk 0 is the largest
+  char* scratch = links.scratch.get(0, chunk(numel, n, 0).count * es);  // chunk 0 is the largest
   for (int s = 0; s < n - 1; ++s) {
     const Chunk sc = chunk(numel, n, mod(r - s - 1, n));
     const Chunk rc = chunk(numel, n, mod(r - s - 2, n));
     char* dst = base + rc.begin * es;
     std::size_t reduced = 0;  // elements of rc already folded into dst
     Transfer ts[2] = {Transfer::send(right, links.to(right), base + sc.begin * es, sc.count * es),
-                      Transfer::recv(left, links.to(left), scratch.data(), rc.count * es)};
+                      Transfer::recv(left, links.to(left), scratch, rc.count * es)};
     ts[1].on_progress = [&](std::size_t got) {
       const std::size_t avail = got / es;
       if (avail - reduced < kReduceSegment / es && avail != rc.count) return;
-      reduce_into(dst + reduced * es, scratch.data() + reduced * es, avail - reduced, dtype, op);
+      reduce_into(dst + reduced * es, scratch + reduced * es, avail - reduced, dtype, op);
       reduced = avail;
     };
     run_transfers(ts, ctx);
-    if (reduced < rc.count) reduce_into(dst + reduced * es, scratch.data() + reduced * es, rc.count - reduced, dtype, op);
+    if (reduced < rc.count) reduce_into(dst + reduced * es, scratch + reduced * es, rc.count - reduced, dtype, op);
   }
 }
 

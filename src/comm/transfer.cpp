@@ -14,6 +14,14 @@ std::string OpContext::describe() const {
   return cat(op, " seq ", seq, " in group '", group, "' (rank ", rank, " of ", size, ")");
 }
 
+char* Scratch::get(int slot, std::size_t n) {
+  if (cap_[slot] < n) {
+    buf_[slot].reset(new char[n]);  // uninitialised on purpose
+    cap_[slot] = n;
+  }
+  return buf_[slot].get();
+}
+
 Transfer Transfer::send(int peer, const Socket& s, const void* buf, std::size_t len) {
   Transfer t;
   t.peer = peer;

@@ -23,6 +23,9 @@ struct CpuCommOptions {
   // all_reduce and broadcast of at most this many bytes use the one-round direct algorithms, larger ones the
   // ring (env MESHTRAIN_CPU_COMM_SMALL_BYTES overrides).
   std::size_t small_message_bytes = std::size_t(64) << 10;
+  // SO_SNDBUF/SO_RCVBUF of every peer socket; 0 leaves the kernel's autotuning on (env
+  // MESHTRAIN_CPU_COMM_SOCKET_BUFFER overrides).
+  std::size_t socket_buffer_bytes = 0;
   // Address peers use to reach this rank; empty: MESHTRAIN_COMM_HOST, else the interface that routes to
   // MASTER_ADDR, else 127.0.0.1.
   std::string host;

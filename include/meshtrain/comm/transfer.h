@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,11 +54,25 @@ struct Transfer {
   static Transfer recv(int peer, const Socket& s, void* buf, std::size_t len);
 };
 
-// The connected sockets of one communicator: sockets[p] reaches rank p (sockets[rank] is unused).
+// Reusable uninitialised buffers: a fresh multi-MiB std::vector per op costs a zero fill and page faults on
+// every call, which dominated large all-reduces.
+class Scratch {
+ public:
+  // Buffer `slot` (0 or 1) with at least n bytes; valid until the next call for the same slot.
+  char* get(int slot, std::size_t n);
+
+ private:
+  std::unique_ptr<char[]> buf_[2];
+  std::size_t cap_[2] = {0, 0};
+};
+
+// The connected sockets of one communicator: sockets[p] reaches rank p (sockets[rank] is unused). Owned and
+// used by the communicator's op thread only (after construction), and so is the scratch space.
 struct PeerLinks {
   int rank = 0;
   int size = 1;
   std::vector<Socket> sockets;
+  mutable Scratch scratch;
   const Socket& to(int peer) const { return sockets[static_cast<std::size_t>(peer)]; }
 };
 
