@@ -68,6 +68,8 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
                   " is not in [0, ", size, ")");
     links_.rank = rank;
     links_.size = size;
+    p2p_seq_.assign(static_cast<std::size_t>(size), 0);
+    if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_CHECK")) opts_.check_ops = *v != 0;
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SMALL_BYTES")) {
       opts_.small_message_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
@@ -94,7 +96,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override {
     check_tensor(tensor, "all_reduce", "tensor");
     at::Tensor t = tensor;  // the task holds a reference: the storage lives until the op is done
-    return enqueue(cat("all_reduce(", reduce_op_name(op), ")"), [this, t, op](const OpContext& ctx) {
+    return enqueue(cat("all_reduce(", reduce_op_name(op), ")"), sig(t), [this, t, op](const OpContext& ctx) {
       const std::size_t numel = static_cast<std::size_t>(t.numel());
       const std::size_t nbytes = numel * t.element_size();
       if (size() == 1) {
@@ -117,7 +119,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
                   " elements, needs size(", size(), ") × in(", in.numel(), ") = ", in.numel() * size());
     at::Tensor o = out;
     at::Tensor i = in;
-    return enqueue("all_gather", [this, o, i](const OpContext& ctx) {
+    return enqueue("all_gather", sig(i), [this, o, i](const OpContext& ctx) {
       const std::size_t es = i.element_size();
       const std::size_t n = static_cast<std::size_t>(i.numel());
       char* base = static_cast<char*>(o.data_ptr());
@@ -137,7 +139,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
                   " elements, needs size(", size(), ") × out(", out.numel(), ") = ", out.numel() * size());
     at::Tensor o = out;
     at::Tensor i = in;
-    return enqueue(cat("reduce_scatter(", reduce_op_name(op), ")"), [this, o, i, op](const OpContext& ctx) {
+    return enqueue(cat("reduce_scatter(", reduce_op_name(op), ")"), sig(o), [this, o, i, op](const OpContext& ctx) {
       const std::size_t es = i.element_size();
       const std::size_t n = static_cast<std::size_t>(o.numel());
       if (n == 0) return;
@@ -157,7 +159,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     MT_USER_CHECK(root >= 0 && root < size(), "broadcast: root ", root, " is not a rank of group '", group_,
                   "' (size ", size(), ")");
     at::Tensor t = tensor;
-    return enqueue(cat("broadcast(root ", root, ")"), [this, t, root](const OpContext& ctx) {
+    return enqueue(cat("broadcast(root ", root, ")"), sig(t), [this, t, root](const OpContext& ctx) {
       const std::size_t nbytes = static_cast<std::size_t>(t.numel()) * t.element_size();
       if (nbytes <= opts_.small_message_bytes) {
         direct::broadcast(links_, t.data_ptr(), nbytes, root, ctx);
@@ -171,20 +173,20 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     check_tensor(tensor, "send", "tensor");
     check_peer(dst, "send", "dst");
     at::Tensor t = tensor;
-    return enqueue(cat("send(to ", dst, ")"), [this, t, dst](const OpContext& ctx) {
+    return enqueue(cat("send(to ", dst, ")"), cat("p2p ", sig(t)), [this, t, dst](const OpContext& ctx) {
       Transfer tr = Transfer::send(dst, links_.to(dst), t.data_ptr(), t.numel() * t.element_size());
       run_transfers({&tr, 1}, ctx);
-    });
+    }, dst);
   }
 
   WorkPtr recv(at::Tensor& tensor, int src) override {
     check_tensor(tensor, "recv", "tensor");
     check_peer(src, "recv", "src");
     at::Tensor t = tensor;
-    return enqueue(cat("recv(from ", src, ")"), [this, t, src](const OpContext& ctx) {
+    return enqueue(cat("recv(from ", src, ")"), cat("p2p ", sig(t)), [this, t, src](const OpContext& ctx) {
       Transfer tr = Transfer::recv(src, links_.to(src), t.data_ptr(), t.numel() * t.element_size());
       run_transfers({&tr, 1}, ctx);
-    });
+    }, src);
   }
 
   WorkPtr all_to_all(at::Tensor& out, const at::Tensor& in) override {
@@ -197,14 +199,14 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     MT_USER_CHECK(!out.is_same(in), "all_to_all: `out` and `in` must be different tensors");
     at::Tensor o = out;
     at::Tensor i = in;
-    return enqueue("all_to_all", [this, o, i](const OpContext& ctx) {
+    return enqueue("all_to_all", sig(i), [this, o, i](const OpContext& ctx) {
       const std::size_t chunk = static_cast<std::size_t>(i.numel() / size()) * i.element_size();
       direct::all_to_all(links_, o.data_ptr(), i.data_ptr(), chunk, ctx);
     });
   }
 
   void barrier() override {
-    enqueue("barrier", [this](const OpContext& ctx) { direct::barrier(links_, ctx); })->wait();
+    enqueue("barrier", "", [this](const OpContext& ctx) { direct::barrier(links_, ctx); })->wait();
   }
 
   std::shared_ptr<Communicator> split(int color, int key) override {
@@ -235,21 +237,59 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   using Fn = std::function<void(const OpContext&)>;
   struct Task {
     std::string op;
-    std::uint64_t seq;
+    std::string sig;  // what the other ranks' matching op must agree on (dtype, numel), for check_ops
+    int peer = -1;    // p2p: the other rank; -1: a collective
+    std::uint64_t seq = 0;
     Fn fn;
     std::shared_ptr<CpuWork> work;
   };
+
+  static std::string sig(const at::Tensor& t) { return cat(c10::toString(t.scalar_type()), "[", t.numel(), "]"); }
+
+  // Opt-in desync detection (CpuCommOptions::check_ops): before the op, every rank it involves exchanges
+  // (seq, op, dtype, numel); a mismatch is an error naming both sides instead of silently mixed-up bytes.
+  void verify(const Task& task, const OpContext& ctx) {
+    struct Record {
+      std::uint64_t magic;
+      std::uint64_t seq;
+      char text[112];
+    };
+    static_assert(sizeof(Record) == 128);
+    Record mine{};
+    mine.magic = 0x6d7443686b303031ull;
+    mine.seq = task.seq;
+    const std::string text = task.peer < 0 ? cat(task.op, " ", task.sig) : task.sig;
+    std::strncpy(mine.text, text.c_str(), sizeof mine.text - 1);
+    std::vector<Record> theirs(static_cast<std::size_t>(size()));
+    std::vector<Transfer> ts;
+    for (int p = 0; p < size(); ++p) {
+      if (p == rank() || (task.peer >= 0 && p != task.peer)) continue;
+      ts.push_back(Transfer::send(p, links_.to(p), &mine, sizeof mine));
+      ts.push_back(Transfer::recv(p, links_.to(p), &theirs[static_cast<std::size_t>(p)], sizeof(Record)));
+    }
+    run_transfers(ts, ctx);
+    for (int p = 0; p < size(); ++p) {
+      if (p == rank() || (task.peer >= 0 && p != task.peer)) continue;
+      const Record& t = theirs[static_cast<std::size_t>(p)];
+      const std::string other(t.text, strnlen(t.text, sizeof t.text));
+      MT_CHECK(t.magic == mine.magic && t.seq == mine.seq && other == text, ctx.describe(),
+               ": ops out of step with rank ", p, ": this rank runs '", text, "' (seq ", mine.seq, "), rank ", p,
+               " runs '", other, "' (seq ", t.seq, ")");
+    }
+  }
 
   void check_peer(int peer, const char* op, const char* name) const {
     MT_USER_CHECK(peer >= 0 && peer < size() && peer != rank(), op, ": ", name, "=", peer,
                   " must be another rank of group '", group_, "' (size ", size(), ", this rank ", rank(), ")");
   }
 
-  WorkPtr enqueue(std::string op, Fn fn) {
+  WorkPtr enqueue(std::string op, std::string signature, Fn fn, int peer = -1) {
     auto work = std::make_shared<CpuWork>();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(Task{std::move(op), next_seq_++, std::move(fn), work});
+      // Collectives are numbered in one sequence, p2p ops per peer, so the numbers agree across ranks.
+      const std::uint64_t seq = peer < 0 ? next_seq_++ : p2p_seq_[static_cast<std::size_t>(peer)]++;
+      queue_.push_back(Task{std::move(op), std::move(signature), peer, seq, std::move(fn), work});
     }
     cv_.notify_one();
     return work;
@@ -281,6 +321,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
         continue;
       }
       try {
+        if (opts_.check_ops && size() > 1) verify(task, ctx);
         task.fn(ctx);
         task.work->finish(nullptr);
       } catch (const std::exception& e) {
@@ -367,6 +408,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   std::condition_variable cv_;
   std::deque<Task> queue_;
   std::uint64_t next_seq_ = 0;
+  std::vector<std::uint64_t> p2p_seq_;  // per peer
   bool stop_ = false;
   std::string broken_;  // op thread only
   std::thread thread_;

@@ -30,3 +30,9 @@ add_executable(comm_bench ${CMAKE_CURRENT_LIST_DIR}/comm/comm_bench.cpp)
 target_link_libraries(comm_bench PRIVATE meshtrain_comm)
 meshtrain_warnings(comm_bench)
 meshtrain_use_torch(comm_bench)
+
+# The same checks with desync detection on (an extra handshake before every op).
+add_test(NAME comm_meshrun_np3_checked
+         COMMAND ${CMAKE_COMMAND} -E env MESHTRAIN_CPU_COMM_CHECK=1
+                 ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 3 --no-python ${MESHTRAIN_BIN}/comm_worker)
+set_tests_properties(comm_meshrun_np3_checked PROPERTIES LABELS "multiproc;comm" TIMEOUT 300)

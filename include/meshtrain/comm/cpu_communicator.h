@@ -23,6 +23,9 @@ struct CpuCommOptions {
   // all_reduce and broadcast of at most this many bytes use the one-round direct algorithms, larger ones the
   // ring (env MESHTRAIN_CPU_COMM_SMALL_BYTES overrides).
   std::size_t small_message_bytes = std::size_t(64) << 10;
+  // Before each op, exchange (seq, op, dtype, numel) with the ranks it involves and fail on a mismatch
+  // instead of mixing up bytes: one extra small round trip per op (env MESHTRAIN_CPU_COMM_CHECK=1 turns it on).
+  bool check_ops = false;
   // SO_SNDBUF/SO_RCVBUF of every peer socket; 0 leaves the kernel's autotuning on (env
   // MESHTRAIN_CPU_COMM_SOCKET_BUFFER overrides).
   std::size_t socket_buffer_bytes = 0;

@@ -192,3 +192,33 @@ TEST(CpuCommunicatorTimeout, PeerThatGoesAwayIsAnErrorNotAHang) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   }, opts);
 }
+
+TEST(CpuCommunicatorCheck, MismatchedOpsAreNamedNotMixedUp) {
+  CpuCommOptions opts;
+  opts.timeout = 5s;
+  opts.check_ops = true;
+  std::string errors[2];
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  opts.host = "127.0.0.1";
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CommPtr c = make_cpu_communicator(store, r, 2, "t_check", opts);
+      at::Tensor x = at::ones({64});
+      c->all_reduce(x, ReduceOp::Sum)->wait();  // matched: fine
+      MT_CHECK(x[0].item<float>() == 2.0f, "checked all_reduce");
+      try {
+        if (r == 0) c->all_reduce(x, ReduceOp::Sum)->wait();
+        else c->broadcast(x, 0)->wait();
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_NE(errors[0].find("ops out of step with rank 1: this rank runs 'all_reduce(sum) Float[64]' (seq 1), "
+                           "rank 1 runs 'broadcast(root 0) Float[64]' (seq 1)"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("ops out of step with rank 0"), std::string::npos) << errors[1];
+}
