@@ -1,0 +1,16 @@
+# Tier-3 reference tests (DESIGN.md "Tests in four tiers"): the single-process model against the same model
+# written in plain PyTorch (tests/reference/torch_reference.py), with the same weights passed as safetensors.
+# reference_driver runs meshtrain's forward/loss/backward/generation; reference_test.py compares logits, loss,
+# every gradient and greedy tokens within the tolerance it states. One ctest per model variant; exit code 77
+# (skipped) when the Python lacks torch/numpy/safetensors.
+add_executable(reference_driver ${CMAKE_CURRENT_LIST_DIR}/reference_driver.cpp)
+target_link_libraries(reference_driver PRIVATE meshtrain_model meshtrain_ckpt)
+meshtrain_warnings(reference_driver)
+meshtrain_use_torch(reference_driver)
+
+foreach(variant gpt2_tied gpt2_untied llama_mha_tied llama_gqa_untied llama_rope_scaled)
+  add_test(NAME reference.${variant}
+           COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/reference_test.py
+                   --driver $<TARGET_FILE:reference_driver> --variant ${variant})
+  set_tests_properties(reference.${variant} PROPERTIES LABELS "reference;model" TIMEOUT 300 SKIP_RETURN_CODE 77)
+endforeach()
