@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       log::info("meshrun: %s", slurm.c_str());
     LaunchPlan plan = make_launch_plan(opts, self_exe_dir(), visible_gpu_count(),
                                        static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+    validate_config_program(plan);
     int rc = Supervisor(std::move(plan)).run();
     // Skip static destructors: libtorch's take ~0.25 s at exit and every worker is already reaped, every
     // file closed. Only the stdio buffers need flushing.

@@ -1,2 +1,174 @@
+// meshtrain: the worker and the tool box. CLI only — every subcommand calls into the library.
+//   meshtrain train CONFIG [--set k=v]…     train (what meshrun runs for a config)
+//   meshtrain config CONFIG [--set k=v]…    print the resolved config; exit 2 when invalid
+//   meshtrain config --docs                 print the config reference (docs/config.md)
+//   meshtrain prepare TEXT --out PREFIX     byte-level token shards from a text file
+//   meshtrain generate CKPT --prompt TEXT   sample from a checkpoint
+#include <cxxopts.hpp>
+
 #include <cstdio>
-int main() { std::puts("meshtrain"); return 0; }
+#include <cstdlib>
+#include <iostream>
+
+#include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+#include "meshtrain/data/prepare.h"
+#include "meshtrain/model/generate.h"
+#include "meshtrain/train/trainer.h"
+
+using namespace meshtrain;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: meshtrain <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train CONFIG [--set section.key=value]...   train a model (meshrun runs this for each worker)\n"
+    "  config CONFIG [--set section.key=value]...  print the resolved config; exit 2 if invalid\n"
+    "  config --docs                               print the config reference (docs/config.md)\n"
+    "  prepare TEXT --out PREFIX [--val-fraction F] write byte-level token shards PREFIX_{train,val}.bin\n"
+    "  generate CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "                                              sample text from a checkpoint (dir or its parent)\n"
+    "\n"
+    "Run `meshtrain <command> --help` for a command's options. Exit codes: 0 ok, 1 runtime error,\n"
+    "2 invalid input (config, flag, file).\n";
+
+// Parses CONFIG + repeated --set into a resolved, validated Config for `world_size` ranks.
+Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,
+                     int world_size) {
+  MT_USER_CHECK(positional.size() == 1, "expected exactly one CONFIG file (.yaml, .yml or .json), got ",
+                positional.size());
+  Config cfg = load_config(positional[0], sets);
+  resolve(cfg, world_size);
+  validate(cfg, world_size);
+  check_inputs_exist(cfg);
+  return cfg;
+}
+
+cxxopts::ParseResult parse(cxxopts::Options& o, int argc, char** argv) {
+  auto r = o.parse(argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help() << std::endl;
+    std::exit(0);
+  }
+  return r;
+}
+
+int cmd_train(int argc, char** argv) {
+  cxxopts::Options o("meshtrain train", "Train a model from a YAML/JSON config (see docs/config.md).");
+  o.add_options()("set", "override a config value: section.key=value (repeatable)",
+                  cxxopts::value<std::vector<std::string>>())("h,help", "show this help")(
+      "config", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"config"});
+  o.positional_help("CONFIG");
+  auto r = parse(o, argc, argv);
+  const auto world = comm::world_info_from_env();
+  Config cfg = load_resolved(r.count("config") ? r["config"].as<std::vector<std::string>>() : std::vector<std::string>{},
+                             r.count("set") ? r["set"].as<std::vector<std::string>>() : std::vector<std::string>{},
+                             world.world_size);
+  train::run_training(cfg);
+  return 0;
+}
+
+int cmd_config(int argc, char** argv) {
+  cxxopts::Options o("meshtrain config", "Print the resolved config (every key, defaults filled in).");
+  o.add_options()("set", "override a config value: section.key=value (repeatable)",
+                  cxxopts::value<std::vector<std::string>>())("docs", "print the config reference in Markdown")(
+      "world-size", "validate for this many ranks (default: WORLD_SIZE or 1)", cxxopts::value<int>())(
+      "json", "print JSON instead of YAML")("h,help", "show this help")(
+      "config", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"config"});
+  o.positional_help("CONFIG");
+  auto r = parse(o, argc, argv);
+  if (r.count("docs")) {
+    std::cout << config_reference_markdown();
+    return 0;
+  }
+  const int world = r.count("world-size") ? r["world-size"].as<int>() : comm::world_info_from_env().world_size;
+  Config cfg = load_resolved(r.count("config") ? r["config"].as<std::vector<std::string>>() : std::vector<std::string>{},
+                             r.count("set") ? r["set"].as<std::vector<std::string>>() : std::vector<std::string>{},
+                             world);
+  std::cout << (r.count("json") ? to_json(cfg) + "\n" : to_yaml(cfg));
+  return 0;
+}
+
+int cmd_prepare(int argc, char** argv) {
+  cxxopts::Options o("meshtrain prepare", "Write byte-level (vocab 256) llm.c token shards from a text file.");
+  o.add_options()("out", "output prefix: writes PREFIX_train.bin and PREFIX_val.bin", cxxopts::value<std::string>())(
+      "val-fraction", "share of the text (its end) kept for validation",
+      cxxopts::value<double>()->default_value("0.05"))("h,help", "show this help")(
+      "text", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"text"});
+  o.positional_help("TEXT");
+  auto r = parse(o, argc, argv);
+  MT_USER_CHECK(r.count("text") == 1, "meshtrain prepare: expected one TEXT file");
+  MT_USER_CHECK(r.count("out"), "meshtrain prepare: --out PREFIX is required");
+  auto res = data::prepare_bytes(r["text"].as<std::vector<std::string>>()[0], r["out"].as<std::string>(),
+                                 r["val-fraction"].as<double>());
+  std::printf("wrote %s (%lld tokens) and %s (%lld tokens)\n", res.train_path.c_str(),
+              static_cast<long long>(res.train_tokens), res.val_path.c_str(), static_cast<long long>(res.val_tokens));
+  return 0;
+}
+
+int cmd_generate(int argc, char** argv) {
+  cxxopts::Options o("meshtrain generate", "Sample text from a checkpoint of a byte-level model.");
+  o.add_options()("prompt", "text to continue", cxxopts::value<std::string>()->default_value("\n"))(
+      "tokens", "tokens to generate", cxxopts::value<int64_t>()->default_value("200"))(
+      "temperature", "sampling temperature; 0 = greedy", cxxopts::value<double>()->default_value("0.8"))(
+      "top-k", "sample among the k most likely tokens; 0 = all", cxxopts::value<int64_t>()->default_value("40"))(
+      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1337"))("h,help", "show this help")(
+      "checkpoint", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"checkpoint"});
+  o.positional_help("CHECKPOINT");
+  auto r = parse(o, argc, argv);
+  MT_USER_CHECK(r.count("checkpoint") == 1, "meshtrain generate: expected one CHECKPOINT directory");
+  auto ck = ckpt::CheckpointManager::load(r["checkpoint"].as<std::vector<std::string>>()[0]);
+  MT_USER_CHECK(ck.state.contains("config"), ck.path, ": checkpoint carries no config");
+  Config cfg = parse_config(ck.state["config"].dump(), ck.path + "/meta.json", /*json=*/true);
+  model::Transformer net(cfg.model);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& item : net->named_parameters()) item.value().copy_(ck.tensors.at("model." + item.key()));
+  }
+  std::vector<int64_t> prompt;
+  for (unsigned char c : r["prompt"].as<std::string>()) prompt.push_back(c);
+  auto out = model::generate(net, prompt,
+                             {.max_new_tokens = r["tokens"].as<int64_t>(), .temperature = r["temperature"].as<double>(),
+                              .top_k = r["top-k"].as<int64_t>(), .seed = r["seed"].as<uint64_t>()});
+  std::string text;
+  for (int64_t t : out) text.push_back(t < 256 ? static_cast<char>(t) : '?');
+  std::cout << text << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  log::init({});
+  if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "train") return cmd_train(argc - 1, argv + 1);
+    if (cmd == "config") return cmd_config(argc - 1, argv + 1);
+    if (cmd == "prepare") return cmd_prepare(argc - 1, argv + 1);
+    if (cmd == "generate") return cmd_generate(argc - 1, argv + 1);
+    std::fprintf(stderr, "meshtrain: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+    return 2;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "meshtrain %s: %s (see --help)\n", cmd.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshtrain: fatal: %s\n", e.what());
+    return 1;
+  }
+}

@@ -17,6 +17,7 @@ namespace meshtrain::log {
 namespace {
 
 Options g_opts;
+bool g_prefix = true;  // print "[rank N] " before messages
 std::once_flag g_once;
 std::shared_ptr<spdlog::logger> g_logger;
 
@@ -55,7 +56,7 @@ std::string vformat(const char* fmt, va_list ap) {
 void emit(Level l, const char* fmt, va_list ap) {
   if (!enabled(l)) return;
   std::string msg = vformat(fmt, ap);
-  if (g_opts.rank >= 0) msg = "[rank " + std::to_string(g_opts.rank) + "] " + msg;
+  if (g_opts.rank >= 0 && g_prefix) msg = "[rank " + std::to_string(g_opts.rank) + "] " + msg;
   logger().log(to_spd(l), msg);
   if (l >= Level::Warn) logger().flush();
 }
@@ -86,6 +87,8 @@ void init(const Options& opts) {
     }
   }
   if (const char* env = std::getenv("MESHTRAIN_LOG_ALL_RANKS"); env && *env) g_opts.all_ranks = env[0] == '1';
+  // Under meshrun the launcher already prefixes each line with the rank; one prefix is enough.
+  if (const char* env = std::getenv("MESHRUN_PREFIXES_OUTPUT"); env && env[0] == '1') g_prefix = false;
   logger().set_level(to_spd(g_opts.level));
 }
 

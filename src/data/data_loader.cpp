@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/glob.h"
 
 namespace meshtrain::data {
 namespace {

@@ -2,7 +2,6 @@
 #include "meshtrain/data/token_shard.h"
 
 #include <fcntl.h>
-#include <glob.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -101,18 +100,6 @@ void TokenShard::read(int64_t begin, int64_t n, int64_t* out) const {
       out[i] = t;
     }
   }
-}
-
-std::vector<std::string> expand_glob(const std::string& pattern, const std::string& what) {
-  glob_t g{};
-  int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g);
-  std::vector<std::string> files;
-  if (rc == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
-  ::globfree(&g);
-  MT_USER_CHECK(!files.empty(), what, ": '", pattern, "' matches no file");
-  std::sort(files.begin(), files.end());
-  return files;
 }
 
 void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/launch/signal_names.h"
 
@@ -106,6 +107,22 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
     p.log_folder = o.log_dir + "/" + name;
   }
   return p;
+}
+
+void validate_config_program(const LaunchPlan& plan) {
+  if (plan.kind != ProgramKind::Config) return;
+  // command = {meshtrain, "train", CONFIG, args...}; the trainer accepts `--set k=v` and `--set=k=v`.
+  std::vector<std::string> sets;
+  for (size_t i = 3; i < plan.command.size(); ++i) {
+    const std::string& a = plan.command[i];
+    if (a == "--set" && i + 1 < plan.command.size()) sets.push_back(plan.command[++i]);
+    else if (a.rfind("--set=", 0) == 0) sets.push_back(a.substr(6));
+  }
+  const int world = plan.nnodes * plan.nproc_per_node;
+  Config cfg = load_config(plan.command[2], sets);
+  resolve(cfg, world);
+  validate(cfg, world);
+  check_inputs_exist(cfg);
 }
 
 }  // namespace meshtrain::launch

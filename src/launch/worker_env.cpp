@@ -39,6 +39,8 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerIdentity& w,
   o["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   o["TORCHELASTIC_ERROR_FILE"] = w.error_file;
   o["TORCHELASTIC_SIGNALS_TO_HANDLE"] = w.signals_to_handle;
+  // meshrun prefixes every console line with "[rank N]: "; meshtrain's logger then leaves out its own.
+  o["MESHRUN_PREFIXES_OUTPUT"] = "1";
   auto nccl = inherited.find("TORCH_NCCL_ASYNC_ERROR_HANDLING");
   o["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = nccl != inherited.end() ? nccl->second : "1";
   auto omp = inherited.find("OMP_NUM_THREADS");

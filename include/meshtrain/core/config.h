@@ -145,6 +145,10 @@ Config parse_config(const std::string& text, const std::string& name, bool json,
 // ("dp(2) × tp(4) = 8 ≠ world size 6").
 void validate(const Config& cfg, int world_size);
 
+// The input files a run reads exist: data.train (and data.val if set) match at least one file. Throws
+// UserError "FILE: data.train: 'PATTERN' matches no file". Paths are relative to the working directory.
+void check_inputs_exist(const Config& cfg);
+
 // Fills derived values: model preset fields already applied; parallel.dp when 0, data.seq_len when 0,
 // model.n_kv_head when 0, model.d_ff when 0, checkpoint.dir / logging.metrics defaults from train.out_dir.
 void resolve(Config& cfg, int world_size);

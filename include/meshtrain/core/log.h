@@ -2,7 +2,8 @@
 // be used next to Torch's bundled fmt (DESIGN.md "fmt clash"). Messages are printf-style and checked by the
 // compiler: log::info("step %d loss %.4f", step, loss).
 //
-// Every line carries a rank prefix ("[rank 3]") once init() has been told the rank. Training progress is
+// Every line carries a rank prefix ("[rank 3]") once init() has been told the rank, unless meshrun already
+// prefixes the worker's output (MESHRUN_PREFIXES_OUTPUT=1). Training progress is
 // logged with log::progress(), which prints on rank 0 only unless all ranks were asked for
 // (logging.all_ranks / MESHTRAIN_LOG_ALL_RANKS=1); warnings and errors print on every rank.
 #pragma once

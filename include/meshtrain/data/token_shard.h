@@ -39,10 +39,6 @@ class TokenShard {
   int64_t n_tokens_ = 0;
 };
 
-// Expands a path or glob into a sorted list of files; a pattern that matches nothing is a UserError naming
-// `what` (e.g. "data.train").
-std::vector<std::string> expand_glob(const std::string& pattern, const std::string& what);
-
 // Writes tokens as an llm.c shard (uint16; every token must be < 65536) atomically (tmp + rename).
 void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens);
 

@@ -30,6 +30,11 @@ struct LaunchPlan {
 // `cpu_count` come from the node (visible_gpu_count(), online cores) and are injected for tests.
 LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir, int gpu_count, int cpu_count);
 
+// For a config program: loads it with the `--set` overrides among the program arguments, resolves and
+// validates it for the plan's world size (nnodes × nproc_per_node), so a bad config is one line and exit 2
+// before any worker starts. No-op for other programs.
+void validate_config_program(const LaunchPlan& plan);
+
 // Directory holding the running executable (/proc/self/exe).
 std::string self_exe_dir();
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/glob.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/data/prepare.h"
 #include "meshtrain/data/token_shard.h"
@@ -76,7 +77,7 @@ TEST(TokenShard, ErrorsNameTheFile) {
 
   msg = user_error([&] { data::TokenShard((d / "nope.bin").string(), data::ShardFormat::Auto); });
   EXPECT_NE(msg.find("nope.bin: cannot open token shard"), std::string::npos) << msg;
-  msg = user_error([&] { data::expand_glob((d / "*.none").string(), "data.val"); });
+  msg = user_error([&] { expand_glob((d / "*.none").string(), "data.val"); });
   EXPECT_NE(msg.find("data.val: '"), std::string::npos) << msg;
   EXPECT_NE(msg.find("matches no file"), std::string::npos) << msg;
 

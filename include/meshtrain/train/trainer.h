@@ -1,0 +1,26 @@
+// Trainer: the worker's training loop (`meshtrain train CONFIG`).
+//
+//   setup:  world from the launcher's env → store → communicator → model (seeded init, identical on every
+//           rank, then broadcast from rank 0) → AdamW → data loaders → resume from a checkpoint if asked
+//   step:   grad_accum × (batch → forward → loss / grad_accum → backward) → average gradients over ranks →
+//           clip global norm → AdamW at the scheduled lr → metrics (JSONL; console line with ETA on rank 0)
+//   every N: validation loss, checkpoint;  at the end: validation, checkpoint, a text sample, and a
+//           checksum of the parameters on every rank (replicas must agree bit for bit).
+#pragma once
+
+#include <string>
+
+#include "meshtrain/core/config.h"
+
+namespace meshtrain::train {
+
+struct TrainResult {
+  int64_t steps_done = 0;
+  double first_loss = 0, last_loss = 0, last_val_loss = -1;
+  uint32_t param_checksum = 0;
+};
+
+// `cfg` must be resolved and validated for the current world size.
+TrainResult run_training(const Config& cfg);
+
+}  // namespace meshtrain::train

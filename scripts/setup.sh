@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs what meshtrain needs to build and test, idempotently:
+#   - system packages (Debian 12 / Ubuntu 24.04): compiler, CMake, Ninja, ccache, spdlog, yaml-cpp,
+#     nlohmann-json, cxxopts, GoogleTest, Python venv support — only those missing, only with apt and root;
+#   - LibTorch, as the pinned PyTorch wheel (torch==2.11.0): a python3 that already imports torch 2.11 is used
+#     as is (nothing installed — the GPU machine has one and no network); otherwise a project venv in .venv.
+# Prints what it used; exits non-zero with one clear line when something cannot be had.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TORCH_VERSION=2.11.0
+PY_TEST_PACKAGES=(numpy safetensors)
+
+say() { echo "setup: $*"; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+
+# ---- system packages --------------------------------------------------------------------------------------
+# header or program → Debian package
+declare -A NEED=(
+  [/usr/bin/g++]=g++ [/usr/bin/cmake]=cmake [/usr/bin/ninja]=ninja-build [/usr/bin/ccache]=ccache
+  [/usr/include/spdlog/spdlog.h]=libspdlog-dev [/usr/include/yaml-cpp/yaml.h]=libyaml-cpp-dev
+  [/usr/include/nlohmann/json.hpp]=nlohmann-json3-dev [/usr/include/cxxopts.hpp]=libcxxopts-dev
+  [/usr/include/gtest/gtest.h]=libgtest-dev [/usr/include/gmock/gmock.h]=libgmock-dev
+)
+missing=()
+for path in "${!NEED[@]}"; do
+  [ -e "$path" ] || missing+=("${NEED[$path]}")
+done
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then missing+=(python3-venv); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || die "apt-get update failed (no network?); install by hand: ${missing[*]}"
+    apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install failed for: ${missing[*]}"
+  else
+    die "missing system packages: ${missing[*]} (install them with your package manager, or run as root with apt)"
+  fi
+else
+  say "system packages present"
+fi
+cmake_version=$(cmake --version | head -1 | awk '{print $3}')
+printf '%s\n%s\n' 3.25 "$cmake_version" | sort -V -C || die "CMake $cmake_version is older than 3.25"
+
+# ---- LibTorch through the PyTorch wheel -------------------------------------------------------------------
+torch_ok() { "$1" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" >/dev/null 2>&1; }
+if [ -x .venv/bin/python ] && torch_ok .venv/bin/python; then
+  PY=.venv/bin/python
+  say "using .venv (torch $TORCH_VERSION)"
+elif [ ! -e .venv ] && torch_ok python3; then
+  PY=$(command -v python3)
+  say "using $PY (torch $TORCH_VERSION already installed; nothing to install)"
+else
+  say "creating .venv with torch==$TORCH_VERSION (a few minutes on first run)"
+  [ -x .venv/bin/python ] || python3 -m venv .venv || die "python3 -m venv failed"
+  .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" "${PY_TEST_PACKAGES[@]}" \
+    || die "pip could not install torch==$TORCH_VERSION (no network or no wheel for this Python?)"
+  torch_ok .venv/bin/python || die ".venv has no usable torch $TORCH_VERSION after pip install"
+  PY=.venv/bin/python
+fi
+# Python packages the tests use (reference model, safetensors round trips); optional where offline.
+if ! "$PY" -c 'import numpy, safetensors' >/dev/null 2>&1; then
+  if [ "$PY" = .venv/bin/python ]; then
+    "$PY" -m pip install -q "${PY_TEST_PACKAGES[@]}" || say "warning: could not install ${PY_TEST_PACKAGES[*]}"
+  else
+    say "warning: $PY lacks numpy/safetensors; the reference tests will report skipped"
+  fi
+fi
+say "ok: python $("$PY" -c 'import sys; print(sys.version.split()[0])'), torch $("$PY" -c 'import torch; print(torch.__version__)')"

@@ -1,0 +1,7 @@
+# Tier 4: the quickstart under meshrun (two CPU workers), against the single-process run and a baseline.
+add_test(NAME e2e.quickstart
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/quickstart_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.quickstart PROPERTIES LABELS e2e TIMEOUT 900 RUN_SERIAL TRUE)
+add_test(NAME e2e.cli_errors
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/cli_errors_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.cli_errors PROPERTIES LABELS e2e TIMEOUT 300)

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""End-to-end (tier 4): the quickstart config for a few steps under meshrun, two CPU workers.
+
+Asserts that
+  - the loss falls (first logged loss vs last) and the run leaves metrics JSONL and a checkpoint;
+  - both data-parallel ranks hold bit-identical parameters (each rank logs a CRC-32 of its parameters);
+  - the two-rank run follows the single-process run with the same global batch (2 × 8 = 1 × 16): the
+    averaged gradient is the same up to fp32 summation order, so losses agree within 2e-3 over 12 steps;
+  - the loss curve stays within tolerance of the baseline kept in tests/e2e/quickstart_baseline.json
+    (regenerate with MESHTRAIN_UPDATE_BASELINE=1 after an intended change);
+  - resuming from the saved checkpoint continues the run (`checkpoint.resume: auto`).
+Usage: quickstart_test.py BIN_DIR SOURCE_DIR
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+bin_dir, src = sys.argv[1], sys.argv[2]
+meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
+config = os.path.join(src, "configs", "quickstart.yaml")
+baseline_path = os.path.join(src, "tests", "e2e", "quickstart_baseline.json")
+STEPS = 12
+work = tempfile.mkdtemp(prefix="meshtrain_e2e_")
+
+
+def run(cmd, **kw):
+    print("+", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, **kw)
+    print(p.stdout)
+    if p.returncode != 0:
+        sys.exit(f"FAILED: exit code {p.returncode}: {' '.join(cmd)}")
+    return p.stdout
+
+
+def losses(metrics_file):
+    with open(metrics_file) as f:
+        recs = [json.loads(line) for line in f]
+    return [r["loss"] for r in recs if "loss" in r], [r["val_loss"] for r in recs if "val_loss" in r]
+
+
+prefix = os.path.join(work, "data", "kjv")
+run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix])
+common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin",
+          f"--set=train.steps={STEPS}", "--set=logging.every=1", "--set=train.eval_every=0",
+          "--set=train.eval_batches=2", "--set=train.sample_tokens=16", "--set=checkpoint.every=6"]
+
+# Two workers under meshrun.
+dp_dir = os.path.join(work, "dp")
+out = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={dp_dir}"])
+sums = dict(re.findall(r"\[rank (\d)\]: .*parameter checksum ([0-9a-f]{8}) after step", out))
+assert set(sums) == {"0", "1"}, f"expected a checksum line from both ranks, got {sums}"
+assert sums["0"] == sums["1"], f"ranks diverged: rank 0 {sums['0']} vs rank 1 {sums['1']}"
+dp_loss, dp_val = losses(os.path.join(dp_dir, "metrics.jsonl"))
+assert len(dp_loss) == STEPS, dp_loss
+assert dp_loss[-1] < dp_loss[0] - 1.0, f"loss did not fall: {dp_loss}"
+assert dp_val and dp_val[-1] < 4.0, f"validation loss too high: {dp_val}"
+ckpt = os.path.join(dp_dir, "checkpoints")
+assert open(os.path.join(ckpt, "latest")).read().strip() == f"step_{STEPS:08d}"
+assert os.path.exists(os.path.join(ckpt, f"step_{6:08d}", "meta.json"))
+
+# One process, the same global batch.
+sp_dir = os.path.join(work, "single")
+run([meshtrain, "train", config, *common, "--set=train.micro_batch_size=16", f"--set=train.out_dir={sp_dir}"])
+sp_loss, _ = losses(os.path.join(sp_dir, "metrics.jsonl"))
+worst = max(abs(a - b) for a, b in zip(dp_loss, sp_loss))
+print(f"max |loss(dp 2) - loss(single)| over {STEPS} steps: {worst:.2e}")
+assert worst < 2e-3, f"data-parallel run departs from the single-process run: {dp_loss} vs {sp_loss}"
+
+# Baseline curve (tier 4).
+if os.environ.get("MESHTRAIN_UPDATE_BASELINE") == "1":
+    with open(baseline_path, "w") as f:
+        json.dump({"config": "configs/quickstart.yaml", "steps": STEPS, "loss": dp_loss}, f, indent=1)
+    print("baseline written:", baseline_path)
+base = json.load(open(baseline_path))["loss"]
+drift = max(abs(a - b) for a, b in zip(dp_loss, base))
+print(f"max |loss - baseline|: {drift:.2e}")
+assert drift < 0.05, f"loss curve departs from the baseline {base}: {dp_loss}"
+
+# Resume: a new run of 4 more steps starts from the latest checkpoint.
+out = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={dp_dir}",
+           f"--set=train.steps={STEPS + 4}", "--set=checkpoint.resume=auto"])
+assert f"resumed from {ckpt}/step_{STEPS:08d} at step {STEPS}" in out, "did not resume"
+more, _ = losses(os.path.join(dp_dir, "metrics.jsonl"))
+assert len(more) == STEPS + 4 and more[-1] < dp_loss[0] - 1.0, more
+
+shutil.rmtree(work)
+print("quickstart e2e: ok")
