@@ -9,7 +9,10 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "meshtrain/comm/cpu_work.h"
 #include "meshtrain/comm/direct.h"
@@ -73,6 +76,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SMALL_BYTES")) {
       opts_.small_message_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
+    if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_UNIX")) opts_.same_host_unix = *v != 0;
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SOCKET_BUFFER")) {
       opts_.socket_buffer_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
@@ -349,10 +353,20 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     const std::string prefix = cat("meshtrain/cpu_comm/attempt", restart, "/", group_, "/addr/");
     const std::uint32_t group_hash = fnv1a(group_);
 
-    // Listen before publishing, so a peer that reads our address can connect at once.
+    // Listen before publishing, so a peer that reads our address can connect at once. Peers on this host (same
+    // boot id, hostname and network namespace) use a Unix socket instead of TCP over loopback.
     Socket listener = Socket::listen_any(0);
     const std::string host = advertise_host(opts_);
-    store_->set(prefix + std::to_string(r), bytes_of(cat(host, " ", listener.local_port())));
+    const std::string host_key = opts_.same_host_unix ? same_host_key() : "";
+    Socket unix_listener;
+    std::string unix_name = "-";
+    if (!host_key.empty()) {
+      unix_name = cat("meshtrain-", ::getpid(), "-", reinterpret_cast<std::uintptr_t>(this), "-", group_hash);
+      unix_listener = Socket::listen_unix(unix_name);
+    }
+    // Value: "<host> <port> <unix name or -> <host key>" (the key last: it may contain spaces).
+    store_->set(prefix + std::to_string(r),
+                bytes_of(cat(host, " ", listener.local_port(), " ", unix_name, " ", host_key)));
 
     // Connect to every lower rank; accept every higher one. Each pair thus has exactly one connection.
     for (int p = 0; p < r; ++p) {
@@ -366,13 +380,21 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       }
       const auto raw = store_->get(key);
       const std::string addr(raw.begin(), raw.end());
-      const auto sp = addr.rfind(' ');
-      MT_CHECK(sp != std::string::npos, "bad address '", addr, "' under store key ", key);
-      const std::string peer_host = addr.substr(0, sp);
-      const auto peer_port = static_cast<std::uint16_t>(std::stoi(addr.substr(sp + 1)));
+      std::istringstream fields(addr);
+      std::string peer_host, peer_unix, peer_key;
+      int peer_port_i = 0;
+      fields >> peer_host >> peer_port_i >> peer_unix;
+      std::getline(fields >> std::ws, peer_key);
+      MT_CHECK(!peer_host.empty() && peer_port_i > 0 && !peer_unix.empty(), "bad address '", addr,
+               "' under store key ", key);
+      const auto peer_port = static_cast<std::uint16_t>(peer_port_i);
       Socket s;
       try {
-        s = Socket::connect(peer_host, peer_port, deadline);
+        if (!host_key.empty() && peer_key == host_key && peer_unix != "-") {
+          s = Socket::connect_unix(peer_unix, deadline);
+        } else {
+          s = Socket::connect(peer_host, peer_port, deadline);
+        }
       } catch (const std::exception& e) {
         throw Error(cat("CPU communicator '", group_, "' rank ", r, ": cannot connect to rank ", p, " at ", peer_host,
                         ":", peer_port, " (set MESHTRAIN_COMM_HOST if that address is wrong): ", e.what()));
@@ -383,7 +405,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       links_.sockets[static_cast<std::size_t>(p)] = std::move(s);
     }
     for (int i = r + 1; i < n; ++i) {
-      Socket s = listener.accept(deadline, cat("CPU communicator '", group_, "' rank ", r, ": ", n - i,
+      Socket s = Socket::accept_either(listener, unix_listener, deadline, cat("CPU communicator '", group_, "' rank ", r, ": ", n - i,
                                                " higher rank(s)"));
       Hello hello{};
       recv_all(s, &hello, sizeof hello, deadline, "hello from a peer");

@@ -8,9 +8,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <fstream>
 #include <thread>
 
 #include "meshtrain/core/error.h"
@@ -135,6 +138,78 @@ Socket Socket::connect(const std::string& host, std::uint16_t port, Deadline dea
   }
   ::freeaddrinfo(res);
   throw Error(cat("cannot connect to ", host, ":", port, " before the deadline: ", last_error));
+}
+
+namespace {
+
+socklen_t unix_address(const std::string& name, sockaddr_un* a) {
+  MT_CHECK(name.size() + 1 < sizeof a->sun_path, "unix socket name too long: ", name);
+  *a = sockaddr_un{};
+  a->sun_family = AF_UNIX;
+  std::memcpy(a->sun_path + 1, name.data(), name.size());  // sun_path[0] = '\0': abstract namespace
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+}
+
+}  // namespace
+
+Socket Socket::listen_unix(const std::string& name, int backlog) {
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  SYS_CHECK(s.fd(), "socket(AF_UNIX)");
+  sockaddr_un a;
+  socklen_t len = unix_address(name, &a);
+  SYS_CHECK(::bind(s.fd(), reinterpret_cast<sockaddr*>(&a), len), "bind unix socket @", name);
+  SYS_CHECK(::listen(s.fd(), backlog), "listen");
+  s.set_nonblocking();
+  return s;
+}
+
+Socket Socket::connect_unix(const std::string& name, Deadline deadline) {
+  sockaddr_un a;
+  socklen_t len = unix_address(name, &a);
+  for (;;) {
+    Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    SYS_CHECK(s.fd(), "socket(AF_UNIX)");
+    if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&a), len) == 0) {
+      s.set_nonblocking();
+      return s;
+    }
+    const int err = errno;
+    if ((err != ECONNREFUSED && err != EAGAIN && err != ENOENT) || ms_until(deadline) == 0) {
+      throw Error(cat("cannot connect to unix socket @", name, ": ", std::strerror(err)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Socket Socket::accept_either(const Socket& a, const Socket& b, Deadline deadline, const std::string& waiting_for) {
+  for (;;) {
+    for (const Socket* l : {&a, &b}) {
+      if (!l->valid()) continue;
+      int fd = ::accept4(l->fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        Socket s(fd);
+        s.set_nodelay();  // a no-op (ignored failure) on Unix sockets
+        return s;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) SYS_CHECK(-1, "accept");
+    }
+    int left = ms_until(deadline);
+    MT_CHECK(left > 0, "timed out waiting for ", waiting_for, " to connect");
+    pollfd p[2] = {{a.fd(), POLLIN, 0}, {b.fd(), POLLIN, 0}};  // poll ignores a negative fd
+    int rc = ::poll(p, 2, left);
+    if (rc < 0 && errno != EINTR) SYS_CHECK(-1, "poll(accept)");
+  }
+}
+
+std::string same_host_key() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  char ns[128] = {};
+  ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+  if (boot.empty() || n <= 0) return "";  // unknown: never treat two ranks as co-located
+  return cat(boot, "/", host, "/", ns);
 }
 
 void Socket::set_nonblocking() {

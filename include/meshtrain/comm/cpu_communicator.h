@@ -1,9 +1,9 @@
 // CPU backend of Communicator: TCP sockets between every pair of ranks, set up through the rendezvous store.
 // Each rank listens on an ephemeral port and publishes host:port under
 //   meshtrain/cpu_comm/attempt<TORCHELASTIC_RESTART_COUNT>/<group_name>/addr/<rank>
-// then connects to every lower rank and accepts every higher one. Ops run on one background thread per
-// communicator in issue order (so every rank must issue collectives in the same order, as with NCCL); Work
-// wait() blocks and rethrows. Every socket wait is bounded by the op timeout: a rank that skips a collective
+// then connects to every lower rank and accepts every higher one (through a Unix socket when both are on
+// one host). Ops run on one background thread per communicator in issue order (so every rank must issue
+// collectives in the same order, as with NCCL); Work wait() blocks and rethrows. Every socket wait is bounded by the op timeout: a rank that skips a collective
 // makes the others throw CommTimeoutError naming op, sequence number, group and the missing peers. After any
 // failure the communicator is broken and later ops fail at once. Group names must be unique per job attempt.
 #pragma once
@@ -26,6 +26,9 @@ struct CpuCommOptions {
   // Before each op, exchange (seq, op, dtype, numel) with the ranks it involves and fail on a mismatch
   // instead of mixing up bytes: one extra small round trip per op (env MESHTRAIN_CPU_COMM_CHECK=1 turns it on).
   bool check_ops = false;
+  // Peers on the same host (and network namespace) connect through abstract Unix sockets rather than TCP over
+  // loopback (env MESHTRAIN_CPU_COMM_UNIX=0 forces TCP).
+  bool same_host_unix = true;
   // SO_SNDBUF/SO_RCVBUF of every peer socket; 0 leaves the kernel's autotuning on (env
   // MESHTRAIN_CPU_COMM_SOCKET_BUFFER overrides).
   std::size_t socket_buffer_bytes = 0;

@@ -149,9 +149,20 @@ TEST_P(CpuCommunicatorThreads, SplitMakesIndependentGroups) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CpuCommunicatorThreads, ::testing::Values(2, 3));
 
+TEST(CpuCommunicatorTcp, AllReduceOverTcp) {
+  CpuCommOptions opts;
+  opts.same_host_unix = false;
+  run_ranks(3, "t_tcp", [](int r, Communicator& c) {
+    at::Tensor x = at::full({300001}, static_cast<double>(r + 1), at::kFloat);
+    c.all_reduce(x, ReduceOp::Sum)->wait();
+    MT_CHECK(at::equal(x, at::full({300001}, 6.0, at::kFloat)), "tcp all_reduce");
+  }, opts);
+}
+
 TEST(CpuCommunicatorTimeout, SkippedCollectiveTimesOutNamingThePeer) {
   CpuCommOptions opts;
   opts.timeout = 500ms;
+  opts.same_host_unix = false;  // TCP here; the other threaded tests use Unix sockets
   run_ranks(2, "t_timeout", [](int r, Communicator& c) {
     if (r == 1) {
       std::this_thread::sleep_for(1500ms);  // skips the all_reduce but keeps its sockets open
