@@ -40,11 +40,6 @@ add_library(meshtrain_torch_iface INTERFACE)
 target_include_directories(meshtrain_torch_iface SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_compile_definitions(meshtrain_torch_iface INTERFACE FMT_HEADER_ONLY=1)
 target_compile_options(meshtrain_torch_iface INTERFACE -Wno-error=deprecated-declarations)
-# libtorch.so and libtorch_cpu.so export their own copy of std::filesystem (remove_all, directory_iterator,
-# ...) built against another libstdc++; when they come first in the search order, our calls bind to those
-# copies and crash (seen: std::filesystem::remove_all → jump to 0). Naming libstdc++ before any Torch library
-# in every executable's DT_NEEDED list makes the system library win.
-target_link_options(meshtrain_torch_iface INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
 if(MESHTRAIN_WITH_CUDA)
   target_link_libraries(meshtrain_torch_iface INTERFACE ${TORCH_LIBRARIES})
 else()

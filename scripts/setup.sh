@@ -14,30 +14,42 @@ say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
 
 # ---- system packages --------------------------------------------------------------------------------------
-# header or program → Debian package
-declare -A NEED=(
-  [/usr/bin/g++]=g++ [/usr/bin/cmake]=cmake [/usr/bin/ninja]=ninja-build [/usr/bin/ccache]=ccache
+# programs (anywhere on PATH) and headers → Debian package
+declare -A NEED_PROG=([g++]=g++ [cmake]=cmake [ninja]=ninja-build)
+declare -A NEED_FILE=(
   [/usr/include/spdlog/spdlog.h]=libspdlog-dev [/usr/include/yaml-cpp/yaml.h]=libyaml-cpp-dev
   [/usr/include/nlohmann/json.hpp]=nlohmann-json3-dev [/usr/include/cxxopts.hpp]=libcxxopts-dev
   [/usr/include/gtest/gtest.h]=libgtest-dev [/usr/include/gmock/gmock.h]=libgmock-dev
 )
 missing=()
-for path in "${!NEED[@]}"; do
-  [ -e "$path" ] || missing+=("${NEED[$path]}")
+for prog in "${!NEED_PROG[@]}"; do
+  command -v "$prog" >/dev/null || missing+=("${NEED_PROG[$prog]}")
 done
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then missing+=(python3-venv); fi
+for path in "${!NEED_FILE[@]}"; do
+  [ -e "$path" ] || missing+=("${NEED_FILE[$path]}")
+done
+optional=()  # nice to have: ccache (faster rebuilds), python3-venv (only when a venv must be created)
+command -v ccache >/dev/null || optional+=(ccache)
+python3 -c 'import torch' >/dev/null 2>&1 || python3 -c 'import venv, ensurepip' >/dev/null 2>&1 \
+  || optional+=(python3-venv)
+can_apt() { command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; }
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
-  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    say "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null || die "apt-get update failed (no network?); install by hand: ${missing[*]}"
-    apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install failed for: ${missing[*]}"
-  else
-    die "missing system packages: ${missing[*]} (install them with your package manager, or run as root with apt)"
-  fi
+  can_apt || die "missing system packages: ${missing[*]} (install them with your package manager, or run as root with apt)"
+  say "installing ${missing[*]} ${optional[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || die "apt-get update failed (no network?); install by hand: ${missing[*]}"
+  apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install failed for: ${missing[*]}"
+  optional_done=1
 else
   say "system packages present"
+fi
+if [ ${#optional[@]} -gt 0 ] && [ -z "${optional_done:-}" ] && can_apt; then
+  export DEBIAN_FRONTEND=noninteractive
+  { timeout 120 apt-get update -qq && timeout 300 apt-get install -y -qq "${optional[@]}"; } >/dev/null 2>&1 \
+    && say "installed ${optional[*]}" || say "note: could not install ${optional[*]} (optional)"
+elif [ ${#optional[@]} -gt 0 ] && [ -n "${optional_done:-}" ]; then
+  apt-get install -y -qq "${optional[@]}" >/dev/null 2>&1 || say "note: could not install ${optional[*]} (optional)"
 fi
 cmake_version=$(cmake --version | head -1 | awk '{print $3}')
 printf '%s\n%s\n' 3.25 "$cmake_version" | sort -V -C || die "CMake $cmake_version is older than 3.25"

@@ -11,6 +11,7 @@
 
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
 
 namespace fs = std::filesystem;
@@ -54,7 +55,7 @@ CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPt
       const std::string n = e.path().filename().string();
       if (e.is_directory() && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
         log::warn("removing incomplete checkpoint %s (a save was interrupted)", e.path().c_str());
-        fs::remove_all(e.path());
+        remove_tree(e.path().string());
       }
     }
   }
@@ -68,7 +69,7 @@ std::string CheckpointManager::save(int64_t step, const std::map<std::string, at
   const fs::path tmp_dir = final_dir.string() + ".tmp";
   nlohmann::json meta;
   if (rank == 0) {
-    fs::remove_all(tmp_dir);
+    remove_tree(tmp_dir.string());
     fs::create_directories(tmp_dir);
     const std::string file = "rank_00000.safetensors";
     auto entries = write_safetensors((tmp_dir / file).string(), tensors, {{"format", "pt"}});
@@ -88,7 +89,7 @@ std::string CheckpointManager::save(int64_t step, const std::map<std::string, at
   if (rank == 0) {
     write_atomic(tmp_dir / "meta.json", meta.dump(1));
     fsync_path(tmp_dir);
-    fs::remove_all(final_dir);  // a re-save of the same step (after a resume) replaces it
+    remove_tree(final_dir.string());  // a re-save of the same step (after a resume) replaces it
     fs::rename(tmp_dir, final_dir);
     fsync_path(dir_);
     write_atomic(fs::path(dir_) / "latest", step_name(step) + "\n");
@@ -106,7 +107,7 @@ void CheckpointManager::prune() {
     if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find(".tmp") == std::string::npos) steps.push_back(e.path());
   }
   std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep_) < steps.size(); ++i) fs::remove_all(steps[i]);
+  for (size_t i = 0; i + static_cast<size_t>(keep_) < steps.size(); ++i) remove_tree(steps[i].string());
 }
 
 std::optional<std::string> CheckpointManager::latest() const {

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/log_router.h"
 #include "meshtrain/launch/rendezvous_host.h"
@@ -47,11 +48,12 @@ class ScratchDir {
     path_ = tmpl;
   }
   ~ScratchDir() {
-    // Not std::filesystem::remove_all: libtorch.so exports its own copy of that symbol, which wins at
-    // dynamic link time and crashes (null call) when used from our binary. nftw is plain libc.
-    if (!keep_)
-      ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-             FTW_DEPTH | FTW_PHYS);
+    if (keep_) return;
+    try {
+      remove_tree(path_);  // core/fs.h: std::filesystem::remove_all is unsafe next to libtorch
+    } catch (const std::exception& e) {
+      log::warn("meshrun: %s", e.what());
+    }
   }
   const std::string& path() const { return path_; }
   void keep() { keep_ = true; }

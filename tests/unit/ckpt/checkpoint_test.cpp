@@ -7,6 +7,7 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
 
 using namespace meshtrain;
 namespace fs = std::filesystem;
@@ -15,7 +16,7 @@ namespace {
 
 fs::path temp_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("meshtrain_ckpt_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  remove_tree(d.string());
   fs::create_directories(d);
   return d;
 }

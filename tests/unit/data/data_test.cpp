@@ -6,6 +6,7 @@
 #include <set>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
 #include "meshtrain/core/glob.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/data/prepare.h"
@@ -18,7 +19,7 @@ namespace {
 
 fs::path temp_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("meshtrain_data_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  remove_tree(d.string());
   fs::create_directories(d);
   return d;
 }
