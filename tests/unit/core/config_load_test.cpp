@@ -170,10 +170,9 @@ TEST(ConfigLoad, MalformedJsonHasLineAndColumn) {
   EXPECT_ERROR(json("{\n  \"optimizer\": {\n    \"lr\" 1}\n}"), "cfg.json:3:10: syntax error while parsing object separator");
   // nlohmann stops at the end of the bad token; the column is where it stopped (as in its own message).
   EXPECT_ERROR(json("{\"a\": tru}"), "cfg.json:1:10: syntax error while parsing value - invalid literal");
-  // Empty input: nlohmann 3.11.2 reports column 1, 3.11.3 column 0; the line is what matters.
-  std::string empty = error_of([] { json(""); });
-  EXPECT_EQ(empty.rfind("cfg.json:1:", 0), 0u) << empty;
-  EXPECT_NE(empty.find("syntax error"), std::string::npos) << empty;
+  // Empty input: the wording differs between nlohmann 3.11.2 ("syntax error …") and 3.11.3 ("attempting to
+  // parse an empty input …"); the position is what we add.
+  EXPECT_ERROR(json(""), "cfg.json:1:1: ");
   // Comments are allowed in JSON configs.
   EXPECT_EQ(json("{// c\n\"train\": {\"steps\": 5} /* x */}").train.steps, 5);
 }
