@@ -54,17 +54,18 @@ class AutocastGuard {
   at::DeviceType dev_;
 };
 
-// The global gradient norm, and the scale that clips it to `max_norm` (1 when within or disabled).
-double clip_gradients(const std::vector<at::Tensor>& params, double max_norm) {
+// Clips the global gradient norm to `max_norm` (0 disables) and returns the norm before clipping as a device
+// scalar. No host sync: the scale is computed on the device, so the step keeps queueing kernels.
+at::Tensor clip_gradients(const std::vector<at::Tensor>& params, double max_norm) {
   std::vector<at::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0;
-  auto norms = at::_foreach_norm(grads, 2);
-  const double total = at::stack(norms).to(at::kDouble).norm().item<double>();
-  if (max_norm > 0 && total > max_norm) {
+  if (grads.empty()) return at::zeros({});
+  auto total = at::stack(at::_foreach_norm(grads, 2)).to(at::kFloat).norm();
+  if (max_norm > 0) {
     at::NoGradGuard no_grad;
-    at::_foreach_mul_(grads, max_norm / (total + 1e-6));
+    auto scale = at::clamp_max(max_norm / (total + 1e-6), 1.0);
+    at::_foreach_mul_(grads, scale);
   }
   return total;
 }
@@ -228,7 +229,7 @@ TrainResult run_training(const Config& cfg) {
   double ema_step_s = 0;
   for (int64_t step = start_step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
-    double loss_sum = 0;
+    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device));  // summed on device: no sync
     for (int64_t micro = 0; micro < A; ++micro) {
       auto batch = train_loader.next();
       at::Tensor loss;
@@ -237,22 +238,24 @@ TrainResult run_training(const Config& cfg) {
         loss = net->loss(batch.inputs.to(device), batch.targets.to(device));
       }
       (loss / static_cast<double>(A)).backward();
-      loss_sum += loss.item<double>();
+      loss_sum += loss.detach();
     }
     if (dp) dp->average_gradients();
-    const double grad_norm = clip_gradients(plain, cfg.optimizer.grad_clip);
+    const at::Tensor grad_norm_t = clip_gradients(plain, cfg.optimizer.grad_clip);
     const double lr = schedule.at(step);
     opt.step(lr);
     opt.zero_grad();
     if (cuda) torch::cuda::synchronize(device.index());
     const double step_s = seconds_since(t0);
-    ema_step_s = step == start_step ? step_s : 0.9 * ema_step_s + 0.1 * step_s;
+    // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
+    ema_step_s = step <= start_step + 1 ? step_s : 0.9 * ema_step_s + 0.1 * step_s;
 
     const int64_t done = step + 1;
     const bool last = done == cfg.train.steps;
     const bool log_now = (cfg.logging.every > 0 && done % cfg.logging.every == 0) || last || step == start_step;
     if (log_now) {
-      const double loss = mean_over_ranks(loss_sum / static_cast<double>(A));
+      const double loss = mean_over_ranks(loss_sum.item<double>() / static_cast<double>(A));
+      const double grad_norm = grad_norm_t.item<double>();
       if (step == start_step) result.first_loss = loss;
       result.last_loss = loss;
       const double tok_s = static_cast<double>(tokens_per_step) / step_s;

@@ -41,7 +41,15 @@ elif mode == "store":
 elif mode == "fail":  # fail RANK CODE UNTIL_ATTEMPT: rank RANK exits CODE in attempts < UNTIL_ATTEMPT
     fail_rank, code, until = int(args[0]), int(args[1]), int(args[2])
     print(f"worker {rank} attempt {attempt}", flush=True)
+    record("printed", "")
     if rank == fail_rank and attempt < until:
+        # Fail only once every worker of this attempt has printed: otherwise a fast failure stops a peer
+        # before its line exists, and the driver's per-attempt assertions race with process start-up.
+        ws = int(os.environ["WORLD_SIZE"])
+        deadline = time.time() + 20
+        while time.time() < deadline and not all(
+                os.path.exists(os.path.join(out, f"printed.{r}.{attempt}")) for r in range(ws)):
+            time.sleep(0.01)
         print(f"boom: rank {rank} failing with {code}", file=sys.stderr, flush=True)
         sys.exit(code)
     if rank != fail_rank and attempt < until:
