@@ -70,8 +70,9 @@ int cmd_train(int argc, char** argv) {
   Config cfg = load_resolved(r.count("config") ? r["config"].as<std::vector<std::string>>() : std::vector<std::string>{},
                              r.count("set") ? r["set"].as<std::vector<std::string>>() : std::vector<std::string>{},
                              world.world_size);
-  train::run_training(cfg);
-  return 0;
+  const auto result = train::run_training(cfg);
+  // Stopped by a signal after checkpointing: report it the way the shell would (128 + signal).
+  return result.stop_signal ? 128 + result.stop_signal : 0;
 }
 
 int cmd_config(int argc, char** argv) {

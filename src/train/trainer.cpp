@@ -8,6 +8,7 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "meshtrain/ckpt/checkpoint.h"
@@ -24,6 +25,7 @@
 #include "meshtrain/train/adamw.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
+#include "meshtrain/train/stop_signals.h"
 
 namespace meshtrain::train {
 namespace {
@@ -225,6 +227,15 @@ TrainResult run_training(const Config& cfg) {
 
   TrainResult result;
   result.steps_done = start_step;
+  StopSignals stop_signals;
+  // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
+  auto agreed_stop_signal = [&]() -> int {
+    int sig = stop_signals.pending();
+    if (!comm) return sig;
+    auto t = at::full({1}, sig, at::kInt);
+    comm->all_reduce(t, comm::ReduceOp::Max)->wait();
+    return t.item<int>();
+  };
   const auto run_start = Clock::now();
   double ema_step_s = 0;
   for (int64_t step = start_step; step < cfg.train.steps; ++step) {
@@ -282,17 +293,24 @@ TrainResult run_training(const Config& cfg) {
         metrics.write({{"step", done}, {"val_loss", val}});
       }
     }
-    if ((cfg.checkpoint.every > 0 && done % cfg.checkpoint.every == 0 && !last) ||
-        (last && cfg.checkpoint.save_final))
-      save(done);
+    const bool saved = (cfg.checkpoint.every > 0 && done % cfg.checkpoint.every == 0 && !last) ||
+                       (last && cfg.checkpoint.save_final);
+    if (saved) save(done);
     result.steps_done = done;
+    if (const int sig = agreed_stop_signal(); sig != 0 && !last) {
+      log::progress("stop signal %d (%s) at step %lld: saving a checkpoint and exiting", sig, strsignal(sig),
+                    static_cast<long long>(done));
+      if (!saved) save(done);
+      result.stop_signal = sig;
+      break;
+    }
   }
 
   result.param_checksum = parameter_checksum(named);
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters.
   log::info("parameter checksum %08x after step %lld", result.param_checksum,
             static_cast<long long>(result.steps_done));
-  if (cfg.train.sample_tokens > 0 && world.rank == 0) {
+  if (cfg.train.sample_tokens > 0 && world.rank == 0 && result.stop_signal == 0) {
     std::vector<int64_t> prompt;
     for (unsigned char c : cfg.train.sample_prompt.empty() ? std::string("\n") : cfg.train.sample_prompt)
       prompt.push_back(c);

@@ -6,6 +6,7 @@
 //           clip global norm → AdamW at the scheduled lr → metrics (JSONL; console line with ETA on rank 0)
 //   every N: validation loss, checkpoint;  at the end: validation, checkpoint, a text sample, and a
 //           checksum of the parameters on every rank (replicas must agree bit for bit).
+//   signals: SIGTERM / SIGINT / SIGUSR1 → checkpoint at the next step boundary and stop (stop_signals.h).
 #pragma once
 
 #include <string>
@@ -18,6 +19,7 @@ struct TrainResult {
   int64_t steps_done = 0;
   double first_loss = 0, last_loss = 0, last_val_loss = -1;
   uint32_t param_checksum = 0;
+  int stop_signal = 0;  // SIGTERM/SIGINT/SIGUSR1 stopped the run early (after saving a checkpoint)
 };
 
 // `cfg` must be resolved and validated for the current world size.
