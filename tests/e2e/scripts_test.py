@@ -12,6 +12,7 @@ Usage: scripts_test.py SOURCE_DIR
 """
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -244,4 +245,5 @@ else:
 if failures:
     print(f"{len(failures)} check(s) failed; files in {work}")
     sys.exit(1)
+shutil.rmtree(work, ignore_errors=True)
 print("all checks passed")
