@@ -65,17 +65,18 @@ elif [ ! -e .venv ] && torch_ok python3; then
 else
   say "creating .venv with torch==$TORCH_VERSION (a few minutes on first run)"
   [ -x .venv/bin/python ] || python3 -m venv .venv || die "python3 -m venv failed"
-  .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" "${PY_TEST_PACKAGES[@]}" \
+  .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" \
     || die "pip could not install torch==$TORCH_VERSION (no network or no wheel for this Python?)"
   torch_ok .venv/bin/python || die ".venv has no usable torch $TORCH_VERSION after pip install"
   PY=.venv/bin/python
 fi
-# Python packages the tests use (reference model, safetensors round trips); optional where offline.
-if ! "$PY" -c 'import numpy, safetensors' >/dev/null 2>&1; then
+# Python packages the tests use (reference model, safetensors, plots, tokenizers); optional where offline.
+py_imports=$(IFS=,; echo "${PY_TEST_PACKAGES[*]}")
+if ! "$PY" -c "import $py_imports" >/dev/null 2>&1; then
   if [ "$PY" = .venv/bin/python ]; then
     "$PY" -m pip install -q "${PY_TEST_PACKAGES[@]}" || say "warning: could not install ${PY_TEST_PACKAGES[*]}"
   else
-    say "warning: $PY lacks numpy/safetensors; the reference tests will report skipped"
+    say "warning: $PY lacks some of ${PY_TEST_PACKAGES[*]}; tests that need them will report skipped"
   fi
 fi
 say "ok: python $("$PY" -c 'import sys; print(sys.version.split()[0])'), torch $("$PY" -c 'import torch; print(torch.__version__)')"

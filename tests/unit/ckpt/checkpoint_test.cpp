@@ -7,19 +7,14 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
+#include "support/test_support.h"
 #include "meshtrain/core/fs.h"
 
 using namespace meshtrain;
+using testing_support::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("meshtrain_ckpt_test_" + name + "_" + std::to_string(::getpid()));
-  remove_tree(d.string());
-  fs::create_directories(d);
-  return d;
-}
 
 std::map<std::string, at::Tensor> sample_tensors() {
   at::manual_seed(0);

@@ -6,6 +6,7 @@
 #include "meshtrain/comm/store.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
+#include "support/test_support.h"
 
 using namespace meshtrain;
 using namespace meshtrain::comm;
@@ -18,15 +19,6 @@ EnvLookup env_of(std::map<std::string, std::string> m) {
     if (it == m.end() || it->second.empty()) return std::nullopt;
     return it->second;
   };
-}
-
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError>";
 }
 
 }  // namespace
@@ -55,29 +47,29 @@ TEST(WorldInfo, LocalDefaultsToTheWholeJobOnOneNode) {
 }
 
 TEST(WorldInfo, Errors) {
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"RANK", "0"}})); }).find("WORLD_SIZE"), std::string::npos);
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"WORLD_SIZE", "2"}})); }).find("RANK"), std::string::npos);
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})); })
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"RANK", "0"}})); }).find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"WORLD_SIZE", "2"}})); }).find("RANK"), std::string::npos);
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})); })
                 .find("RANK='x1' is not an integer"),
             std::string::npos);
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2.5"}})); })
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2.5"}})); })
                 .find("WORLD_SIZE='2.5'"),
             std::string::npos);
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})); })
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})); })
                 .find("RANK=2 must be < WORLD_SIZE=2"),
             std::string::npos);
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"RANK", "-1"}, {"WORLD_SIZE", "2"}})); })
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"RANK", "-1"}, {"WORLD_SIZE", "2"}})); })
                 .find("RANK=-1 is out of range"),
             std::string::npos);
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}})); })
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}})); })
                 .find("WORLD_SIZE=0"),
             std::string::npos);
-  EXPECT_NE(user_error([] {
+  EXPECT_NE(testing_support::user_error([] {
               world_info_from_env(
                   env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}));
             }).find("LOCAL_RANK=2 must be < LOCAL_WORLD_SIZE=2"),
             std::string::npos);
-  EXPECT_NE(user_error([] { world_info_from_env(env_of({{"LOCAL_RANK", "0"}})); }).find("LOCAL_RANK"),
+  EXPECT_NE(testing_support::user_error([] { world_info_from_env(env_of({{"LOCAL_RANK", "0"}})); }).find("LOCAL_RANK"),
             std::string::npos);
 }
 
@@ -106,13 +98,13 @@ TEST(StoreEndpoint, LauncherVariables) {
 
 TEST(StoreEndpoint, Errors) {
   WorldInfo w{0, 2, 0, 2};
-  EXPECT_NE(user_error([&] { store_endpoint_from_env(w, env_of({{"MASTER_PORT", "29500"}})); })
+  EXPECT_NE(testing_support::user_error([&] { store_endpoint_from_env(w, env_of({{"MASTER_PORT", "29500"}})); })
                 .find("MASTER_ADDR is not set"),
             std::string::npos);
-  EXPECT_NE(user_error([&] { store_endpoint_from_env(w, env_of({{"MASTER_ADDR", "h"}})); })
+  EXPECT_NE(testing_support::user_error([&] { store_endpoint_from_env(w, env_of({{"MASTER_ADDR", "h"}})); })
                 .find("MASTER_PORT is not set"),
             std::string::npos);
-  EXPECT_NE(user_error([&] { store_endpoint_from_env(w, env_of({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}})); })
+  EXPECT_NE(testing_support::user_error([&] { store_endpoint_from_env(w, env_of({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}})); })
                 .find("MASTER_PORT=70000 is not a TCP port"),
             std::string::npos);
 }

@@ -10,24 +10,15 @@
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
+#include "support/test_support.h"
 
 using namespace meshtrain;
 
 namespace {
 
-// The message of the UserError `fn` throws, or a marker that makes every fragment check fail.
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError thrown>";
-}
-
 #define EXPECT_ERROR(stmt, fragment)                                                      \
   do {                                                                                    \
-    std::string msg_ = error_of([&] { stmt; });                                           \
+    std::string msg_ = testing_support::user_error([&] { stmt; });                                           \
     EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_;            \
   } while (0)
 
@@ -158,7 +149,7 @@ TEST(ConfigLoad, WrongTypesNameKeyExpectedAndGiven) {
 
 TEST(ConfigLoad, MalformedYamlHasLineAndColumn) {
   // An unterminated flow sequence; yaml-cpp's marks are 0-based, ours 1-based.
-  std::string msg = error_of([] { yaml("model:\n  n_layer: 2\n  n_head: [1, 2\n"); });
+  std::string msg = testing_support::user_error([] { yaml("model:\n  n_layer: 2\n  n_head: [1, 2\n"); });
   EXPECT_EQ(msg.rfind("cfg.yaml:", 0), 0u) << msg;
   EXPECT_NE(msg.find("cfg.yaml:4:1: end of sequence flow not found"), std::string::npos) << msg;
   EXPECT_ERROR(yaml("model:\n  n_layer: 2\n n_head: 4\n"), "cfg.yaml:3:");

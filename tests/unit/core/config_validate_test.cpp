@@ -7,19 +7,11 @@
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
+#include "support/test_support.h"
 
 using namespace meshtrain;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError thrown>";
-}
 
 // A config that passes every rule at world size 8; each test breaks one thing.
 Config good() {
@@ -32,7 +24,7 @@ Config good() {
 // Expects validate(c, world) to fail with a message containing `fragment`, and the message to be one line
 // that starts with the file name.
 void expect_invalid(const Config& c, const std::string& fragment, int world = 8) {
-  std::string msg = error_of([&] { validate(c, world); });
+  std::string msg = testing_support::user_error([&] { validate(c, world); });
   EXPECT_NE(msg.find(fragment), std::string::npos) << "message: " << msg;
   EXPECT_EQ(msg.rfind("cfg.yaml: ", 0), 0u) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -53,7 +45,7 @@ TEST(ConfigValidate, TrainDataIsRequired) {
   c.data.train = "";
   expect_invalid(c, "cfg.yaml: data.train: required (a file or a glob of token shards)");
   c.source = "";
-  EXPECT_NE(error_of([&] { validate(c, 1); }).find("config: data.train: required"), std::string::npos);
+  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("config: data.train: required"), std::string::npos);
 }
 
 TEST(ConfigValidate, Enumerations) {

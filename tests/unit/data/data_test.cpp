@@ -11,33 +11,19 @@
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/data/prepare.h"
 #include "meshtrain/data/token_shard.h"
+#include "support/test_support.h"
 
 using namespace meshtrain;
+using testing_support::temp_dir;
+using testing_support::user_error;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("meshtrain_data_test_" + name + "_" + std::to_string(::getpid()));
-  remove_tree(d.string());
-  fs::create_directories(d);
-  return d;
-}
 
 std::vector<uint16_t> iota_tokens(size_t n, uint16_t start = 0) {
   std::vector<uint16_t> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = static_cast<uint16_t>(start + i);
   return t;
-}
-
-template <typename Fn>
-std::string user_error(Fn fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 }  // namespace
