@@ -8,6 +8,7 @@ Asserts that
     averaged gradient is the same up to fp32 summation order, so losses agree within 2e-3 over 12 steps;
   - the loss curve stays within tolerance of the baseline kept in tests/e2e/quickstart_baseline.json
     (regenerate with MESHTRAIN_UPDATE_BASELINE=1 after an intended change);
+  - resuming from the step-6 checkpoint reproduces steps 7..12 bit for bit (losses and parameters);
   - resuming from the saved checkpoint continues the run (`checkpoint.resume: auto`).
 Usage: quickstart_test.py BIN_DIR SOURCE_DIR
 """
@@ -61,6 +62,16 @@ assert dp_val and dp_val[-1] < 4.0, f"validation loss too high: {dp_val}"
 ckpt = os.path.join(dp_dir, "checkpoints")
 assert open(os.path.join(ckpt, "latest")).read().strip() == f"step_{STEPS:08d}"
 assert os.path.exists(os.path.join(ckpt, f"step_{6:08d}", "meta.json"))
+
+# Exact resume: restarting from the step-6 checkpoint reproduces steps 7..12 bit for bit (losses as logged,
+# and the final parameter checksum).
+rs_dir = os.path.join(work, "resumed")
+out_rs = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={rs_dir}",
+              f"--set=checkpoint.resume={ckpt}/step_{6:08d}"])
+rs_loss, _ = losses(os.path.join(rs_dir, "metrics.jsonl"))
+assert rs_loss == dp_loss[6:], f"resumed losses {rs_loss} differ from the uninterrupted run's {dp_loss[6:]}"
+rs_sums = dict(re.findall(r"\[rank (\d)\]: .*parameter checksum ([0-9a-f]{8}) after step", out_rs))
+assert rs_sums == sums, f"resumed parameters {rs_sums} differ from the uninterrupted run's {sums}"
 
 # One process, the same global batch.
 sp_dir = os.path.join(work, "single")
