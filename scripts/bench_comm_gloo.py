@@ -6,7 +6,7 @@ prints a side-by-side table of busbw (nccl-tests' bus factors) with the ratio me
 
   .venv/bin/python scripts/bench_comm_gloo.py --nproc 2 --build build-comm --json bench_comm.json
 
-The C++ side is `comm_bench` (tests/multiproc/comm/comm_bench.cpp) started by `meshrun --standalone`; the Gloo
+The C++ side is `meshtrain bench comm` started by `meshrun --standalone`; the Gloo
 side is this script re-launched per rank with the torchrun env contract (rank 0 hosts the store).
 """
 import argparse
@@ -113,7 +113,7 @@ def run_gloo(args, out):
 def run_meshtrain(args, out):
     bin_dir = os.path.join(args.build, "bin")
     cmd = [os.path.join(bin_dir, "meshrun"), "--standalone", "--nproc-per-node", str(args.nproc), "--no-python",
-           os.path.join(bin_dir, "comm_bench"), "--ops", args.ops, "--min-bytes", str(args.min_bytes),
+           os.path.join(bin_dir, "meshtrain"), "bench", "comm", "--ops", args.ops, "--min-bytes", str(args.min_bytes),
            "--max-bytes", str(args.max_bytes), "--min-seconds", str(args.min_seconds), "--json", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
@@ -123,7 +123,7 @@ def run_meshtrain(args, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nproc", type=int, default=2)
-    ap.add_argument("--build", default="build", help="build folder holding bin/meshrun and bin/comm_bench")
+    ap.add_argument("--build", default="build", help="build folder holding bin/meshrun and bin/meshtrain")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--min-bytes", type=int, default=1 << 10)
     ap.add_argument("--max-bytes", type=int, default=64 << 20)

@@ -4,13 +4,21 @@
 //   meshtrain config --docs                 print the config reference (docs/config.md)
 //   meshtrain prepare TEXT --out PREFIX     byte-level token shards from a text file
 //   meshtrain generate CKPT --prompt TEXT   sample from a checkpoint
+//   meshtrain bench comm [options]          collective benchmark (under meshrun, one process per rank)
 #include <cxxopts.hpp>
+
+#include <ATen/Parallel.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/comm/bench.h"
+#include "meshtrain/comm/cpu_communicator.h"
+#include "meshtrain/comm/store.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
@@ -33,6 +41,9 @@ constexpr const char* kUsage =
     "  prepare TEXT --out PREFIX [--val-fraction F] write byte-level token shards PREFIX_{train,val}.bin\n"
     "  generate CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                                              sample text from a checkpoint (dir or its parent)\n"
+    "  bench comm [--ops LIST] [--min-bytes N] [--max-bytes N] [--json FILE]\n"
+    "                                              collective benchmark, one process per rank:\n"
+    "                                              meshrun --nproc-per-node 4 --no-python meshtrain bench comm\n"
     "\n"
     "Run `meshtrain <command> --help` for a command's options. Exit codes: 0 ok, 1 runtime error,\n"
     "2 invalid input (config, flag, file).\n";
@@ -146,6 +157,66 @@ int cmd_generate(int argc, char** argv) {
   return 0;
 }
 
+// "64K", "1M", "1G" or plain bytes.
+size_t parse_bytes(const std::string& flag, const std::string& v) {
+  size_t pos = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  const std::string unit = v.substr(pos);
+  const double mult = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0
+                    : unit == "G" ? 1073741824.0 : -1;
+  MT_USER_CHECK(pos > 0 && mult > 0 && x >= 0, flag, ": given '", v, "'; valid: bytes, optionally with K, M or G");
+  return static_cast<size_t>(x * mult);
+}
+
+int cmd_bench(int argc, char** argv) {
+  cxxopts::Options o("meshtrain bench comm",
+                     "Collective benchmark in nccl-tests' spirit: for each op and size (×2 steps), time, algbw and "
+                     "busbw. Run one process per rank under meshrun or torchrun; rank 0 prints the table.");
+  o.add_options()("ops", "comma-separated: all_reduce, all_gather, reduce_scatter, broadcast",
+                  cxxopts::value<std::string>()->default_value("all_reduce,all_gather,reduce_scatter"))(
+      "min-bytes", "smallest buffer (K/M/G suffixes)", cxxopts::value<std::string>()->default_value("1K"))(
+      "max-bytes", "largest buffer", cxxopts::value<std::string>()->default_value("64M"))(
+      "min-seconds", "time each size at least this long", cxxopts::value<double>()->default_value("0.2"))(
+      "json", "also write the rows as JSON to FILE (rank 0)", cxxopts::value<std::string>())(
+      "h,help", "show this help")("what", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"what"});
+  o.positional_help("comm");
+  auto r = parse(o, argc, argv);
+  MT_USER_CHECK(r.count("what") == 1 && r["what"].as<std::vector<std::string>>()[0] == "comm",
+                "meshtrain bench: expected `meshtrain bench comm` (the only benchmark so far)");
+  comm::BenchOptions bo;
+  bo.ops.clear();
+  std::stringstream ss(r["ops"].as<std::string>());
+  for (std::string op; std::getline(ss, op, ',');) bo.ops.push_back(op);
+  bo.min_bytes = parse_bytes("--min-bytes", r["min-bytes"].as<std::string>());
+  bo.max_bytes = parse_bytes("--max-bytes", r["max-bytes"].as<std::string>());
+  bo.min_seconds = r["min-seconds"].as<double>();
+  MT_USER_CHECK(bo.min_bytes <= bo.max_bytes, "--min-bytes must not exceed --max-bytes");
+
+  const auto world = comm::world_info_from_env();
+  log::init({.rank = world.world_size > 1 ? world.rank : -1});
+  at::set_num_threads(1);  // one intra-op thread per rank, as torch.distributed benchmarks run
+  const auto timeout = std::chrono::minutes(2);
+  auto c = comm::make_cpu_communicator(comm::connect_store_from_env(timeout), world.rank, world.world_size,
+                                       "bench", timeout);
+  auto rows = comm::run_bench(*c, bo);
+  if (world.rank == 0) {
+    std::printf("# backend %s, %d ranks, fp32\n%s", c->backend_name().c_str(), world.world_size,
+                comm::bench_table(rows).c_str());
+    if (r.count("json")) {
+      std::ofstream out(r["json"].as<std::string>());
+      out << comm::bench_json(rows, "meshtrain-" + c->backend_name(), world.world_size);
+      MT_USER_CHECK(out, "--json: cannot write ", r["json"].as<std::string>());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,6 +231,7 @@ int main(int argc, char** argv) {
     if (cmd == "config") return cmd_config(argc - 1, argv + 1);
     if (cmd == "prepare") return cmd_prepare(argc - 1, argv + 1);
     if (cmd == "generate") return cmd_generate(argc - 1, argv + 1);
+    if (cmd == "bench") return cmd_bench(argc - 1, argv + 1);
     std::fprintf(stderr, "meshtrain: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {

@@ -28,11 +28,12 @@ set_tests_properties(comm_byhand_timeout PROPERTIES LABELS "multiproc;comm" TIME
 add_test(NAME comm_single_process COMMAND ${MESHTRAIN_BIN}/comm_worker)
 set_tests_properties(comm_single_process PROPERTIES LABELS "multiproc;comm" TIMEOUT 120)
 
-# Benchmark worker (not a test): scripts/bench_comm_gloo.py runs it beside torch's Gloo.
-add_executable(comm_bench ${CMAKE_CURRENT_LIST_DIR}/comm/comm_bench.cpp)
-target_link_libraries(comm_bench PRIVATE meshtrain_comm)
-meshtrain_warnings(comm_bench)
-meshtrain_use_torch(comm_bench)
+# `meshtrain bench comm` end to end (small sizes): the table and JSON come out of a real 2-rank run.
+add_test(NAME comm_bench_smoke
+         COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 2 --no-python ${MESHTRAIN_BIN}/meshtrain
+                 bench comm --max-bytes 64K --min-seconds 0.01 --json ${CMAKE_CURRENT_BINARY_DIR}/bench_smoke.json)
+set_tests_properties(comm_bench_smoke PROPERTIES LABELS "multiproc;comm" TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "all_reduce.*65536")
 
 # The same checks with desync detection on (an extra handshake before every op).
 add_test(NAME comm_meshrun_np3_checked
