@@ -6,6 +6,7 @@ Asserts that
   - both data-parallel ranks hold bit-identical parameters (each rank logs a CRC-32 of its parameters);
   - the two-rank run follows the single-process run with the same global batch (2 × 8 = 1 × 16): the
     averaged gradient is the same up to fp32 summation order, so losses agree within 2e-3 over 12 steps;
+  - gradient accumulation (micro-batch 8 × 2) follows the single batch of 16 within the same tolerance;
   - the loss curve stays within tolerance of the baseline kept in tests/e2e/quickstart_baseline.json
     (regenerate with MESHTRAIN_UPDATE_BASELINE=1 after an intended change);
   - resuming from the step-6 checkpoint reproduces steps 7..12 bit for bit (losses and parameters);
@@ -80,6 +81,15 @@ sp_loss, _ = losses(os.path.join(sp_dir, "metrics.jsonl"))
 worst = max(abs(a - b) for a, b in zip(dp_loss, sp_loss))
 print(f"max |loss(dp 2) - loss(single)| over {STEPS} steps: {worst:.2e}")
 assert worst < 2e-3, f"data-parallel run departs from the single-process run: {dp_loss} vs {sp_loss}"
+
+# Gradient accumulation: 2 micro-batches of 8 equal one batch of 16 (same windows, mean of the two losses).
+acc_dir = os.path.join(work, "accum")
+run([meshtrain, "train", config, *common, "--set=train.micro_batch_size=8", "--set=train.grad_accum=2",
+     f"--set=train.out_dir={acc_dir}"])
+acc_loss, _ = losses(os.path.join(acc_dir, "metrics.jsonl"))
+worst = max(abs(a - b) for a, b in zip(acc_loss, sp_loss))
+print(f"max |loss(8 × 2 accumulated) - loss(16)| over {STEPS} steps: {worst:.2e}")
+assert worst < 2e-3, f"accumulation departs from the large batch: {acc_loss} vs {sp_loss}"
 
 # Baseline curve (tier 4).
 if os.environ.get("MESHTRAIN_UPDATE_BASELINE") == "1":
