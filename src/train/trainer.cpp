@@ -87,240 +87,293 @@ std::string decode_bytes(const std::vector<int64_t>& tokens) {
   return s;
 }
 
-}  // namespace
+// One training run: the state the loop needs, set up in the constructor, advanced by run().
+class TrainingRun {
+ public:
+  explicit TrainingRun(const Config& cfg);
+  TrainResult run();
 
-TrainResult run_training(const Config& cfg) {
-  const auto world = comm::world_info_from_env();
-  log::init({.rank = world.world_size > 1 ? world.rank : -1, .level = log::parse_level(cfg.logging.level),
+ private:
+  void setup_device();
+  void setup_model_and_optimizer();
+  void setup_data();
+  void resume_if_asked();
+  // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, AdamW. Returns the summed
+  // micro-batch losses and the pre-clip gradient norm, both still on the device (no host sync).
+  std::pair<at::Tensor, at::Tensor> train_step(int64_t step);
+  void log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm,
+                double lr);
+  double evaluate();
+  void save(int64_t step);
+  double mean_over_ranks(double v);
+  // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
+  int agreed_stop_signal();
+  void sample();
+
+  const Config& cfg_;
+  comm::WorldInfo world_;
+  at::Device device_{at::kCPU};
+  bool cuda_ = false, bf16_ = false;
+  comm::CommPtr comm_;  // null for a single process
+  model::Transformer net_{nullptr};
+  std::vector<std::pair<std::string, at::Tensor>> named_;  // parameters, registration order
+  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<parallel::DataParallel> dp_;
+  std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
+  std::unique_ptr<ckpt::CheckpointManager> ckpts_;
+  std::unique_ptr<MetricsLog> metrics_;
+  StopSignals stop_signals_;
+  int64_t start_step_ = 0, tokens_per_step_ = 0;
+  double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
+  Clock::time_point run_start_;
+  TrainResult result_;
+};
+
+TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info_from_env()) {
+  log::init({.rank = world_.world_size > 1 ? world_.rank : -1, .level = log::parse_level(cfg.logging.level),
              .all_ranks = cfg.logging.all_ranks});
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   MT_USER_CHECK(!cfg.train.activation_checkpointing,
                 "train.activation_checkpointing: true is not supported by this version (valid: false)");
-
-  // Device and precision.
-  const bool has_cuda = torch::cuda::is_available();
-  const std::string dev_name = cfg.train.device == "auto" ? (has_cuda ? "cuda" : "cpu") : cfg.train.device;
-  MT_USER_CHECK(dev_name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
-  const bool cuda = dev_name == "cuda";
-  const at::Device device = cuda ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank))
-                                 : at::Device(at::kCPU);
-  const bool bf16 = cfg.train.dtype == "bf16" || (cfg.train.dtype == "auto" && cuda);
-
-  // Communicator (the CPU backend stages device tensors through host memory until the NCCL backend lands).
+  setup_device();
+  // The CPU backend stages device tensors through host memory until the NCCL backend lands.
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000));
-  comm::CommPtr comm;
-  if (world.world_size > 1) {
-    auto store = comm::connect_store_from_env(timeout);
-    comm = comm::make_cpu_communicator(store, world.rank, world.world_size, "world", timeout);
-  }
-  auto barrier = [&] {
-    if (comm) comm->barrier();
-  };
+  if (world_.world_size > 1)
+    comm_ = comm::make_cpu_communicator(comm::connect_store_from_env(timeout), world_.rank, world_.world_size,
+                                        "world", timeout);
+  setup_model_and_optimizer();
+  setup_data();
+  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_);
+  resume_if_asked();
+  if (dp_) dp_->broadcast_parameters();
 
-  // Model: the same seed on every rank gives the same initial weights; the broadcast below makes it certain.
-  at::manual_seed(static_cast<uint64_t>(cfg.train.seed));
-  model::Transformer net(cfg.model);
-  net->init_weights();
-  net->to(device);
-  net->train();
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (auto& item : net->named_parameters()) named.emplace_back(item.key(), item.value());
-
-  std::vector<AdamW::Param> opt_params;
-  std::vector<parallel::DataParallel::Param> dp_params;
-  std::vector<at::Tensor> plain;
-  for (auto& [name, p] : named) {
-    const bool decay = p.dim() >= 2 && !net->is_embedding(name);
-    opt_params.push_back({name, p, decay});
-    dp_params.push_back({name, p});
-    plain.push_back(p);
-  }
-  AdamW opt(opt_params, cfg.optimizer);
-  LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, cfg.train.steps);
-  std::unique_ptr<parallel::DataParallel> dp;
-  if (comm) dp = std::make_unique<parallel::DataParallel>(dp_params, comm, cfg.parallel.bucket_mb);
-
-  // Data.
-  const auto fmt = data::parse_shard_format(cfg.data.format);
-  data::DataLoader train_loader({.pattern = cfg.data.train, .what = "data.train", .format = fmt,
-                                 .seq_len = cfg.data.seq_len, .batch_size = cfg.train.micro_batch_size,
-                                 .rank = world.rank, .world_size = world.world_size,
-                                 .seed = static_cast<uint64_t>(cfg.train.seed), .shuffle = true});
-  std::unique_ptr<data::DataLoader> val_loader;
-  if (!cfg.data.val.empty())
-    val_loader = std::make_unique<data::DataLoader>(data::LoaderOptions{
-        .pattern = cfg.data.val, .what = "data.val", .format = fmt, .seq_len = cfg.data.seq_len,
-        .batch_size = cfg.train.micro_batch_size, .rank = world.rank, .world_size = world.world_size,
-        .seed = static_cast<uint64_t>(cfg.train.seed), .shuffle = false});
-
-  // Checkpoints and resume.
-  ckpt::CheckpointManager ckpts(cfg.checkpoint.dir, cfg.checkpoint.keep, comm);
-  int64_t start_step = 0;
-  std::optional<std::string> resume_from;
-  if (cfg.checkpoint.resume == "auto") resume_from = ckpts.latest();
-  else if (cfg.checkpoint.resume != "none") resume_from = cfg.checkpoint.resume;
-  if (resume_from) {
-    auto ck = ckpt::CheckpointManager::load(*resume_from);
-    at::NoGradGuard no_grad;
-    for (auto& [name, p] : named) {
-      auto it = ck.tensors.find("model." + name);
-      MT_USER_CHECK(it != ck.tensors.end(), ck.path, ": parameter '", name, "' is missing");
-      MT_USER_CHECK(it->second.sizes() == p.sizes(), ck.path, ": parameter '", name, "' has shape ",
-                    it->second.sizes(), ", the config's model needs ", p.sizes());
-      p.copy_(it->second);
-    }
-    opt.load_state_tensors(ck.tensors, "optim.");
-    start_step = ck.step;
-    train_loader.restore({ck.state.at("data").at("epoch").get<int64_t>(),
-                          ck.state.at("data").at("cursor").get<int64_t>()});
-    auto gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(ck.tensors.at("rng.cpu"));
-    log::progress("resumed from %s at step %lld", ck.path.c_str(), static_cast<long long>(start_step));
-  }
-  if (dp) dp->broadcast_parameters();
-
-  MetricsLog metrics(cfg.logging.metrics, world.rank, start_step > 0);
-  const int64_t T = cfg.data.seq_len, B = cfg.train.micro_batch_size, A = cfg.train.grad_accum;
-  const int64_t tokens_per_step = B * T * A * world.world_size;
-  const double flops_per_token = 3.0 * net->flops_per_token(T);
-  const double peak = device_peak_flops(cuda, device.index());
+  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, world_.rank, start_step_ > 0);
+  const int64_t T = cfg.data.seq_len;
+  tokens_per_step_ = cfg.train.micro_batch_size * T * cfg.train.grad_accum * world_.world_size;
+  flops_per_token_ = 3.0 * net_->flops_per_token(T);
+  peak_flops_ = device_peak_flops(cuda_, device_.index());
   log::progress("model %s: %.2fM parameters, %lld layers, d_model %lld | %s %s | world %d | %lld tokens/step | "
                 "train %lld tokens (%lld windows)",
-                cfg.model.family.c_str(), net->num_params() / 1e6, static_cast<long long>(cfg.model.n_layer),
-                static_cast<long long>(cfg.model.d_model), device.str().c_str(), bf16 ? "bf16" : "fp32",
-                world.world_size, static_cast<long long>(tokens_per_step),
-                static_cast<long long>(train_loader.num_tokens()), static_cast<long long>(train_loader.num_windows()));
+                cfg.model.family.c_str(), net_->num_params() / 1e6, static_cast<long long>(cfg.model.n_layer),
+                static_cast<long long>(cfg.model.d_model), device_.str().c_str(), bf16_ ? "bf16" : "fp32",
+                world_.world_size, static_cast<long long>(tokens_per_step_),
+                static_cast<long long>(train_loader_->num_tokens()),
+                static_cast<long long>(train_loader_->num_windows()));
+}
 
-  auto mean_over_ranks = [&](double v) {
-    if (!comm) return v;
-    auto t = at::full({1}, v, at::kFloat);
-    comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
-    return static_cast<double>(t.item<float>());
-  };
-  auto evaluate = [&]() -> double {
-    if (!val_loader) return -1;
-    torch::NoGradGuard no_grad;
-    net->eval();
-    val_loader->reset();
-    double sum = 0;
-    const int64_t n = std::min(cfg.train.eval_batches, val_loader->batches_per_epoch());
-    for (int64_t i = 0; i < n; ++i) {
-      auto batch = val_loader->next();
-      AutocastGuard ac(bf16, device.type());
-      sum += net->loss(batch.inputs.to(device), batch.targets.to(device)).item<double>();
-    }
-    net->train();
-    return mean_over_ranks(n > 0 ? sum / static_cast<double>(n) : -1);
-  };
-  auto save = [&](int64_t step) {
-    std::map<std::string, at::Tensor> tensors;
-    for (auto& [name, p] : named) tensors["model." + name] = p;
-    for (auto& [name, t] : opt.state_tensors()) tensors["optim." + name] = t;
-    tensors["rng.cpu"] = at::detail::getDefaultCPUGenerator().get_state();
-    const auto st = train_loader.state();
-    nlohmann::json state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}},
-                            {"config", nlohmann::json::parse(to_json(cfg))}};
-    const auto t0 = Clock::now();
-    const std::string dir = ckpts.save(step, tensors, state);
-    log::progress("checkpoint %s (%.2fs)", dir.c_str(), seconds_since(t0));
-  };
+void TrainingRun::setup_device() {
+  const bool has_cuda = torch::cuda::is_available();
+  const std::string name = cfg_.train.device == "auto" ? (has_cuda ? "cuda" : "cpu") : cfg_.train.device;
+  MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
+  cuda_ = name == "cuda";
+  device_ = cuda_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world_.local_rank)) : at::Device(at::kCPU);
+  bf16_ = cfg_.train.dtype == "bf16" || (cfg_.train.dtype == "auto" && cuda_);
+}
 
-  TrainResult result;
-  result.steps_done = start_step;
-  StopSignals stop_signals;
-  // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
-  auto agreed_stop_signal = [&]() -> int {
-    int sig = stop_signals.pending();
-    if (!comm) return sig;
-    auto t = at::full({1}, sig, at::kInt);
-    comm->all_reduce(t, comm::ReduceOp::Max)->wait();
-    return t.item<int>();
-  };
-  const auto run_start = Clock::now();
-  double ema_step_s = 0;
-  for (int64_t step = start_step; step < cfg.train.steps; ++step) {
-    const auto t0 = Clock::now();
-    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device));  // summed on device: no sync
-    for (int64_t micro = 0; micro < A; ++micro) {
-      auto batch = train_loader.next();
-      at::Tensor loss;
-      {
-        AutocastGuard ac(bf16, device.type());
-        loss = net->loss(batch.inputs.to(device), batch.targets.to(device));
-      }
-      (loss / static_cast<double>(A)).backward();
-      loss_sum += loss.detach();
+void TrainingRun::setup_model_and_optimizer() {
+  // The same seed on every rank gives the same initial weights; the broadcast after setup makes it certain.
+  at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+  net_ = model::Transformer(cfg_.model);
+  net_->init_weights();
+  net_->to(device_);
+  net_->train();
+  std::vector<AdamW::Param> opt_params;
+  std::vector<parallel::DataParallel::Param> dp_params;
+  for (auto& item : net_->named_parameters()) {
+    const std::string& name = item.key();
+    const at::Tensor& p = item.value();
+    named_.emplace_back(name, p);
+    opt_params.push_back({name, p, /*decay=*/p.dim() >= 2 && !net_->is_embedding(name)});
+    dp_params.push_back({name, p});
+  }
+  opt_ = std::make_unique<AdamW>(opt_params, cfg_.optimizer);
+  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
+  if (comm_) dp_ = std::make_unique<parallel::DataParallel>(dp_params, comm_, cfg_.parallel.bucket_mb);
+}
+
+void TrainingRun::setup_data() {
+  data::LoaderOptions o{.pattern = cfg_.data.train, .what = "data.train",
+                        .format = data::parse_shard_format(cfg_.data.format), .seq_len = cfg_.data.seq_len,
+                        .batch_size = cfg_.train.micro_batch_size, .rank = world_.rank,
+                        .world_size = world_.world_size, .seed = static_cast<uint64_t>(cfg_.train.seed),
+                        .shuffle = true};
+  train_loader_ = std::make_unique<data::DataLoader>(o);
+  if (cfg_.data.val.empty()) return;
+  o.pattern = cfg_.data.val;
+  o.what = "data.val";
+  o.shuffle = false;  // validation reads the same windows every time
+  val_loader_ = std::make_unique<data::DataLoader>(o);
+}
+
+void TrainingRun::resume_if_asked() {
+  std::optional<std::string> from;
+  if (cfg_.checkpoint.resume == "auto") from = ckpts_->latest();
+  else if (cfg_.checkpoint.resume != "none") from = cfg_.checkpoint.resume;
+  if (!from) return;
+  auto ck = ckpt::CheckpointManager::load(*from);
+  at::NoGradGuard no_grad;
+  for (auto& [name, p] : named_) {
+    auto it = ck.tensors.find("model." + name);
+    MT_USER_CHECK(it != ck.tensors.end(), ck.path, ": parameter '", name, "' is missing");
+    MT_USER_CHECK(it->second.sizes() == p.sizes(), ck.path, ": parameter '", name, "' has shape ",
+                  it->second.sizes(), ", the config's model needs ", p.sizes());
+    p.copy_(it->second);
+  }
+  opt_->load_state_tensors(ck.tensors, "optim.");
+  start_step_ = ck.step;
+  MT_USER_CHECK(ck.state.contains("data") && ck.tensors.count("rng.cpu"), ck.path,
+                ": no data position or RNG state (not a training checkpoint)");
+  train_loader_->restore({ck.state["data"].at("epoch").get<int64_t>(), ck.state["data"].at("cursor").get<int64_t>()});
+  auto gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(ck.tensors.at("rng.cpu"));
+  log::progress("resumed from %s at step %lld", ck.path.c_str(), static_cast<long long>(start_step_));
+}
+
+std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
+  const int64_t A = cfg_.train.grad_accum;
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
+  for (int64_t micro = 0; micro < A; ++micro) {
+    auto batch = train_loader_->next();
+    at::Tensor loss;
+    {
+      AutocastGuard ac(bf16_, device_.type());
+      loss = net_->loss(batch.inputs.to(device_), batch.targets.to(device_));
     }
-    if (dp) dp->average_gradients();
-    const at::Tensor grad_norm_t = clip_gradients(plain, cfg.optimizer.grad_clip);
-    const double lr = schedule.at(step);
-    opt.step(lr);
-    opt.zero_grad();
-    if (cuda) torch::cuda::synchronize(device.index());
+    (loss / static_cast<double>(A)).backward();
+    loss_sum += loss.detach();
+  }
+  if (dp_) dp_->average_gradients();
+  std::vector<at::Tensor> params;
+  for (auto& [name, p] : named_) params.push_back(p);
+  at::Tensor grad_norm = clip_gradients(params, cfg_.optimizer.grad_clip);
+  opt_->step(schedule_->at(step));
+  opt_->zero_grad();
+  return {loss_sum, grad_norm};
+}
+
+void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm_t,
+                           double lr) {
+  const double loss = mean_over_ranks(loss_sum.item<double>() / static_cast<double>(cfg_.train.grad_accum));
+  const double grad_norm = grad_norm_t.item<double>();
+  if (done == start_step_ + 1) result_.first_loss = loss;
+  result_.last_loss = loss;
+  const double tok_s = static_cast<double>(tokens_per_step_) / step_s;
+  const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * world_.world_size) : -1;
+  const double eta = ema_step_s_ * static_cast<double>(cfg_.train.steps - done);
+  log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step | ETA %s",
+                static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
+                mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s,
+                format_duration(eta).c_str());
+  nlohmann::json rec = {{"step", done},          {"loss", loss},
+                        {"lr", lr},              {"grad_norm", grad_norm},
+                        {"tokens_per_s", tok_s}, {"step_time_s", step_s},
+                        {"tokens", done * tokens_per_step_}, {"elapsed_s", seconds_since(run_start_)},
+                        {"peak_memory_bytes", peak_memory_bytes(cuda_, device_.index())}};
+  if (mfu >= 0) rec["mfu"] = mfu;
+  metrics_->write(rec);
+}
+
+double TrainingRun::mean_over_ranks(double v) {
+  if (!comm_) return v;
+  auto t = at::full({1}, v, at::kFloat);
+  comm_->all_reduce(t, comm::ReduceOp::Avg)->wait();
+  return static_cast<double>(t.item<float>());
+}
+
+int TrainingRun::agreed_stop_signal() {
+  int sig = stop_signals_.pending();
+  if (!comm_) return sig;
+  auto t = at::full({1}, sig, at::kInt);
+  comm_->all_reduce(t, comm::ReduceOp::Max)->wait();
+  return t.item<int>();
+}
+
+double TrainingRun::evaluate() {
+  if (!val_loader_) return -1;
+  torch::NoGradGuard no_grad;
+  net_->eval();
+  val_loader_->reset();
+  double sum = 0;
+  const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
+  for (int64_t i = 0; i < n; ++i) {
+    auto batch = val_loader_->next();
+    AutocastGuard ac(bf16_, device_.type());
+    sum += net_->loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
+  }
+  net_->train();
+  return mean_over_ranks(n > 0 ? sum / static_cast<double>(n) : -1);
+}
+
+void TrainingRun::save(int64_t step) {
+  std::map<std::string, at::Tensor> tensors;
+  for (auto& [name, p] : named_) tensors["model." + name] = p;
+  for (auto& [name, t] : opt_->state_tensors()) tensors["optim." + name] = t;
+  tensors["rng.cpu"] = at::detail::getDefaultCPUGenerator().get_state();
+  const auto st = train_loader_->state();
+  nlohmann::json state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}},
+                          {"config", nlohmann::json::parse(to_json(cfg_))}};
+  const auto t0 = Clock::now();
+  const std::string dir = ckpts_->save(step, tensors, state);
+  log::progress("checkpoint %s (%.2fs)", dir.c_str(), seconds_since(t0));
+}
+
+void TrainingRun::sample() {
+  std::vector<int64_t> prompt;
+  for (unsigned char c : cfg_.train.sample_prompt.empty() ? std::string("\n") : cfg_.train.sample_prompt)
+    prompt.push_back(c);
+  model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
+                          .seed = static_cast<uint64_t>(cfg_.train.seed)};
+  auto out = model::generate(net_, prompt, so);
+  log::progress("sample (temperature 0.8, top-k 40):\n%s", decode_bytes(out).c_str());
+}
+
+TrainResult TrainingRun::run() {
+  result_.steps_done = start_step_;
+  run_start_ = Clock::now();
+  for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
+    const auto t0 = Clock::now();
+    auto [loss_sum, grad_norm] = train_step(step);
+    if (cuda_) torch::cuda::synchronize(device_.index());
     const double step_s = seconds_since(t0);
     // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
-    ema_step_s = step <= start_step + 1 ? step_s : 0.9 * ema_step_s + 0.1 * step_s;
+    ema_step_s_ = step <= start_step_ + 1 ? step_s : 0.9 * ema_step_s_ + 0.1 * step_s;
 
     const int64_t done = step + 1;
-    const bool last = done == cfg.train.steps;
-    const bool log_now = (cfg.logging.every > 0 && done % cfg.logging.every == 0) || last || step == start_step;
-    if (log_now) {
-      const double loss = mean_over_ranks(loss_sum.item<double>() / static_cast<double>(A));
-      const double grad_norm = grad_norm_t.item<double>();
-      if (step == start_step) result.first_loss = loss;
-      result.last_loss = loss;
-      const double tok_s = static_cast<double>(tokens_per_step) / step_s;
-      const double mfu = peak > 0 ? tok_s * flops_per_token / (peak * world.world_size) : -1;
-      const double eta = ema_step_s * static_cast<double>(cfg.train.steps - done);
-      log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step | "
-                    "ETA %s",
-                    static_cast<long long>(done), static_cast<long long>(cfg.train.steps), loss, lr, grad_norm,
-                    tok_s, mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s,
-                    format_duration(eta).c_str());
-      nlohmann::json rec = {{"step", done},        {"loss", loss},         {"lr", lr},
-                            {"grad_norm", grad_norm}, {"tokens_per_s", tok_s}, {"step_time_s", step_s},
-                            {"tokens", done * tokens_per_step},
-                            {"elapsed_s", seconds_since(run_start)},
-                            {"peak_memory_bytes", peak_memory_bytes(cuda, device.index())}};
-      if (mfu >= 0) rec["mfu"] = mfu;
-      metrics.write(rec);
-    }
-    if ((cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0) || last) {
-      const double val = evaluate();
-      if (val >= 0) {
-        result.last_val_loss = val;
+    const bool last = done == cfg_.train.steps;
+    if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_)
+      log_step(done, step_s, loss_sum, grad_norm, schedule_->at(step));
+    if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
+      if (const double val = evaluate(); val >= 0) {
+        result_.last_val_loss = val;
         log::progress("step %6lld | validation loss %.4f", static_cast<long long>(done), val);
-        metrics.write({{"step", done}, {"val_loss", val}});
+        metrics_->write({{"step", done}, {"val_loss", val}});
       }
     }
-    const bool saved = (cfg.checkpoint.every > 0 && done % cfg.checkpoint.every == 0 && !last) ||
-                       (last && cfg.checkpoint.save_final);
+    const bool saved = (cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0 && !last) ||
+                       (last && cfg_.checkpoint.save_final);
     if (saved) save(done);
-    result.steps_done = done;
+    result_.steps_done = done;
     if (const int sig = agreed_stop_signal(); sig != 0 && !last) {
       log::progress("stop signal %d (%s) at step %lld: saving a checkpoint and exiting", sig, strsignal(sig),
                     static_cast<long long>(done));
       if (!saved) save(done);
-      result.stop_signal = sig;
+      result_.stop_signal = sig;
       break;
     }
   }
 
-  result.param_checksum = parameter_checksum(named);
+  result_.param_checksum = parameter_checksum(named_);
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters.
-  log::info("parameter checksum %08x after step %lld", result.param_checksum,
-            static_cast<long long>(result.steps_done));
-  if (cfg.train.sample_tokens > 0 && world.rank == 0 && result.stop_signal == 0) {
-    std::vector<int64_t> prompt;
-    for (unsigned char c : cfg.train.sample_prompt.empty() ? std::string("\n") : cfg.train.sample_prompt)
-      prompt.push_back(c);
-    model::SampleOptions so{.max_new_tokens = cfg.train.sample_tokens, .temperature = 0.8, .top_k = 40,
-                            .seed = static_cast<uint64_t>(cfg.train.seed)};
-    auto out = model::generate(net, prompt, so);
-    log::progress("sample (temperature 0.8, top-k 40):\n%s", decode_bytes(out).c_str());
-  }
-  barrier();
-  return result;
+  log::info("parameter checksum %08x after step %lld", result_.param_checksum,
+            static_cast<long long>(result_.steps_done));
+  if (cfg_.train.sample_tokens > 0 && world_.rank == 0 && result_.stop_signal == 0) sample();
+  if (comm_) comm_->barrier();
+  return result_;
 }
+
+}  // namespace
+
+TrainResult run_training(const Config& cfg) { return TrainingRun(cfg).run(); }
 
 }  // namespace meshtrain::train
