@@ -23,6 +23,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/prepare.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/train/trainer.h"
@@ -146,14 +147,10 @@ int cmd_generate(int argc, char** argv) {
     at::NoGradGuard no_grad;
     for (auto& item : net->named_parameters()) item.value().copy_(ck.tensors.at("model." + item.key()));
   }
-  std::vector<int64_t> prompt;
-  for (unsigned char c : r["prompt"].as<std::string>()) prompt.push_back(c);
-  auto out = model::generate(net, prompt,
+  auto out = model::generate(net, data::encode_bytes(r["prompt"].as<std::string>()),
                              {.max_new_tokens = r["tokens"].as<int64_t>(), .temperature = r["temperature"].as<double>(),
                               .top_k = r["top-k"].as<int64_t>(), .seed = r["seed"].as<uint64_t>()});
-  std::string text;
-  for (int64_t t : out) text.push_back(t < 256 ? static_cast<char>(t) : '?');
-  std::cout << text << std::endl;
+  std::cout << data::decode_bytes(out) << std::endl;
   return 0;
 }
 

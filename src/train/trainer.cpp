@@ -18,6 +18,7 @@
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
@@ -81,12 +82,6 @@ uint32_t parameter_checksum(const std::vector<std::pair<std::string, at::Tensor>
   return crc;
 }
 
-std::string decode_bytes(const std::vector<int64_t>& tokens) {
-  std::string s;
-  for (int64_t t : tokens) s.push_back(t >= 0 && t < 256 ? static_cast<char>(t) : '?');
-  return s;
-}
-
 // One training run: the state the loop needs, set up in the constructor, advanced by run().
 class TrainingRun {
  public:
@@ -117,6 +112,7 @@ class TrainingRun {
   comm::CommPtr comm_;  // null for a single process
   model::Transformer net_{nullptr};
   std::vector<std::pair<std::string, at::Tensor>> named_;  // parameters, registration order
+  std::vector<at::Tensor> params_;                         // the same tensors, for clipping
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<parallel::DataParallel> dp_;
@@ -184,6 +180,7 @@ void TrainingRun::setup_model_and_optimizer() {
     const std::string& name = item.key();
     const at::Tensor& p = item.value();
     named_.emplace_back(name, p);
+    params_.push_back(p);
     opt_params.push_back({name, p, /*decay=*/p.dim() >= 2 && !net_->is_embedding(name)});
     dp_params.push_back({name, p});
   }
@@ -244,9 +241,7 @@ std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
     loss_sum += loss.detach();
   }
   if (dp_) dp_->average_gradients();
-  std::vector<at::Tensor> params;
-  for (auto& [name, p] : named_) params.push_back(p);
-  at::Tensor grad_norm = clip_gradients(params, cfg_.optimizer.grad_clip);
+  at::Tensor grad_norm = clip_gradients(params_, cfg_.optimizer.grad_clip);
   opt_->step(schedule_->at(step));
   opt_->zero_grad();
   return {loss_sum, grad_norm};
@@ -319,13 +314,11 @@ void TrainingRun::save(int64_t step) {
 }
 
 void TrainingRun::sample() {
-  std::vector<int64_t> prompt;
-  for (unsigned char c : cfg_.train.sample_prompt.empty() ? std::string("\n") : cfg_.train.sample_prompt)
-    prompt.push_back(c);
+  const auto prompt = data::encode_bytes(cfg_.train.sample_prompt.empty() ? "\n" : cfg_.train.sample_prompt);
   model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
                           .seed = static_cast<uint64_t>(cfg_.train.seed)};
   auto out = model::generate(net_, prompt, so);
-  log::progress("sample (temperature 0.8, top-k 40):\n%s", decode_bytes(out).c_str());
+  log::progress("sample (temperature 0.8, top-k 40):\n%s", data::decode_bytes(out).c_str());
 }
 
 TrainResult TrainingRun::run() {

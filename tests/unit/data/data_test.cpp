@@ -8,6 +8,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/glob.h"
+#include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/data/prepare.h"
 #include "meshtrain/data/token_shard.h"
@@ -132,4 +133,13 @@ TEST(Prepare, BytesSplitAtALineBreak) {
   EXPECT_NE(user_error([&] { data::prepare_bytes((d / "t.txt").string(), (d / "x").string(), 0.9); })
                 .find("--val-fraction"),
             std::string::npos);
+}
+
+TEST(ByteTokens, RoundTripAndOutOfRange) {
+  const std::string text = "And God said\n\xc3\xa9";  // UTF-8 bytes above 127 stay bytes
+  auto t = data::encode_bytes(text);
+  ASSERT_EQ(t.size(), text.size());
+  EXPECT_EQ(t.back(), 0xa9);
+  EXPECT_EQ(data::decode_bytes(t), text);
+  EXPECT_EQ(data::decode_bytes({65, 300, -1}), "A??");
 }
