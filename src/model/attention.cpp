@@ -8,13 +8,13 @@
 
 namespace meshtrain::model {
 
-AttentionImpl::AttentionImpl(const ModelConfig& cfg)
+AttentionImpl::AttentionImpl(const ModelConfig& cfg, const at::TensorOptions& opts)
     : n_head_(cfg.n_head),
       n_kv_head_(cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head),
       head_dim_(cfg.d_model / cfg.n_head),
       dropout_(cfg.dropout) {
   const bool bias = cfg.family == "gpt2";
-  auto lin = [&](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)); };
+  auto lin = [&](int64_t in, int64_t out) { return Linear(in, out, bias, opts); };
   wq = register_module("wq", lin(cfg.d_model, n_head_ * head_dim_));
   wk = register_module("wk", lin(cfg.d_model, n_kv_head_ * head_dim_));
   wv = register_module("wv", lin(cfg.d_model, n_kv_head_ * head_dim_));

@@ -4,12 +4,12 @@
 
 namespace meshtrain::model {
 
-BlockImpl::BlockImpl(const ModelConfig& cfg) : dropout_(cfg.dropout) {
+BlockImpl::BlockImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : dropout_(cfg.dropout) {
   const bool rms = cfg.family == "llama";
-  attn_norm = register_module("attn_norm", Norm(rms, cfg.d_model, cfg.norm_eps));
-  attn = register_module("attn", Attention(cfg));
-  mlp_norm = register_module("mlp_norm", Norm(rms, cfg.d_model, cfg.norm_eps));
-  mlp = register_module("mlp", Mlp(cfg));
+  attn_norm = register_module("attn_norm", Norm(rms, cfg.d_model, cfg.norm_eps, opts));
+  attn = register_module("attn", Attention(cfg, opts));
+  mlp_norm = register_module("mlp_norm", Norm(rms, cfg.d_model, cfg.norm_eps, opts));
+  mlp = register_module("mlp", Mlp(cfg, opts));
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,

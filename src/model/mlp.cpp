@@ -4,9 +4,9 @@
 
 namespace meshtrain::model {
 
-MlpImpl::MlpImpl(const ModelConfig& cfg) : swiglu_(cfg.family == "llama") {
+MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu_(cfg.family == "llama") {
   const bool bias = !swiglu_;
-  auto lin = [&](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)); };
+  auto lin = [&](int64_t in, int64_t out) { return Linear(in, out, bias, opts); };
   if (swiglu_) {
     gate = register_module("w1", lin(cfg.d_model, cfg.d_ff));
     down = register_module("w2", lin(cfg.d_ff, cfg.d_model));

@@ -5,9 +5,10 @@
 
 namespace meshtrain::model {
 
-NormImpl::NormImpl(bool rms, int64_t dim, double eps) : rms_(rms), dim_(dim), eps_(eps) {
-  weight = register_parameter("weight", at::ones({dim}));
-  if (!rms) bias = register_parameter("bias", at::zeros({dim}));
+NormImpl::NormImpl(bool rms, int64_t dim, double eps, const at::TensorOptions& opts)
+    : rms_(rms), dim_(dim), eps_(eps) {
+  add_parameter("weight", at::empty({dim}, opts), &weight);
+  if (!rms) add_parameter("bias", at::empty({dim}, opts), &bias);
 }
 
 at::Tensor NormImpl::forward(const at::Tensor& x) {

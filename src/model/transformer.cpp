@@ -1,26 +1,22 @@
 #include "meshtrain/model/transformer.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/init.h>
-
-#include <cmath>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/init.h"
 #include "meshtrain/model/rotary.h"
 
 namespace meshtrain::model {
 
-TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
+TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : cfg_(cfg) {
   MT_CHECK(cfg.n_kv_head > 0 && cfg.d_ff > 0, "TransformerImpl needs a resolved ModelConfig");
   const bool llama = cfg.family == "llama";
-  tok_embed = register_module("tok_embed", torch::nn::Embedding(cfg.vocab_size, cfg.d_model));
-  if (!llama) pos_embed = register_module("pos_embed", torch::nn::Embedding(cfg.max_seq_len, cfg.d_model));
+  tok_embed = register_module("tok_embed", Embedding(cfg.vocab_size, cfg.d_model, opts));
+  if (!llama) pos_embed = register_module("pos_embed", Embedding(cfg.max_seq_len, cfg.d_model, opts));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t i = 0; i < cfg.n_layer; ++i) blocks->push_back(Block(cfg));
-  final_norm = register_module("final_norm", Norm(llama, cfg.d_model, cfg.norm_eps));
-  if (!cfg.tie_embeddings)
-    lm_head = register_module("lm_head",
-                              torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.vocab_size).bias(false)));
+  for (int64_t i = 0; i < cfg.n_layer; ++i) blocks->push_back(Block(cfg, opts));
+  final_norm = register_module("final_norm", Norm(llama, cfg.d_model, cfg.norm_eps, opts));
+  if (!cfg.tie_embeddings) lm_head = register_module("lm_head", Linear(cfg.d_model, cfg.vocab_size, false, opts));
   if (llama) {
     RopeScaling scaling;
     // Llama 3.1+ presets use the published scaling (factor 8 over 8192 original positions) once the model
@@ -43,8 +39,16 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
     std::tie(cos, sin) = rope_tables(inv_freq_, offset, T);
   }
   if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
-  for (size_t i = 0; i < blocks->size(); ++i)
-    x = blocks[i]->as<BlockImpl>()->forward(x, cos, sin, cache ? &cache->layers[i] : nullptr);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto block = blocks->ptr<BlockImpl>(i);
+    if (runner_ && !cache) {
+      // Captures by value: the runner may call it again in backward (block_runner.h).
+      BlockFn run = [block, cos, sin](const at::Tensor& h) { return block->forward(h, cos, sin, nullptr); };
+      x = runner_(static_cast<int64_t>(i), *block, x, run);
+    } else {
+      x = block->forward(x, cos, sin, cache ? &cache->layers[i] : nullptr);
+    }
+  }
   x = final_norm->forward(x);
   return lm_head ? lm_head->forward(x) : at::linear(x, tok_embed->weight);  // [B, T, V]
 }
@@ -54,22 +58,20 @@ at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& tar
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
 }
 
-void TransformerImpl::init_weights() {
-  torch::NoGradGuard no_grad;
-  const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * cfg_.n_layer);
-  for (auto& item : named_parameters()) {
-    const std::string& name = item.key();
-    auto& p = item.value();
-    auto ends = [&](const std::string& s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
-    if (name.find("norm") != std::string::npos) {
-      ends(".bias") ? p.zero_() : p.fill_(1.0);
-    } else if (ends(".bias")) {
-      p.zero_();
-    } else if (ends("attn.wo.weight") || ends("mlp.proj.weight") || ends("mlp.w2.weight")) {
-      p.normal_(0.0, resid_std);
-    } else {
-      p.normal_(0.0, std);
-    }
+void TransformerImpl::init_weights(int64_t seed) {
+  for (auto& item : named_parameters()) init_parameter(cfg_, item.key(), item.value(), seed);
+}
+
+void TransformerImpl::materialize(const at::Device& device, int64_t seed) {
+  replace_parameters(*this, [&](const std::string& name, const at::Tensor& p) {
+    if (!p.is_meta()) return p;
+    auto real = at::empty(p.sizes(), p.options().device(device));
+    init_parameter(cfg_, name, real, seed);
+    return real;
+  });
+  for (auto& b : buffers()) {
+    at::NoGradGuard no_grad;
+    b.set_data(b.to(device));
   }
 }
 

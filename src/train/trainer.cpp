@@ -20,6 +20,7 @@
 #include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
+#include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/data_parallel.h"
@@ -130,8 +131,6 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
   log::init({.rank = world_.world_size > 1 ? world_.rank : -1, .level = log::parse_level(cfg.logging.level),
              .all_ranks = cfg.logging.all_ranks});
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
-  MT_USER_CHECK(!cfg.train.activation_checkpointing,
-                "train.activation_checkpointing: true is not supported by this version (valid: false)");
   setup_device();
   // The CPU backend stages device tensors through host memory until the NCCL backend lands.
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000));
@@ -168,12 +167,13 @@ void TrainingRun::setup_device() {
 }
 
 void TrainingRun::setup_model_and_optimizer() {
-  // The same seed on every rank gives the same initial weights; the broadcast after setup makes it certain.
+  // Built on the meta device and materialised on the training device, so no full CPU copy is made. The
+  // same seed on every rank gives the same initial weights; the broadcast after setup makes it certain.
   at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
-  net_ = model::Transformer(cfg_.model);
-  net_->init_weights();
-  net_->to(device_);
+  net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
+  net_->materialize(device_, cfg_.train.seed);
   net_->train();
+  if (cfg_.train.activation_checkpointing) net_->set_block_runner(model::activation_checkpointing_runner());
   std::vector<AdamW::Param> opt_params;
   std::vector<parallel::DataParallel::Param> dp_params;
   for (auto& item : net_->named_parameters()) {

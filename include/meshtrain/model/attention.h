@@ -3,21 +3,21 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/model/kv_cache.h"
+#include "meshtrain/model/linear.h"
 
 namespace meshtrain::model {
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const ModelConfig& cfg);
+  AttentionImpl(const ModelConfig& cfg, const at::TensorOptions& opts);
   // x: [B, T, D]; cos/sin: [T, hd] (undefined without RoPE); cache: optional, appended to (generation).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      LayerKVCache* cache = nullptr);
 
-  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+  Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
 
  private:
   int64_t n_head_, n_kv_head_, head_dim_;

@@ -11,7 +11,7 @@ namespace meshtrain::model {
 
 class BlockImpl : public torch::nn::Module {
  public:
-  explicit BlockImpl(const ModelConfig& cfg);
+  BlockImpl(const ModelConfig& cfg, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      LayerKVCache* cache = nullptr);
 

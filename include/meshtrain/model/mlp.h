@@ -2,19 +2,19 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/model/linear.h"
 
 namespace meshtrain::model {
 
 class MlpImpl : public torch::nn::Module {
  public:
-  explicit MlpImpl(const ModelConfig& cfg);
+  MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x);  // x: [B, T, D] → [B, T, D]
 
   // gpt2: up = fc, down = proj; llama: gate = w1, up = w3, down = w2.
-  torch::nn::Linear gate{nullptr}, up{nullptr}, down{nullptr};
+  Linear gate{nullptr}, up{nullptr}, down{nullptr};
 
  private:
   bool swiglu_;

@@ -1,13 +1,13 @@
 // Norm: LayerNorm (GPT-2, with bias) or RMSNorm (Llama, weight only) over the last dim.
 #pragma once
 
-#include <torch/nn/module.h>
+#include "meshtrain/model/param_module.h"
 
 namespace meshtrain::model {
 
-class NormImpl : public torch::nn::Module {
+class NormImpl : public ParamModule {
  public:
-  NormImpl(bool rms, int64_t dim, double eps);
+  NormImpl(bool rms, int64_t dim, double eps, const at::TensorOptions& opts);
   // x: [..., dim] → [..., dim]
   at::Tensor forward(const at::Tensor& x);
 

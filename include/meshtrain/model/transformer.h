@@ -8,28 +8,34 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/embedding.h>
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/model/block.h"
+#include "meshtrain/model/block_runner.h"
 #include "meshtrain/model/kv_cache.h"
+#include "meshtrain/model/linear.h"
 
 namespace meshtrain::model {
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  // `cfg` must be resolved (core/config.h resolve()): n_kv_head and d_ff filled.
-  explicit TransformerImpl(const ModelConfig& cfg);
+  // `cfg` must be resolved (core/config.h resolve()): n_kv_head and d_ff filled. Parameters are created
+  // with `opts` and left uninitialised (init_weights); with the meta device nothing is allocated
+  // (materialize, or the parallel layers, give them storage). RoPE tables are always real (CPU).
+  explicit TransformerImpl(const ModelConfig& cfg, const at::TensorOptions& opts = {});
 
   // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.
   at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr);
   // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T].
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
 
-  // Deterministic initialisation from the global torch generator (seed it first): N(0, 0.02) for weights
-  // and embeddings, zeros for biases, ones for norms, and GPT-2's residual scaling 0.02/√(2·n_layer) for
-  // the projections that write into the residual stream (attn.wo, mlp down).
-  void init_weights();
+  // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
+  void init_weights(int64_t seed);
+  // Gives every meta parameter real storage on `device`, initialised for `seed`, and moves the buffers
+  // there: the replicated case of deferred init (sharded layouts materialise only their own blocks).
+  void materialize(const at::Device& device, int64_t seed);
+  // How blocks run (block_runner.h); empty = plainly. Not used with a KV cache (generation).
+  void set_block_runner(BlockRunner runner) { runner_ = std::move(runner); }
 
   int64_t num_params() const;
   // Parameters whose embedding role exempts them from weight decay by default (GPT-2/nanoGPT convention
@@ -41,14 +47,15 @@ class TransformerImpl : public torch::nn::Module {
   KVCache make_cache() const;
   const ModelConfig& config() const { return cfg_; }
 
-  torch::nn::Embedding tok_embed{nullptr}, pos_embed{nullptr};
+  Embedding tok_embed{nullptr}, pos_embed{nullptr};
   torch::nn::ModuleList blocks{nullptr};
   Norm final_norm{nullptr};
-  torch::nn::Linear lm_head{nullptr};
+  Linear lm_head{nullptr};
 
  private:
   ModelConfig cfg_;
   at::Tensor inv_freq_;  // RoPE (llama), buffer [hd/2]
+  BlockRunner runner_;
 };
 TORCH_MODULE(Transformer);
 

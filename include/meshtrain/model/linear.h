@@ -1,0 +1,30 @@
+// Linear and Embedding with the parameter names and maths of torch::nn's, but constructed from explicit
+// TensorOptions: built on the meta device they allocate nothing, which is how a model larger than one GPU
+// (or one host) is described before the parallel layers materialise only this rank's shards
+// (TransformerImpl::materialize, parallel/fsdp). Initial values are not set here: see model/init.h.
+#pragma once
+
+#include "meshtrain/model/param_module.h"
+
+namespace meshtrain::model {
+
+class LinearImpl : public ParamModule {
+ public:
+  LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
+
+  at::Tensor weight;  // [out, in]
+  at::Tensor bias;    // [out], undefined without bias
+};
+TORCH_MODULE(Linear);
+
+class EmbeddingImpl : public ParamModule {
+ public:
+  EmbeddingImpl(int64_t num, int64_t dim, const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& ids);  // ids: [...] int64 → [..., dim]
+
+  at::Tensor weight;  // [num, dim]
+};
+TORCH_MODULE(Embedding);
+
+}  // namespace meshtrain::model
