@@ -91,7 +91,7 @@ double TransformerImpl::flops_per_token(int64_t seq_len) const {
     if (!is_embedding(item.key())) non_embed += item.value().numel();
   // The output projection is a matmul even when tied to the embedding.
   const double head = static_cast<double>(cfg_.d_model) * cfg_.vocab_size;
-  return 2.0 * (non_embed + head) + 4.0 * cfg_.n_layer * seq_len * cfg_.d_model;
+  return 2.0 * (non_embed + head) + 2.0 * cfg_.n_layer * seq_len * cfg_.d_model;
 }
 
 KVCache TransformerImpl::make_cache() const {

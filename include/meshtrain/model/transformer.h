@@ -42,7 +42,8 @@ class TransformerImpl : public torch::nn::Module {
   // applies decay to ≥2-D weights only; embeddings and the untied head are 2-D, so they are listed here).
   bool is_embedding(const std::string& name) const;
   // Forward FLOPs per token at sequence length T: 2·(non-embedding params + the output projection) for the
-  // matmuls plus 4·n_layer·T·d for attention scores and values (PaLM appendix B; ×3 for forward+backward).
+  // matmuls plus 2·n_layer·T·d for causal attention scores and values (half of PaLM's unmasked 4·L·T·d;
+  // ×3 for forward+backward; docs/metrics.md).
   double flops_per_token(int64_t seq_len) const;
   KVCache make_cache() const;
   const ModelConfig& config() const { return cfg_; }
