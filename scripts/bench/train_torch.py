@@ -96,7 +96,7 @@ class Model(nn.Module):
             x = b(x, cos, sin)
         x = s.norm(x)
         logits = s.head(x) if s.head is not None else F.linear(x, s.tok.weight)
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.view(-1))
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.reshape(-1))
 
 
 def main():
