@@ -26,7 +26,12 @@ class TransformerImpl : public torch::nn::Module {
 
   // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.
   at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr);
-  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T].
+  // The final-norm output, before the head: [B, T] → [B, T, D].
+  at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr);
+  // The output projection's weight [V, D]: lm_head's, or the token embedding when tied.
+  const at::Tensor& head_weight() const { return lm_head ? lm_head->weight : tok_embed->weight; }
+  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T], through the chunked
+  // head + loss (linear_cross_entropy.h): the full logits are never materialised.
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
 
   // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
