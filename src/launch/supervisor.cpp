@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -14,7 +16,9 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/launch/cpu_binding.h"
 #include "meshtrain/launch/log_router.h"
+#include "meshtrain/launch/node_coordinator.h"
 #include "meshtrain/launch/rendezvous_host.h"
 #include "meshtrain/launch/root_cause.h"
 #include "meshtrain/launch/signal_forwarder.h"
@@ -37,6 +41,15 @@ std::string host_name() {
 struct AttemptResult {
   std::optional<WorkerFailure> failure;  // first worker failure, if any
   int stop_signal = 0;                   // a stop signal the launcher received, if any
+  std::string outside_stop;              // why the workers were stopped from outside (another node, the store)
+};
+
+// What an attempt tells the rest of the launcher, and asks it, while it runs (multi-node coordination and
+// the store helper's health live outside the attempt).
+struct AttemptHooks {
+  std::function<std::optional<std::string>()> poll;      // every --monitor-interval: a reason to stop, if any
+  std::function<void(const WorkerFailure&)> on_failure;  // the first local worker failure
+  std::function<void(int)> on_stop_signal;               // the first stop signal to the launcher
 };
 
 // A scratch directory for error files when there is no --log-dir; removed at exit unless logs went there.
@@ -66,7 +79,7 @@ class ScratchDir {
 class Attempt {
  public:
   Attempt(const LaunchPlan& plan, int attempt, const std::string& files_root, SignalPipe& sigs,
-          bool& wrote_scratch_logs)
+          bool& wrote_scratch_logs, const CpuBindingPlan& binding)
       : plan_(plan), attempt_(attempt), sigs_(sigs) {
     const int n = plan.nproc_per_node;
     const std::string base = files_root + "/attempt_" + std::to_string(attempt);
@@ -90,7 +103,11 @@ class Attempt {
       std::error_code ec;
       fs::remove(id.error_file, ec);  // a stale one would be blamed on this attempt
       ids_.push_back(id);
-      workers_.push_back(WorkerProcess::spawn({plan.command, worker_environment(id), {}}));
+      SpawnSpec spec;
+      spec.argv = plan.command;
+      spec.env = worker_environment(id);
+      spec.cpus = binding.cpus[static_cast<size_t>(lr)];
+      workers_.push_back(WorkerProcess::spawn(spec));
 
       const int redirect = std_streams_mask(plan.opts.redirects, lr, "redirects");
       const int tee = std_streams_mask(plan.opts.tee, lr, "tee");
@@ -105,13 +122,18 @@ class Attempt {
           if (!have_log_dir) wrote_scratch_logs = true;
         }
         int fd = bit == 1 ? workers_.back().release_stdout() : workers_.back().release_stderr();
-        router_.add(fd, r);
+        size_t stream = router_.add(fd, r);
+        if (bit == 2 && !binding.notes[static_cast<size_t>(lr)].empty())
+          router_.note(stream, binding.notes[static_cast<size_t>(lr)]);
       }
     }
   }
 
-  AttemptResult supervise() {
+  AttemptResult supervise(const AttemptHooks& hooks) {
     AttemptResult res;
+    const auto tick = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(plan_.opts.monitor_interval));
+    Clock::time_point next_poll = Clock::now() + tick;
     bool stopping = false, killed = false;
     Clock::time_point deadline{};
     const auto grace = std::chrono::duration_cast<Clock::duration>(
@@ -155,7 +177,10 @@ class Attempt {
           log::warn("meshrun: got %s, forwarding it to %d worker(s)%s", signal_name(s).c_str(),
                     static_cast<int>(workers_.size()), is_stop_signal(s) ? "; no restart" : "");
           if (is_stop_signal(s)) {
-            if (!res.stop_signal) res.stop_signal = s;
+            if (!res.stop_signal) {
+              res.stop_signal = s;
+              if (hooks.on_stop_signal && !res.failure) hooks.on_stop_signal(s);
+            }
             stop_all(s);
           } else {
             for (auto& w : workers_)
@@ -170,7 +195,7 @@ class Attempt {
         if (!workers_[i].try_reap()) continue;
         int st = *workers_[i].status();
         bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (ok || res.failure || res.stop_signal) continue;
+        if (ok || res.failure || res.stop_signal || !res.outside_stop.empty()) continue;
         WorkerFailure f;
         f.rank = ids_[i].rank();
         f.local_rank = ids_[i].local_rank;
@@ -182,7 +207,16 @@ class Attempt {
         res.failure = f;
         log::warn("meshrun: rank %d (pid %d) failed with %s; stopping the other workers", f.rank,
                   static_cast<int>(f.pid), describe_status(st).c_str());
+        if (hooks.on_failure) hooks.on_failure(f);
         stop_all(SIGTERM);
+      }
+      if (hooks.poll && !stopping && Clock::now() >= next_poll) {
+        next_poll = Clock::now() + tick;
+        if (auto why = hooks.poll()) {
+          res.outside_stop = *why;
+          log::warn("meshrun: %s; stopping this node's workers", why->c_str());
+          stop_all(SIGTERM);
+        }
       }
       if (stopping && !killed && Clock::now() >= deadline && any_running()) {
         log::warn("meshrun: workers still running %.1fs after the stop signal; sending SIGKILL",
@@ -216,12 +250,40 @@ class Attempt {
 
 }  // namespace
 
+namespace {
+
+// The CPU binding for this node's workers (cpu_binding.h), with a line when it cannot be applied.
+CpuBindingPlan bind_near_gpus(const LaunchPlan& plan) {
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  // MESHRUN_SYSFS_ROOT: read the topology from a copy of /sys (tests use a fixture tree; a support engineer
+  // can replay a user's machine).
+  const char* sysfs_root = std::getenv("MESHRUN_SYSFS_ROOT");
+  CpuBindingPlan b = plan_cpu_binding(parse_numa_binding(plan.opts.numa_binding), plan.opts.numa_binding,
+                                      plan.nproc_per_node, cvd ? std::optional<std::string>(cvd) : std::nullopt,
+                                      allowed_cpus(), SysfsTopology(sysfs_root ? sysfs_root : ""));
+  // On a node without GPUs the default binding has nothing to do; say so only when it was asked for.
+  if (!b.problem.empty() && (plan.gpu_count > 0 || plan.opts.explicitly_set.count("numa-binding")))
+    log::warn("%s", b.problem.c_str());
+  return b;
+}
+
+}  // namespace
+
 int Supervisor::run() {
   SignalPipe sigs(plan_.forwarded_signals);
   std::unique_ptr<RendezvousHost> store;
   if (plan_.host_store) {
-    store = std::make_unique<RendezvousHost>(plan_.master_port, plan_.loopback_store);
+    store = std::make_unique<RendezvousHost>(plan_.master_port, plan_.loopback_store, plan_.store_exe);
     plan_.master_port = store->port();
+  }
+  // Reached before anything is printed: an unreachable master is then the one line the user sees.
+  std::unique_ptr<NodeCoordinator> nodes;
+  if (plan_.nnodes > 1) {
+    // Node 0 reaches its own store over loopback (it listens on every interface).
+    nodes = std::make_unique<NodeCoordinator>(
+        plan_.host_store ? "127.0.0.1" : plan_.master_addr, plan_.master_port, plan_.nnodes, plan_.node_rank,
+        plan_.nproc_per_node,
+        std::chrono::milliseconds(static_cast<long long>(plan_.opts.rdzv_timeout * 1000)));
   }
   ScratchDir scratch;
   const std::string files_root = plan_.log_folder.empty() ? scratch.path() : plan_.log_folder;
@@ -230,24 +292,97 @@ int Supervisor::run() {
             plan_.nproc_per_node, plan_.node_rank, plan_.nnodes, world, plan_.master_addr.c_str(),
             plan_.master_port, plan_.host_store ? " (hosted here)" : "", plan_.run_id.c_str());
   if (!plan_.log_folder.empty()) log::info("meshrun: logs under %s", plan_.log_folder.c_str());
+  if (plan_.kind != ProgramKind::Config && plan_.gpu_count > 0 && plan_.nproc_per_node > plan_.gpu_count)
+    log::warn("meshrun: %d workers but %d GPU(s) on this node: right for a CPU backend (gloo), but NCCL needs "
+              "one GPU per worker", plan_.nproc_per_node, plan_.gpu_count);
+  const CpuBindingPlan binding = bind_near_gpus(plan_);
+
+  // While waiting for the other nodes, a stop signal ends the wait.
+  auto interrupted = [&sigs]() {
+    for (int s : sigs.drain())
+      if (s != SIGCHLD && is_stop_signal(s)) return s;
+    return 0;
+  };
 
   bool wrote_scratch_logs = false;
   for (int attempt = 0;; ++attempt) {
-    if (store) store->start_round(attempt);
+    if (nodes) nodes->join(attempt, interrupted);
+    AttemptHooks hooks;
+    hooks.poll = [&]() -> std::optional<std::string> {
+      if (store) {
+        if (auto st = store->exited())
+          return cat("the rendezvous store (meshrun-store, pid ", store->pid(), ") exited with ",
+                     describe_status(*st));
+      }
+      if (nodes) {
+        try {
+          if (nodes->failed(attempt)) return cat("another node reported a failure in round ", attempt);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      }
+      return std::nullopt;
+    };
+    auto report = [&](int code, bool stop, const std::string& cause) {
+      if (!nodes) return;
+      try {
+        nodes->report(attempt, code, stop, cause);
+      } catch (const Error& e) {
+        log::warn("%s", e.what());
+      }
+    };
+    hooks.on_failure = [&](const WorkerFailure& f) {
+      report(exit_code_of(f.wait_status), false,
+             cat("rank ", f.rank, " on node ", plan_.node_rank, " (host ", f.host, ", pid ", f.pid, "): ",
+                 describe_status(f.wait_status)));
+    };
+    hooks.on_stop_signal = [&](int s) {
+      report(128 + s, true, cat("node ", plan_.node_rank, "'s launcher got ", signal_name(s)));
+    };
+
     AttemptResult r;
     {
-      Attempt a(plan_, attempt, files_root, sigs, wrote_scratch_logs);
-      r = a.supervise();
+      Attempt a(plan_, attempt, files_root, sigs, wrote_scratch_logs, binding);
+      r = a.supervise(hooks);
     }
     if (wrote_scratch_logs) {
       scratch.keep();
       log::info("meshrun: redirected/teed logs are in %s", scratch.path().c_str());
+    }
+    if (nodes) {
+      RoundOutcome out;
+      try {
+        out = nodes->finish(attempt, interrupted);
+      } catch (const Error& e) {
+        log::error("%s", e.what());
+        if (r.failure) std::fputs(format_root_cause(*r.failure, attempt + 1, world).c_str(), stderr);
+        return r.failure ? exit_code_of(r.failure->wait_status) : 1;
+      }
+      if (!out.failed) {
+        nodes->leave(attempt);
+        return 0;
+      }
+      if (!out.stop && attempt < plan_.opts.max_restarts) {
+        log::warn("meshrun: restarting the worker group on every node (restart %d of %d) after: %s", attempt + 1,
+                  plan_.opts.max_restarts, out.cause.c_str());
+        continue;
+      }
+      if (r.failure) std::fputs(format_root_cause(*r.failure, attempt + 1, world).c_str(), stderr);
+      log::error("meshrun: job %s after %d attempt(s): %s; exiting with %d", out.stop ? "stopped" : "FAILED",
+                 attempt + 1, out.cause.c_str(), out.exit_code);
+      std::fflush(stderr);
+      nodes->leave(attempt);
+      return out.exit_code;
     }
     if (r.stop_signal) {
       if (r.failure) std::fputs(format_root_cause(*r.failure, attempt + 1, world).c_str(), stderr);
       log::warn("meshrun: stopped by %s; exiting with %d", signal_name(r.stop_signal).c_str(),
                 128 + r.stop_signal);
       return 128 + r.stop_signal;
+    }
+    if (!r.outside_stop.empty() && !r.failure) {
+      log::error("meshrun: %s; exiting with 1", r.outside_stop.c_str());
+      return 1;
     }
     if (!r.failure) return 0;
     if (attempt < plan_.opts.max_restarts) {

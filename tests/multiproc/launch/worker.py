@@ -22,7 +22,8 @@ def record(name, payload):
         f.write(payload if isinstance(payload, str) else json.dumps(payload))
 
 
-record("env", {k: os.environ.get(k) for k in KEYS} | {"pid": os.getpid(), "pgid": os.getpgrp()})
+record("env", {k: os.environ.get(k) for k in KEYS} | {"pid": os.getpid(), "pgid": os.getpgrp(),
+                                                     "cpus": sorted(os.sched_getaffinity(0))})
 
 if mode == "env":
     pass
