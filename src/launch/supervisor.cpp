@@ -42,13 +42,16 @@ struct AttemptResult {
   std::optional<WorkerFailure> failure;  // first worker failure, if any
   int stop_signal = 0;                   // a stop signal the launcher received, if any
   std::string outside_stop;              // why the workers were stopped from outside (another node, the store)
+  // A notice (SIGUSR1/SIGUSR2) forwarded to the workers. Workers that exit after it (the trainer checkpoints
+  // and exits 128+SIGUSR1 on Slurm's preemption warning) are not restarted: the job is being preempted.
+  int notice_signal = 0;
 };
 
 // What an attempt tells the rest of the launcher, and asks it, while it runs (multi-node coordination and
 // the store helper's health live outside the attempt).
 struct AttemptHooks {
   std::function<std::optional<std::string>()> poll;      // every --monitor-interval: a reason to stop, if any
-  std::function<void(const WorkerFailure&)> on_failure;  // the first local worker failure
+  std::function<void(const WorkerFailure&, int notice)> on_failure;  // the first local worker failure
   std::function<void(int)> on_stop_signal;               // the first stop signal to the launcher
 };
 
@@ -183,6 +186,7 @@ class Attempt {
             }
             stop_all(s);
           } else {
+            res.notice_signal = s;
             for (auto& w : workers_)
               if (w.running()) w.signal_group(s);
           }
@@ -207,7 +211,7 @@ class Attempt {
         res.failure = f;
         log::warn("meshrun: rank %d (pid %d) failed with %s; stopping the other workers", f.rank,
                   static_cast<int>(f.pid), describe_status(st).c_str());
-        if (hooks.on_failure) hooks.on_failure(f);
+        if (hooks.on_failure) hooks.on_failure(f, res.notice_signal);
         stop_all(SIGTERM);
       }
       if (hooks.poll && !stopping && Clock::now() >= next_poll) {
@@ -331,10 +335,10 @@ int Supervisor::run() {
         log::warn("%s", e.what());
       }
     };
-    hooks.on_failure = [&](const WorkerFailure& f) {
-      report(exit_code_of(f.wait_status), false,
+    hooks.on_failure = [&](const WorkerFailure& f, int notice) {
+      report(exit_code_of(f.wait_status), notice != 0,
              cat("rank ", f.rank, " on node ", plan_.node_rank, " (host ", f.host, ", pid ", f.pid, "): ",
-                 describe_status(f.wait_status)));
+                 describe_status(f.wait_status), notice ? cat(" after ", signal_name(notice)) : std::string()));
     };
     hooks.on_stop_signal = [&](int s) {
       report(128 + s, true, cat("node ", plan_.node_rank, "'s launcher got ", signal_name(s)));
@@ -385,6 +389,12 @@ int Supervisor::run() {
       return 1;
     }
     if (!r.failure) return 0;
+    if (r.notice_signal) {
+      log::warn("meshrun: rank %d exited with %s after %s was forwarded (a preemption notice): no restart; "
+                "exiting with %d", r.failure->rank, describe_status(r.failure->wait_status).c_str(),
+                signal_name(r.notice_signal).c_str(), exit_code_of(r.failure->wait_status));
+      return exit_code_of(r.failure->wait_status);
+    }
     if (attempt < plan_.opts.max_restarts) {
       log::warn("meshrun: restarting the worker group (restart %d of %d)", attempt + 1, plan_.opts.max_restarts);
       continue;

@@ -2,10 +2,16 @@
 # worker.py, a PyTorch gloo script); each case of launch_test.py is one ctest.
 set(_mt_launch_cases env_1 env_2 env_4 exit_code signal_death error_file restart_recovers restart_exhausted
     sigterm_forwarded sigterm_ignored no_orphans gloo_allreduce bad_input logs multinode_restart multinode_fail
-    multinode_gloo unreachable_master numa_binding)
+    multinode_gloo unreachable_master numa_binding preemption_notice)
 foreach(case IN LISTS _mt_launch_cases)
   add_test(NAME launch.${case}
            COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py
                    $<TARGET_FILE:meshrun> ${MESHTRAIN_TEST_PYTHON} ${case})
   set_tests_properties(launch.${case} PROPERTIES LABELS "multiproc;launch" TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
+
+# The other direction of the contract: our worker under torchrun (from the venv's PyTorch wheel), CPU backend.
+add_test(NAME launch.meshtrain_under_torchrun
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/torchrun_meshtrain_test.py
+                 ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR} ${MESHTRAIN_TEST_PYTHON})
+set_tests_properties(launch.meshtrain_under_torchrun PROPERTIES LABELS "multiproc;launch" TIMEOUT 600)

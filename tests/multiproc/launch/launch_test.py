@@ -147,6 +147,18 @@ def case_sigterm_forwarded():
     print("ok: SIGUSR1 forwarded (workers kept running), SIGTERM forwarded, rc 143, no restart")
 
 
+def case_preemption_notice():
+    # Workers that exit after a forwarded SIGUSR1 (Slurm's preemption warning) are not restarted.
+    m = start("--nproc-per-node", "2", "--max-restarts", "3", mode="preempt")
+    wait_for(lambda: len(records("ready")) == 2, what="workers ready")
+    m.send_signal(signal.SIGUSR1)
+    out, err = m.communicate(timeout=60)
+    check(m.returncode == 128 + 10, f"rc {m.returncode}\n{err}")
+    check(len(records("sig10")) == 2 and len(records("env")) == 2, f"restarted after the notice\n{err}")
+    check("no restart" in err, f"no word on the notice\n{err}")
+    print("ok: SIGUSR1 forwarded, workers exited 138, no restart, meshrun exits 138")
+
+
 def case_sigterm_ignored():
     m = start("--nproc-per-node", "2", "--shutdown-timeout", "1", args=("ignore",))
     wait_for(lambda: len(records("ready")) == 2, what="workers ready")
@@ -335,7 +347,7 @@ CASES = {
     "no_orphans": case_no_orphans, "gloo_allreduce": case_gloo_allreduce, "bad_input": case_bad_input,
     "logs": case_logs, "multinode_restart": case_multinode_restart, "multinode_fail": case_multinode_fail,
     "multinode_gloo": case_multinode_gloo, "unreachable_master": case_unreachable_master,
-    "numa_binding": case_numa_binding,
+    "numa_binding": case_numa_binding, "preemption_notice": case_preemption_notice,
 }
 
 if __name__ == "__main__":

@@ -79,5 +79,13 @@ elif mode == "hang":  # record signals received; `hang ignore` ignores SIGTERM
     record("ready", "")
     while True:
         time.sleep(0.05)
+elif mode == "preempt":  # like the trainer on Slurm's warning: checkpoint (here: a record), exit 128+SIGUSR1
+    def on_usr1(sig, _):
+        record("sig10", "")
+        sys.exit(128 + sig)
+    signal.signal(signal.SIGUSR1, on_usr1)
+    record("ready", "")
+    while True:
+        time.sleep(0.05)
 else:
     sys.exit(f"unknown mode {mode}")
