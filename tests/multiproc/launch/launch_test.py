@@ -178,10 +178,15 @@ def case_no_orphans():
     wait_for(lambda: len(records("ready")) == 4, what="workers ready")
     pids = [e["pid"] for e in records("env").values()]
     check(all(alive(p) for p in pids), "workers not running")
+    with open(f"/proc/{m.pid}/task/{m.pid}/children") as f:  # the workers and the store helper
+        children = [int(c) for c in f.read().split()]
+    helper = [c for c in children if c not in pids]
+    check(len(helper) == 1, f"expected one store helper among meshrun's children {children}")
     m.kill()  # SIGKILL: the launcher gets no chance to clean up; PDEATHSIG must do it
     m.wait()
-    wait_for(lambda: not any(alive(p) for p in pids), timeout=10, what="workers to die after kill -9 of meshrun")
-    print(f"ok: {len(pids)} workers gone after kill -9 of meshrun")
+    wait_for(lambda: not any(alive(p) for p in pids + helper), timeout=10,
+             what="workers and the store helper to die after kill -9 of meshrun")
+    print(f"ok: {len(pids)} workers and the store helper gone after kill -9 of meshrun")
 
 
 def case_gloo_allreduce():
