@@ -40,7 +40,8 @@ def timed(cmd, ok=(0,)):
 times = {(c, l): [] for c in cases for l in ("meshrun", "torchrun")}
 parts = {"meshrun --help": [], "LibTorch load (meshrun-store usage exit)": []}
 load0 = os.getloadavg()[0]
-for _ in range(rounds):
+for i in range(rounds):
+    print(f"round {i + 1}/{rounds}", file=sys.stderr, flush=True)
     for c, args in cases.items():
         for l, exe in (("meshrun", meshrun), ("torchrun", torchrun)):
             times[(c, l)].append(timed([exe, *args]))
