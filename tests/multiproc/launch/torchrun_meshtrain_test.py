@@ -35,5 +35,9 @@ assert re.search(r"\| world 2 \|", p.stdout), "the trainer did not see a world o
 losses = [float(m) for m in re.findall(r"step\s+\d+/%d \| loss ([0-9.]+)" % steps, p.stdout)]
 assert len(losses) >= steps, f"expected {steps} logged steps, got {losses}"
 assert all(0 < l < 10 for l in losses), losses
+# Both ranks end with the same parameters: their gradients were averaged through the communicator that
+# found its peer through torchrun's store.
+sums = re.findall(r"\[rank (\d)\] parameter checksum (\w+) after step %d" % steps, p.stdout)
+assert sorted(r for r, _ in sums) == ["0", "1"] and len({c for _, c in sums}) == 1, sums
 subprocess.run(["rm", "-rf", work])
 print(f"torchrun + meshtrain train: {steps} steps on 2 CPU ranks, losses {losses}: ok")
