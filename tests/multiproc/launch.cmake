@@ -10,6 +10,12 @@ foreach(case IN LISTS _mt_launch_cases)
   set_tests_properties(launch.${case} PROPERTIES LABELS "multiproc;launch" TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
 
+# Default NUMA binding on a real GPU node's /sys (skips with 77 elsewhere).
+add_test(NAME launch.numa_binding_gpu
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py
+                 $<TARGET_FILE:meshrun> ${MESHTRAIN_TEST_PYTHON} numa_binding_gpu)
+set_tests_properties(launch.numa_binding_gpu PROPERTIES LABELS "gpu;multiproc;launch" TIMEOUT 120 SKIP_RETURN_CODE 77)
+
 # The other direction of the contract: our worker under torchrun (from the venv's PyTorch wheel), CPU backend.
 add_test(NAME launch.meshtrain_under_torchrun
          COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/torchrun_meshtrain_test.py

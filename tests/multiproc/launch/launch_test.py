@@ -329,6 +329,45 @@ def case_numa_binding():
     print("ok: workers pinned near their GPUs, shown first in their logs; none = inherited; a clear line otherwise")
 
 
+def cpulist(text):
+    cpus = []
+    for part in filter(None, text.strip().split(",")):
+        lo, _, hi = part.partition("-")
+        cpus += range(int(lo), int(hi or lo) + 1)
+    return cpus
+
+
+def case_numa_binding_gpu():
+    # The real /sys of a GPU node: each worker's affinity is its GPU's NUMA node (read here independently)
+    # intersected with ours. Skips (77) without an NVIDIA GPU.
+    pci = "/sys/bus/pci/devices"
+    def read(path):
+        with open(path) as f:
+            return f.read().strip()
+    gpus = sorted(d for d in os.listdir(pci) if read(f"{pci}/{d}/vendor") == "0x10de" and
+                  read(f"{pci}/{d}/class").startswith("0x03"))
+    if not gpus:
+        print("skip: no NVIDIA GPU in /sys/bus/pci/devices")
+        sys.exit(77)
+    env = dict(ENV)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    n = min(len(gpus), 2)
+    p = run("--nproc-per-node", str(n), env=env)
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    allowed = set(os.sched_getaffinity(0))
+    for r in range(n):
+        node = int(read(f"{pci}/{gpus[r]}/numa_node"))
+        near = cpulist(read(f"/sys/devices/system/node/node{node}/cpulist")) if node >= 0 else \
+            cpulist(read(f"{pci}/{gpus[r]}/local_cpulist"))
+        want = sorted(allowed & set(near)) or sorted(allowed)
+        got = records("env")[(r, 0)]["cpus"]
+        check(got == want, f"rank {r} (GPU {gpus[r]}, node {node}): cpus {got}, expected {want}", p)
+        first = [l for l in p.stderr.splitlines() if l.startswith(f"[rank {r}]:")][0]
+        check(f"GPU {r} ({gpus[r]}" in first and "(--numa-binding node)" in first, f"first line {first!r}", p)
+    print(f"ok: {n} worker(s) pinned to their GPU's NUMA node by default: " +
+          "; ".join(l for l in p.stderr.splitlines() if "--numa-binding node" in l))
+
+
 def case_logs():
     logdir = os.path.join(OUT, "logs")
     p = run("--nproc-per-node", "2", "--log-dir", logdir, "--run-id", "job1", "--local-ranks-filter", "1",
@@ -352,7 +391,7 @@ CASES = {
     "no_orphans": case_no_orphans, "gloo_allreduce": case_gloo_allreduce, "bad_input": case_bad_input,
     "logs": case_logs, "multinode_restart": case_multinode_restart, "multinode_fail": case_multinode_fail,
     "multinode_gloo": case_multinode_gloo, "unreachable_master": case_unreachable_master,
-    "numa_binding": case_numa_binding, "preemption_notice": case_preemption_notice,
+    "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu, "preemption_notice": case_preemption_notice,
 }
 
 if __name__ == "__main__":
