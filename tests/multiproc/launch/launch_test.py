@@ -282,6 +282,39 @@ def case_multinode_gloo():
     print("ok: gloo all_reduce over 2 launchers x 2 workers")
 
 
+def case_multinode_stop():
+    # SIGTERM to node 1's launcher stops the job on both nodes, with no restart.
+    port = free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
+              "--max-restarts", "3"]
+    procs = [subprocess.Popen([MESHRUN, *common, "--node-rank", str(n), WORKER, "hang", OUT], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=ENV) for n in (0, 1)]
+    wait_for(lambda: len(records("ready")) == 4, what="4 workers ready")
+    procs[1].send_signal(signal.SIGTERM)
+    outs = [p.communicate(timeout=60) for p in procs]
+    for n, p in enumerate(procs):
+        check(p.returncode == 143, f"node {n} rc {p.returncode}\n{outs[n][1]}")
+    check("job stopped after 1 attempt(s): node 1's launcher got SIGTERM" in outs[0][1], f"node 0:\n{outs[0][1]}")
+    check(len(records("env")) == 4 and len(records("sig15")) == 4, "restarted, or a worker missed SIGTERM")
+    print("ok: SIGTERM to node 1 stopped both nodes (rc 143), no restart")
+
+
+def case_store_lost():
+    # The store helper dies mid-run: meshrun stops the workers and says so, rather than leaving them to hang.
+    m = start("--nproc-per-node", "2", "--max-restarts", "3")
+    wait_for(lambda: len(records("ready")) == 2, what="workers ready")
+    pids = [e["pid"] for e in records("env").values()]
+    with open(f"/proc/{m.pid}/task/{m.pid}/children") as f:
+        helper = [int(c) for c in f.read().split() if int(c) not in pids]
+    check(len(helper) == 1, f"no store helper among meshrun's children")
+    os.kill(helper[0], signal.SIGKILL)
+    out, err = m.communicate(timeout=60)
+    check(m.returncode == 1, f"rc {m.returncode}\n{err}")
+    check(f"the rendezvous store (meshrun-store, pid {helper[0]}) exited with signal SIGKILL" in err, err)
+    check(not any(alive(p) for p in pids), "workers survived the store")
+    print("ok: store helper killed: workers stopped, meshrun exits 1 naming it")
+
+
 def case_unreachable_master():
     port = free_port()
     t0 = time.time()
@@ -391,7 +424,8 @@ CASES = {
     "no_orphans": case_no_orphans, "gloo_allreduce": case_gloo_allreduce, "bad_input": case_bad_input,
     "logs": case_logs, "multinode_restart": case_multinode_restart, "multinode_fail": case_multinode_fail,
     "multinode_gloo": case_multinode_gloo, "unreachable_master": case_unreachable_master,
-    "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu, "preemption_notice": case_preemption_notice,
+    "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu,
+    "multinode_stop": case_multinode_stop, "store_lost": case_store_lost, "preemption_notice": case_preemption_notice,
 }
 
 if __name__ == "__main__":
