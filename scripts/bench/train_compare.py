@@ -45,10 +45,13 @@ def main():
         preset, batch, seq, layers = SHAPES[name]
         common = ["--preset", preset, "--batch", str(batch), "--seq", str(seq), "--layers", str(layers),
                   "--steps", str(a.steps)]
+        torch_cmd = [sys.executable, os.path.join(HERE, "train_torch.py")] + common
         runs = [("meshtrain", [a.meshtrain, "bench", "train"] + common),
-                ("pytorch-eager", [sys.executable, os.path.join(HERE, "train_torch.py")] + common)]
+                # The same run holding the full logits (train.loss_chunk_mb 0), as PyTorch does.
+                ("meshtrain-full-logits", [a.meshtrain, "bench", "train", "--set", "train.loss_chunk_mb=0"] + common),
+                ("pytorch-eager", torch_cmd)]
         if not a.no_compile:
-            runs.append(("pytorch-compile", runs[1][1] + ["--compile"]))
+            runs.append(("pytorch-compile", torch_cmd + ["--compile"]))
         for impl, cmd in runs:
             js = os.path.join(a.out, f"{name}.{impl}.json")
             if run(cmd + ["--json", js], os.path.join(a.out, f"{name}.{impl}.log")):
@@ -61,7 +64,7 @@ def main():
         eager = next((r for r in rows if r["shape"] == name and r["impl"] == "pytorch-eager"), None)
         for r in (r for r in rows if r["shape"] == name):
             ratio = r["tokens_per_s"] / eager["tokens_per_s"] if eager else float("nan")
-            print(f"{name:16s} {r['impl']:16s} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% "
+            print(f"{name:16s} {r['impl']:22s} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% "
                   f"{r['peak_memory_bytes'] / 2**30:9.2f} {ratio:9.3f}")
 
 

@@ -36,16 +36,17 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       const int64_t n = std::min(chunk_rows, N - r0);
       auto xi = xc.narrow(0, r0, n);
       auto ti = targets.narrow(0, r0, n).unsqueeze(1);               // [n, 1]
-      auto logits = at::mm(xi, wc.t()).to(acc);                       // [n, V]
-      auto lse = at::logsumexp(logits, 1, /*keepdim=*/true);          // [n, 1]
-      loss += (lse - logits.gather(1, ti)).sum();
+      // The same kernels as cross_entropy's forward and backward, on one chunk: log-softmax in fp32, the
+      // target's −log p, then ∂(mean loss)/∂logits = softmax − onehot/N through log-softmax's backward.
+      auto logp = at::_log_softmax(at::mm(xi, wc.t()).to(acc), 1, /*half_to_float=*/false);  // [n, V]
+      loss -= logp.gather(1, ti).sum();
       if (!want_grad) continue;
-      // ∂(mean loss)/∂logits = (softmax − onehot) / N, computed in place over the chunk's logits.
-      logits.sub_(lse).exp_();
-      logits.scatter_add_(1, ti, at::full({n, 1}, -1.0, logits.options()));
-      logits.div_(static_cast<double>(N));
-      auto g = logits.to(compute);                                    // [n, V]
-      gx.narrow(0, r0, n).copy_(at::mm(g, wc));
+      auto go = at::zeros_like(logp).scatter_(1, ti, -1.0 / static_cast<double>(N));
+      auto g = at::_log_softmax_backward_data(go, logp, 1, compute);  // [n, V] in the compute dtype
+      logp.reset();
+      go.reset();
+      auto gxi = gx.narrow(0, r0, n);
+      at::mm_out(gxi, g, wc);
       gw.add_(at::mm(g.t(), xi));
     }
     if (want_grad) ctx->save_for_backward({gx, gw});
@@ -74,7 +75,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, c
   const auto dev = x.device().type();
   const at::ScalarType compute = at::autocast::is_autocast_enabled(dev) ? at::autocast::get_autocast_dtype(dev)
                                                                          : x.scalar_type();
-  if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{512} << 20) / (4 * weight.size(0)));
+  MT_CHECK(chunk_rows > 0, "linear_cross_entropy: chunk_rows must be > 0");
   if (x.size(0) == 0) return at::zeros({}, x.options().dtype(at::kFloat));
   return LinearCrossEntropy::apply(x, weight, targets, chunk_rows, compute)[0];
 }

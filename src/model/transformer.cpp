@@ -59,7 +59,12 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
 
 at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
   auto h = hidden(tokens);
-  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), head_weight(), targets.reshape({-1}));
+  if (loss_chunk_bytes_ <= 0) {
+    auto logits = at::linear(h, head_weight());
+    return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
+  }
+  const int64_t rows = std::max<int64_t>(1, loss_chunk_bytes_ / (4 * cfg_.vocab_size));
+  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), head_weight(), targets.reshape({-1}), rows);
 }
 
 void TransformerImpl::init_weights(int64_t seed) {

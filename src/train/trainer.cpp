@@ -178,6 +178,7 @@ void TrainingRun::setup_model_and_optimizer() {
   net_->materialize(device_, cfg_.train.seed);
   net_->train();
   if (cfg_.train.activation_checkpointing) net_->set_block_runner(model::activation_checkpointing_runner());
+  net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
   std::vector<AdamW::Param> opt_params;
   std::vector<parallel::DataParallel::Param> dp_params;
   for (auto& item : net_->named_parameters()) {

@@ -17,7 +17,7 @@
 namespace meshtrain::model {
 
 // x: [N, d], weight: [V, d], targets: [N] int64 → scalar mean loss (fp32; fp64 for fp64 inputs).
-// `chunk_rows` 0 = about 512 MiB of fp32 logits per chunk. Differentiable w.r.t. x and weight.
+// `chunk_rows` rows per chunk (> 0). Differentiable w.r.t. x and weight.
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets,
                                 int64_t chunk_rows = 0);
 

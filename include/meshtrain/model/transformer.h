@@ -30,9 +30,12 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr);
   // The output projection's weight [V, D]: lm_head's, or the token embedding when tied.
   const at::Tensor& head_weight() const { return lm_head ? lm_head->weight : tok_embed->weight; }
-  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T], through the chunked
-  // head + loss (linear_cross_entropy.h): the full logits are never materialised.
+  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T]. With a chunk size set,
+  // through the chunked head + loss (linear_cross_entropy.h: the full logits never exist); with 0, as
+  // cross_entropy(linear(h).float()) — full logits, as plain PyTorch does.
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
+  // Bytes of fp32 logits per loss chunk; 0 = no chunking.
+  void set_loss_chunk_bytes(int64_t bytes) { loss_chunk_bytes_ = bytes; }
 
   // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
   void init_weights(int64_t seed);
@@ -62,6 +65,7 @@ class TransformerImpl : public torch::nn::Module {
   ModelConfig cfg_;
   at::Tensor inv_freq_;  // RoPE (llama), buffer [hd/2]
   BlockRunner runner_;
+  int64_t loss_chunk_bytes_ = 0;
 };
 TORCH_MODULE(Transformer);
 
