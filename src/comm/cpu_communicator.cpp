@@ -80,6 +80,11 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     }
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_UNIX")) opts_.same_host_unix = *v != 0;
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SHM")) opts_.same_host_shm = *v != 0;
+    if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SHM_SEGMENT")) {
+      MT_USER_CHECK(*v >= 4096 && *v % 64 == 0, "MESHTRAIN_CPU_COMM_SHM_SEGMENT=", *v,
+                    ": valid a multiple of 64 bytes, at least 4096");
+      shm_segment_bytes_ = static_cast<std::size_t>(*v);
+    }
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SOCKET_BUFFER")) {
       opts_.socket_buffer_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
@@ -114,7 +119,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       } else if (all_local_ && opts_.same_host_shm) {
         // Every rank takes this branch for the same op (same size, same all_local_), so the lazy, collective
         // arena set-up happens at the same point in every rank's op stream.
-        if (!arena_) arena_ = ShmArena::create(links_, ctx);
+        if (!arena_) arena_ = ShmArena::create(links_, ctx, shm_segment_bytes_);
         arena_->all_reduce(links_, t.data_ptr(), numel, t.scalar_type(), op, ctx);
       } else {
         ring::all_reduce(links_, t.data_ptr(), numel, t.scalar_type(), op, ctx);
@@ -444,6 +449,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   std::uint64_t split_count_ = 0;
   bool all_local_ = false;            // every peer on this host (set once in connect_peers)
   std::unique_ptr<ShmArena> arena_;   // op thread only; created by the first large all_reduce
+  std::size_t shm_segment_bytes_ = ShmArena::kDefaultSegmentBytes;  // env MESHTRAIN_CPU_COMM_SHM_SEGMENT
 
   std::mutex mu_;
   std::condition_variable cv_;

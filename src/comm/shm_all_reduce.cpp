@@ -18,8 +18,6 @@ namespace meshtrain::comm {
 
 namespace {
 
-constexpr std::size_t kArenaBytes = ShmArena::kSegmentBytes * ShmArena::kSlots;
-
 // RAII for a descriptor received or created here.
 struct Fd {
   int fd = -1;
@@ -100,22 +98,25 @@ Fd recv_fd(const Socket& s, const OpContext& ctx, int peer) {
   }
 }
 
-char* map_area(int fd, const OpContext& ctx) {
-  void* p = ::mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+char* map_area(int fd, std::size_t bytes, const OpContext& ctx) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw Error(cat(ctx.describe(), ": mmap of a shared-memory area failed: ", std::strerror(errno)));
   return static_cast<char*>(p);
 }
 
 }  // namespace
 
-std::unique_ptr<ShmArena> ShmArena::create(const PeerLinks& links, const OpContext& ctx) {
+std::unique_ptr<ShmArena> ShmArena::create(const PeerLinks& links, const OpContext& ctx, std::size_t segment_bytes) {
+  MT_CHECK(segment_bytes >= 4096 && segment_bytes % 64 == 0, "shared-memory segment of ", segment_bytes, " bytes");
   std::unique_ptr<ShmArena> a(new ShmArena());
+  a->segment_ = segment_bytes;
+  const std::size_t arena_bytes = segment_bytes * kSlots;
   a->maps_.assign(static_cast<std::size_t>(links.size), nullptr);
   Fd mine(::memfd_create("meshtrain-cpu-comm", MFD_CLOEXEC));
-  if (mine.fd < 0 || ::ftruncate(mine.fd, static_cast<off_t>(kArenaBytes)) != 0) {
+  if (mine.fd < 0 || ::ftruncate(mine.fd, static_cast<off_t>(arena_bytes)) != 0) {
     throw Error(cat(ctx.describe(), ": cannot create a shared-memory area: ", std::strerror(errno)));
   }
-  a->maps_[static_cast<std::size_t>(links.rank)] = map_area(mine.fd, ctx);
+  a->maps_[static_cast<std::size_t>(links.rank)] = map_area(mine.fd, arena_bytes, ctx);
   // Send to everyone first (one byte each always fits an idle socket), then receive: no ordering deadlock.
   for (int p = 0; p < links.size; ++p) {
     if (p != links.rank) send_fd(links.to(p), mine.fd, ctx, p);
@@ -123,14 +124,14 @@ std::unique_ptr<ShmArena> ShmArena::create(const PeerLinks& links, const OpConte
   for (int p = 0; p < links.size; ++p) {
     if (p == links.rank) continue;
     Fd theirs = recv_fd(links.to(p), ctx, p);
-    a->maps_[static_cast<std::size_t>(p)] = map_area(theirs.fd, ctx);
+    a->maps_[static_cast<std::size_t>(p)] = map_area(theirs.fd, arena_bytes, ctx);
   }
   return a;
 }
 
 ShmArena::~ShmArena() {
   for (char* m : maps_) {
-    if (m) ::munmap(m, kArenaBytes);
+    if (m) ::munmap(m, segment_ * kSlots);
   }
 }
 
@@ -140,7 +141,7 @@ void ShmArena::all_reduce(const PeerLinks& links, void* buf, std::size_t numel, 
   const int r = links.rank;
   const std::size_t es = dtype_size(dtype);
   if (numel == 0) return;
-  const std::size_t seg_elems = kSegmentBytes / es;
+  const std::size_t seg_elems = segment_ / es;
   const std::size_t nseg = (numel + seg_elems - 1) / seg_elems;
   char* out = static_cast<char*>(buf);
   // Slots keep rotating across ops: the next op's first copy_in must not hit the slot a slower rank may still

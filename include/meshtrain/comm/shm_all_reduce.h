@@ -7,7 +7,7 @@
 // owner straight from the peers' pages, and copied out once. With 4 ranks on 2 cores that halves the memory
 // traffic and removes most context switches (docs/comm.md has the figures).
 //
-// Algorithm, per segment of at most kSegmentBytes (three staging slots rotate, so one barrier per segment):
+// Algorithm, per segment of at most segment_bytes (three staging slots rotate, so one barrier per segment):
 //   step t: barrier; copy_out(t-1); reduce(t); copy_in(t+1)
 //   copy_in(k):  this rank's segment k → its slot k%3 (slots continue rotating from one op to the next)
 //   reduce(k):   its slice r of segment k = op over ranks 0..n-1 (in that order, fp32 accumulation for half
@@ -33,17 +33,21 @@ namespace meshtrain::comm {
 
 class ShmArena {
  public:
-  static constexpr std::size_t kSegmentBytes = std::size_t(4) << 20;
+  // 256 KiB: 3 slots × 4 ranks stay near the L2/L3 working set; larger segments measured slower and noisier
+  // on the 2-core CI VM, smaller ones add barriers (docs/comm.md).
+  static constexpr std::size_t kDefaultSegmentBytes = std::size_t(256) << 10;
   static constexpr int kSlots = 3;
 
-  // Collective over `links` (all peers must be Unix-socket connected): creates this rank's area, exchanges
-  // the descriptors, maps every rank's area. Pages are touched lazily, so an unused arena costs no memory.
-  static std::unique_ptr<ShmArena> create(const PeerLinks& links, const OpContext& ctx);
+  // Collective over `links` (all peers must be Unix-socket connected): creates this rank's area of kSlots
+  // segments, exchanges the descriptors, maps every rank's area. `segment_bytes` must be equal on every rank.
+  static std::unique_ptr<ShmArena> create(const PeerLinks& links, const OpContext& ctx,
+                                          std::size_t segment_bytes = kDefaultSegmentBytes);
   ~ShmArena();
   ShmArena(const ShmArena&) = delete;
   ShmArena& operator=(const ShmArena&) = delete;
 
-  char* slot(int rank, int s) const { return maps_[static_cast<std::size_t>(rank)] + static_cast<std::size_t>(s) * kSegmentBytes; }
+  std::size_t segment_bytes() const { return segment_; }
+  char* slot(int rank, int s) const { return maps_[static_cast<std::size_t>(rank)] + static_cast<std::size_t>(s) * segment_; }
 
   // In place on `buf` (numel elements of `dtype`), every rank of `links` calling it.
   void all_reduce(const PeerLinks& links, void* buf, std::size_t numel, c10::ScalarType dtype, ReduceOp op,
@@ -51,8 +55,9 @@ class ShmArena {
 
  private:
   ShmArena() = default;
-  std::vector<char*> maps_;
-  std::uint64_t first_ = 0;  // slot of the next op's first segment (mod kSlots)  // per rank, kSlots × kSegmentBytes each; munmap'ed in the destructor
+  std::size_t segment_ = kDefaultSegmentBytes;
+  std::vector<char*> maps_;  // per rank, kSlots × segment_ bytes each; munmap'ed in the destructor
+  std::uint64_t first_ = 0;  // slot of the next op's first segment (mod kSlots)
 };
 
 }  // namespace meshtrain::comm

@@ -43,7 +43,7 @@ void run_ranks(int n, const std::string& group, const std::function<void(int, Co
 }
 
 // Segment boundaries: just under, at and over one segment, several segments plus a ragged tail.
-const int64_t kSeg = static_cast<int64_t>(ShmArena::kSegmentBytes / 4);
+const int64_t kSeg = static_cast<int64_t>(ShmArena::kDefaultSegmentBytes / 4);
 const std::vector<int64_t> kSizes = {20000, kSeg - 1, kSeg, kSeg + 7, 3 * kSeg + 12345, 100003};
 
 }  // namespace
