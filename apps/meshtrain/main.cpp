@@ -6,10 +6,13 @@
 //   meshtrain generate CKPT --prompt TEXT   sample from a checkpoint
 //   meshtrain bench comm [options]          collective benchmark (under meshrun, one process per rank)
 //   meshtrain bench train [options]         training throughput on synthetic tokens
+//   meshtrain topo [CONFIG] [options]       GPU link matrix, affinities, NVLink cliques and rank placement
 #include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -20,7 +23,9 @@
 #include "meshtrain/comm/bench.h"
 #include "meshtrain/train/bench_train.h"
 #include "meshtrain/comm/cpu_communicator.h"
+#include "meshtrain/comm/placement.h"
 #include "meshtrain/comm/store.h"
+#include "meshtrain/comm/topology.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
@@ -254,6 +259,94 @@ int cmd_bench_comm(int argc, char** argv) {
   return 0;
 }
 
+
+int cmd_topo(int argc, char** argv) {
+  cxxopts::Options o("meshtrain topo",
+                     "Print this node's GPU link matrix (nvidia-smi topo style), NUMA and CPU affinity, the NVLink "
+                     "cliques, and the local-rank → GPU placement a run would use: every tensor-parallel group "
+                     "inside an NVLink clique, data-parallel across. Works without GPUs (then only a --fixture "
+                     "has something to show).");
+  o.add_options()("fixture", "read the topology from a JSON file (tests/fixtures/topology/*.json) instead of NVML",
+                  cxxopts::value<std::string>())(
+      "tp", "tensor-parallel size (default: the config's parallel.tp, else 1)", cxxopts::value<int>())(
+      "nproc", "local ranks on the node (default: LOCAL_WORLD_SIZE, else the number of GPUs)", cxxopts::value<int>())(
+      "nnodes", "nodes in the job (world size = nnodes × nproc)", cxxopts::value<int>()->default_value("1"))(
+      "node", "which node to place (0 … nnodes-1)", cxxopts::value<int>()->default_value("0"))(
+      "allow-slow-tp", "place tp groups over PCIe when no NVLink clique fits (parallel.allow_slow_tp)")(
+      "set", "override a config value: section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
+      "json", "print the topology and placement as JSON")(
+      "save", "also write the topology as a JSON fixture to FILE", cxxopts::value<std::string>())(
+      "h,help", "show this help")("config", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"config"});
+  o.positional_help("[CONFIG]");
+  auto r = parse(o, argc, argv);
+  Config cfg;
+  const auto configs = r.count("config") ? r["config"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  MT_USER_CHECK(configs.size() <= 1, "meshtrain topo: at most one CONFIG file, got ", configs.size());
+  if (!configs.empty()) {
+    cfg = load_config(configs[0], r.count("set") ? r["set"].as<std::vector<std::string>>() : std::vector<std::string>{});
+  }
+  if (r.count("tp")) cfg.parallel.tp = r["tp"].as<int>();
+  if (r.count("allow-slow-tp")) cfg.parallel.allow_slow_tp = true;
+
+  const comm::Topology topo = r.count("fixture") ? comm::load_topology(r["fixture"].as<std::string>())
+                                                 : comm::detect_topology();
+  if (r.count("save")) comm::save_topology(topo, r["save"].as<std::string>());
+  const auto env_local = comm::env_int(comm::process_env(), "LOCAL_WORLD_SIZE");
+  const int nproc = r.count("nproc") ? r["nproc"].as<int>()
+                    : env_local      ? static_cast<int>(*env_local)
+                                     : std::max(1, topo.num_gpus());
+  const int nnodes = r["nnodes"].as<int>();
+  MT_USER_CHECK(nproc >= 1 && nnodes >= 1, "meshtrain topo: --nproc and --nnodes must be ≥ 1");
+  const int node = r["node"].as<int>();
+  MT_USER_CHECK(node >= 0 && node < nnodes, "meshtrain topo: --node ", node, " is not in [0, ", nnodes, ")");
+  const comm::MeshShape shape = comm::MeshShape::from_config(cfg.parallel, nproc * nnodes);
+
+  if (!r.count("json")) {
+    if (topo.num_gpus() == 0) {
+      std::printf("No NVIDIA GPU on this machine: %s.\nShow a fixture instead: meshtrain topo --fixture "
+                  "tests/fixtures/topology/dgx_a100.json --tp 4\n",
+                  topo.source.c_str());
+      return 0;
+    }
+    std::printf("%s  [%s]\n\n%s\n", topo.system.c_str(), topo.source.c_str(),
+                comm::format_topology_matrix(topo).c_str());
+    std::string cliques;
+    for (const auto& c : topo.nvlink_cliques()) {
+      std::string g;
+      for (int i : c) g += cat(g.empty() ? "" : ",", i);
+      cliques += cat(cliques.empty() ? "" : " ", "{", g, "}");
+    }
+    std::printf("NVLink cliques: %s (largest: %d GPUs)\n\n", cliques.c_str(), topo.largest_clique());
+    std::printf("Placement for mesh %s, %d local rank(s) on node %d of %d:\n", shape.describe().c_str(), nproc, node,
+                nnodes);
+    std::fflush(stdout);  // the matrix stays visible above a placement error
+  }
+  const comm::Placement p = comm::place_tp(topo, shape, nproc, node, cfg.parallel.allow_slow_tp);
+  if (r.count("json")) {
+    std::string ranks, groups;
+    for (int g : p.gpu_of_local_rank) ranks += cat(ranks.empty() ? "" : ", ", g);
+    for (const auto& g : p.groups) {
+      std::string m;
+      for (int x : g) m += cat(m.empty() ? "" : ", ", x);
+      groups += cat(groups.empty() ? "" : ", ", "[", m, "]");
+    }
+    std::printf("{\"topology\": %s, \"placement\": {\"mesh\": \"%s\", \"gpu_of_local_rank\": [%s], \"tp_groups\": [%s], "
+                "\"tp_on_nvlink\": %s, \"note\": %s}}\n",
+                comm::topology_to_json(topo).c_str(), shape.describe().c_str(), ranks.c_str(), groups.c_str(),
+                p.groups_on_nvlink ? "true" : "false", nlohmann::json(p.note).dump().c_str());
+    return 0;
+  }
+  std::printf("%s", p.describe(topo).c_str());
+  for (int lr = 0; lr < nproc; ++lr) {
+    const int gpu = p.gpu_of_local_rank[static_cast<std::size_t>(lr)];
+    const auto& g = topo.gpus[static_cast<std::size_t>(gpu)];
+    std::printf("local rank %d → GPU %d (%s), NUMA %d, CPUs %s\n", lr, gpu, g.pci_bus_id.c_str(), g.numa_node,
+                g.cpus.empty() ? "N/A" : comm::format_cpu_list(g.cpus).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,6 +367,7 @@ int main(int argc, char** argv) {
       if (what == "train") return cmd_bench_train(argc - 1, argv + 1);
       throw UserError("meshtrain bench: expected `comm` or `train`, given '" + what + "'");
     }
+    if (cmd == "topo") return cmd_topo(argc - 1, argv + 1);
     std::fprintf(stderr, "meshtrain: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {

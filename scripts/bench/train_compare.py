@@ -59,7 +59,7 @@ def main():
                 r.update(impl=impl, shape=name)
                 rows.append(r)
     json.dump(rows, open(os.path.join(a.out, "train_compare.json"), "w"), indent=1)
-    print(f"{"shape":16s} {'impl':16s} {'tokens/s':>10s} {'MFU':>7s} {'peak GiB':>9s} {'vs eager':>9s}")
+    print(f"{'shape':16s} {'impl':22s} {'tokens/s':>10s} {'MFU':>7s} {'peak GiB':>9s} {'vs eager':>9s}")
     for name in a.shapes.split(","):
         eager = next((r for r in rows if r["shape"] == name and r["impl"] == "pytorch-eager"), None)
         for r in (r for r in rows if r["shape"] == name):

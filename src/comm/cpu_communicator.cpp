@@ -12,12 +12,14 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "meshtrain/comm/cpu_work.h"
 #include "meshtrain/comm/direct.h"
 #include "meshtrain/comm/reduce_kernels.h"
 #include "meshtrain/comm/ring.h"
+#include "meshtrain/comm/shm_all_reduce.h"
 #include "meshtrain/comm/transfer.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -77,6 +79,12 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       opts_.small_message_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_UNIX")) opts_.same_host_unix = *v != 0;
+    if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SHM")) opts_.same_host_shm = *v != 0;
+    if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SHM_SEGMENT")) {
+      MT_USER_CHECK(*v >= 4096 && *v % 64 == 0, "MESHTRAIN_CPU_COMM_SHM_SEGMENT=", *v,
+                    ": valid a multiple of 64 bytes, at least 4096");
+      shm_segment_bytes_ = static_cast<std::size_t>(*v);
+    }
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SOCKET_BUFFER")) {
       opts_.socket_buffer_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
@@ -108,6 +116,11 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       }
       if (nbytes <= opts_.small_message_bytes) {
         direct::all_reduce(links_, t.data_ptr(), numel, t.scalar_type(), op, ctx);
+      } else if (all_local_ && opts_.same_host_shm) {
+        // Every rank takes this branch for the same op (same size, same all_local_), so the lazy, collective
+        // arena set-up happens at the same point in every rank's op stream.
+        if (!arena_) arena_ = ShmArena::create(links_, ctx, shm_segment_bytes_);
+        arena_->all_reduce(links_, t.data_ptr(), numel, t.scalar_type(), op, ctx);
       } else {
         ring::all_reduce(links_, t.data_ptr(), numel, t.scalar_type(), op, ctx);
       }
@@ -416,6 +429,15 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       tune(s);
       links_.sockets[static_cast<std::size_t>(hello.rank)] = std::move(s);
     }
+    // All peers on Unix sockets ⇔ every rank shares this host (host keys are equal pairwise, hence for all).
+    all_local_ = true;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      int domain = 0;
+      socklen_t len = sizeof domain;
+      const Socket& s = links_.sockets[static_cast<std::size_t>(p)];
+      if (::getsockopt(s.fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX) all_local_ = false;
+    }
     log::debug("cpu communicator '%s': rank %d of %d connected (%s:%u)", group_.c_str(), r, n, host.c_str(),
                static_cast<unsigned>(listener.local_port()));
   }
@@ -425,6 +447,9 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   CpuCommOptions opts_;
   PeerLinks links_;
   std::uint64_t split_count_ = 0;
+  bool all_local_ = false;            // every peer on this host (set once in connect_peers)
+  std::unique_ptr<ShmArena> arena_;   // op thread only; created by the first large all_reduce
+  std::size_t shm_segment_bytes_ = ShmArena::kDefaultSegmentBytes;  // env MESHTRAIN_CPU_COMM_SHM_SEGMENT
 
   std::mutex mu_;
   std::condition_variable cv_;

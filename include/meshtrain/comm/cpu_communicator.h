@@ -29,6 +29,10 @@ struct CpuCommOptions {
   // Peers on the same host (and network namespace) connect through abstract Unix sockets rather than TCP over
   // loopback (env MESHTRAIN_CPU_COMM_UNIX=0 forces TCP).
   bool same_host_unix = true;
+  // When every rank of the communicator is on this host (all peers over Unix sockets), all_reduce above
+  // small_message_bytes goes through shared memory (shm_all_reduce.h) instead of the ring (env
+  // MESHTRAIN_CPU_COMM_SHM=0 turns it off). Must be set alike on every rank.
+  bool same_host_shm = true;
   // SO_SNDBUF/SO_RCVBUF of every peer socket; 0 leaves the kernel's autotuning on (env
   // MESHTRAIN_CPU_COMM_SOCKET_BUFFER overrides).
   std::size_t socket_buffer_bytes = 0;

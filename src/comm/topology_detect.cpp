@@ -1,0 +1,258 @@
+// detect_topology(): NVML through dlopen (so no binary links libnvidia-ml and the CPU build runs anywhere),
+// else sysfs. The NVML declarations below are the few we call, copied from nvml.h's ABI (stable since R450):
+// handles are opaque pointers, return codes ints, NVML_SUCCESS = 0.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "meshtrain/comm/topology.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+
+namespace meshtrain::comm {
+
+namespace {
+
+using nvmlDevice_t = struct nvmlDevice_st*;
+constexpr int NVML_SUCCESS = 0;
+constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;  // nvmlGpuP2PCapsIndex_t
+constexpr int NVML_P2P_STATUS_OK = 0;          // nvmlGpuP2PStatus_t
+constexpr int NVML_FEATURE_ENABLED = 1;        // nvmlEnableState_t
+constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0;
+constexpr int NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
+constexpr unsigned kMaxNvLinks = 18;  // NVML_NVLINK_MAX_LINKS (H100); older GPUs answer "invalid" above theirs
+
+// nvmlPciInfo_t (v3); padded so a later, larger struct can never overrun us.
+struct NvmlPciInfo {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+  char reserved[192];
+};
+
+struct Nvml {
+  void* lib = nullptr;
+  int (*init)() = nullptr;
+  int (*shutdown)() = nullptr;
+  int (*count)(unsigned*) = nullptr;
+  int (*handle)(unsigned, nvmlDevice_t*) = nullptr;
+  int (*name)(nvmlDevice_t, char*, unsigned) = nullptr;
+  int (*pci)(nvmlDevice_t, NvmlPciInfo*) = nullptr;
+  int (*p2p)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
+  int (*ancestor)(nvmlDevice_t, nvmlDevice_t, int*) = nullptr;
+  int (*affinity)(nvmlDevice_t, unsigned, unsigned long*) = nullptr;
+  int (*link_state)(nvmlDevice_t, unsigned, int*) = nullptr;
+  int (*link_remote_pci)(nvmlDevice_t, unsigned, NvmlPciInfo*) = nullptr;  // optional
+  int (*link_remote_type)(nvmlDevice_t, unsigned, int*) = nullptr;         // optional (R460+)
+
+  Nvml() = default;
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
+  ~Nvml() {
+    if (shutdown) shutdown();
+    if (lib) ::dlclose(lib);
+  }
+};
+
+template <typename F>
+bool sym(void* lib, const char* name, F* out) {
+  *out = reinterpret_cast<F>(::dlsym(lib, name));
+  return *out != nullptr;
+}
+
+// "00000000:07:00.0" / "0000:07:00.0" → "0000:07:00.0" lower case (sysfs's form), for comparisons.
+std::string normal_bus_id(const std::string& id) {
+  std::string s = id;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto colon = s.find(':');
+  if (colon != std::string::npos && colon > 4) s = s.substr(colon - 4);
+  return s;
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+int sysfs_numa_node(const std::string& bus_id) {
+  const std::string s = read_line("/sys/bus/pci/devices/" + normal_bus_id(bus_id) + "/numa_node");
+  try {
+    return s.empty() ? -1 : std::max(-1, std::stoi(s));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+PcieLevel level_from_nvml(int v) {
+  switch (v) {
+    case 0:   // NVML_TOPOLOGY_INTERNAL: two GPUs on one board
+    case 10:  // NVML_TOPOLOGY_SINGLE
+      return PcieLevel::PIX;
+    case 20: return PcieLevel::PXB;   // NVML_TOPOLOGY_MULTIPLE
+    case 30: return PcieLevel::PHB;   // NVML_TOPOLOGY_HOSTBRIDGE
+    case 40: return PcieLevel::NODE;  // NVML_TOPOLOGY_NODE
+    case 50: return PcieLevel::SYS;   // NVML_TOPOLOGY_SYSTEM
+    default: return PcieLevel::Unknown;
+  }
+}
+
+Topology empty_topology(int n, std::string source) {
+  Topology t;
+  t.source = std::move(source);
+  t.gpus.resize(static_cast<std::size_t>(n));
+  t.nvlinks.assign(static_cast<std::size_t>(n), std::vector<int>(static_cast<std::size_t>(n), 0));
+  t.pcie.assign(static_cast<std::size_t>(n), std::vector<PcieLevel>(static_cast<std::size_t>(n), PcieLevel::Unknown));
+  for (int i = 0; i < n; ++i) t.pcie[static_cast<std::size_t>(i)][static_cast<std::size_t>(i)] = PcieLevel::Self;
+  return t;
+}
+
+// Returns false (with `why`) when NVML is not usable here.
+bool detect_nvml(Topology* out, std::string* why) {
+  Nvml nv;
+  nv.lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!nv.lib) {
+    *why = cat("libnvidia-ml.so.1 not loadable (", ::dlerror(), ")");
+    return false;
+  }
+  int (*init)() = nullptr;
+  if (!sym(nv.lib, "nvmlInit_v2", &init) || !sym(nv.lib, "nvmlShutdown", &nv.shutdown) ||
+      !sym(nv.lib, "nvmlDeviceGetCount_v2", &nv.count) || !sym(nv.lib, "nvmlDeviceGetHandleByIndex_v2", &nv.handle) ||
+      !sym(nv.lib, "nvmlDeviceGetName", &nv.name) || !sym(nv.lib, "nvmlDeviceGetPciInfo_v3", &nv.pci) ||
+      !sym(nv.lib, "nvmlDeviceGetP2PStatus", &nv.p2p) ||
+      !sym(nv.lib, "nvmlDeviceGetTopologyCommonAncestor", &nv.ancestor) ||
+      !sym(nv.lib, "nvmlDeviceGetCpuAffinity", &nv.affinity) ||
+      !sym(nv.lib, "nvmlDeviceGetNvLinkState", &nv.link_state)) {
+    *why = "libnvidia-ml.so.1 lacks a needed function (driver older than R450?)";
+    nv.shutdown = nullptr;
+    return false;
+  }
+  sym(nv.lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &nv.link_remote_pci);
+  sym(nv.lib, "nvmlDeviceGetNvLinkRemoteDeviceType", &nv.link_remote_type);
+  if (int rc = init(); rc != NVML_SUCCESS) {
+    *why = cat("nvmlInit_v2 failed (NVML error ", rc, "; no NVIDIA driver loaded?)");
+    nv.shutdown = nullptr;  // nothing to shut down
+    return false;
+  }
+  unsigned count = 0;
+  if (nv.count(&count) != NVML_SUCCESS || count == 0) {
+    *why = "NVML reports no GPUs";
+    return false;
+  }
+  const int n = static_cast<int>(count);
+  Topology t = empty_topology(n, "nvml");
+  std::vector<nvmlDevice_t> dev(count);
+  for (unsigned i = 0; i < count; ++i) {
+    if (nv.handle(i, &dev[i]) != NVML_SUCCESS) {
+      *why = cat("nvmlDeviceGetHandleByIndex_v2(", i, ") failed");
+      return false;
+    }
+    GpuInfo& g = t.gpus[i];
+    char name[96] = {};
+    if (nv.name(dev[i], name, sizeof name) == NVML_SUCCESS) g.name = name;
+    NvmlPciInfo pci{};
+    if (nv.pci(dev[i], &pci) == NVML_SUCCESS) g.pci_bus_id = pci.busId;
+    g.numa_node = sysfs_numa_node(g.pci_bus_id);
+    unsigned long mask[64] = {};  // 4096 CPUs
+    if (nv.affinity(dev[i], 64, mask) == NVML_SUCCESS) {
+      for (int c = 0; c < 64 * 64; ++c) {
+        if ((mask[c / 64] >> (c % 64)) & 1ul) g.cpus.push_back(c);
+      }
+    }
+  }
+  // NVLink counts: walk each GPU's links; a link ends at another GPU (direct) or at an NVSwitch.
+  std::vector<std::vector<int>> direct(count, std::vector<int>(count, 0));
+  for (unsigned i = 0; i < count; ++i) {
+    for (unsigned l = 0; l < kMaxNvLinks; ++l) {
+      int active = 0;
+      if (nv.link_state(dev[i], l, &active) != NVML_SUCCESS || active != NVML_FEATURE_ENABLED) continue;
+      int type = -1;
+      if (nv.link_remote_type && nv.link_remote_type(dev[i], l, &type) != NVML_SUCCESS) type = -1;
+      NvmlPciInfo rp{};
+      int peer = -1;
+      if (type != NVML_NVLINK_DEVICE_TYPE_SWITCH && nv.link_remote_pci &&
+          nv.link_remote_pci(dev[i], l, &rp) == NVML_SUCCESS) {
+        for (unsigned j = 0; j < count; ++j) {
+          if (j != i && normal_bus_id(rp.busId) == normal_bus_id(t.gpus[j].pci_bus_id)) peer = static_cast<int>(j);
+        }
+      }
+      if (peer >= 0) {
+        ++direct[i][static_cast<std::size_t>(peer)];
+      } else if (type != NVML_NVLINK_DEVICE_TYPE_GPU) {
+        ++t.gpus[i].nvswitch_links;  // not one of our GPUs: an NVSwitch (or a GPU hidden from this container)
+      }
+    }
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    for (unsigned j = 0; j < count; ++j) {
+      if (i == j) continue;
+      int level = -1;
+      if (nv.ancestor(dev[i], dev[j], &level) == NVML_SUCCESS) t.pcie[i][j] = level_from_nvml(level);
+      int links = direct[i][j];
+      if (t.gpus[i].nvswitch_links > 0 && t.gpus[j].nvswitch_links > 0)
+        links += std::min(t.gpus[i].nvswitch_links, t.gpus[j].nvswitch_links);
+      // NVLink P2P status is the authority (it is what CUDA/NCCL P2P will use); the link walk gives the count.
+      int status = -1;
+      if (nv.p2p(dev[i], dev[j], NVML_P2P_CAPS_INDEX_NVLINK, &status) == NVML_SUCCESS) {
+        links = status == NVML_P2P_STATUS_OK ? std::max(links, 1) : 0;
+      }
+      t.nvlinks[i][j] = links;
+    }
+  }
+  // Make the matrix symmetric even if the driver answered asymmetrically (take the smaller side).
+  for (unsigned i = 0; i < count; ++i) {
+    for (unsigned j = i + 1; j < count; ++j) {
+      t.nvlinks[i][j] = t.nvlinks[j][i] = std::min(t.nvlinks[i][j], t.nvlinks[j][i]);
+      if (t.pcie[i][j] != t.pcie[j][i]) t.pcie[i][j] = t.pcie[j][i] = std::max(t.pcie[i][j], t.pcie[j][i]);
+    }
+  }
+  t.system = cat(n, "× ", t.gpus[0].name);
+  *out = std::move(t);
+  return true;
+}
+
+// NVIDIA display/3D controllers in sysfs: GPU count, NUMA node and local CPUs, no link information.
+Topology detect_sysfs(const std::string& nvml_why) {
+  std::vector<std::string> ids;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/devices", ec)) {
+    const std::string dir = e.path().string();
+    const std::string cls = read_line(dir + "/class");
+    if (read_line(dir + "/vendor") == "0x10de" && (cls.rfind("0x0300", 0) == 0 || cls.rfind("0x0302", 0) == 0))
+      ids.push_back(e.path().filename().string());
+  }
+  std::sort(ids.begin(), ids.end());  // NVML's order: by PCI bus id
+  if (ids.empty()) return empty_topology(0, cat("no NVIDIA GPU found (", nvml_why, "; none in /sys/bus/pci)"));
+  Topology t = empty_topology(static_cast<int>(ids.size()), cat("sysfs (", nvml_why, "; links unknown)"));
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    GpuInfo& g = t.gpus[i];
+    g.name = "NVIDIA GPU";
+    g.pci_bus_id = ids[i];
+    g.numa_node = sysfs_numa_node(ids[i]);
+    try {
+      g.cpus = parse_cpu_list(read_line("/sys/bus/pci/devices/" + ids[i] + "/local_cpulist"));
+    } catch (const std::exception&) {
+      g.cpus.clear();
+    }
+  }
+  t.system = cat(ids.size(), "× NVIDIA GPU (sysfs)");
+  return t;
+}
+
+}  // namespace
+
+Topology detect_topology() {
+  Topology t;
+  std::string why;
+  if (detect_nvml(&t, &why)) return t;
+  log::debug("topology: %s; falling back to sysfs", why.c_str());
+  return detect_sysfs(why);
+}
+
+}  // namespace meshtrain::comm
