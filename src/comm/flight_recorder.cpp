@@ -92,13 +92,13 @@ const char* FlightRecorder::state_name(State s) {
 }
 
 std::string FlightRecorder::to_json(int rank, const std::string& reason) const {
-  nlohmann::json j;
+  nlohmann::ordered_json j;  // fields in the order written: rank and reason first, entries last
   j["rank"] = rank;
   j["pid"] = static_cast<long long>(::getpid());
   j["reason"] = reason;
   j["dumped_us"] = now_us();
   j["capacity"] = capacity_;
-  nlohmann::json list = nlohmann::json::array();
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const Entry& e : entries()) {
     list.push_back({{"id", e.id},
                     {"group", e.group},
