@@ -10,6 +10,7 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -21,8 +22,7 @@
 
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/comm/bench.h"
-#include "meshtrain/train/bench_train.h"
-#include "meshtrain/comm/cpu_communicator.h"
+#include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/placement.h"
 #include "meshtrain/comm/store.h"
 #include "meshtrain/comm/topology.h"
@@ -33,6 +33,7 @@
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/prepare.h"
 #include "meshtrain/model/generate.h"
+#include "meshtrain/train/bench_train.h"
 #include "meshtrain/train/trainer.h"
 
 using namespace meshtrain;
@@ -49,7 +50,7 @@ constexpr const char* kUsage =
     "  prepare TEXT --out PREFIX [--val-fraction F] write byte-level token shards PREFIX_{train,val}.bin\n"
     "  generate CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                                              sample text from a checkpoint (dir or its parent)\n"
-    "  bench comm [--ops LIST] [--min-bytes N] [--max-bytes N] [--json FILE]\n"
+    "  bench comm [--backend B] [--ops LIST] [--min-bytes N] [--max-bytes N] [--json FILE]\n"
     "                                              collective benchmark, one process per rank:\n"
     "                                              meshrun --nproc-per-node 4 --no-python meshtrain bench comm\n"
     "  bench train [--preset P] [--seq T] [--batch B] [--layers L] [--steps N] [--json FILE]\n"
@@ -221,7 +222,9 @@ int cmd_bench_comm(int argc, char** argv) {
   cxxopts::Options o("meshtrain bench comm",
                      "Collective benchmark in nccl-tests' spirit: for each op and size (×2 steps), time, algbw and "
                      "busbw. Run one process per rank under meshrun or torchrun; rank 0 prints the table.");
-  o.add_options()("ops", "comma-separated: all_reduce, all_gather, reduce_scatter, broadcast",
+  o.add_options()("backend", "auto | nccl | cpu (auto: nccl where built with it and a GPU is visible, else cpu)",
+                  cxxopts::value<std::string>()->default_value("auto"))(
+      "ops", "comma-separated: all_reduce, all_gather, reduce_scatter, broadcast",
                   cxxopts::value<std::string>()->default_value("all_reduce,all_gather,reduce_scatter"))(
       "min-bytes", "smallest buffer (K/M/G suffixes)", cxxopts::value<std::string>()->default_value("1K"))(
       "max-bytes", "largest buffer", cxxopts::value<std::string>()->default_value("64M"))(
@@ -243,12 +246,21 @@ int cmd_bench_comm(int argc, char** argv) {
   const auto world = comm::world_info_from_env();
   log::init({.rank = world.world_size > 1 ? world.rank : -1});
   at::set_num_threads(1);  // one intra-op thread per rank, as torch.distributed benchmarks run
-  const auto timeout = std::chrono::minutes(2);
-  auto c = comm::make_cpu_communicator(comm::connect_store_from_env(timeout), world.rank, world.world_size,
-                                       "bench", timeout);
+  const std::string asked = r["backend"].as<std::string>();
+  // nccl (or auto on a GPU machine) runs on this rank's GPU: cuda:LOCAL_RANK, as the trainer places ranks.
+  const bool gpu = asked == "nccl" || (asked == "auto" && comm::nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0);
+  comm::CommSetup setup;
+  setup.backend = asked;
+  setup.device = gpu ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : c10::Device(c10::kCPU);
+  setup.timeout = std::chrono::minutes(2);
+  setup.group = "bench";
+  setup.origin = "--backend";
+  auto c = comm::make_communicator(world, setup);
+  bo.device = setup.device;
   auto rows = comm::run_bench(*c, bo);
   if (world.rank == 0) {
-    std::printf("# backend %s, %d ranks, fp32\n%s", c->backend_name().c_str(), world.world_size,
+    std::printf("# backend %s on %s, %d ranks, fp32\n%s", c->backend_name().c_str(), setup.device.str().c_str(),
+                world.world_size,
                 comm::bench_table(rows).c_str());
     if (r.count("json")) {
       std::ofstream out(r["json"].as<std::string>());

@@ -2,6 +2,7 @@
 #include "meshtrain/comm/bench.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +21,14 @@ double bus_factor(const std::string& op, int n) {
 }
 
 namespace {
+
+// GPU ops are asynchronous: a Work's wait() only orders the caller's stream, so a timed loop ends by waiting
+// for that stream on the host. CPU ops are done when wait() returns.
+void sync(const c10::Device& device) {
+  if (device.is_cpu()) return;
+  c10::impl::VirtualGuardImpl impl(device.type());
+  impl.getStream(device).synchronize();
+}
 
 WorkPtr issue(Communicator& c, const std::string& op, at::Tensor& full, at::Tensor& part) {
   if (op == "all_reduce") return c.all_reduce(full, ReduceOp::Sum);
@@ -41,24 +50,29 @@ std::vector<BenchResult> run_bench(Communicator& c, const BenchOptions& o) {
       // is whole.
       const int64_t per_rank = static_cast<int64_t>(bytes / es / static_cast<std::size_t>(n));
       if (per_rank == 0) continue;
-      at::Tensor full = at::ones({per_rank * n}, o.dtype);
-      at::Tensor part = at::ones({per_rank}, o.dtype);
+      const auto opts = at::TensorOptions().dtype(o.dtype).device(o.device);
+      at::Tensor full = at::ones({per_rank * n}, opts);
+      at::Tensor part = at::ones({per_rank}, opts);
       for (int i = 0; i < o.warmup; ++i) issue(c, op, full, part)->wait();
+      sync(o.device);
       // Calibrate with 3 ops, then run the count rank 0 derives from them: every rank must issue exactly the
       // same ops (a rank deciding on its own clock would desynchronise the group).
       c.barrier();
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < 3; ++i) issue(c, op, full, part)->wait();
+      sync(o.device);
       const double per_op = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
       at::Tensor it = at::full({1}, static_cast<int64_t>(std::max(3.0, o.min_seconds / std::max(per_op, 1e-9))),
-                               at::kLong);
+                               at::TensorOptions().dtype(at::kLong).device(o.device));
       c.broadcast(it, 0)->wait();
       const int64_t target = std::min<int64_t>(it.item<int64_t>(), 100000);
       c.barrier();
       t0 = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < target; ++i) issue(c, op, full, part)->wait();
+      sync(o.device);
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / target;
-      at::Tensor t = at::full({1}, static_cast<int64_t>(secs * 1e9), at::kLong);  // ns: max over ranks
+      at::Tensor t = at::full({1}, static_cast<int64_t>(secs * 1e9),
+                              at::TensorOptions().dtype(at::kLong).device(o.device));  // ns: max over ranks
       c.all_reduce(t, ReduceOp::Max)->wait();
       secs = static_cast<double>(t.item<int64_t>()) * 1e-9;
       BenchResult r;

@@ -17,6 +17,8 @@
 
 #include "meshtrain/comm/cpu_work.h"
 #include "meshtrain/comm/direct.h"
+#include "meshtrain/comm/flight_recorder.h"
+#include "meshtrain/comm/progress_board.h"
 #include "meshtrain/comm/reduce_kernels.h"
 #include "meshtrain/comm/ring.h"
 #include "meshtrain/comm/shm_all_reduce.h"
@@ -89,6 +91,11 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       opts_.socket_buffer_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
     connect_peers();
+    if (size > 1) {
+      board_ = std::make_unique<ProgressBoard>(store_, group_, rank, size, [](const std::string& reason) {
+        FlightRecorder::process().dump_if_first(cat("requested by another rank: ", reason));
+      });
+    }
     thread_ = std::thread([this] { run_ops(); });
   }
 
@@ -124,7 +131,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       } else {
         ring::all_reduce(links_, t.data_ptr(), numel, t.scalar_type(), op, ctx);
       }
-    });
+    }, -1, t);
   }
 
   WorkPtr all_gather_into(at::Tensor& out, const at::Tensor& in) override {
@@ -144,7 +151,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
         std::memcpy(base + n * es * rank(), i.data_ptr(), n * es);
       }
       ring::all_gather(links_, base, n * static_cast<std::size_t>(size()), es, ctx);
-    });
+    }, -1, i);
   }
 
   WorkPtr reduce_scatter_into(at::Tensor& out, const at::Tensor& in, ReduceOp op) override {
@@ -168,7 +175,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       char* mine = work + n * es * static_cast<std::size_t>(rank());
       if (op == ReduceOp::Avg) divide_by(mine, n, i.scalar_type(), size());
       std::memcpy(o.data_ptr(), mine, n * es);
-    });
+    }, -1, i);
   }
 
   WorkPtr broadcast(at::Tensor& tensor, int root) override {
@@ -183,7 +190,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       } else {
         ring::broadcast(links_, t.data_ptr(), nbytes, root, ctx);
       }
-    });
+    }, -1, t);
   }
 
   WorkPtr send(const at::Tensor& tensor, int dst) override {
@@ -193,7 +200,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     return enqueue(cat("send(to ", dst, ")"), cat("p2p ", sig(t)), [this, t, dst](const OpContext& ctx) {
       Transfer tr = Transfer::send(dst, links_.to(dst), t.data_ptr(), t.numel() * t.element_size());
       run_transfers({&tr, 1}, ctx);
-    }, dst);
+    }, dst, t);
   }
 
   WorkPtr recv(at::Tensor& tensor, int src) override {
@@ -203,7 +210,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     return enqueue(cat("recv(from ", src, ")"), cat("p2p ", sig(t)), [this, t, src](const OpContext& ctx) {
       Transfer tr = Transfer::recv(src, links_.to(src), t.data_ptr(), t.numel() * t.element_size());
       run_transfers({&tr, 1}, ctx);
-    }, src);
+    }, src, t);
   }
 
   WorkPtr all_to_all(at::Tensor& out, const at::Tensor& in) override {
@@ -219,7 +226,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     return enqueue("all_to_all", sig(i), [this, o, i](const OpContext& ctx) {
       const std::size_t chunk = static_cast<std::size_t>(i.numel() / size()) * i.element_size();
       direct::all_to_all(links_, o.data_ptr(), i.data_ptr(), chunk, ctx);
-    });
+    }, -1, i);
   }
 
   void barrier() override {
@@ -257,6 +264,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     std::string sig;  // what the other ranks' matching op must agree on (dtype, numel), for check_ops
     int peer = -1;    // p2p: the other rank; -1: a collective
     std::uint64_t seq = 0;
+    std::uint64_t rec_id = 0;  // FlightRecorder entry
     Fn fn;
     std::shared_ptr<CpuWork> work;
   };
@@ -300,13 +308,27 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
                   " must be another rank of group '", group_, "' (size ", size(), ", this rank ", rank(), ")");
   }
 
-  WorkPtr enqueue(std::string op, std::string signature, Fn fn, int peer = -1) {
+  // `t`: the tensor whose dtype and size the flight recorder notes (undefined for barrier).
+  WorkPtr enqueue(std::string op, std::string signature, Fn fn, int peer = -1, const at::Tensor& t = {}) {
     auto work = std::make_shared<CpuWork>();
     {
       std::lock_guard<std::mutex> lock(mu_);
       // Collectives are numbered in one sequence, p2p ops per peer, so the numbers agree across ranks.
       const std::uint64_t seq = peer < 0 ? next_seq_++ : p2p_seq_[static_cast<std::size_t>(peer)]++;
-      queue_.push_back(Task{std::move(op), std::move(signature), peer, seq, std::move(fn), work});
+      FlightRecorder::Entry e;
+      e.group = group_;
+      e.group_rank = rank();
+      e.group_size = size();
+      e.seq = seq;
+      e.op = op;
+      e.peer = peer;
+      if (t.defined()) {
+        e.dtype = c10::toString(t.scalar_type());
+        e.numel = t.numel();
+        e.bytes = static_cast<std::int64_t>(t.nbytes());
+      }
+      const std::uint64_t rec_id = FlightRecorder::process().issued(std::move(e));
+      queue_.push_back(Task{std::move(op), std::move(signature), peer, seq, rec_id, std::move(fn), work});
     }
     cv_.notify_one();
     return work;
@@ -332,21 +354,33 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       ctx.size = size();
       ctx.timeout = opts_.timeout;
       ctx.deadline = Clock::now() + opts_.timeout;
+      FlightRecorder& rec = FlightRecorder::process();
       if (!broken_.empty()) {
+        rec.ended(task.rec_id, FlightRecorder::State::Failed);
         task.work->finish(std::make_exception_ptr(
             Error(cat(ctx.describe(), ": not run, the communicator is broken by an earlier error: ", broken_))));
         continue;
       }
+      rec.started(task.rec_id);
+      if (board_ && task.peer < 0) board_->arrived(task.seq);
       try {
         if (opts_.check_ops && size() > 1) verify(task, ctx);
         task.fn(ctx);
+        rec.ended(task.rec_id, FlightRecorder::State::Completed);
+        if (board_ && task.peer < 0) board_->completed(task.seq);
         task.work->finish(nullptr);
       } catch (const std::exception& e) {
         // The byte streams to the peers are now at unknown positions: nothing later can be trusted.
         broken_ = e.what();
+        const bool timed_out = dynamic_cast<const CommTimeoutError*>(&e) != nullptr;
+        rec.ended(task.rec_id, timed_out ? FlightRecorder::State::TimedOut : FlightRecorder::State::Failed);
+        // Dump before the caller sees the error (it may exit at once), then ask the other ranks for theirs.
+        rec.dump(broken_);
+        if (board_) board_->request_dumps(cat("rank ", rank(), " of group '", group_, "': ", broken_));
         task.work->finish(std::current_exception());
       } catch (...) {
         broken_ = "unknown exception";
+        rec.ended(task.rec_id, FlightRecorder::State::Failed);
         task.work->finish(std::current_exception());
       }
     }
@@ -450,6 +484,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   bool all_local_ = false;            // every peer on this host (set once in connect_peers)
   std::unique_ptr<ShmArena> arena_;   // op thread only; created by the first large all_reduce
   std::size_t shm_segment_bytes_ = ShmArena::kDefaultSegmentBytes;  // env MESHTRAIN_CPU_COMM_SHM_SEGMENT
+  std::unique_ptr<ProgressBoard> board_;  // size > 1: this rank's progress in the store, dump requests
 
   std::mutex mu_;
   std::condition_variable cv_;

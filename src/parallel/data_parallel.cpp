@@ -31,9 +31,10 @@ void DataParallel::broadcast_parameters() {
   at::NoGradGuard no_grad;
   for (auto& p : params_) {
     // The CPU backend works on host memory; device tensors are staged through it.
-    at::Tensor t = p.param.device().is_cpu() ? p.param.detach() : p.param.detach().cpu();
+    const bool stage = !p.param.device().is_cpu() && comm_->backend_name() == "cpu";
+    at::Tensor t = stage ? p.param.detach().cpu() : p.param.detach();
     comm_->broadcast(t, 0)->wait();
-    if (!p.param.device().is_cpu()) p.param.detach().copy_(t);
+    if (stage) p.param.detach().copy_(t);
   }
 }
 

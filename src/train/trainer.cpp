@@ -13,8 +13,7 @@
 
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/safetensors.h"
-#include "meshtrain/comm/cpu_communicator.h"
-#include "meshtrain/comm/store.h"
+#include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -113,6 +112,7 @@ class TrainingRun {
   at::Device device_{at::kCPU};
   bool cuda_ = false, bf16_ = false;
   comm::CommPtr comm_;  // null for a single process
+  at::Device comm_device_{at::kCPU};  // where comm_ takes its tensors
   model::Transformer net_{nullptr};
   std::vector<std::pair<std::string, at::Tensor>> named_;  // parameters, registration order
   std::vector<at::Tensor> params_;                         // the same tensors, for clipping
@@ -135,11 +135,17 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
              .all_ranks = cfg.logging.all_ranks});
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   setup_device();
-  // The CPU backend stages device tensors through host memory until the NCCL backend lands.
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000));
-  if (world_.world_size > 1)
-    comm_ = comm::make_cpu_communicator(comm::connect_store_from_env(timeout), world_.rank, world_.world_size,
-                                        "world", timeout);
+  // parallel.backend: nccl on the training GPU, or the CPU backend (which stages device tensors through host
+  // memory). The flight recorder of a failed collective goes to the run directory.
+  if (world_.world_size > 1) {
+    comm::CommSetup setup;
+    setup.backend = cfg.parallel.backend;
+    setup.device = device_;
+    setup.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000));
+    setup.flight_dir = cfg.train.out_dir;
+    comm_ = comm::make_communicator(world_, setup);
+    comm_device_ = comm_->backend_name() == "nccl" ? device_ : at::Device(at::kCPU);
+  }
   setup_model_and_optimizer();
   setup_data();
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_);
@@ -296,7 +302,7 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
 
 double TrainingRun::mean_over_ranks(double v) {
   if (!comm_) return v;
-  auto t = at::full({1}, v, at::kFloat);
+  auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(comm_device_));
   comm_->all_reduce(t, comm::ReduceOp::Avg)->wait();
   return static_cast<double>(t.item<float>());
 }
@@ -304,7 +310,7 @@ double TrainingRun::mean_over_ranks(double v) {
 int TrainingRun::agreed_stop_signal() {
   int sig = stop_signals_.pending();
   if (!comm_) return sig;
-  auto t = at::full({1}, sig, at::kInt);
+  auto t = at::full({1}, sig, at::TensorOptions(at::kInt).device(comm_device_));
   comm_->all_reduce(t, comm::ReduceOp::Max)->wait();
   return t.item<int>();
 }

@@ -4,6 +4,7 @@
 // Collective: every rank must call run_bench with the same options.
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstddef>
@@ -19,6 +20,7 @@ struct BenchOptions {
   std::size_t min_bytes = std::size_t(1) << 10;   // sizes from min_bytes to max_bytes, ×2 each step
   std::size_t max_bytes = std::size_t(64) << 20;
   c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::Device device{c10::kCPU};  // where the buffers live (the communicator's device: cuda:i for nccl)
   int warmup = 2;  // untimed iterations per size
   double min_seconds = 0.2;  // iterate each size at least this long (and at least 3 times)
 };

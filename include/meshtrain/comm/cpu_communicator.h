@@ -6,6 +6,8 @@
 // collectives in the same order, as with NCCL); Work wait() blocks and rethrows. Every socket wait is bounded by the op timeout: a rank that skips a collective
 // makes the others throw CommTimeoutError naming op, sequence number, group and the missing peers. After any
 // failure the communicator is broken and later ops fail at once. Group names must be unique per job attempt.
+// Every op goes into the process's FlightRecorder; a failing op dumps it and asks the other ranks for theirs
+// through the store (progress_board.h, docs/comm_nccl.md "Failure diagnosis").
 #pragma once
 
 #include <chrono>

@@ -5,7 +5,10 @@
 //   comm_worker                 all ops, dtypes, sizes; split; concurrent ops on two groups
 //   comm_worker --timeout-test  the last rank skips a collective: the others must fail with the timeout error
 //                               within the timeout (they exit 1, printing "expected timeout: ...")
+//   --backend cpu|nccl|auto     which Communicator (default cpu); nccl runs on cuda:LOCAL_RANK and exits 77
+//                               (skipped) when this build has no NCCL or fewer GPUs than local ranks are visible
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/store.h"
 #include "meshtrain/comm/transfer.h"
@@ -27,6 +31,11 @@ using namespace meshtrain::comm;
 namespace {
 
 int g_checks = 0;
+at::Device g_dev{at::kCPU};  // where the tensors handed to the communicator live
+bool g_nccl = false;
+
+// x on the communicator's device.
+at::Tensor dev(const at::Tensor& x) { return x.to(g_dev); }
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kBFloat16, at::kHalf, at::kInt, at::kLong};
 
@@ -37,9 +46,15 @@ at::Tensor pattern(int64_t n, at::ScalarType t) {
   return at::arange(n, at::kLong).remainder(is_half(t) ? 13 : 1009).add_(1);
 }
 
-void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+// `approx`: NCCL's average of floats pre-scales by 1/size, which is inexact for sizes other than powers of 2.
+void expect_equal(const at::Tensor& got_any, const at::Tensor& want, const std::string& what, bool approx = false) {
   ++g_checks;
+  const at::Tensor got = got_any.cpu();
   if (got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() && at::equal(got, want)) return;
+  const double rtol = got.scalar_type() == at::kFloat ? 1e-6 : 1e-2;
+  if (approx && got.sizes() == want.sizes() && at::allclose(got.to(at::kDouble), want.to(at::kDouble), rtol, 0)) {
+    return;
+  }
   std::string detail;
   if (got.numel() == want.numel() && got.numel() > 0) {
     auto bad = got.to(at::kDouble).ne(want.to(at::kDouble)).nonzero();
@@ -58,7 +73,7 @@ void check_all_reduce(Communicator& c, at::ScalarType t, int64_t n) {
   const int64_t P = c.size(), r = c.rank();
   const at::Tensor b = pattern(n, t);
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
-    at::Tensor x = (b * (r + 1)).to(t);
+    at::Tensor x = dev((b * (r + 1)).to(t));
     c.all_reduce(x, op)->wait();
     at::Tensor want;
     switch (op) {
@@ -70,15 +85,16 @@ void check_all_reduce(Communicator& c, at::ScalarType t, int64_t n) {
                                      : at::div(b * (P * (P + 1) / 2), P, "trunc");
         break;
     }
-    expect_equal(x, want.to(t), tag(cat("all_reduce(", static_cast<int>(op), ")").c_str(), t, n));
+    expect_equal(x, want.to(t), tag(cat("all_reduce(", static_cast<int>(op), ")").c_str(), t, n),
+                 g_nccl && op == ReduceOp::Avg && at::isFloatingType(t));
   }
 }
 
 void check_all_gather(Communicator& c, at::ScalarType t, int64_t n) {
   const int64_t P = c.size(), r = c.rank();
   const at::Tensor b = pattern(n, t);
-  at::Tensor in = (b * (r + 1)).to(t);
-  at::Tensor out = at::full({P * n}, -1, t);
+  at::Tensor in = dev((b * (r + 1)).to(t));
+  at::Tensor out = dev(at::full({P * n}, -1, t));
   c.all_gather_into(out, in)->wait();
   at::Tensor want = at::cat({b.unsqueeze(0) * at::arange(1, P + 1, at::kLong).unsqueeze(1)}).reshape({P * n});
   expect_equal(out, want.to(t), tag("all_gather", t, n));
@@ -88,22 +104,23 @@ void check_reduce_scatter(Communicator& c, at::ScalarType t, int64_t n) {
   const int64_t P = c.size(), r = c.rank();
   const at::Tensor b = pattern(P * n, t);
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
-    at::Tensor in = (b * (r + 1)).to(t);
-    at::Tensor out = at::full({n}, -1, t);
+    at::Tensor in = dev((b * (r + 1)).to(t));
+    at::Tensor out = dev(at::full({n}, -1, t));
     c.reduce_scatter_into(out, in, op)->wait();
     at::Tensor mine = b.slice(0, r * n, (r + 1) * n);
     at::Tensor want = op == ReduceOp::Sum   ? mine * (P * (P + 1) / 2)
                       : op == ReduceOp::Max ? mine * P
                       : at::isFloatingType(t) ? mine.to(at::kDouble) * ((P + 1) / 2.0)
                                               : at::div(mine * (P * (P + 1) / 2), P, "trunc");
-    expect_equal(out, want.to(t), tag(cat("reduce_scatter(", static_cast<int>(op), ")").c_str(), t, n));
+    expect_equal(out, want.to(t), tag(cat("reduce_scatter(", static_cast<int>(op), ")").c_str(), t, n),
+                 g_nccl && op == ReduceOp::Avg && at::isFloatingType(t));
   }
 }
 
 void check_broadcast(Communicator& c, at::ScalarType t, int64_t n) {
   const at::Tensor b = pattern(n, t);
   for (int root = 0; root < c.size(); ++root) {
-    at::Tensor x = c.rank() == root ? (b * (root + 1)).to(t) : at::full({n}, -1, t);
+    at::Tensor x = dev(c.rank() == root ? (b * (root + 1)).to(t) : at::full({n}, -1, t));
     c.broadcast(x, root)->wait();
     expect_equal(x, (b * (root + 1)).to(t), tag(cat("broadcast(root ", root, ")").c_str(), t, n));
   }
@@ -113,8 +130,8 @@ void check_send_recv(Communicator& c, at::ScalarType t, int64_t n) {
   const int P = c.size(), r = c.rank();
   const int right = (r + 1) % P, left = (r + P - 1) % P;
   const at::Tensor b = pattern(n, t);
-  at::Tensor out = (b * (r + 1)).to(t);
-  at::Tensor in = at::full({n}, -1, t);
+  at::Tensor out = dev((b * (r + 1)).to(t));
+  at::Tensor in = dev(at::full({n}, -1, t));
   // Send and recv are blocking and in order (no group calls): alternate so that the ring cannot deadlock.
   if (r % 2 == 0) {
     c.send(out, right)->wait();
@@ -135,8 +152,8 @@ void check_all_to_all(Communicator& c, at::ScalarType t, int64_t n) {
   std::vector<at::Tensor> mine, want;
   for (int64_t j = 0; j < P; ++j) mine.push_back(chunk_val(r, j));
   for (int64_t s = 0; s < P; ++s) want.push_back(chunk_val(s, r));
-  at::Tensor in = at::cat(mine).to(t);
-  at::Tensor out = at::full({P * n}, -1, t);
+  at::Tensor in = dev(at::cat(mine).to(t));
+  at::Tensor out = dev(at::full({P * n}, -1, t));
   c.all_to_all(out, in)->wait();
   expect_equal(out, at::cat(want).to(t), tag("all_to_all", t, n));
 }
@@ -147,7 +164,7 @@ void check_async_order(Communicator& c) {
   std::vector<at::Tensor> xs;
   std::vector<WorkPtr> ws;
   for (int i = 0; i < 16; ++i) {
-    xs.push_back(at::full({i % 2 ? 300001 : 5}, static_cast<double>(i + c.rank()), at::kFloat));
+    xs.push_back(dev(at::full({i % 2 ? 300001 : 5}, static_cast<double>(i + c.rank()), at::kFloat)));
     ws.push_back(c.all_reduce(xs.back(), ReduceOp::Sum));
   }
   for (auto& w : ws) w->wait();
@@ -171,8 +188,8 @@ void check_split(Communicator& world) {
   MT_CHECK(sub->size() == static_cast<int>(members.size()) && sub->rank() == want_rank, "split: got rank ",
            sub->rank(), " of ", sub->size(), ", want ", want_rank, " of ", members.size());
   // Concurrent ops on both groups: each group's thread orders its own ops.
-  at::Tensor a = at::full({100003}, static_cast<double>(r), at::kLong);
-  at::Tensor w = at::full({1000}, 1.0, at::kFloat);
+  at::Tensor a = dev(at::full({100003}, static_cast<double>(r), at::kLong));
+  at::Tensor w = dev(at::full({1000}, 1.0, at::kFloat));
   auto wa = sub->all_reduce(a, ReduceOp::Sum);
   auto ww = world.all_reduce(w, ReduceOp::Sum);
   wa->wait();
@@ -185,7 +202,7 @@ void check_split(Communicator& world) {
   ++g_checks;
   MT_CHECK((r == 0) == (none == nullptr), "split with color -1 must return nullptr exactly on that rank");
   if (none) {
-    at::Tensor x = at::ones({7}, at::kInt);
+    at::Tensor x = dev(at::ones({7}, at::kInt));
     none->all_reduce(x, ReduceOp::Sum)->wait();
     expect_equal(x, at::full({7}, P - 1, at::kInt), "split excluding rank 0");
   }
@@ -223,10 +240,12 @@ int run_timeout_test(Communicator& c, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(timeout * 4);
     return 0;
   }
-  at::Tensor x = at::ones({16}, at::kFloat);
+  at::Tensor x = dev(at::ones({16}, at::kFloat));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     c.all_reduce(x, ReduceOp::Sum)->wait();
+    // GPU: wait() only orders this rank's stream; the host learns of the timeout at its next blocking op.
+    c.barrier();
   } catch (const CommTimeoutError& e) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
     std::fprintf(stderr, "comm_worker rank %d: expected timeout after %lld ms: %s\n", c.rank(),
@@ -235,6 +254,9 @@ int run_timeout_test(Communicator& c, std::chrono::milliseconds timeout) {
       std::fprintf(stderr, "comm_worker rank %d: FAIL: the timeout fired late\n", c.rank());
       return 3;
     }
+    // Stay up a moment: the skipping rank's progress board polls the store for the dump request about once
+    // a second, and the launcher stops it as soon as this rank exits.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     return 1;  // a rank whose collective timed out fails, as a training worker would
   }
   std::fprintf(stderr, "comm_worker rank %d: FAIL: all_reduce completed without the last rank\n", c.rank());
@@ -245,10 +267,14 @@ int run_timeout_test(Communicator& c, std::chrono::milliseconds timeout) {
 
 int main(int argc, char** argv) {
   bool timeout_test = false;
+  std::string backend = "cpu";
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--timeout-test") == 0) timeout_test = true;
-    else {
-      std::fprintf(stderr, "usage: comm_worker [--timeout-test]\n");
+    if (std::strcmp(argv[i], "--timeout-test") == 0) {
+      timeout_test = true;
+    } else if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
+      backend = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: comm_worker [--timeout-test] [--backend cpu|nccl|auto]\n");
       return 2;
     }
   }
@@ -257,8 +283,23 @@ int main(int argc, char** argv) {
     log::init(log::Options{.rank = world.rank});
     at::set_num_threads(1);  // several ranks share the cores: intra-op thread pools would only oversubscribe them
     const auto timeout = std::chrono::milliseconds(timeout_test ? 2000 : 60000);
+    const bool gpu = backend == "nccl" || (backend == "auto" && nccl_built() && at::hasCUDA());
+    if (gpu && (!nccl_built() || !at::hasCUDA() || static_cast<int>(at::getNumGPUs()) < world.local_world_size)) {
+      std::printf("comm_worker: SKIP: --backend %s needs NCCL and %d GPU(s); this build %s NCCL, %d visible\n",
+                  backend.c_str(), world.local_world_size, nccl_built() ? "has" : "lacks",
+                  at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0);
+      return 77;
+    }
     StorePtr store = connect_store_from_env(std::chrono::milliseconds(60000));
-    CommPtr comm = make_cpu_communicator(store, world.rank, world.world_size, "world", timeout);
+    CommSetup setup;
+    setup.backend = backend;
+    setup.device = gpu ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : at::Device(at::kCPU);
+    setup.timeout = timeout;
+    g_dev = setup.device;
+    CommPtr comm = make_communicator(world, setup, store);
+    g_nccl = comm->backend_name() == "nccl";
+    std::printf("comm_worker rank %d/%d: backend %s on %s\n", world.rank, world.world_size,
+                comm->backend_name().c_str(), g_dev.str().c_str());
     return timeout_test ? run_timeout_test(*comm, timeout) : run_all(*comm);
   } catch (const UserError& e) {
     std::fprintf(stderr, "comm_worker: %s\n", e.what());

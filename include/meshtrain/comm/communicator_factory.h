@@ -1,0 +1,38 @@
+// make_communicator: the one place where `parallel.backend` (auto | nccl | cpu) becomes a Communicator, used by
+// the trainer and `meshtrain bench comm`. auto means NCCL when this build has it and the caller's tensors live
+// on a CUDA device, else the CPU backend. Asking for nccl where it cannot work (a build without CUDA/NCCL, CPU
+// tensors, no GPU) is one clear UserError.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <string>
+
+#include "meshtrain/comm/communicator.h"
+#include "meshtrain/comm/store.h"
+#include "meshtrain/comm/world_info.h"
+
+namespace meshtrain::comm {
+
+struct CommSetup {
+  std::string backend = "auto";          // auto | nccl | cpu (config: parallel.backend)
+  c10::Device device{c10::kCPU};         // where the caller's tensors live; nccl uses this CUDA device
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // per op, and for setup
+  std::string group = "world";           // group name (unique per job attempt)
+  std::string flight_dir;                // where the flight recorder is dumped unless MESHTRAIN_FLIGHT_DIR is set
+  std::string origin = "parallel.backend";  // what set `backend`, for error messages ("--backend")
+};
+
+// True when this binary was built with CUDA and NCCL (MESHTRAIN_WITH_CUDA).
+bool nccl_built();
+
+// "nccl" or "cpu" for `backend` and `device`; UserError for an unknown name or an impossible nccl request.
+std::string resolve_backend(const std::string& backend, const c10::Device& device,
+                            const std::string& origin = "parallel.backend");
+
+// Collective over the world: every rank calls it with the same setup. `store` may be null: then, for more than
+// one process, the store is reached through the environment (connect_store_from_env).
+CommPtr make_communicator(const WorldInfo& world, const CommSetup& setup, StorePtr store = {});
+
+}  // namespace meshtrain::comm

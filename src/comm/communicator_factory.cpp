@@ -1,0 +1,55 @@
+// Backend selection; see communicator_factory.h.
+#include "meshtrain/comm/communicator_factory.h"
+
+#include <ATen/Context.h>
+
+#include "meshtrain/comm/cpu_communicator.h"
+#include "meshtrain/comm/flight_recorder.h"
+#include "meshtrain/core/error.h"
+#ifdef MESHTRAIN_WITH_CUDA
+#include "meshtrain/comm/nccl_communicator.h"
+#endif
+
+namespace meshtrain::comm {
+
+bool nccl_built() {
+#ifdef MESHTRAIN_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string resolve_backend(const std::string& backend, const c10::Device& device, const std::string& origin) {
+  MT_USER_CHECK(backend == "auto" || backend == "nccl" || backend == "cpu", origin, ": given '", backend,
+                "'; valid: auto | nccl | cpu");
+  if (backend == "cpu") return "cpu";
+  if (backend == "auto") return nccl_built() && device.is_cuda() ? "nccl" : "cpu";
+  MT_USER_CHECK(nccl_built(), origin, ": 'nccl' needs a meshtrain built with CUDA and NCCL, and this one "
+                "was built without (MESHTRAIN_CUDA=OFF or no toolkit found); use cpu or auto");
+  MT_USER_CHECK(device.is_cuda(), origin, ": 'nccl' takes tensors on a CUDA device, but this run's device "
+                "is ", device.str(), "; use train.device cuda, or parallel.backend cpu");
+  const auto n = static_cast<long long>(at::getNumGPUs());
+  MT_USER_CHECK(at::hasCUDA() && n > 0, origin, ": 'nccl' needs a CUDA device, and none is visible");
+  MT_USER_CHECK(device.index() < n, origin, ": 'nccl' on ", device.str(), ", but only ", n,
+                " CUDA device(s) are visible (check LOCAL_RANK and CUDA_VISIBLE_DEVICES)");
+  return "nccl";
+}
+
+CommPtr make_communicator(const WorldInfo& world, const CommSetup& s, StorePtr store) {
+  const std::string backend = resolve_backend(s.backend, s.device, s.origin);
+  MT_USER_CHECK(s.timeout.count() > 0, "parallel.timeout_s must be > 0");
+  if (!s.flight_dir.empty()) FlightRecorder::process().set_preferred_dir(s.flight_dir);
+  if (!store && world.world_size > 1) store = connect_store_from_env(s.timeout);
+  if (backend == "cpu") return make_cpu_communicator(store, world.rank, world.world_size, s.group, s.timeout);
+#ifdef MESHTRAIN_WITH_CUDA
+  NcclCommOptions o;
+  o.timeout = s.timeout;
+  const int device = s.device.has_index() ? s.device.index() : world.local_rank;
+  return make_nccl_communicator(store, world.rank, world.world_size, s.group, device, o);
+#else
+  throw Error("unreachable: resolve_backend returned nccl in a build without NCCL");
+#endif
+}
+
+}  // namespace meshtrain::comm

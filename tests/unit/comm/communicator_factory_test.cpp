@@ -1,0 +1,57 @@
+// Backend selection: auto picks by build and device, nccl where it cannot work is one clear UserError, and
+// the factory builds a working CPU communicator for a single process.
+#include "meshtrain/comm/communicator_factory.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+using namespace meshtrain::comm;
+using meshtrain::testing_support::user_error;
+
+TEST(CommunicatorFactory, AutoIsCpuForCpuTensors) {
+  EXPECT_EQ(resolve_backend("auto", c10::Device(c10::kCPU)), "cpu");
+  EXPECT_EQ(resolve_backend("cpu", c10::Device(c10::kCUDA, 0)), "cpu");
+}
+
+TEST(CommunicatorFactory, AutoIsNcclOnCudaWhenBuiltWithIt) {
+  EXPECT_EQ(resolve_backend("auto", c10::Device(c10::kCUDA, 0)), nccl_built() ? "nccl" : "cpu");
+}
+
+TEST(CommunicatorFactory, UnknownBackendNamesTheValidOnes) {
+  EXPECT_EQ(user_error([] { resolve_backend("gloo", c10::Device(c10::kCPU)); }),
+            "parallel.backend: given 'gloo'; valid: auto | nccl | cpu");
+  EXPECT_EQ(user_error([] { resolve_backend("mpi", c10::Device(c10::kCPU), "--backend"); }),
+            "--backend: given 'mpi'; valid: auto | nccl | cpu");
+}
+
+TEST(CommunicatorFactory, NcclWithCpuTensorsOrWithoutTheBuildIsAClearError) {
+  const std::string msg = user_error([] { resolve_backend("nccl", c10::Device(c10::kCPU)); });
+  if (nccl_built()) {
+    EXPECT_EQ(msg, "parallel.backend: 'nccl' takes tensors on a CUDA device, but this run's device is cpu; use "
+                   "train.device cuda, or parallel.backend cpu");
+  } else {
+    EXPECT_NE(msg.find("'nccl' needs a meshtrain built with CUDA and NCCL"), std::string::npos) << msg;
+  }
+}
+
+TEST(CommunicatorFactory, NcclWithoutAVisibleGpuIsAClearError) {
+  if (nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0) GTEST_SKIP() << "a GPU is visible";
+  const std::string msg = user_error([] { resolve_backend("nccl", c10::Device(c10::kCUDA, 0)); });
+  EXPECT_TRUE(msg.find("'nccl' needs a CUDA device, and none is visible") != std::string::npos ||
+              msg.find("'nccl' needs a meshtrain built with CUDA and NCCL") != std::string::npos)
+      << msg;
+}
+
+TEST(CommunicatorFactory, BuildsASingleProcessCpuCommunicator) {
+  CommSetup s;
+  s.backend = "auto";
+  auto c = make_communicator(WorldInfo{}, s);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->backend_name(), "cpu");
+  EXPECT_EQ(c->size(), 1);
+  at::Tensor x = at::arange(5, at::kFloat);
+  c->all_reduce(x, ReduceOp::Sum)->wait();
+  EXPECT_TRUE(at::equal(x, at::arange(5, at::kFloat)));
+}
