@@ -34,6 +34,9 @@ class AutocastState {
     at::autocast::set_autocast_dtype(dev_, dtype);
   }
   ~AutocastState() {
+    // The recomputation's casts of fp32 weights are cached by autocast; drop them, or the next forward
+    // would reuse bf16 copies of weights from before the optimizer step.
+    at::autocast::clear_cache();
     at::autocast::set_autocast_enabled(dev_, prev_enabled_);
     at::autocast::set_autocast_dtype(dev_, prev_dtype_);
   }
