@@ -40,6 +40,8 @@ namespace meshtrain {
   F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \
   F(int64_t, fsdp, 1, "Fully-sharded data-parallel degree")                                                  \
   F(int64_t, tp, 1, "Tensor-parallel degree (placed inside an NVLink clique)")                               \
+  F(bool, sequence_parallel, false, "With tp > 1: activations outside the tensor-parallel regions (norms, "   \
+    "residual stream) hold seq_len / tp tokens per rank; reduce-scatter + all-gather replace the all-reduces") \
   F(int64_t, pp, 1, "Pipeline-parallel degree")                                                              \
   F(std::string, order, "pp-dp-fsdp-tp", "Rank order of the mesh dims, innermost last")                     \
   F(std::string, backend, "auto", "Collective backend; one of: auto | nccl | cpu (auto: nccl on CUDA, cpu otherwise)") \
