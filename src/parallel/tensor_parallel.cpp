@@ -135,15 +135,35 @@ model::TransformerHooks head_hooks(model::TransformerImpl* m, comm::CommPtr tp, 
   return hooks;
 }
 
-// Sequence parallelism: `p` saw only this rank's tokens, so its gradient is a partial sum over the sequence.
-void sum_gradient_over_tp(at::Tensor& p, const comm::CommPtr& tp) {
-  p.register_hook([tp](const at::Tensor& g) { return detail::all_reduce(g, *tp); });
-}
-
 }  // namespace
 
 TensorParallel::TensorParallel(comm::CommPtr tp, bool sequence_parallel, std::map<std::string, Layout> layouts)
-    : tp_(std::move(tp)), sequence_parallel_(sequence_parallel), layouts_(std::move(layouts)) {}
+    : tp_(std::move(tp)), sequence_parallel_(sequence_parallel), layouts_(std::move(layouts)) {
+  // Under sequence parallelism every replicated parameter after the split (all but pos_embed, which is added
+  // before it) sees only this rank's tokens.
+  for (const auto& [name, l] : layouts_)
+    if (sequence_parallel_ && l.replicated && name.rfind("pos_embed.", 0) != 0) partial_grads_.push_back(name);
+}
+
+void TensorParallel::finish_gradients(model::TransformerImpl& model) const {
+  if (partial_grads_.empty()) return;
+  const auto params = model.named_parameters();
+  std::vector<at::Tensor> grads, flat_parts;
+  for (const auto& name : partial_grads_) {
+    const auto& g = params[name].grad();
+    MT_CHECK(g.defined(), "tensor parallel: '", name, "' has no gradient; call finish_gradients after backward");
+    grads.push_back(g);
+    flat_parts.push_back(g.reshape({-1}));
+  }
+  // One all-reduce for all of them (they are small: norms and biases).
+  auto flat = detail::all_reduce(at::cat(flat_parts, 0), *tp_);
+  at::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
+}
 
 const TensorParallel::Layout& TensorParallel::layout(const std::string& name) const {
   auto it = layouts_.find(name);
@@ -208,11 +228,6 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
   if (cut.any_meta()) {
     at::NoGradGuard no_grad;
     for (auto& b : model.buffers()) b.set_data(b.to(cut.device()));
-  }
-  if (sp) {
-    for (auto& item : model.named_parameters())
-      if (cut.layouts().at(item.key()).replicated && item.key().rfind("pos_embed.", 0) != 0)
-        sum_gradient_over_tp(item.value(), tp);
   }
   model.set_hooks(head_hooks(&model, tp, vb, mc.vocab_size, sp));
   return std::make_shared<TensorParallel>(tp, sp, std::move(cut.layouts()));

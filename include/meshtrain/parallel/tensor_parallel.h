@@ -13,7 +13,9 @@
 // With parallel.sequence_parallel the residual stream between TP regions holds seq_len/tp tokens per rank:
 // the embeddings are split after the lookup, column-parallel layers all-gather their input, row-parallel
 // ones reduce-scatter their output. The replicated parameters that then see only this rank's tokens (norms,
-// row-parallel biases) get their gradients all-reduced over `tp` by a hook on the parameter.
+// row-parallel biases) have partial gradients: TensorParallel::finish_gradients sums them over `tp` (once per
+// step, after the last backward — like Megatron's finalize_model_grads; not a hook on the parameter, which
+// activation checkpointing's inner autograd::grad would fire a second time).
 //
 // The model never sees the communicator: the TP layers stand in for its Linear/Embedding modules under the
 // same names, and the head and loss go through model::TransformerHooks. Parameters keep their global names.
@@ -52,6 +54,13 @@ class TensorParallel {
   // live parameter. Sharded blocks are written by every TP rank (they differ), replicated ones by TP rank 0.
   std::vector<ShardedTensor> sharded_parameters(model::TransformerImpl& model) const;
   const Layout& layout(const std::string& name) const;
+  // Sequence parallelism only (else a no-op): all-reduces over `tp`, in one collective, the gradients of the
+  // replicated parameters that saw only this rank's tokens. Call on every TP rank after the step's last
+  // backward (accumulated micro-batches need it once), before clipping and the optimizer. Sums commute with
+  // the data-parallel reduction, so before or after DDP's all-reduce / FSDP's reduce-scatter are both right.
+  void finish_gradients(model::TransformerImpl& model) const;
+  // The parameters finish_gradients reduces (global names).
+  const std::vector<std::string>& partial_gradients() const { return partial_grads_; }
 
   const comm::CommPtr& group() const { return tp_; }
   bool sequence_parallel() const { return sequence_parallel_; }
@@ -60,6 +69,7 @@ class TensorParallel {
   comm::CommPtr tp_;
   bool sequence_parallel_;
   std::map<std::string, Layout> layouts_;
+  std::vector<std::string> partial_grads_;
 };
 
 // Shards `model` over `tp` (size = cfg.parallel.tp) as above; cfg.parallel.sequence_parallel turns sequence

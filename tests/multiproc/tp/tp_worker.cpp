@@ -9,7 +9,9 @@
 // element that is rounding noise — attn.wk.bias's is 0 in exact arithmetic — into a step of up to ~lr·g/eps),
 // gathered logits 1e-4 · max|ref|. Seen on x86-64: losses within 2e-7 relative, gradients ≲ 2e-5 relative.
 // Each rank prints the worst error as a fraction of its tolerance. Exit 0 when every check passes.
-//   tp_worker --family gpt2|llama [--sp] [--steps N] [--n-kv-head K]
+//   tp_worker --family gpt2|llama [--sp] [--ac] [--steps N] [--n-kv-head K]
+//   --ac: activation checkpointing on the TP model (applied after TP, as parallelize() does): the recomputed
+//         blocks issue their collectives again inside backward.
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
@@ -25,6 +27,7 @@
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 #include "meshtrain/train/adamw.h"
 
@@ -35,6 +38,7 @@ namespace {
 struct Args {
   std::string family = "gpt2";
   bool sp = false;
+  bool ac = false;
   int64_t steps = 4;
   int64_t n_kv_head = 0;  // 0: the family's default below
 };
@@ -99,6 +103,7 @@ int run(const Args& a, comm::CommPtr tp) {
   ref->init_weights(cfg.train.seed);
   model::Transformer net(cfg.model, at::TensorOptions().device(at::kMeta));
   auto layout = parallel::apply_tensor_parallel(*net, tp, cfg);
+  if (a.ac) net->set_block_runner(model::activation_checkpointing_runner());
   train::AdamW ref_opt(adam_params(*ref), cfg.optimizer), opt(adam_params(*net), cfg.optimizer);
   const auto ref_params = ref->named_parameters();
 
@@ -112,6 +117,7 @@ int run(const Args& a, comm::CommPtr tp) {
     auto got = net->loss(tokens, targets);
     want.backward();
     got.backward();
+    layout->finish_gradients(*net);  // sequence parallelism: norms' and row biases' partial gradients
     const double w = want.item<double>(), g = got.item<double>();
     MT_CHECK(std::abs(g - w) <= 1e-5 * std::abs(w), "step ", step, ": loss ", g, " vs reference ", w);
     max_loss = std::max(max_loss, std::abs(g - w));
@@ -131,8 +137,8 @@ int run(const Args& a, comm::CommPtr tp) {
     at::NoGradGuard no_grad;
     max_logits = compare(net->forward(tokens), ref->forward(tokens), 1e-4, 0, "gathered logits");
   }
-  std::printf("tp_worker rank %d/%d family=%s sp=%d steps=%lld: max |Δloss| %.3g; of tolerance: grads %.2f, params %.2f, logits %.2f: OK\n",
-              tp->rank(), tp->size(), a.family.c_str(), a.sp ? 1 : 0, static_cast<long long>(a.steps), max_loss,
+  std::printf("tp_worker rank %d/%d family=%s sp=%d ac=%d steps=%lld: max |Δloss| %.3g; of tolerance: grads %.2f, params %.2f, logits %.2f: OK\n",
+              tp->rank(), tp->size(), a.family.c_str(), a.sp ? 1 : 0, a.ac ? 1 : 0, static_cast<long long>(a.steps), max_loss,
               max_grad, max_param, max_logits);
   return 0;
 }
@@ -145,10 +151,11 @@ int main(int argc, char** argv) {
     const std::string s = argv[i];
     if (s == "--family" && i + 1 < argc) a.family = argv[++i];
     else if (s == "--sp") a.sp = true;
+    else if (s == "--ac") a.ac = true;
     else if (s == "--steps" && i + 1 < argc) a.steps = std::stoll(argv[++i]);
     else if (s == "--n-kv-head" && i + 1 < argc) a.n_kv_head = std::stoll(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: tp_worker --family gpt2|llama [--sp] [--steps N] [--n-kv-head K]\n");
+      std::fprintf(stderr, "usage: tp_worker --family gpt2|llama [--sp] [--ac] [--steps N] [--n-kv-head K]\n");
       return 2;
     }
   }

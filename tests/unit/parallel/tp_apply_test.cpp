@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
+
 #include "meshtrain/comm/fake_communicator.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 #include "meshtrain/parallel/tp_vocab_parallel_embedding.h"
@@ -131,4 +133,22 @@ TEST(TpApply, IndivisibleHeadsAreOneClearError) {
   m = initialised(c);
   msg = testing_support::user_error([&] { apply_tensor_parallel(*m, comm::make_fake_communicator(0, 2), c); });
   EXPECT_NE(msg.find("model.dropout(0.1) > 0 is not supported with parallel.tp(2)"), std::string::npos) << msg;
+}
+
+TEST(TpApply, SequenceParallelListsThePartialGradients) {
+  auto c = tiny("gpt2", 2);
+  c.parallel.sequence_parallel = true;
+  auto m = initialised(c);
+  auto t = apply_tensor_parallel(*m, comm::make_fake_communicator(0, 2), c);
+  const auto& names = t->partial_gradients();
+  auto listed = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  EXPECT_TRUE(listed("blocks.0.attn_norm.weight"));
+  EXPECT_TRUE(listed("blocks.1.mlp.proj.bias"));  // row-parallel bias, added after the reduce-scatter
+  EXPECT_TRUE(listed("final_norm.bias"));
+  EXPECT_FALSE(listed("pos_embed.weight"));  // added before the sequence is split
+  EXPECT_FALSE(listed("blocks.0.attn.wq.bias"));  // sharded
+  EXPECT_EQ(names.size(), 2u * (4 + 2) + 2);      // per block: 2 norms × (w, b) + wo.bias + proj.bias; final norm
+  c.parallel.sequence_parallel = false;
+  m = initialised(c);
+  EXPECT_TRUE(apply_tensor_parallel(*m, comm::make_fake_communicator(0, 2), c)->partial_gradients().empty());
 }
