@@ -2,7 +2,8 @@
 // meshrun; every rank of the job forms the one TP group). Each rank also builds the plain model from the same
 // seed, so the reference is computed in-process: for N AdamW steps on the same batches, the TP model's loss,
 // every parameter's gradient block and, at the end, every parameter block and the gathered full logits must
-// match the reference's. The TP model is built on the meta device, so only this rank's blocks are ever
+// match the reference's, and greedy decoding through the KV cache (without sequence parallelism) must pick the
+// same tokens. The TP model is built on the meta device, so only this rank's blocks are ever
 // allocated and initialised. Tolerances (fp32; TP sums partial matmuls in another order): loss 1e-5 relative;
 // per tensor, gradients max|Δ| ≤ 1e-4 · max|ref| + 1e-8 (checked every step, so a wrong reduction or a bias
 // counted twice fails here), parameters max|Δ| ≤ 1e-4 · max|ref| + 1e-5 (= lr/100: Adam turns a gradient
@@ -28,6 +29,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/model/activation_checkpoint.h"
+#include "meshtrain/model/generate.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 #include "meshtrain/train/adamw.h"
 
@@ -136,6 +138,14 @@ int run(const Args& a, comm::CommPtr tp) {
   {  // Full logits gathered from the vocabulary blocks (the path of evaluation and generation).
     at::NoGradGuard no_grad;
     max_logits = compare(net->forward(tokens), ref->forward(tokens), 1e-4, 0, "gathered logits");
+  }
+  if (!a.sp) {  // Greedy decoding through the KV cache (local heads per rank) picks the reference's tokens.
+    model::SampleOptions greedy;
+    greedy.max_new_tokens = 6;
+    greedy.temperature = 0;
+    const std::vector<int64_t> prompt{3, 141, 59, 26};
+    const auto want = model::generate(ref, prompt, greedy), got = model::generate(net, prompt, greedy);
+    MT_CHECK(got == want, "greedy decoding under TP differs from the reference");
   }
   std::printf("tp_worker rank %d/%d family=%s sp=%d ac=%d steps=%lld: max |Δloss| %.3g; of tolerance: grads %.2f, params %.2f, logits %.2f: OK\n",
               tp->rank(), tp->size(), a.family.c_str(), a.sp ? 1 : 0, a.ac ? 1 : 0, static_cast<long long>(a.steps), max_loss,
