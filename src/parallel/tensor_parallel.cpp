@@ -205,7 +205,8 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
     auto& attn = *block.attn;
     // Contiguous row blocks of wq/wk/wv are whole heads ([H·hd] rows, head-major), and GQA's grouping holds
     // locally: query head j of this rank uses its key/value head j / (H / Hkv).
-    for (auto* lin : {&attn.wq, &attn.wk, &attn.wv}) shard_linear(attn, path + "attn.", *lin, Split::Column, cut, tp, sp);
+    for (auto* lin : {&attn.wq, &attn.wk, &attn.wv})
+      shard_linear(attn, path + "attn.", *lin, Split::Column, cut, tp, sp);
     shard_linear(attn, path + "attn.", attn.wo, Split::Row, cut, tp, sp);
     auto& mlp = *block.mlp;
     if (mlp.gate) shard_linear(mlp, path + "mlp.", mlp.gate, Split::Column, cut, tp, sp);

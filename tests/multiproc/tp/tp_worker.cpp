@@ -147,9 +147,10 @@ int run(const Args& a, comm::CommPtr tp) {
     const auto want = model::generate(ref, prompt, greedy), got = model::generate(net, prompt, greedy);
     MT_CHECK(got == want, "greedy decoding under TP differs from the reference");
   }
-  std::printf("tp_worker rank %d/%d family=%s sp=%d ac=%d steps=%lld: max |Δloss| %.3g; of tolerance: grads %.2f, params %.2f, logits %.2f: OK\n",
-              tp->rank(), tp->size(), a.family.c_str(), a.sp ? 1 : 0, a.ac ? 1 : 0, static_cast<long long>(a.steps), max_loss,
-              max_grad, max_param, max_logits);
+  std::printf("tp_worker rank %d/%d family=%s sp=%d ac=%d steps=%lld: max |Δloss| %.3g; of tolerance: "
+              "grads %.2f, params %.2f, logits %.2f: OK\n",
+              tp->rank(), tp->size(), a.family.c_str(), a.sp ? 1 : 0, a.ac ? 1 : 0, static_cast<long long>(a.steps),
+              max_loss, max_grad, max_param, max_logits);
   return 0;
 }
 
