@@ -9,24 +9,27 @@
 namespace meshtrain::model {
 
 AttentionImpl::AttentionImpl(const ModelConfig& cfg, const at::TensorOptions& opts)
-    : n_head_(cfg.n_head),
-      n_kv_head_(cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head),
-      head_dim_(cfg.d_model / cfg.n_head),
-      dropout_(cfg.dropout) {
+    : head_dim_(cfg.d_model / cfg.n_head), dropout_(cfg.dropout) {
+  const int64_t n_head = cfg.n_head, n_kv_head = cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head;
   const bool bias = cfg.family == "gpt2";
   auto lin = [&](int64_t in, int64_t out) { return Linear(in, out, bias, opts); };
-  wq = register_module("wq", lin(cfg.d_model, n_head_ * head_dim_));
-  wk = register_module("wk", lin(cfg.d_model, n_kv_head_ * head_dim_));
-  wv = register_module("wv", lin(cfg.d_model, n_kv_head_ * head_dim_));
-  wo = register_module("wo", lin(n_head_ * head_dim_, cfg.d_model));
+  wq = register_module("wq", lin(cfg.d_model, n_head * head_dim_));
+  wk = register_module("wk", lin(cfg.d_model, n_kv_head * head_dim_));
+  wv = register_module("wv", lin(cfg.d_model, n_kv_head * head_dim_));
+  wo = register_module("wo", lin(n_head * head_dim_, cfg.d_model));
 }
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                   LayerKVCache* cache) {
-  const int64_t B = x.size(0), T = x.size(1);
-  auto q = wq->forward(x).view({B, T, n_head_, head_dim_}).transpose(1, 2);     // [B, H, T, hd]
-  auto k = wk->forward(x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);  // [B, Hkv, T, hd]
-  auto v = wv->forward(x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  // Head counts follow the weights: under tensor parallelism wq/wk/wv hold only this rank's heads.
+  const int64_t n_head = wq->weight.size(0) / head_dim_, n_kv_head = wk->weight.size(0) / head_dim_;
+  auto q = wq->forward(x);  // [B, T, H·hd]; T may differ from x's (sequence parallelism gathers it)
+  auto k = wk->forward(x);
+  auto v = wv->forward(x);
+  const int64_t B = q.size(0), T = q.size(1);
+  q = q.view({B, T, n_head, head_dim_}).transpose(1, 2);     // [B, H, T, hd]
+  k = k.view({B, T, n_kv_head, head_dim_}).transpose(1, 2);  // [B, Hkv, T, hd]
+  v = v.view({B, T, n_kv_head, head_dim_}).transpose(1, 2);
   if (cos.defined()) {
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
@@ -46,8 +49,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   }
   const double p = is_training() ? dropout_ : 0.0;
   auto y = at::scaled_dot_product_attention(q, k, v, {}, p, causal, std::nullopt,
-                                            /*enable_gqa=*/n_kv_head_ != n_head_);  // [B, H, T, hd]
-  y = y.transpose(1, 2).reshape({B, T, n_head_ * head_dim_});
+                                            /*enable_gqa=*/n_kv_head != n_head);  // [B, H, T, hd]
+  y = y.transpose(1, 2).reshape({B, T, n_head * head_dim_});
   return wo->forward(y);
 }
 

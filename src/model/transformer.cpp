@@ -27,10 +27,6 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
   }
 }
 
-at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
-  return at::linear(hidden(tokens, cache), head_weight());  // [B, T, V]
-}
-
 at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
   const int64_t T = tokens.size(1);
   const int64_t offset = cache ? cache->length() : 0;
@@ -44,6 +40,7 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
     std::tie(cos, sin) = rope_tables(inv_freq_, offset, T);
   }
   if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
+  if (hooks_.enter_blocks) x = hooks_.enter_blocks(x);
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto block = blocks->ptr<BlockImpl>(i);
     if (runner_ && !cache) {
@@ -57,8 +54,15 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
   return final_norm->forward(x);
 }
 
+at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
+  auto h = hidden(tokens, cache);
+  if (hooks_.logits) return hooks_.logits(h);
+  return lm_head ? lm_head->forward(h) : at::linear(h, tok_embed->weight);  // [B, T, V]
+}
+
 at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
   auto h = hidden(tokens);
+  if (hooks_.loss) return hooks_.loss(h, targets);
   if (loss_chunk_bytes_ <= 0) {
     auto logits = at::linear(h, head_weight());
     return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));

@@ -42,6 +42,8 @@ namespace meshtrain {
   F(int64_t, tp, 1, "Tensor-parallel degree (placed inside an NVLink clique)")                               \
   F(bool, allow_slow_tp, false, "Run even when a tensor-parallel group cannot sit inside one NVLink clique "  \
     "(it then talks over PCIe); false makes that an error (see `meshtrain topo`)")                           \
+  F(bool, sequence_parallel, false, "With tp > 1: activations outside the tensor-parallel regions (norms, "   \
+    "residual stream) hold seq_len / tp tokens per rank; reduce-scatter + all-gather replace the all-reduces") \
   F(int64_t, pp, 1, "Pipeline-parallel degree")                                                              \
   F(std::string, order, "pp-dp-fsdp-tp", "Rank order of the mesh dims, innermost last")                     \
   F(std::string, backend, "auto", "Collective backend; one of: auto | nccl | cpu (auto: nccl on CUDA, cpu otherwise)") \

@@ -20,7 +20,7 @@ class AttentionImpl : public torch::nn::Module {
   Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
 
  private:
-  int64_t n_head_, n_kv_head_, head_dim_;
+  int64_t head_dim_;  // head counts are not kept: they follow wq/wk's rows (tensor parallelism shards them)
   double dropout_;
 };
 TORCH_MODULE(Attention);

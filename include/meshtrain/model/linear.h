@@ -2,6 +2,8 @@
 // TensorOptions: built on the meta device they allocate nothing, which is how a model larger than one GPU
 // (or one host) is described before the parallel layers materialise only this rank's shards
 // (TransformerImpl::materialize, parallel/fsdp). Initial values are not set here: see model/init.h.
+// forward is virtual so that the tensor-parallel layers (parallel/tp_*.h) can stand in for a Linear or an
+// Embedding under the same module name — parameter names unchanged, the model none the wiser.
 #pragma once
 
 #include "meshtrain/model/param_module.h"
@@ -11,7 +13,7 @@ namespace meshtrain::model {
 class LinearImpl : public ParamModule {
  public:
   LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts);
-  at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
+  virtual at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
@@ -21,7 +23,7 @@ TORCH_MODULE(Linear);
 class EmbeddingImpl : public ParamModule {
  public:
   EmbeddingImpl(int64_t num, int64_t dim, const at::TensorOptions& opts);
-  at::Tensor forward(const at::Tensor& ids);  // ids: [...] int64 → [..., dim]
+  virtual at::Tensor forward(const at::Tensor& ids);  // ids: [...] int64 → [..., dim]
 
   at::Tensor weight;  // [num, dim]
 };

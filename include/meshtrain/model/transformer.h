@@ -9,6 +9,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <functional>
+
 #include "meshtrain/core/config.h"
 #include "meshtrain/model/block.h"
 #include "meshtrain/model/block_runner.h"
@@ -16,6 +18,19 @@
 #include "meshtrain/model/linear.h"
 
 namespace meshtrain::model {
+
+// What the parallel layers install so the model runs sharded without ever talking to a communicator (tensor
+// parallelism: parallel/tensor_parallel.h). Each left empty = the plain single-process behaviour.
+struct TransformerHooks {
+  // Applied to the embeddings' sum before the first block; sequence parallelism splits the sequence over
+  // ranks here. x: [B, T, D] → [B, T', D].
+  std::function<at::Tensor(const at::Tensor& x)> enter_blocks;
+  // The output head on the final norm's output h: [B, T', D] → logits over the full vocabulary [B, T, V].
+  std::function<at::Tensor(const at::Tensor& h)> logits;
+  // Mean next-token cross-entropy (fp32 scalar) of h against targets [B, T] — free to never form the full
+  // logits (the vocab-parallel cross-entropy does not).
+  std::function<at::Tensor(const at::Tensor& h, const at::Tensor& targets)> loss;
+};
 
 class TransformerImpl : public torch::nn::Module {
  public:
@@ -44,6 +59,7 @@ class TransformerImpl : public torch::nn::Module {
   void materialize(const at::Device& device, int64_t seed);
   // How blocks run (block_runner.h); empty = plainly. Not used with a KV cache (generation).
   void set_block_runner(BlockRunner runner) { runner_ = std::move(runner); }
+  void set_hooks(TransformerHooks hooks) { hooks_ = std::move(hooks); }
 
   int64_t num_params() const;
   // Parameters whose embedding role exempts them from weight decay by default (GPT-2/nanoGPT convention
@@ -66,6 +82,7 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor inv_freq_;  // RoPE (llama), buffer [hd/2]
   BlockRunner runner_;
   int64_t loss_chunk_bytes_ = 0;
+  TransformerHooks hooks_;
 };
 TORCH_MODULE(Transformer);
 

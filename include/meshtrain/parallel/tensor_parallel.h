@@ -1,0 +1,82 @@
+// Megatron-style tensor parallelism (TP) of the Transformer over one TP group (issue 6, DESIGN.md "parallel").
+//
+// apply_tensor_parallel rewrites a model in place so that each rank of `tp` holds and computes its share:
+//   attention   wq, wk, wv  ColumnParallelLinear, split by heads (rank r: query heads [r·H/tp, (r+1)·H/tp) and
+//                           key/value heads [r·Hkv/tp, ...)); attention runs on the local heads
+//               wo          RowParallelLinear (bias added once, after the reduction)
+//   MLP         up, gate    ColumnParallelLinear over d_ff;  down: RowParallelLinear
+//   tok_embed               VocabParallelEmbedding (vocabulary rows split as evenly as possible)
+//   output head             column-parallel over the vocabulary (lm_head rows, or tok_embed's rows when tied —
+//                           one tensor, so tied stays tied); the loss is the vocab-parallel cross-entropy, so no
+//                           rank forms full logits. forward() (generation, evaluation of logits) gathers them.
+//   norms, pos_embed        replicated
+// With parallel.sequence_parallel the residual stream between TP regions holds seq_len/tp tokens per rank:
+// the embeddings are split after the lookup, column-parallel layers all-gather their input, row-parallel
+// ones reduce-scatter their output. The replicated parameters that then see only this rank's tokens (norms,
+// row-parallel biases) have partial gradients: TensorParallel::finish_gradients sums them over `tp` (once per
+// step, after the last backward — like Megatron's finalize_model_grads; not a hook on the parameter, which
+// activation checkpointing's inner autograd::grad would fire a second time).
+//
+// The model never sees the communicator: the TP layers stand in for its Linear/Embedding modules under the
+// same names, and the head and loss go through model::TransformerHooks. Parameters keep their global names.
+// A meta-device model gets only this rank's blocks allocated (on train.device), initialised exactly like the
+// same elements of the single-process model (model/init.h).
+//
+// Order: call it first, before activation checkpointing and before FSDP/DDP wrap the model (parallelize()).
+// Not supported under TP yet: model.dropout > 0 (would need a TP-aware RNG), sequence parallelism with a KV
+// cache (generation).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meshtrain/comm/communicator.h"
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/sharded_tensor.h"
+#include "meshtrain/model/transformer.h"
+
+namespace meshtrain::parallel {
+
+class TensorParallel {
+ public:
+  // Where each parameter's local tensor sits in the global one.
+  struct Layout {
+    std::vector<int64_t> global_shape;
+    std::vector<int64_t> offsets;  // all 0 for replicated parameters
+    bool replicated = false;
+  };
+
+  TensorParallel(comm::CommPtr tp, bool sequence_parallel, std::map<std::string, Layout> layouts);
+
+  // Every parameter of `model` (the one it was applied to) as a block of its global tensor; `local` is the
+  // live parameter. Sharded blocks are written by every TP rank (they differ), replicated ones by TP rank 0.
+  std::vector<ShardedTensor> sharded_parameters(model::TransformerImpl& model) const;
+  const Layout& layout(const std::string& name) const;
+  // Sequence parallelism only (else a no-op): all-reduces over `tp`, in one collective, the gradients of the
+  // replicated parameters that saw only this rank's tokens. Call on every TP rank after the step's last
+  // backward (accumulated micro-batches need it once), before clipping and the optimizer. Sums commute with
+  // the data-parallel reduction, so before or after DDP's all-reduce / FSDP's reduce-scatter are both right.
+  void finish_gradients(model::TransformerImpl& model) const;
+  // The parameters finish_gradients reduces (global names).
+  const std::vector<std::string>& partial_gradients() const { return partial_grads_; }
+
+  const comm::CommPtr& group() const { return tp_; }
+  bool sequence_parallel() const { return sequence_parallel_; }
+
+ private:
+  comm::CommPtr tp_;
+  bool sequence_parallel_;
+  std::map<std::string, Layout> layouts_;
+  std::vector<std::string> partial_grads_;
+};
+
+// Shards `model` over `tp` (size = cfg.parallel.tp) as above; cfg.parallel.sequence_parallel turns sequence
+// parallelism on; cfg.train.seed (and .device) serve meta-device models. UserError (one line, with the
+// arithmetic) when model.n_head, model.n_kv_head or model.d_ff is not divisible by tp, or the vocabulary is
+// smaller than tp, or model.dropout > 0.
+std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& model, comm::CommPtr tp,
+                                                      const Config& cfg);
+
+}  // namespace meshtrain::parallel
