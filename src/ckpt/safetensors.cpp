@@ -67,25 +67,40 @@ at::ScalarType dtype_from_safetensors(const std::string& s) {
   return it->second;
 }
 
+// Slice-by-8 (8 table lookups per 8 bytes): ~5x the bytewise loop, so checksumming a checkpoint stays well
+// below the disk's time. Same polynomial and result as zlib's crc32.
 uint32_t crc32(const void* data, size_t n, uint32_t crc) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
+  static const auto tables = [] {
+    std::array<std::array<uint32_t, 256>, 8> t{};
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
+      t[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; ++i)
+      for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
     return t;
   }();
   const auto* p = static_cast<const uint8_t*>(data);
   crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  while (n >= 8) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= crc;  // little-endian hosts only (x86-64, aarch64)
+    crc = tables[7][lo & 0xFF] ^ tables[6][(lo >> 8) & 0xFF] ^ tables[5][(lo >> 16) & 0xFF] ^ tables[4][lo >> 24] ^
+          tables[3][hi & 0xFF] ^ tables[2][(hi >> 8) & 0xFF] ^ tables[1][(hi >> 16) & 0xFF] ^ tables[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) crc = tables[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
   return ~crc;
 }
 
 std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
                                                       const std::map<std::string, at::Tensor>& tensors,
-                                                      const std::map<std::string, std::string>& metadata) {
+                                                      const std::map<std::string, std::string>& metadata,
+                                                      const std::function<void()>& after_first_tensor) {
   std::map<std::string, at::Tensor> cpu;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -109,7 +124,12 @@ std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
   SYS_CHECK(f.fd, "open ", path);
   write_all(f.fd, &hlen, 8, path);
   write_all(f.fd, h.data(), h.size(), path);
-  for (const auto& [name, c] : cpu) write_all(f.fd, c.data_ptr(), entries[name].end - entries[name].begin, path);
+  bool first = true;
+  for (const auto& [name, c] : cpu) {
+    write_all(f.fd, c.data_ptr(), entries[name].end - entries[name].begin, path);
+    if (first && after_first_tensor) after_first_tensor();
+    first = false;
+  }
   SYS_CHECK(::fsync(f.fd), "fsync ", path);
   for (auto& [name, e] : entries) {
     e.begin += 8 + hlen;

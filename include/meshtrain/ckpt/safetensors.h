@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,10 +21,12 @@ struct TensorEntry {
 };
 
 // Writes `tensors` (CPU or device; copied to contiguous CPU) in name order to `path`, fsynced. Returns each
-// tensor's absolute byte range. `metadata` goes in "__metadata__".
+// tensor's absolute byte range and CRC-32. `metadata` goes in "__metadata__". `after_first_tensor` (tests:
+// crash_point.h) runs once the header and the first tensor's bytes are written.
 std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
                                                       const std::map<std::string, at::Tensor>& tensors,
-                                                      const std::map<std::string, std::string>& metadata = {});
+                                                      const std::map<std::string, std::string>& metadata = {},
+                                                      const std::function<void()>& after_first_tensor = {});
 
 class SafetensorsReader {
  public:
