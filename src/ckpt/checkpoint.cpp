@@ -128,7 +128,10 @@ SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedT
              "save: '", t.name, "': offsets/local rank differ from the global shape's");
     if (!t.write) continue;
     MT_CHECK(!host.count(t.name), "save: tensor '", t.name, "' is given twice");
-    at::Tensor h = at::empty(t.local.sizes(), t.local.options().device(at::kCPU).pinned_memory(t.local.is_cuda()));
+    at::Tensor& h = staging_[t.name];
+    if (!h.defined() || h.sizes() != t.local.sizes() || h.scalar_type() != t.local.scalar_type() ||
+        (t.local.is_cuda() && !h.is_pinned()))
+      h = at::empty(t.local.sizes(), t.local.options().device(at::kCPU).pinned_memory(t.local.is_cuda()));
     h.copy_(t.local.detach());
     stats.bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
     host.emplace(t.name, h);

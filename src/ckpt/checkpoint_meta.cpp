@@ -12,7 +12,7 @@ namespace {
 
 nlohmann::json shard_json(const ShardRecord& s) {
   return {{"file", s.file}, {"byte_range", {s.begin, s.end}}, {"offsets", s.offsets}, {"shape", s.shape},
-          {"crc32", s.crc}};
+          {s.castagnoli ? "crc32c" : "crc32", s.crc}};
 }
 
 ShardRecord shard_from(const nlohmann::json& j) {
@@ -22,7 +22,8 @@ ShardRecord shard_from(const nlohmann::json& j) {
   s.end = j.at("byte_range").at(1).get<uint64_t>();
   s.offsets = j.at("offsets").get<std::vector<int64_t>>();
   s.shape = j.at("shape").get<std::vector<int64_t>>();
-  s.crc = j.at("crc32").get<uint32_t>();
+  s.castagnoli = j.contains("crc32c");
+  s.crc = j.at(s.castagnoli ? "crc32c" : "crc32").get<uint32_t>();
   return s;
 }
 

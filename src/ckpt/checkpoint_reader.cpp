@@ -63,8 +63,8 @@ void read_shard(const ReadFile& f, const std::string& file_path, const std::stri
                 ": tensor '", name, "' has ", n, " bytes in meta.json, its shape and dtype need ",
                 out.numel() * out.element_size());
   if (n) f.pread_exact(out.data_ptr(), n, s.begin, name);
-  const uint32_t got = crc32(out.data_ptr(), n);
-  MT_USER_CHECK(got == s.crc, file_path, ": tensor '", name, "' fails its checksum (crc32 ", got, ", expected ",
+  const uint32_t got = s.castagnoli ? crc32c(out.data_ptr(), n) : crc32(out.data_ptr(), n);
+  MT_USER_CHECK(got == s.crc, file_path, ": tensor '", name, "' fails its checksum (", s.castagnoli ? "crc32c " : "crc32 ", got, ", expected ",
                 s.crc, "): the checkpoint is corrupt");
 }
 

@@ -99,6 +99,10 @@ class CheckpointManager {
   int64_t keep_;
   int rank_ = 0, world_ = 1;
   comm::CommPtr ckpt_comm_;  // split off the caller's communicator; used only by writer_
+  // Host staging buffers, kept between saves (reused when a tensor's shape and dtype repeat): after the
+  // first save, the copy touches no fresh pages and pins no new memory. Owned by the caller's thread; the
+  // writer reads them until wait() returns, and save_async waits before refilling them.
+  std::map<std::string, at::Tensor> staging_;
   std::thread writer_;
   std::exception_ptr error_;  // set by writer_, read after join
 };

@@ -7,10 +7,10 @@
 //    "config": {...}, "mesh": {...}, "state": {...},
 //    "tensors": {"model.tok_embed.weight": {"shape": [256, 64], "dtype": "F32",
 //        "shards": [{"file": "rank_00000.safetensors", "byte_range": [b, e], "offsets": [0, 0],
-//                    "shape": [64, 64], "crc32": 123}, ...]}, ...}}
+//                    "shape": [64, 64], "crc32c": 123}, ...]}, ...}}
 //
 // Version 1 (replicated only, written by earlier meshtrain) has the same "tensors" layout with one shard per
-// tensor and no "config"/"mesh": it is read by the same code.
+// tensor, a CRC-32/IEEE under "crc32" and no "config"/"mesh": it is read by the same code.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,7 @@ struct ShardRecord {
   uint64_t begin = 0, end = 0;  // absolute byte range in `file`
   std::vector<int64_t> offsets, shape;
   uint32_t crc = 0;
+  bool castagnoli = true;  // crc is CRC-32C ("crc32c", format 2) or CRC-32/IEEE ("crc32", format 1)
 };
 
 struct TensorRecord {

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A trainer rank SIGKILLed while writing a checkpoint (tier 4): two workers under meshrun save every 2 steps;
-rank 1 dies half-way through writing step 4's file (MESHTRAIN_CKPT_CRASH_AT=file_partial:1:4). `latest`
-stays at step 2; a rerun with `checkpoint.resume: auto` removes the half-written directory, resumes from step
-2 and ends with parameters bit-identical to an uninterrupted run's.
+rank 0 (the one that writes replicated state) dies half-way through writing step 4's file
+(MESHTRAIN_CKPT_CRASH_AT=file_partial:0:4). `latest` stays at step 2; a rerun with `checkpoint.resume: auto`
+removes the half-written directory, resumes from step 2 and ends with parameters bit-identical to an uninterrupted run's.
 Usage: kill_resume_test.py BIN_DIR SOURCE_DIR
 """
 import os
@@ -45,7 +45,7 @@ assert len(want) == 1 and want[0][1] == str(STEPS), want
 
 run = os.path.join(work, "run")
 ckpt = os.path.join(run, "checkpoints")
-rc, out = train(run, {"MESHTRAIN_CKPT_CRASH_AT": "file_partial:1:4"})
+rc, out = train(run, {"MESHTRAIN_CKPT_CRASH_AT": "file_partial:0:4"})
 print(out[-2000:])
 assert rc != 0, "the killed run must fail"
 assert "killing itself at stage 'file_partial' of step 4" in out

@@ -195,7 +195,8 @@ TEST(AsyncSave, AWriteErrorSurfacesInWait) {
 }
 
 TEST(FormatV1, StillLoads) {
-  // Written exactly as meshtrain's first checkpoint format: one replicated shard per tensor, config in state.
+  // Written exactly as meshtrain's first checkpoint format: one replicated shard per tensor, CRC-32/IEEE,
+  // config in state.
   auto d = temp_dir("v1");
   fs::create_directories(d / "step_00000003");
   auto t = at::arange(6, at::kFloat).reshape({2, 3});
@@ -206,7 +207,7 @@ TEST(FormatV1, StillLoads) {
       {"state", {{"config", {{"model", {{"family", "gpt2"}}}}}}},
       {"tensors", {{"model.w", {{"shape", {2, 3}}, {"dtype", "F32"},
                                 {"shards", {{{"file", "rank_00000.safetensors"}, {"offsets", {0, 0}}, {"shape", {2, 3}},
-                                             {"byte_range", {w.begin, w.end}}, {"crc32", w.crc}}}}}}}}};
+                                             {"byte_range", {w.begin, w.end}}, {"crc32", ckpt::crc32(t.data_ptr(), 24)}}}}}}}}};
   std::ofstream(d / "step_00000003" / "meta.json") << meta.dump();
   std::ofstream(d / "latest") << "step_00000003\n";
   std::vector<ShardedTensor> want = {{"model.w", {2, 3}, {1, 1}, at::zeros({1, 2}), true}};
@@ -214,6 +215,18 @@ TEST(FormatV1, StillLoads) {
   EXPECT_EQ(loaded.meta.version, 1);
   EXPECT_EQ(loaded.meta.config["model"]["family"], "gpt2");
   EXPECT_TRUE(at::equal(want[0].local, t.narrow(0, 1, 1).narrow(1, 1, 2)));
+}
+
+TEST(Crc, KnownValues) {
+  const std::string s = "123456789";  // the standard check input
+  EXPECT_EQ(ckpt::crc32(s.data(), s.size()), 0xCBF43926u);
+  EXPECT_EQ(ckpt::crc32c(s.data(), s.size()), 0xE3069283u);
+  // Incremental over odd splits equals one pass (the hardware path's 8-byte steps and byte tail).
+  std::string big(1000, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
+  for (size_t cut : {0u, 1u, 7u, 8u, 13u, 999u})
+    EXPECT_EQ(ckpt::crc32c(big.data() + cut, big.size() - cut, ckpt::crc32c(big.data(), cut)),
+              ckpt::crc32c(big.data(), big.size())) << cut;
 }
 
 TEST(FormatV1, FutureVersionIsRefused) {
