@@ -7,6 +7,9 @@
 //   meshtrain bench comm [options]          collective benchmark (under meshrun, one process per rank)
 //   meshtrain bench train [options]         training throughput on synthetic tokens
 //   meshtrain topo [CONFIG] [options]       GPU link matrix, affinities, NVLink cliques and rank placement
+//   meshtrain bench ckpt [options]          checkpoint save/load throughput vs the disk's
+//   meshtrain export CKPT --format hf OUT   a checkpoint as a Hugging Face model directory
+//   meshtrain import HF_DIR OUT_CKPT        a Hugging Face Llama/GPT-2 as a meshtrain checkpoint + config
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +24,8 @@
 #include <sstream>
 
 #include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/ckpt_bench.h"
+#include "meshtrain/ckpt/hf_files.h"
 #include "meshtrain/comm/bench.h"
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/placement.h"
@@ -56,6 +61,12 @@ constexpr const char* kUsage =
     "  bench train [--preset P] [--seq T] [--batch B] [--layers L] [--steps N] [--json FILE]\n"
     "                                              training throughput (tokens/s, MFU, peak memory) on\n"
     "                                              synthetic tokens\n"
+    "  bench ckpt [--dir DIR] [--bytes N] [--json FILE]\n"
+    "                                              checkpoint save/load throughput vs the disk's own rate\n"
+    "  export CHECKPOINT --format hf OUT_DIR [--dtype D] [--max-shard-size N]\n"
+    "                                              write a Hugging Face model directory (Llama, GPT-2)\n"
+    "  import HF_DIR OUT_DIR                       a Hugging Face Llama/GPT-2 as a meshtrain checkpoint\n"
+    "                                              (OUT_DIR/step_00000000) + OUT_DIR/config.yaml\n"
     "\n"
     "Run `meshtrain <command> --help` for a command's options. Exit codes: 0 ok, 1 runtime error,\n"
     "2 invalid input (config, flag, file).\n";
@@ -272,6 +283,80 @@ int cmd_bench_comm(int argc, char** argv) {
 }
 
 
+int cmd_bench_ckpt(int argc, char** argv) {
+  cxxopts::Options o("meshtrain bench ckpt",
+                     "Checkpoint save and load throughput (one process) against the disk's own sequential write "
+                     "(with fsync) and cold read rates, measured in the same run and directory; async save's "
+                     "blocking time.");
+  o.add_options()("dir", "directory on the disk to measure", cxxopts::value<std::string>()->default_value("."))(
+      "bytes", "total tensor bytes (K/M/G suffixes)", cxxopts::value<std::string>()->default_value("1G"))(
+      "tensors", "number of tensors", cxxopts::value<int>()->default_value("64"))(
+      "repeats", "best of N", cxxopts::value<int>()->default_value("2"))(
+      "device", "where the tensors live: cpu | cuda", cxxopts::value<std::string>()->default_value("cpu"))(
+      "json", "also write the rows as JSON to FILE", cxxopts::value<std::string>())("h,help", "show this help")(
+      "what", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"what"});
+  o.positional_help("ckpt");
+  auto r = parse(o, argc, argv);
+  ckpt::CkptBenchOptions bo{.dir = r["dir"].as<std::string>(),
+                            .bytes = parse_bytes("--bytes", r["bytes"].as<std::string>()),
+                            .tensors = r["tensors"].as<int>(), .repeats = r["repeats"].as<int>(),
+                            .device = r["device"].as<std::string>()};
+  MT_USER_CHECK(bo.repeats >= 1, "--repeats: given ", bo.repeats, "; valid: 1 or more");
+  auto rows = ckpt::run_ckpt_bench(bo);
+  std::printf("# checkpoint benchmark in %s, %d fp32 tensors on %s, best of %d\n%s", bo.dir.c_str(), bo.tensors,
+              bo.device.c_str(), bo.repeats, ckpt::ckpt_bench_table(rows).c_str());
+  if (r.count("json")) {
+    std::ofstream out(r["json"].as<std::string>());
+    out << ckpt::ckpt_bench_json(rows);
+    MT_USER_CHECK(out, "--json: cannot write ", r["json"].as<std::string>());
+  }
+  return 0;
+}
+
+int cmd_export(int argc, char** argv) {
+  cxxopts::Options o("meshtrain export",
+                     "Write a checkpoint (any layout) as a Hugging Face model directory: config.json + "
+                     "model.safetensors, or model-0000K-of-0000N.safetensors + model.safetensors.index.json above "
+                     "--max-shard-size. Loadable by transformers (LlamaForCausalLM, GPT2LMHeadModel), vLLM, TGI.");
+  o.add_options()("format", "output format; valid: hf", cxxopts::value<std::string>())(
+      "dtype", "tensor dtype: keep | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("keep"))(
+      "max-shard-size", "largest safetensors file (K/M/G suffixes)",
+      cxxopts::value<std::string>()->default_value("5G"))("h,help", "show this help")(
+      "args", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"args"});
+  o.positional_help("CHECKPOINT OUT_DIR");
+  auto r = parse(o, argc, argv);
+  const auto args = r.count("args") ? r["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  MT_USER_CHECK(args.size() == 2, "meshtrain export: expected CHECKPOINT and OUT_DIR, got ", args.size(),
+                " arguments (see --help)");
+  MT_USER_CHECK(r.count("format") && r["format"].as<std::string>() == "hf",
+                "meshtrain export: --format hf is required (the only format)");
+  const size_t shard = parse_bytes("--max-shard-size", r["max-shard-size"].as<std::string>());
+  MT_USER_CHECK(shard > 0, "--max-shard-size must be > 0");
+  auto res = ckpt::export_hf(args[0], args[1], {.dtype = r["dtype"].as<std::string>(), .max_shard_bytes = shard});
+  std::printf("wrote %s: %lld tensors, %.1f MB in %d file(s)\n", args[1].c_str(), static_cast<long long>(res.tensors),
+              static_cast<double>(res.bytes) / 1e6, res.files);
+  return 0;
+}
+
+int cmd_import(int argc, char** argv) {
+  cxxopts::Options o("meshtrain import",
+                     "Turn a Hugging Face Llama or GPT-2 model directory (config.json + safetensors) into a "
+                     "meshtrain checkpoint (fp32 weights) and a config YAML to fine-tune or sample from.");
+  o.add_options()("h,help", "show this help")("args", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"args"});
+  o.positional_help("HF_DIR OUT_DIR");
+  auto r = parse(o, argc, argv);
+  const auto args = r.count("args") ? r["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  MT_USER_CHECK(args.size() == 2, "meshtrain import: expected HF_DIR and OUT_DIR, got ", args.size(),
+                " arguments (see --help)");
+  auto res = ckpt::import_hf(args[0], args[1]);
+  std::printf("imported %s (%s, %lld tensors) into %s; config: %s\n", args[0].c_str(), res.family.c_str(),
+              static_cast<long long>(res.tensors), res.checkpoint.c_str(), res.config_yaml.c_str());
+  return 0;
+}
+
 int cmd_topo(int argc, char** argv) {
   cxxopts::Options o("meshtrain topo",
                      "Print this node's GPU link matrix (nvidia-smi topo style), NUMA and CPU affinity, the NVLink "
@@ -377,9 +462,12 @@ int main(int argc, char** argv) {
       const std::string what = argc > 2 ? argv[2] : "";
       if (what == "comm") return cmd_bench_comm(argc - 1, argv + 1);
       if (what == "train") return cmd_bench_train(argc - 1, argv + 1);
-      throw UserError("meshtrain bench: expected `comm` or `train`, given '" + what + "'");
+      if (what == "ckpt") return cmd_bench_ckpt(argc - 1, argv + 1);
+      throw UserError("meshtrain bench: expected `comm`, `train` or `ckpt`, given '" + what + "'");
     }
     if (cmd == "topo") return cmd_topo(argc - 1, argv + 1);
+    if (cmd == "export") return cmd_export(argc - 1, argv + 1);
+    if (cmd == "import") return cmd_import(argc - 1, argv + 1);
     std::fprintf(stderr, "meshtrain: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {

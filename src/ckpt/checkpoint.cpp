@@ -5,10 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
+#include "meshtrain/ckpt/checkpoint_meta.h"
+#include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/ckpt/crash_point.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
@@ -19,7 +24,11 @@ namespace fs = std::filesystem;
 namespace meshtrain::ckpt {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
 std::string step_name(int64_t step) { return log::sprintf("step_%08lld", static_cast<long long>(step)); }
+std::string rank_file(int rank) { return log::sprintf("rank_%05d.safetensors", rank); }
 
 void fsync_path(const fs::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
@@ -44,12 +53,40 @@ void write_atomic(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path().empty() ? fs::path(".") : path.parent_path());
 }
 
+// Every rank's string, in rank order, through two all-gathers (lengths, then bytes padded to the longest;
+// the CPU backend moves int32/int64, so bytes travel as int32 words).
+std::vector<std::string> all_gather_strings(comm::Communicator& c, const std::string& mine) {
+  const int W = c.size();
+  at::Tensor len = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+  at::Tensor lens = at::empty({W}, at::kLong);
+  c.all_gather_into(lens, len)->wait();
+  int64_t max_len = 0;
+  for (int r = 0; r < W; ++r) max_len = std::max(max_len, lens[r].item<int64_t>());
+  const int64_t words = (max_len + 3) / 4;
+  at::Tensor buf = at::zeros({words}, at::kInt);
+  std::memcpy(buf.data_ptr(), mine.data(), mine.size());
+  at::Tensor all = at::empty({W * words}, at::kInt);
+  c.all_gather_into(all, buf)->wait();
+  std::vector<std::string> out(static_cast<size_t>(W));
+  const char* base = static_cast<const char*>(all.data_ptr());
+  for (int r = 0; r < W; ++r) out[static_cast<size_t>(r)].assign(base + r * words * 4, static_cast<size_t>(lens[r].item<int64_t>()));
+  return out;
+}
+
+std::vector<ShardedTensor> replicated(const std::map<std::string, at::Tensor>& tensors, int rank) {
+  std::vector<ShardedTensor> out;
+  for (const auto& [name, t] : tensors)
+    out.push_back({name, t.sizes().vec(), std::vector<int64_t>(static_cast<size_t>(t.dim()), 0), t, rank == 0});
+  return out;
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm)
-    : dir_(std::move(dir)), keep_(keep), comm_(std::move(comm)) {
-  const int rank = comm_ ? comm_->rank() : 0;
-  if (rank == 0) {
+    : dir_(std::move(dir)), keep_(keep) {
+  rank_ = comm ? comm->rank() : 0;
+  world_ = comm ? comm->size() : 1;
+  if (rank_ == 0) {
     fs::create_directories(dir_);
     for (const auto& e : fs::directory_iterator(dir_)) {
       const std::string n = e.path().filename().string();
@@ -59,44 +96,168 @@ CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPt
       }
     }
   }
-  if (comm_) comm_->barrier();
+  if (comm) {
+    comm->barrier();
+    // Its own sockets and op thread: the background writer's collectives never interleave with the step
+    // loop's on `comm`.
+    if (world_ > 1) ckpt_comm_ = comm->split(0, rank_);
+  }
+}
+
+CheckpointManager::~CheckpointManager() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    log::error("checkpoint: the last save failed: %s", e.what());
+  }
+}
+
+std::string CheckpointManager::step_dir(int64_t step) const { return (fs::path(dir_) / step_name(step)).string(); }
+
+SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedTensor>& tensors,
+                                        const SaveInfo& info) {
+  const auto t0 = Clock::now();
+  SaveStats stats;
+  stats.wait_s = wait();
+  // Host copies of the blocks this rank writes. Pinned staging for device tensors makes the device-to-host
+  // copy a DMA at full bus speed; CPU tensors are cloned because training goes on modifying them in place.
+  std::vector<ShardedTensor> layout;
+  std::map<std::string, at::Tensor> host;
+  for (const auto& t : tensors) {
+    MT_CHECK(t.offsets.size() == t.global_shape.size() && static_cast<size_t>(t.local.dim()) == t.global_shape.size(),
+             "save: '", t.name, "': offsets/local rank differ from the global shape's");
+    if (!t.write) continue;
+    MT_CHECK(!host.count(t.name), "save: tensor '", t.name, "' is given twice");
+    at::Tensor& h = staging_[t.name];
+    if (!h.defined() || h.sizes() != t.local.sizes() || h.scalar_type() != t.local.scalar_type() ||
+        (t.local.is_cuda() && !h.is_pinned()))
+      h = at::empty(t.local.sizes(), t.local.options().device(at::kCPU).pinned_memory(t.local.is_cuda()));
+    h.copy_(t.local.detach());
+    stats.bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
+    host.emplace(t.name, h);
+    layout.push_back({t.name, t.global_shape, t.offsets, h, true});
+  }
+  crash_point("host_copy", rank_, step);
+  stats.blocked_s = seconds_since(t0);
+  log::debug("checkpoint step %lld: step loop blocked %.3fs (%.3fs waiting for the previous save), %.1f MB to write",
+             static_cast<long long>(step), stats.blocked_s, stats.wait_s, static_cast<double>(stats.bytes) / 1e6);
+  writer_ = std::thread([this, step, host = std::move(host), layout = std::move(layout), info]() mutable {
+    try {
+      write_and_commit(step, std::move(host), std::move(layout), std::move(info));
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+  return stats;
+}
+
+double CheckpointManager::wait() {
+  if (!writer_.joinable()) return 0;
+  const auto t0 = Clock::now();
+  writer_.join();
+  const double s = seconds_since(t0);
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return s;
+}
+
+std::string CheckpointManager::save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info) {
+  save_async(step, tensors, info);
+  wait();
+  return step_dir(step);
+}
+
+SaveStats CheckpointManager::save_async(int64_t step, const std::map<std::string, at::Tensor>& tensors,
+                                        const nlohmann::json& state) {
+  SaveInfo info;
+  info.state = state;
+  if (state.contains("config")) info.config = state["config"];
+  info.mesh = {{"layout", "replicated"}, {"world_size", world_}};
+  return save_async(step, replicated(tensors, rank_), info);
 }
 
 std::string CheckpointManager::save(int64_t step, const std::map<std::string, at::Tensor>& tensors,
                                     const nlohmann::json& state) {
-  const int rank = comm_ ? comm_->rank() : 0;
-  const fs::path final_dir = fs::path(dir_) / step_name(step);
-  const fs::path tmp_dir = final_dir.string() + ".tmp";
-  nlohmann::json meta;
-  if (rank == 0) {
-    remove_tree(tmp_dir.string());
+  save_async(step, tensors, state);
+  wait();
+  return step_dir(step);
+}
+
+void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at::Tensor> host,
+                                         std::vector<ShardedTensor> layout, SaveInfo info) {
+  const auto t0 = Clock::now();
+  const fs::path tmp_dir = step_dir(step) + ".tmp";
+  RankShards mine;
+  std::string write_error;  // sent to rank 0 instead of a shard list, so no rank waits on a failed one
+  try {
+    // Every rank creates it (idempotent); stale ones were removed before the constructor's barrier.
     fs::create_directories(tmp_dir);
-    const std::string file = "rank_00000.safetensors";
-    auto entries = write_safetensors((tmp_dir / file).string(), tensors, {{"format", "pt"}});
-    meta["format_version"] = kFormatVersion;
-    meta["step"] = step;
-    meta["world_size"] = comm_ ? comm_->size() : 1;
-    meta["layout"] = "replicated";
-    meta["state"] = state;
-    auto& tj = meta["tensors"];
-    for (const auto& [name, e] : entries)
-      tj[name] = {{"shape", e.shape}, {"dtype", e.dtype},
-                  {"shards", {{{"file", file}, {"offsets", std::vector<int64_t>(e.shape.size(), 0)},
-                               {"shape", e.shape}, {"byte_range", {e.begin, e.end}}, {"crc32", e.crc}}}}};
+    if (!host.empty()) {
+      const std::string file = rank_file(rank_);
+      auto entries = write_safetensors((tmp_dir / file).string(), host, {{"format", "pt"}},
+                                       [&] { crash_point("file_partial", rank_, step); });
+      for (const auto& t : layout) {
+        const TensorEntry& e = entries.at(t.name);
+        mine.push_back({t.name, t.global_shape, e.dtype, {file, e.begin, e.end, t.offsets, e.shape, e.crc}});
+      }
+    }
+  } catch (const std::exception& e) {
+    write_error = e.what();
   }
-  // Every rank's files are on disk before the directory becomes visible under its final name.
-  if (comm_) comm_->barrier();
-  if (rank == 0) {
-    write_atomic(tmp_dir / "meta.json", meta.dump(1));
-    fsync_path(tmp_dir);
-    remove_tree(final_dir.string());  // a re-save of the same step (after a resume) replaces it
-    fs::rename(tmp_dir, final_dir);
-    fsync_path(dir_);
-    write_atomic(fs::path(dir_) / "latest", step_name(step) + "\n");
-    prune();
+  crash_point("file_synced", rank_, step);
+  uint64_t bytes = 0;
+  for (const auto& [n, h] : host) bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
+  const std::string mine_json =
+      write_error.empty() ? rank_shards_to_json(mine).dump() : nlohmann::json({{"error", write_error}}).dump();
+  std::vector<std::string> lists = ckpt_comm_ ? all_gather_strings(*ckpt_comm_, mine_json)
+                                              : std::vector<std::string>{mine_json};
+  // Rank 0 commits; the others learn whether it did through one all-reduce of its status.
+  std::string failure;
+  if (rank_ == 0) {
+    try {
+      commit(step, lists, info);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
   }
-  if (comm_) comm_->barrier();
-  return final_dir.string();
+  if (ckpt_comm_) {
+    at::Tensor status = at::full({1}, failure.empty() ? 0 : 1, at::kInt);
+    ckpt_comm_->all_reduce(status, comm::ReduceOp::Max)->wait();
+    MT_CHECK(status.item<int>() == 0 || rank_ == 0, "checkpoint step ", step, ": rank 0 could not commit it");
+  }
+  MT_CHECK(write_error.empty(), "checkpoint step ", step, ": ", write_error);
+  MT_CHECK(failure.empty(), "checkpoint step ", step, ": ", failure);
+  const double s = seconds_since(t0);
+  log::info("checkpoint %s: %.1f MB from this rank in %.2fs (%.0f MB/s), in the background",
+            step_dir(step).c_str(), static_cast<double>(bytes) / 1e6, s, static_cast<double>(bytes) / 1e6 / std::max(s, 1e-9));
+}
+
+void CheckpointManager::commit(int64_t step, const std::vector<std::string>& rank_lists, const SaveInfo& info) {
+  std::vector<RankShards> per_rank;
+  for (size_t r = 0; r < rank_lists.size(); ++r) {
+    auto j = nlohmann::json::parse(rank_lists[r]);
+    MT_CHECK(!j.is_object(), "rank ", r, " could not write its file: ", j.value("error", std::string()));
+    per_rank.push_back(rank_shards_from_json(j));
+  }
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.world_size = world_;
+  auto object = [](const nlohmann::json& j) { return j.is_null() ? nlohmann::json::object() : j; };
+  meta.config = object(info.config);
+  meta.mesh = object(info.mesh);
+  meta.state = object(info.state);
+  meta.tensors = merge_shards(per_rank);
+  const fs::path final_dir = step_dir(step);
+  const fs::path tmp_dir = final_dir.string() + ".tmp";
+  write_atomic(tmp_dir / "meta.json", to_json(meta).dump(1));
+  fsync_path(tmp_dir);
+  crash_point("meta_written", rank_, step);
+  remove_tree(final_dir.string());  // a re-save of the same step (after a resume) replaces it
+  fs::rename(tmp_dir, final_dir);
+  fsync_path(dir_);
+  crash_point("renamed", rank_, step);
+  write_atomic(fs::path(dir_) / "latest", step_name(step) + "\n");
+  crash_point("committed", rank_, step);
+  prune();
 }
 
 void CheckpointManager::prune() {
@@ -119,45 +280,14 @@ std::optional<std::string> CheckpointManager::latest() const {
   return p.string();
 }
 
-Checkpoint CheckpointManager::load(const std::string& path_in) {
-  fs::path path = path_in;
-  if (fs::exists(path / "latest") && !fs::exists(path / "meta.json")) {
-    std::ifstream in(path / "latest");
-    std::string name;
-    in >> name;
-    path /= name;
-  }
-  MT_USER_CHECK(path.string().find(".tmp") == std::string::npos, path.string(),
-                ": an incomplete checkpoint (.tmp) is never loaded");
-  const fs::path meta_path = path / "meta.json";
-  std::ifstream in(meta_path);
-  MT_USER_CHECK(in, meta_path.string(), ": no such checkpoint metadata (not a checkpoint directory?)");
-  nlohmann::json meta;
-  try {
-    in >> meta;
-  } catch (const std::exception& e) {
-    throw UserError(cat(meta_path.string(), ": corrupt checkpoint metadata: ", e.what()));
-  }
-  const int version = meta.value("format_version", 0);
-  MT_USER_CHECK(version == kFormatVersion, meta_path.string(), ": format_version ", version,
-                " is not supported (valid: ", kFormatVersion, ")");
+Checkpoint CheckpointManager::load(const std::string& path) {
+  LoadedCheckpoint info;
   Checkpoint ck;
-  ck.step = meta.at("step").get<int64_t>();
-  ck.state = meta.value("state", nlohmann::json::object());
-  ck.path = path.string();
-  std::map<std::string, std::unique_ptr<SafetensorsReader>> readers;
-  for (auto& [name, tj] : meta.at("tensors").items()) {
-    const auto& shard = tj.at("shards").at(0);
-    const std::string file = shard.at("file").get<std::string>();
-    auto& reader = readers[file];
-    if (!reader) reader = std::make_unique<SafetensorsReader>((path / file).string());
-    at::Tensor t = reader->read(name);
-    const uint32_t want = shard.at("crc32").get<uint32_t>();
-    const uint32_t got = crc32(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
-    MT_USER_CHECK(got == want, (path / file).string(), ": tensor '", name, "' fails its checksum (crc32 ", got,
-                  ", expected ", want, "): the checkpoint is corrupt");
-    ck.tensors[name] = t;
-  }
+  ck.tensors = load_full(path, "", &info);
+  ck.step = info.meta.step;
+  ck.state = info.meta.state;
+  ck.config = info.meta.config;
+  ck.path = info.path;
   return ck;
 }
 

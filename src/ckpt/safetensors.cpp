@@ -7,6 +7,9 @@
 #include <array>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 #include "meshtrain/core/error.h"
 
@@ -67,25 +70,77 @@ at::ScalarType dtype_from_safetensors(const std::string& s) {
   return it->second;
 }
 
+namespace {
+
+// Slice-by-8 tables for a reflected CRC-32 polynomial (8 table lookups per 8 bytes, ~5x the bytewise loop).
+using Tables = std::array<std::array<uint32_t, 256>, 8>;
+Tables make_tables(uint32_t poly) {
+  Tables t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? poly ^ (c >> 1) : c >> 1;
+    t[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; ++i)
+    for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
+  return t;
+}
+
+// `crc` already inverted; little-endian hosts only (x86-64, aarch64).
+uint32_t slice8(const Tables& t, const uint8_t* p, size_t n, uint32_t crc) {
+  while (n >= 8) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= crc;
+    crc = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^ t[3][hi & 0xFF] ^
+          t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) crc = t[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+  return crc;
+}
+
+#if defined(__x86_64__)
+// SSE4.2's crc32 instruction computes CRC-32C: 8 bytes per instruction, several GB/s on one core, so
+// checksumming never holds a checkpoint below the disk's speed.
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* p, size_t n, uint32_t crc) {
+  uint64_t c = crc;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = _mm_crc32_u64(c, v);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n--) c32 = _mm_crc32_u8(c32, *p++);
+  return c32;
+}
+#endif
+
+}  // namespace
+
 uint32_t crc32(const void* data, size_t n, uint32_t crc) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
+  static const Tables t = make_tables(0xEDB88320u);
+  return ~slice8(t, static_cast<const uint8_t*>(data), n, ~crc);
+}
+
+uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
+#if defined(__x86_64__)
+  static const bool hw = __builtin_cpu_supports("sse4.2");
+  if (hw) return ~crc32c_sse42(p, n, ~crc);
+#endif
+  static const Tables t = make_tables(0x82F63B78u);
+  return ~slice8(t, p, n, ~crc);
 }
 
 std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
                                                       const std::map<std::string, at::Tensor>& tensors,
-                                                      const std::map<std::string, std::string>& metadata) {
+                                                      const std::map<std::string, std::string>& metadata,
+                                                      const std::function<void()>& after_first_tensor) {
   std::map<std::string, at::Tensor> cpu;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -95,7 +150,7 @@ std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
     auto c = t.detach().to(at::kCPU).contiguous();
     const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * c.element_size();
     TensorEntry e{dtype_to_safetensors(c.scalar_type()), c.sizes().vec(), offset, offset + nbytes,
-                  crc32(c.data_ptr(), nbytes)};
+                  crc32c(c.data_ptr(), nbytes)};
     header[name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
     entries[name] = e;
     cpu[name] = c;
@@ -109,7 +164,12 @@ std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
   SYS_CHECK(f.fd, "open ", path);
   write_all(f.fd, &hlen, 8, path);
   write_all(f.fd, h.data(), h.size(), path);
-  for (const auto& [name, c] : cpu) write_all(f.fd, c.data_ptr(), entries[name].end - entries[name].begin, path);
+  bool first = true;
+  for (const auto& [name, c] : cpu) {
+    write_all(f.fd, c.data_ptr(), entries[name].end - entries[name].begin, path);
+    if (first && after_first_tensor) after_first_tensor();
+    first = false;
+  }
   SYS_CHECK(::fsync(f.fd), "fsync ", path);
   for (auto& [name, e] : entries) {
     e.begin += 8 + hlen;

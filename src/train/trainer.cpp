@@ -339,9 +339,10 @@ void TrainingRun::save(int64_t step) {
   const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
   nlohmann::json state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}},
                           {"config", nlohmann::json::parse(to_json(cfg_))}};
-  const auto t0 = Clock::now();
-  const std::string dir = ckpts_->save(step, tensors, state);
-  log::progress("checkpoint %s (%.2fs)", dir.c_str(), seconds_since(t0));
+  // Copied to host here; written and committed by a background thread while training goes on.
+  const auto stats = ckpts_->save_async(step, tensors, state);
+  log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing in the background",
+                ckpts_->step_dir(step).c_str(), stats.blocked_s, stats.wait_s);
 }
 
 void TrainingRun::sample() {
@@ -388,6 +389,7 @@ TrainResult TrainingRun::run() {
     }
   }
 
+  ckpts_->wait();  // the last checkpoint is committed (or its error raised) before the run reports success
   result_.param_checksum = parameter_checksum(named_);
   result_.tokens_per_step = tokens_per_step_;
   result_.flops_per_token = flops_per_token_;

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,14 +17,16 @@ struct TensorEntry {
   std::string dtype;           // "F32", "BF16", "F16", "I64", "I32", "U8", ...
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range in the file (absolute, header included)
-  uint32_t crc = 0;             // CRC-32 of the bytes (filled by the writer)
+  uint32_t crc = 0;             // CRC-32C of the bytes (filled by the writer)
 };
 
 // Writes `tensors` (CPU or device; copied to contiguous CPU) in name order to `path`, fsynced. Returns each
-// tensor's absolute byte range. `metadata` goes in "__metadata__".
+// tensor's absolute byte range and CRC-32. `metadata` goes in "__metadata__". `after_first_tensor` (tests:
+// crash_point.h) runs once the header and the first tensor's bytes are written.
 std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
                                                       const std::map<std::string, at::Tensor>& tensors,
-                                                      const std::map<std::string, std::string>& metadata = {});
+                                                      const std::map<std::string, std::string>& metadata = {},
+                                                      const std::function<void()>& after_first_tensor = {});
 
 class SafetensorsReader {
  public:
@@ -45,7 +48,9 @@ class SafetensorsReader {
 std::string dtype_to_safetensors(at::ScalarType t);
 at::ScalarType dtype_from_safetensors(const std::string& s);
 
-// CRC-32 (IEEE) of a byte range; checkpoints store it per tensor.
+// CRC-32 (IEEE, zlib's): format-1 checkpoints store it per tensor.
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
+// CRC-32C (Castagnoli, iSCSI/ext4's): format-2 checkpoints store it per shard; SSE4.2 where present.
+uint32_t crc32c(const void* data, size_t n, uint32_t crc = 0);
 
 }  // namespace meshtrain::ckpt

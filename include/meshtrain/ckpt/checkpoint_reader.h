@@ -1,0 +1,36 @@
+// Loading a checkpoint into any layout (resharding). Each rank describes what it wants as ShardedTensors
+// (core/sharded_tensor.h: a rectangular block of each global tensor, `local` the live storage to fill) and
+// load_into fills them from whatever layout saved the checkpoint: for every saved shard whose block
+// intersects a wanted block, the rank preads that shard's byte range (never a whole file, never a shard
+// it does not need), verifies its CRC-32, and copies the intersection into `local` (any device).
+//
+// Errors (UserError, one line): a tensor missing from the checkpoint, a global shape that differs, a dtype
+// that cannot be converted, a checksum mismatch or a truncated file (naming the file and the tensor).
+// Dtype: floating-point tensors convert on load between F32, BF16, F16 and F64 (a bf16 export loads into
+// fp32 master weights and back); any other dtype must match exactly.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "meshtrain/ckpt/checkpoint_meta.h"
+#include "meshtrain/core/sharded_tensor.h"
+
+namespace meshtrain::ckpt {
+
+struct LoadedCheckpoint {
+  std::string path;  // the resolved step directory
+  CheckpointMeta meta;
+};
+
+// `path`: a step directory or a parent holding `latest`. Reads format versions 1 and 2.
+LoadedCheckpoint load_into(const std::string& path, std::vector<ShardedTensor>& wanted);
+
+// Whole tensors (CPU, saved dtype) for every saved tensor whose name starts with `prefix` (all if empty).
+std::map<std::string, at::Tensor> load_full(const std::string& path, const std::string& prefix = "",
+                                            LoadedCheckpoint* info = nullptr);
+
+}  // namespace meshtrain::ckpt

@@ -1,0 +1,36 @@
+// `meshtrain export CKPT --format hf OUT/` and `meshtrain import HF_DIR OUT_CKPT`: Hugging Face model
+// directories (config.json + model.safetensors, or model-0000K-of-0000N.safetensors + 
+// model.safetensors.index.json above a size) ↔ meshtrain checkpoints. Names and layouts: hf_convert.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace meshtrain::ckpt {
+
+struct ExportOptions {
+  std::string dtype = "keep";                  // keep | fp32 | bf16 | fp16
+  uint64_t max_shard_bytes = 5'000'000'000ull;  // above this, several files and an index (HF's default 5 GB)
+};
+
+struct ExportResult {
+  int files = 0;
+  uint64_t bytes = 0;
+  int64_t tensors = 0;
+};
+
+// Reads only the model tensors ("model.*") of the checkpoint, whatever layout saved them.
+ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts);
+
+struct ImportResult {
+  std::string checkpoint;  // the step directory written
+  std::string config_yaml;
+  std::string family;
+  int64_t tensors = 0;
+};
+
+// Writes <out>/step_00000000 (model weights as fp32 "model.*" tensors, the config in meta.json), <out>/latest
+// and <out>/config.yaml (the model section filled from config.json; data paths left to the user).
+ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir);
+
+}  // namespace meshtrain::ckpt

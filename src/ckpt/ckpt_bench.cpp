@@ -1,0 +1,144 @@
+#include "meshtrain/ckpt/ckpt_bench.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
+#include "meshtrain/core/log.h"
+
+namespace fs = std::filesystem;
+
+namespace meshtrain::ckpt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Drops a file's clean pages from the page cache, so the next read comes from the disk (no root needed).
+void drop_cache(const fs::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  SYS_CHECK(fd, "open ", p.string());
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+void drop_tree_cache(const fs::path& dir) {
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) drop_cache(e.path());
+}
+
+double disk_write(const fs::path& p, uint64_t bytes) {
+  const size_t chunk = 64u << 20;
+  std::vector<char> buf(chunk, 'x');
+  const auto t0 = Clock::now();
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  SYS_CHECK(fd, "open ", p.string());
+  for (uint64_t done = 0; done < bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, bytes - done));
+    ssize_t w = ::write(fd, buf.data(), n);
+    SYS_CHECK(w, "write ", p.string());
+    done += static_cast<uint64_t>(w);
+  }
+  SYS_CHECK(::fsync(fd), "fsync ", p.string());
+  ::close(fd);
+  return since(t0);
+}
+
+double disk_read(const fs::path& p, uint64_t bytes) {
+  drop_cache(p);
+  const size_t chunk = 64u << 20;
+  std::vector<char> buf(chunk);
+  const auto t0 = Clock::now();
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  SYS_CHECK(fd, "open ", p.string());
+  for (uint64_t done = 0; done < bytes;) {
+    ssize_t r = ::read(fd, buf.data(), chunk);
+    SYS_CHECK(r, "read ", p.string());
+    MT_CHECK(r > 0, "short read");
+    done += static_cast<uint64_t>(r);
+  }
+  ::close(fd);
+  return since(t0);
+}
+
+}  // namespace
+
+std::vector<CkptBenchRow> run_ckpt_bench(const CkptBenchOptions& o) {
+  MT_USER_CHECK(o.tensors > 0 && o.bytes >= static_cast<uint64_t>(o.tensors) * 4, "bench ckpt: --bytes must hold ",
+                "at least 4 bytes per tensor");
+  const fs::path root = fs::path(o.dir) / log::sprintf("meshtrain_ckpt_bench_%d", static_cast<int>(::getpid()));
+  remove_tree(root.string());
+  fs::create_directories(root);
+  const int64_t per = static_cast<int64_t>(o.bytes / 4 / static_cast<uint64_t>(o.tensors));
+  MT_USER_CHECK(o.device == "cpu" || o.device == "cuda", "bench ckpt: --device given '", o.device,
+                "'; valid: cpu, cuda");
+  const at::Device dev = o.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  std::vector<ShardedTensor> state;
+  for (int i = 0; i < o.tensors; ++i)
+    state.push_back({log::sprintf("model.t%03d", i), {per}, {0}, at::randn({per}).to(dev), true});
+  const uint64_t bytes = static_cast<uint64_t>(per) * 4 * static_cast<uint64_t>(o.tensors);
+
+  double w = 1e30, r = 1e30, save = 1e30, blocked = 1e30, async_total = 1e30, load = 1e30;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    const fs::path raw = root / "disk.bin";
+    w = std::min(w, disk_write(raw, bytes));
+    r = std::min(r, disk_read(raw, bytes));
+    fs::remove(raw);
+
+    const std::string dir = (root / "ckpt").string();
+    {
+      CheckpointManager m(dir, 1, nullptr);
+      auto t0 = Clock::now();
+      m.save(2 * rep + 1, state, {});
+      save = std::min(save, since(t0));
+      t0 = Clock::now();
+      const auto stats = m.save_async(2 * rep + 2, state, {});
+      m.wait();
+      async_total = std::min(async_total, since(t0));
+      blocked = std::min(blocked, stats.blocked_s);
+    }
+    std::vector<ShardedTensor> into;
+    for (const auto& s : state) into.push_back({s.name, s.global_shape, s.offsets, at::empty_like(s.local), true});
+    drop_tree_cache(dir);
+    const auto t0 = Clock::now();
+    load_into(dir, into);
+    load = std::min(load, since(t0));
+    MT_CHECK(at::equal(into.back().local, state.back().local), "bench ckpt: loaded data differs");
+    remove_tree(dir);
+  }
+  remove_tree(root.string());
+  const double b = static_cast<double>(bytes);
+  auto row = [&](const std::string& what, double s, double disk_s) {
+    return CkptBenchRow{what, bytes, s, b / s / 1e9, disk_s > 0 ? disk_s / s : 0};
+  };
+  return {row("disk write (dd, fsync)", w, 0),   row("disk read (cold)", r, 0),
+          row("save (sync, committed)", save, w), row("async save: blocked", blocked, 0),
+          row("async save: committed", async_total, w), row("load (cold, CRC)", load, r)};
+}
+
+std::string ckpt_bench_table(const std::vector<CkptBenchRow>& rows) {
+  std::string out = log::sprintf("%-26s %12s %10s %9s %9s\n", "what", "bytes", "seconds", "GB/s", "vs disk");
+  for (const auto& r : rows)
+    out += log::sprintf("%-26s %12llu %10.3f %9.2f %9s\n", r.what.c_str(), static_cast<unsigned long long>(r.bytes),
+                        r.seconds, r.gbs, r.vs_disk > 0 ? log::sprintf("%.0f%%", 100 * r.vs_disk).c_str() : "-");
+  return out;
+}
+
+std::string ckpt_bench_json(const std::vector<CkptBenchRow>& rows) {
+  auto j = nlohmann::json::array();
+  for (const auto& r : rows)
+    j.push_back({{"what", r.what}, {"bytes", r.bytes}, {"seconds", r.seconds}, {"gbs", r.gbs}, {"vs_disk", r.vs_disk}});
+  return j.dump(1) + "\n";
+}
+
+}  // namespace meshtrain::ckpt

@@ -1,0 +1,277 @@
+#include "meshtrain/ckpt/hf_convert.h"
+
+#include <ATen/ATen.h>
+
+#include <set>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::ckpt {
+namespace {
+
+// Llama's one-to-one renames, per layer ("" = a global one).
+const std::vector<std::pair<std::string, std::string>> kLlamaLayer = {
+    {"attn_norm.weight", "input_layernorm.weight"},  {"attn.wq.weight", "self_attn.q_proj.weight"},
+    {"attn.wk.weight", "self_attn.k_proj.weight"},   {"attn.wv.weight", "self_attn.v_proj.weight"},
+    {"attn.wo.weight", "self_attn.o_proj.weight"},   {"mlp_norm.weight", "post_attention_layernorm.weight"},
+    {"mlp.w1.weight", "mlp.gate_proj.weight"},       {"mlp.w3.weight", "mlp.up_proj.weight"},
+    {"mlp.w2.weight", "mlp.down_proj.weight"}};
+
+// RoPE scaling meshtrain applies (model/transformer.cpp): Llama 3.1's, factor 8 over 8192 positions, once
+// max_seq_len exceeds 8192.
+nlohmann::json llama3_scaling() {
+  return {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+          {"original_max_position_embeddings", 8192}};
+}
+
+at::Tensor take(std::map<std::string, at::Tensor>& m, const std::string& name, const std::vector<int64_t>& shape,
+                const std::string& where) {
+  auto it = m.find(name);
+  MT_USER_CHECK(it != m.end(), where, ": tensor '", name, "' is missing");
+  at::Tensor t = it->second;
+  MT_USER_CHECK(t.sizes().vec() == shape, where, ": tensor '", name, "' has shape ", t.sizes(), ", the config needs ",
+                at::IntArrayRef(shape));
+  m.erase(it);
+  return t;
+}
+
+template <class T>
+T get_or(const nlohmann::json& j, const std::string& k, T def) {
+  return j.contains(k) && !j[k].is_null() ? j[k].get<T>() : def;
+}
+
+}  // namespace
+
+nlohmann::json hf_config_from(const ModelConfig& m, const std::string& dtype) {
+  if (m.family == "llama") {
+    nlohmann::json rope = {{"rope_type", "default"}, {"rope_theta", m.rope_theta}};
+    nlohmann::json scaling = nullptr;
+    if (m.max_seq_len > 8192) {
+      scaling = llama3_scaling();
+      rope = scaling;
+      rope["rope_theta"] = m.rope_theta;
+    }
+    return {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"vocab_size", m.vocab_size},
+            {"hidden_size", m.d_model},
+            {"intermediate_size", m.d_ff},
+            {"num_hidden_layers", m.n_layer},
+            {"num_attention_heads", m.n_head},
+            {"num_key_value_heads", m.n_kv_head},
+            {"head_dim", m.d_model / m.n_head},
+            {"max_position_embeddings", m.max_seq_len},
+            {"rms_norm_eps", m.norm_eps},
+            // transformers ≥ 5 reads rope_parameters; earlier versions rope_theta / rope_scaling.
+            {"rope_theta", m.rope_theta},
+            {"rope_scaling", scaling},
+            {"rope_parameters", rope},
+            {"hidden_act", "silu"},
+            {"attention_bias", false},
+            {"mlp_bias", false},
+            {"attention_dropout", m.dropout},
+            {"tie_word_embeddings", m.tie_embeddings},
+            {"bos_token_id", nullptr},
+            {"eos_token_id", nullptr},
+            {"torch_dtype", dtype},
+            {"dtype", dtype}};
+  }
+  MT_CHECK(m.family == "gpt2", "hf_config_from: unknown family ", m.family);
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"vocab_size", m.vocab_size},
+          {"n_positions", m.max_seq_len},
+          {"n_embd", m.d_model},
+          {"n_layer", m.n_layer},
+          {"n_head", m.n_head},
+          {"n_inner", m.d_ff},
+          {"activation_function", "gelu_new"},  // GELU, tanh approximation, as model/mlp.cpp
+          {"layer_norm_epsilon", m.norm_eps},
+          {"resid_pdrop", m.dropout},
+          {"embd_pdrop", m.dropout},
+          {"attn_pdrop", m.dropout},
+          {"tie_word_embeddings", m.tie_embeddings},
+          {"bos_token_id", nullptr},
+          {"eos_token_id", nullptr},
+          {"torch_dtype", dtype},
+          {"dtype", dtype}};
+}
+
+ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& where) {
+  ModelConfig m;
+  const std::string type = get_or<std::string>(hf, "model_type", "");
+  try {
+    if (type == "llama") {
+      m.family = "llama";
+      m.vocab_size = hf.at("vocab_size").get<int64_t>();
+      m.d_model = hf.at("hidden_size").get<int64_t>();
+      m.d_ff = hf.at("intermediate_size").get<int64_t>();
+      m.n_layer = hf.at("num_hidden_layers").get<int64_t>();
+      m.n_head = hf.at("num_attention_heads").get<int64_t>();
+      m.n_kv_head = get_or<int64_t>(hf, "num_key_value_heads", m.n_head);
+      m.max_seq_len = get_or<int64_t>(hf, "max_position_embeddings", 2048);
+      m.norm_eps = get_or<double>(hf, "rms_norm_eps", 1e-6);
+      m.tie_embeddings = get_or<bool>(hf, "tie_word_embeddings", false);
+      const nlohmann::json rope = get_or<nlohmann::json>(hf, "rope_parameters", nlohmann::json::object());
+      m.rope_theta = get_or<double>(rope, "rope_theta", get_or<double>(hf, "rope_theta", 10000.0));
+      MT_USER_CHECK(get_or<int64_t>(hf, "head_dim", m.d_model / m.n_head) == m.d_model / m.n_head, where,
+                    ": head_dim ", hf["head_dim"], " differs from hidden_size / num_attention_heads (",
+                    m.d_model / m.n_head, "); meshtrain does not model that");
+      MT_USER_CHECK(!get_or<bool>(hf, "attention_bias", false) && !get_or<bool>(hf, "mlp_bias", false), where,
+                    ": attention_bias/mlp_bias true is not supported (meshtrain's Llama has no biases)");
+      MT_USER_CHECK(get_or<std::string>(hf, "hidden_act", "silu") == "silu", where, ": hidden_act '",
+                    hf["hidden_act"].get<std::string>(), "' is not supported (valid: silu)");
+      // What meshtrain applies: Llama 3.1 scaling (factor 8, 8192 positions) when max_seq_len > 8192, else none.
+      nlohmann::json scaling = get_or<nlohmann::json>(hf, "rope_scaling", nullptr);
+      if (scaling.is_null() && get_or<std::string>(rope, "rope_type", "default") != "default") scaling = rope;
+      const bool scaled = !scaling.is_null() && get_or<std::string>(scaling, "rope_type", "default") != "default";
+      const bool ours = m.max_seq_len > 8192;
+      bool same = scaled == ours;
+      if (scaled && ours) {
+        const auto want = llama3_scaling();
+        for (const char* k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+          same = same && scaling.contains(k) && scaling[k].get<double>() == want[k].get<double>();
+        same = same && scaling.value("rope_type", "") == "llama3";
+      }
+      MT_USER_CHECK(same, where, ": rope scaling ", scaling.dump(), " with max_position_embeddings ", m.max_seq_len,
+                    " is not supported (meshtrain applies llama3 scaling factor 8 over 8192 positions exactly when "
+                    "max_position_embeddings > 8192, and none otherwise)");
+    } else if (type == "gpt2") {
+      m.family = "gpt2";
+      m.vocab_size = hf.at("vocab_size").get<int64_t>();
+      m.d_model = hf.at("n_embd").get<int64_t>();
+      m.n_layer = hf.at("n_layer").get<int64_t>();
+      m.n_head = hf.at("n_head").get<int64_t>();
+      m.n_kv_head = m.n_head;
+      m.d_ff = get_or<int64_t>(hf, "n_inner", 4 * m.d_model);
+      m.max_seq_len = hf.at("n_positions").get<int64_t>();
+      m.norm_eps = get_or<double>(hf, "layer_norm_epsilon", 1e-5);
+      m.tie_embeddings = get_or<bool>(hf, "tie_word_embeddings", true);
+      const std::string act = get_or<std::string>(hf, "activation_function", "gelu_new");
+      MT_USER_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", where, ": activation_function '", act,
+                    "' is not supported (valid: gelu_new, gelu_pytorch_tanh)");
+      MT_USER_CHECK(!get_or<bool>(hf, "scale_attn_by_inverse_layer_idx", false) &&
+                        get_or<bool>(hf, "scale_attn_weights", true),
+                    where, ": GPT-2 attention scaling options other than the default are not supported");
+    } else {
+      throw UserError(cat(where, ": model_type '", type, "' is not supported (valid: llama, gpt2)"));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(cat(where, ": ", e.what()));
+  }
+  m.dropout = 0.0;
+  MT_USER_CHECK(m.n_head > 0 && m.d_model % m.n_head == 0 && m.n_kv_head > 0 && m.n_head % m.n_kv_head == 0, where,
+                ": hidden size ", m.d_model, ", ", m.n_head, " heads and ", m.n_kv_head, " key/value heads do not divide");
+  return m;
+}
+
+std::map<std::string, at::Tensor> to_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& ours_in) {
+  auto ours = ours_in;
+  std::map<std::string, at::Tensor> hf;
+  const int64_t D = m.d_model, F = m.d_ff, V = m.vocab_size, hd = D / m.n_head, kv = m.n_kv_head * hd;
+  const std::string where = "checkpoint";
+  if (m.family == "llama") {
+    hf["model.embed_tokens.weight"] = take(ours, "tok_embed.weight", {V, D}, where);
+    const std::map<std::string, std::vector<int64_t>> shapes = {
+        {"attn_norm.weight", {D}},   {"attn.wq.weight", {D, D}}, {"attn.wk.weight", {kv, D}},
+        {"attn.wv.weight", {kv, D}}, {"attn.wo.weight", {D, D}}, {"mlp_norm.weight", {D}},
+        {"mlp.w1.weight", {F, D}},   {"mlp.w3.weight", {F, D}},  {"mlp.w2.weight", {D, F}}};
+    for (int64_t i = 0; i < m.n_layer; ++i) {
+      const std::string b = "blocks." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+      for (const auto& [o, n] : kLlamaLayer) hf[h + n] = take(ours, b + o, shapes.at(o), where);
+    }
+    hf["model.norm.weight"] = take(ours, "final_norm.weight", {D}, where);
+    if (!m.tie_embeddings) hf["lm_head.weight"] = take(ours, "lm_head.weight", {V, D}, where);
+  } else {
+    hf["transformer.wte.weight"] = take(ours, "tok_embed.weight", {V, D}, where);
+    hf["transformer.wpe.weight"] = take(ours, "pos_embed.weight", {m.max_seq_len, D}, where);
+    for (int64_t i = 0; i < m.n_layer; ++i) {
+      const std::string b = "blocks." + std::to_string(i) + ".", h = "transformer.h." + std::to_string(i) + ".";
+      for (const char* n : {"weight", "bias"}) {
+        hf[h + "ln_1." + n] = take(ours, b + "attn_norm." + n, {D}, where);
+        hf[h + "ln_2." + n] = take(ours, b + "mlp_norm." + n, {D}, where);
+      }
+      // Conv1D: [in, out] = Linear weight transposed; c_attn's columns are q | k | v.
+      hf[h + "attn.c_attn.weight"] = at::cat({take(ours, b + "attn.wq.weight", {D, D}, where),
+                                              take(ours, b + "attn.wk.weight", {D, D}, where),
+                                              take(ours, b + "attn.wv.weight", {D, D}, where)}, 0).t().contiguous();
+      hf[h + "attn.c_attn.bias"] = at::cat({take(ours, b + "attn.wq.bias", {D}, where),
+                                            take(ours, b + "attn.wk.bias", {D}, where),
+                                            take(ours, b + "attn.wv.bias", {D}, where)});
+      hf[h + "attn.c_proj.weight"] = take(ours, b + "attn.wo.weight", {D, D}, where).t().contiguous();
+      hf[h + "attn.c_proj.bias"] = take(ours, b + "attn.wo.bias", {D}, where);
+      hf[h + "mlp.c_fc.weight"] = take(ours, b + "mlp.fc.weight", {F, D}, where).t().contiguous();
+      hf[h + "mlp.c_fc.bias"] = take(ours, b + "mlp.fc.bias", {F}, where);
+      hf[h + "mlp.c_proj.weight"] = take(ours, b + "mlp.proj.weight", {D, F}, where).t().contiguous();
+      hf[h + "mlp.c_proj.bias"] = take(ours, b + "mlp.proj.bias", {D}, where);
+    }
+    hf["transformer.ln_f.weight"] = take(ours, "final_norm.weight", {D}, where);
+    hf["transformer.ln_f.bias"] = take(ours, "final_norm.bias", {D}, where);
+    if (!m.tie_embeddings) hf["lm_head.weight"] = take(ours, "lm_head.weight", {V, D}, where);
+  }
+  MT_USER_CHECK(ours.empty(), "checkpoint: parameter '", ours.begin()->first, "' has no Hugging Face counterpart");
+  return hf;
+}
+
+std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& hf_in,
+                                                  const std::string& where) {
+  std::map<std::string, at::Tensor> hf;
+  // Normalise: GPT-2 files from the Hub lack the "transformer." prefix that save_pretrained writes; the
+  // causal-mask buffers and cached RoPE frequencies are not weights.
+  for (const auto& [name, t] : hf_in) {
+    std::string n = name;
+    if (m.family == "gpt2" && n.rfind("transformer.", 0) != 0 && n != "lm_head.weight") n = "transformer." + n;
+    auto ends = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
+    if (ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq")) continue;
+    hf[n] = t;
+  }
+  // A tied model's file may still carry lm_head.weight (a copy of the embedding): not a separate weight.
+  if (m.tie_embeddings) hf.erase("lm_head.weight");
+  std::map<std::string, at::Tensor> ours;
+  const int64_t D = m.d_model, F = m.d_ff, V = m.vocab_size, hd = D / m.n_head, kv = m.n_kv_head * hd;
+  if (m.family == "llama") {
+    ours["tok_embed.weight"] = take(hf, "model.embed_tokens.weight", {V, D}, where);
+    const std::map<std::string, std::vector<int64_t>> shapes = {
+        {"input_layernorm.weight", {D}},          {"self_attn.q_proj.weight", {D, D}},
+        {"self_attn.k_proj.weight", {kv, D}},     {"self_attn.v_proj.weight", {kv, D}},
+        {"self_attn.o_proj.weight", {D, D}},      {"post_attention_layernorm.weight", {D}},
+        {"mlp.gate_proj.weight", {F, D}},         {"mlp.up_proj.weight", {F, D}},
+        {"mlp.down_proj.weight", {D, F}}};
+    for (int64_t i = 0; i < m.n_layer; ++i) {
+      const std::string b = "blocks." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+      for (const auto& [o, n] : kLlamaLayer) ours[b + o] = take(hf, h + n, shapes.at(n), where);
+    }
+    ours["final_norm.weight"] = take(hf, "model.norm.weight", {D}, where);
+  } else {
+    ours["tok_embed.weight"] = take(hf, "transformer.wte.weight", {V, D}, where);
+    ours["pos_embed.weight"] = take(hf, "transformer.wpe.weight", {m.max_seq_len, D}, where);
+    for (int64_t i = 0; i < m.n_layer; ++i) {
+      const std::string b = "blocks." + std::to_string(i) + ".", h = "transformer.h." + std::to_string(i) + ".";
+      for (const char* n : {"weight", "bias"}) {
+        ours[b + "attn_norm." + n] = take(hf, h + "ln_1." + n, {D}, where);
+        ours[b + "mlp_norm." + n] = take(hf, h + "ln_2." + n, {D}, where);
+      }
+      auto qkv = take(hf, h + "attn.c_attn.weight", {D, 3 * D}, where).t();  // [3D, D]
+      auto qkv_b = take(hf, h + "attn.c_attn.bias", {3 * D}, where);
+      const char* names[] = {"wq", "wk", "wv"};
+      for (int64_t j = 0; j < 3; ++j) {
+        ours[b + "attn." + names[j] + ".weight"] = qkv.narrow(0, j * D, D).contiguous();
+        ours[b + "attn." + names[j] + ".bias"] = qkv_b.narrow(0, j * D, D).contiguous();
+      }
+      ours[b + "attn.wo.weight"] = take(hf, h + "attn.c_proj.weight", {D, D}, where).t().contiguous();
+      ours[b + "attn.wo.bias"] = take(hf, h + "attn.c_proj.bias", {D}, where);
+      ours[b + "mlp.fc.weight"] = take(hf, h + "mlp.c_fc.weight", {D, F}, where).t().contiguous();
+      ours[b + "mlp.fc.bias"] = take(hf, h + "mlp.c_fc.bias", {F}, where);
+      ours[b + "mlp.proj.weight"] = take(hf, h + "mlp.c_proj.weight", {F, D}, where).t().contiguous();
+      ours[b + "mlp.proj.bias"] = take(hf, h + "mlp.c_proj.bias", {D}, where);
+    }
+    ours["final_norm.weight"] = take(hf, "transformer.ln_f.weight", {D}, where);
+    ours["final_norm.bias"] = take(hf, "transformer.ln_f.bias", {D}, where);
+  }
+  if (!m.tie_embeddings) ours["lm_head.weight"] = take(hf, "lm_head.weight", {V, D}, where);
+  MT_USER_CHECK(hf.empty(), where, ": tensor '", hf.begin()->first, "' is not a ", m.family,
+                " weight meshtrain knows (", hf.size(), " unexpected)");
+  return ours;
+}
+
+}  // namespace meshtrain::ckpt

@@ -1,0 +1,139 @@
+#include "meshtrain/ckpt/hf_files.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/ckpt/hf_convert.h"
+#include "meshtrain/ckpt/safetensors.h"
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+
+namespace fs = std::filesystem;
+
+namespace meshtrain::ckpt {
+namespace {
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::trunc);
+  out << text;
+  MT_USER_CHECK(out, p.string(), ": cannot write");
+}
+
+at::ScalarType export_dtype(const std::string& d, at::ScalarType saved) {
+  if (d == "keep") return saved;
+  if (d == "fp32") return at::kFloat;
+  if (d == "bf16") return at::kBFloat16;
+  if (d == "fp16") return at::kHalf;
+  throw UserError(cat("--dtype: given '", d, "'; valid: keep, fp32, bf16, fp16"));
+}
+
+std::string hf_dtype_name(at::ScalarType t) {
+  return t == at::kBFloat16 ? "bfloat16" : t == at::kHalf ? "float16" : "float32";
+}
+
+}  // namespace
+
+ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts) {
+  LoadedCheckpoint info;
+  auto model = load_full(checkpoint, "model.", &info);
+  MT_USER_CHECK(!model.empty(), info.path, ": no model.* tensors (not a meshtrain training checkpoint?)");
+  MT_USER_CHECK(!info.meta.config.empty() && info.meta.config.contains("model"), info.path,
+                "/meta.json: no config recorded, so the architecture is unknown");
+  Config cfg = parse_config(info.meta.config.dump(), info.path + "/meta.json", /*json=*/true);
+  resolve(cfg, 1);
+  std::map<std::string, at::Tensor> ours;
+  for (auto& [name, t] : model) ours[name.substr(6)] = t;
+  const at::ScalarType dt = export_dtype(opts.dtype, ours.begin()->second.scalar_type());
+  auto hf = to_hf_tensors(cfg.model, ours);
+  for (auto& [name, t] : hf) t = t.to(dt).contiguous();
+
+  fs::create_directories(out_dir);
+  ExportResult res;
+  for (const auto& [name, t] : hf) res.bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+  res.tensors = static_cast<int64_t>(hf.size());
+  // Greedy split in name order: a file closes before the tensor that would take it over the limit.
+  std::vector<std::map<std::string, at::Tensor>> files(1);
+  uint64_t in_file = 0;
+  for (const auto& [name, t] : hf) {
+    const uint64_t n = static_cast<uint64_t>(t.numel()) * t.element_size();
+    if (in_file > 0 && in_file + n > opts.max_shard_bytes) {
+      files.emplace_back();
+      in_file = 0;
+    }
+    files.back()[name] = t;
+    in_file += n;
+  }
+  res.files = static_cast<int>(files.size());
+  if (files.size() == 1) {
+    write_safetensors((fs::path(out_dir) / "model.safetensors").string(), files[0], {{"format", "pt"}});
+  } else {
+    nlohmann::json index = {{"metadata", {{"total_size", res.bytes}}}, {"weight_map", nlohmann::json::object()}};
+    for (size_t i = 0; i < files.size(); ++i) {
+      const std::string f = log::sprintf("model-%05zu-of-%05zu.safetensors", i + 1, files.size());
+      write_safetensors((fs::path(out_dir) / f).string(), files[i], {{"format", "pt"}});
+      for (const auto& [name, t] : files[i]) index["weight_map"][name] = f;
+    }
+    write_text(fs::path(out_dir) / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  write_text(fs::path(out_dir) / "config.json", hf_config_from(cfg.model, hf_dtype_name(dt)).dump(2) + "\n");
+  return res;
+}
+
+ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir) {
+  const fs::path dir = hf_dir;
+  std::ifstream cin(dir / "config.json");
+  MT_USER_CHECK(cin, (dir / "config.json").string(), ": not found (expected a Hugging Face model directory)");
+  nlohmann::json hfc;
+  try {
+    cin >> hfc;
+  } catch (const std::exception& e) {
+    throw UserError(cat((dir / "config.json").string(), ": ", e.what()));
+  }
+  Config cfg;
+  cfg.model = model_config_from_hf(hfc, (dir / "config.json").string());
+
+  std::vector<std::string> files;
+  if (fs::exists(dir / "model.safetensors.index.json")) {
+    std::ifstream in(dir / "model.safetensors.index.json");
+    nlohmann::json index;
+    in >> index;
+    std::set<std::string> unique;
+    for (const auto& [name, f] : index.at("weight_map").items()) unique.insert(f.get<std::string>());
+    files.assign(unique.begin(), unique.end());
+  } else {
+    MT_USER_CHECK(fs::exists(dir / "model.safetensors"), hf_dir,
+                  ": no model.safetensors or model.safetensors.index.json (only safetensors weights are read; "
+                  "convert pytorch_model.bin with transformers' save_pretrained(safe_serialization=True))");
+    files.push_back("model.safetensors");
+  }
+  std::map<std::string, at::Tensor> hf;
+  for (const auto& f : files) {
+    SafetensorsReader r((dir / f).string());
+    for (const auto& [name, e] : r.entries()) hf[name] = r.read(name);
+  }
+  auto ours = from_hf_tensors(cfg.model, hf, hf_dir);
+
+  // fp32: meshtrain trains on fp32 master weights whatever the file's dtype.
+  std::map<std::string, at::Tensor> tensors;
+  for (auto& [name, t] : ours) tensors["model." + name] = t.to(at::kFloat).contiguous();
+  cfg.source = (dir / "config.json").string();
+  resolve(cfg, 1);
+  const nlohmann::json cfg_json = nlohmann::json::parse(to_json(cfg));
+  CheckpointManager m(out_dir, 0, nullptr);
+  ImportResult res;
+  res.checkpoint = m.save(0, tensors, {{"config", cfg_json}, {"imported_from", fs::absolute(dir).string()}});
+  res.config_yaml = (fs::path(out_dir) / "config.yaml").string();
+  write_text(res.config_yaml, "# Imported from " + fs::absolute(dir).string() +
+                                  "; set data.train (and data.val) before training.\n" + to_yaml(cfg));
+  res.family = cfg.model.family;
+  res.tensors = static_cast<int64_t>(tensors.size());
+  return res;
+}
+
+}  // namespace meshtrain::ckpt

@@ -1,0 +1,14 @@
+# Checkpoint end-to-end tests: Hugging Face export/import against transformers (logits on the same tokens),
+# both families; a trainer killed during a checkpoint save resumes from the previous one.
+add_executable(ckpt_logits_driver ${CMAKE_CURRENT_LIST_DIR}/ckpt/logits_driver.cpp)
+target_link_libraries(ckpt_logits_driver PRIVATE meshtrain_model meshtrain_ckpt)
+meshtrain_warnings(ckpt_logits_driver)
+meshtrain_use_torch(ckpt_logits_driver)
+
+add_test(NAME e2e.hf_roundtrip
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/hf_roundtrip_test.py ${MESHTRAIN_BIN}
+                 $<TARGET_FILE:ckpt_logits_driver>)
+set_tests_properties(e2e.hf_roundtrip PROPERTIES LABELS "e2e;ckpt" TIMEOUT 600 SKIP_RETURN_CODE 77)
+add_test(NAME e2e.ckpt_kill_resume
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/kill_resume_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.ckpt_kill_resume PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)

@@ -1,0 +1,14 @@
+# Multi-process checkpoint tests (tests/multiproc/ckpt/): real ranks under meshrun on the CPU backend save
+# under one layout and load under another world size and split; workers killed with SIGKILL at each stage
+# of a save leave a checkpoint that loads.
+add_executable(ckpt_worker ${CMAKE_CURRENT_LIST_DIR}/ckpt/ckpt_worker.cpp)
+target_link_libraries(ckpt_worker PRIVATE meshtrain_ckpt)
+target_include_directories(ckpt_worker PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)  # multiproc/ckpt/layouts.h
+meshtrain_warnings(ckpt_worker)
+meshtrain_use_torch(ckpt_worker)
+
+add_test(NAME ckpt_reshard_matrix COMMAND ${CMAKE_CURRENT_LIST_DIR}/ckpt/reshard_matrix.sh ${MESHTRAIN_BIN})
+set_tests_properties(ckpt_reshard_matrix PROPERTIES LABELS "multiproc;ckpt" TIMEOUT 600)
+add_test(NAME ckpt_crash_safety
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/crash_test.py ${MESHTRAIN_BIN})
+set_tests_properties(ckpt_crash_safety PROPERTIES LABELS "multiproc;ckpt" TIMEOUT 900)
