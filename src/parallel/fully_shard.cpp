@@ -104,6 +104,9 @@ FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Devi
     unit.grad_flat = at::zeros({unit.numel}, fp32);
     unit.pending = unit.params.size();
   }
+  std::map<std::string, at::Tensor> current;  // materialised parameters are sharded from their values
+  for (const auto& item : net.named_parameters())
+    if (!item.value().is_meta()) current[item.key()] = item.value().detach();
   std::map<std::string, size_t> index;
   for (size_t k = 0; k < params_.size(); ++k) {
     Param& p = params_[k];
@@ -111,7 +114,10 @@ FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Devi
     Unit& unit = units_[p.unit];
     p.shard = unit.shard_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
     p.shard_grad = unit.grad_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
-    if (p.layout.local_rows > 0)
+    if (p.layout.local_rows == 0) continue;
+    if (auto it = current.find(p.name); it != current.end())
+      p.shard.copy_(it->second.narrow(0, p.layout.row_begin, p.layout.local_rows));
+    else
       model::init_parameter_block(net.config(), p.name, p.layout.global_shape, p.layout.offsets(), p.shard, seed);
   }
   // The module's parameters become full-shape tensors in param_dtype whose storage exists only while gathered.

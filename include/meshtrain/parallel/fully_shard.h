@@ -44,8 +44,9 @@ struct FullyShardOptions {
 
 class FullyShard {
  public:
-  // `net` is built on the meta device; this gives every parameter its shard (initialised for `seed`,
-  // layout-independent) and full-shape tensors without storage, and moves the buffers to `device`.
+  // Gives every parameter of `net` its shard — initialised for `seed` (layout-independent) where the
+  // parameter is still on the meta device, else copied from its current value — and full-shape tensors
+  // without storage in the module, and moves the buffers to `device`.
   // `shard`: the group parameters are split over; `replicate`: HSDP's replica group (null: none).
   FullyShard(model::TransformerImpl& net, int64_t seed, const at::Device& device, comm::CommPtr shard,
              comm::CommPtr replicate, FullyShardOptions opts);

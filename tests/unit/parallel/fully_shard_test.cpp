@@ -93,3 +93,14 @@ TEST(FullyShard, GatherAtWorldOneRestoresTheWholeModel) {
   auto tokens = at::randint(67, {2, 8}, at::kLong);
   EXPECT_TRUE(at::allclose(ref->forward(tokens), net->forward(tokens)));
 }
+
+TEST(FullyShard, MaterialisedParametersAreShardedFromTheirValues) {
+  const auto cfg = tiny("gpt2");
+  model::Transformer net(cfg, at::TensorOptions().device(at::kMeta));
+  net->materialize(at::Device(at::kCPU), 99);  // a different seed than FullyShard's: values must win
+  std::map<std::string, at::Tensor> want;
+  for (const auto& item : net->named_parameters()) want[item.key()] = item.value().detach().clone();
+  auto fs = shard(net, 1, 2);
+  for (const auto& s : fs->sharded_parameters())
+    EXPECT_TRUE(at::equal(s.local, parallel::block_of(want.at(s.name), s))) << s.name;
+}
