@@ -5,6 +5,7 @@
 //   meshtrain prepare TEXT --out PREFIX     byte-level token shards from a text file
 //   meshtrain generate CKPT --prompt TEXT   sample from a checkpoint
 //   meshtrain bench comm [options]          collective benchmark (under meshrun, one process per rank)
+//   meshtrain bench train [options]         training throughput on synthetic tokens
 #include <cxxopts.hpp>
 
 #include <ATen/Parallel.h>
@@ -17,6 +18,7 @@
 
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/comm/bench.h"
+#include "meshtrain/train/bench_train.h"
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/store.h"
 #include "meshtrain/comm/world_info.h"
@@ -45,6 +47,9 @@ constexpr const char* kUsage =
     "  bench comm [--ops LIST] [--min-bytes N] [--max-bytes N] [--json FILE]\n"
     "                                              collective benchmark, one process per rank:\n"
     "                                              meshrun --nproc-per-node 4 --no-python meshtrain bench comm\n"
+    "  bench train [--preset P] [--seq T] [--batch B] [--layers L] [--steps N] [--json FILE]\n"
+    "                                              training throughput (tokens/s, MFU, peak memory) on\n"
+    "                                              synthetic tokens\n"
     "\n"
     "Run `meshtrain <command> --help` for a command's options. Exit codes: 0 ok, 1 runtime error,\n"
     "2 invalid input (config, flag, file).\n";
@@ -170,7 +175,44 @@ size_t parse_bytes(const std::string& flag, const std::string& v) {
   return static_cast<size_t>(x * mult);
 }
 
-int cmd_bench(int argc, char** argv) {
+int cmd_bench_train(int argc, char** argv) {
+  cxxopts::Options o("meshtrain bench train",
+                     "Training throughput on synthetic tokens through the real training loop: median step time, "
+                     "tokens/s, MFU and peak memory after warm-up. scripts/bench/train_compare.py runs it beside "
+                     "PyTorch.");
+  train::BenchTrainOptions d;
+  o.add_options()("preset", "model preset (see docs/config.md model.preset)",
+                  cxxopts::value<std::string>()->default_value(d.preset))(
+      "seq", "tokens per sequence", cxxopts::value<int64_t>()->default_value(std::to_string(d.seq_len)))(
+      "batch", "sequences per micro-batch", cxxopts::value<int64_t>()->default_value(std::to_string(d.micro_batch)))(
+      "layers", "override the preset's layer count (0 keeps it)", cxxopts::value<int64_t>()->default_value("0"))(
+      "steps", "timed steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.steps)))(
+      "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value(std::to_string(d.warmup)))(
+      "activation-checkpointing", "recompute each block in backward")(
+      "set", "any other config value: section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
+      "json", "also write the result as JSON to FILE", cxxopts::value<std::string>())("h,help", "show this help")(
+      "what", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"what"});
+  o.positional_help("train");
+  auto r = parse(o, argc, argv);
+  train::BenchTrainOptions bo{.preset = r["preset"].as<std::string>(), .seq_len = r["seq"].as<int64_t>(),
+                              .micro_batch = r["batch"].as<int64_t>(), .layers = r["layers"].as<int64_t>(),
+                              .steps = r["steps"].as<int64_t>(), .warmup = r["warmup"].as<int64_t>(),
+                              .activation_checkpointing = r.count("activation-checkpointing") > 0,
+                              .overrides = r.count("set") ? r["set"].as<std::vector<std::string>>()
+                                                          : std::vector<std::string>{}};
+  const auto res = train::run_bench_train(bo);
+  if (comm::world_info_from_env().rank != 0) return 0;
+  std::printf("%s", train::bench_train_table(res).c_str());
+  if (r.count("json")) {
+    std::ofstream out(r["json"].as<std::string>());
+    out << train::bench_train_json(res, bo) << "\n";
+    MT_USER_CHECK(out, "--json: cannot write ", r["json"].as<std::string>());
+  }
+  return 0;
+}
+
+int cmd_bench_comm(int argc, char** argv) {
   cxxopts::Options o("meshtrain bench comm",
                      "Collective benchmark in nccl-tests' spirit: for each op and size (×2 steps), time, algbw and "
                      "busbw. Run one process per rank under meshrun or torchrun; rank 0 prints the table.");
@@ -184,8 +226,6 @@ int cmd_bench(int argc, char** argv) {
   o.parse_positional({"what"});
   o.positional_help("comm");
   auto r = parse(o, argc, argv);
-  MT_USER_CHECK(r.count("what") == 1 && r["what"].as<std::vector<std::string>>()[0] == "comm",
-                "meshtrain bench: expected `meshtrain bench comm` (the only benchmark so far)");
   comm::BenchOptions bo;
   bo.ops.clear();
   std::stringstream ss(r["ops"].as<std::string>());
@@ -228,7 +268,12 @@ int main(int argc, char** argv) {
     if (cmd == "config") return cmd_config(argc - 1, argv + 1);
     if (cmd == "prepare") return cmd_prepare(argc - 1, argv + 1);
     if (cmd == "generate") return cmd_generate(argc - 1, argv + 1);
-    if (cmd == "bench") return cmd_bench(argc - 1, argv + 1);
+    if (cmd == "bench") {
+      const std::string what = argc > 2 ? argv[2] : "";
+      if (what == "comm") return cmd_bench_comm(argc - 1, argv + 1);
+      if (what == "train") return cmd_bench_train(argc - 1, argv + 1);
+      throw UserError("meshtrain bench: expected `comm` or `train`, given '" + what + "'");
+    }
     std::fprintf(stderr, "meshtrain: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {

@@ -1,90 +1,138 @@
 #!/usr/bin/env python3
-"""The same training step as meshtrain's, in PyTorch, for side-by-side throughput (tokens/s, MFU).
+"""The same training step as meshtrain's, in PyTorch, for side-by-side throughput (tokens/s, MFU, memory).
 
-GPT-2 family as in src/model (pre-norm blocks, LayerNorm, GELU-tanh MLP, learned positions, tied head),
-separate q/k/v projections, F.scaled_dot_product_attention(is_causal=True), bf16 autocast over fp32 master
-weights, fused AdamW, global-norm clip 1.0 — the choices meshtrain makes, so the ratio compares runtimes,
-not recipes. Data: random tokens (throughput does not depend on them).
+Both families as in src/model: GPT-2 (pre-norm LayerNorm blocks, GELU-tanh MLP, learned positions, biases,
+tied head) and Llama (RMSNorm, RoPE in rotate-half layout, grouped-query attention through SDPA's enable_gqa,
+SwiGLU, no biases, tied or untied head). Separate q/k/v projections, F.scaled_dot_product_attention
+(is_causal=True), bf16 autocast over fp32 master weights, fused AdamW with decay groups, global-norm clip 1.0
+— the choices meshtrain makes, so the ratio compares runtimes, not recipes. `--compile` wraps the model in
+torch.compile. Data: random tokens generated on the GPU (throughput does not depend on them).
 
-Usage: train_torch.py --preset gpt2-124m --seq 1024 --batch 16 --steps 30 [--json OUT.json]
+FLOPs per token (docs/metrics.md): 6 × non-embedding params + 6·V·d (output head) + 6·L·T·d (causal attention).
+
+Usage: train_torch.py --preset gpt2-124m --seq 1024 --batch 32 [--layers L] [--compile] [--json OUT.json]
 """
 import argparse
 import json
-import math
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PRESETS = {  # n_layer, n_head, d_model, vocab
-    "gpt2-124m": (12, 12, 768, 50257),
-    "gpt2-350m": (24, 16, 1024, 50257),
-    "tiny": (4, 4, 256, 256),
+# family, n_layer, n_head, n_kv_head, d_model, d_ff, vocab, tied — as src/core/model_presets.cpp
+PRESETS = {
+    "tiny": ("gpt2", 2, 4, 4, 64, 256, 256, True),
+    "gpt2-124m": ("gpt2", 12, 12, 12, 768, 3072, 50257, True),
+    "gpt2-350m": ("gpt2", 24, 16, 16, 1024, 4096, 50257, True),
+    "llama3.2-1b": ("llama", 16, 32, 8, 2048, 8192, 128256, True),
+    "llama3.2-3b": ("llama", 28, 24, 8, 3072, 8192, 128256, True),
+    "llama3.1-8b": ("llama", 32, 32, 8, 4096, 14336, 128256, False),
 }
 
 
 class Block(nn.Module):
-    def __init__(s, d, h):
+    def __init__(s, llama, d, h, hkv, ff):
         super().__init__()
-        s.h = h
-        s.attn_norm, s.mlp_norm = nn.LayerNorm(d), nn.LayerNorm(d)
-        s.wq, s.wk, s.wv, s.wo = (nn.Linear(d, d) for _ in range(4))
-        s.fc, s.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        s.llama, s.h, s.hkv, s.hd = llama, h, hkv, d // h
+        norm = (lambda: nn.RMSNorm(d, eps=1e-5)) if llama else (lambda: nn.LayerNorm(d, eps=1e-5))
+        s.attn_norm, s.mlp_norm = norm(), norm()
+        bias = not llama
+        s.wq = nn.Linear(d, h * s.hd, bias=bias)
+        s.wk = nn.Linear(d, hkv * s.hd, bias=bias)
+        s.wv = nn.Linear(d, hkv * s.hd, bias=bias)
+        s.wo = nn.Linear(h * s.hd, d, bias=bias)
+        if llama:
+            s.w1, s.w3, s.w2 = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False), nn.Linear(ff, d, bias=False)
+        else:
+            s.fc, s.proj = nn.Linear(d, ff), nn.Linear(ff, d)
 
-    def forward(s, x):
+    @staticmethod
+    def rope(x, cos, sin):
+        half = x.shape[-1] // 2
+        rot = torch.cat((-x[..., half:], x[..., :half]), -1)
+        return x * cos.to(x.dtype) + rot * sin.to(x.dtype)
+
+    def forward(s, x, cos, sin):
         B, T, D = x.shape
         y = s.attn_norm(x)
-        q, k, v = (p(y).view(B, T, s.h, D // s.h).transpose(1, 2) for p in (s.wq, s.wk, s.wv))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, D)
-        x = x + s.wo(a)
-        return x + s.proj(F.gelu(s.fc(s.mlp_norm(x)), approximate="tanh"))
+        q = s.wq(y).view(B, T, s.h, s.hd).transpose(1, 2)
+        k = s.wk(y).view(B, T, s.hkv, s.hd).transpose(1, 2)
+        v = s.wv(y).view(B, T, s.hkv, s.hd).transpose(1, 2)
+        if s.llama:
+            q, k = s.rope(q, cos, sin), s.rope(k, cos, sin)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=s.hkv != s.h)
+        x = x + s.wo(a.transpose(1, 2).reshape(B, T, s.h * s.hd))
+        m = s.mlp_norm(x)
+        if s.llama:
+            return x + s.w2(F.silu(s.w1(m)) * s.w3(m))
+        return x + s.proj(F.gelu(s.fc(m), approximate="tanh"))
 
 
-class GPT(nn.Module):
-    def __init__(s, L, H, D, V, T):
+class Model(nn.Module):
+    def __init__(s, family, L, H, Hkv, D, FF, V, tied, T):
         super().__init__()
-        s.tok, s.pos = nn.Embedding(V, D), nn.Embedding(T, D)
-        s.blocks = nn.ModuleList(Block(D, H) for _ in range(L))
-        s.norm = nn.LayerNorm(D)
+        s.llama = family == "llama"
+        s.tok = nn.Embedding(V, D)
+        if not s.llama:
+            s.pos = nn.Embedding(T, D)
+        s.blocks = nn.ModuleList(Block(s.llama, D, H, Hkv, FF) for _ in range(L))
+        s.norm = nn.RMSNorm(D, eps=1e-5) if s.llama else nn.LayerNorm(D, eps=1e-5)
+        s.head = None if tied else nn.Linear(D, V, bias=False)
+        hd = D // H
+        inv = 1.0 / (500000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+        ang = torch.outer(torch.arange(T, dtype=torch.float32), inv.float())
+        emb = torch.cat((ang, ang), -1)
+        s.register_buffer("cos", emb.cos(), persistent=False)
+        s.register_buffer("sin", emb.sin(), persistent=False)
 
     def forward(s, idx, tgt):
-        x = s.tok(idx) + s.pos(torch.arange(idx.shape[1], device=idx.device))
+        T = idx.shape[1]
+        x = s.tok(idx)
+        if not s.llama:
+            x = x + s.pos(torch.arange(T, device=idx.device))
+        cos, sin = s.cos[:T], s.sin[:T]
         for b in s.blocks:
-            x = b(x)
-        logits = F.linear(s.norm(x), s.tok.weight)
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.view(-1))
+            x = b(x, cos, sin)
+        x = s.norm(x)
+        logits = s.head(x) if s.head is not None else F.linear(x, s.tok.weight)
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.reshape(-1))
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="gpt2-124m", choices=sorted(PRESETS))
     ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=0, help="override the preset's layer count")
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU")
     ap.add_argument("--json")
     a = ap.parse_args()
-    L, H, D, V = PRESETS[a.preset]
+    family, L, H, Hkv, D, FF, V, tied = PRESETS[a.preset]
+    if a.layers:
+        L = a.layers
     dev = "cuda"
     torch.manual_seed(0)
-    model = GPT(L, H, D, V, a.seq).to(dev)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith(("tok", "pos"))]
-    other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith(("tok", "pos")))]
+    model = Model(family, L, H, Hkv, D, FF, V, tied, a.seq).to(dev)
+    emb = ("tok.", "pos.", "head.")
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith(emb)]
+    other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith(emb))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
                             lr=3e-4, betas=(0.9, 0.95), fused=True)
     n_params = sum(p.numel() for p in model.parameters())
-    non_embed = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(("tok", "pos")))
-    flops_tok = 3 * (2 * (non_embed + D * V) + 4 * L * a.seq * D)
+    non_embed = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(emb))
+    flops_tok = 6 * non_embed + 6 * V * D + 6 * L * a.seq * D
+    step_fn = torch.compile(model) if a.compile else model
     times = []
     for step in range(a.warmup + a.steps):
-        x = torch.randint(0, V, (a.batch, a.seq), device=dev)
-        y = torch.randint(0, V, (a.batch, a.seq), device=dev)
+        xy = torch.randint(0, V, (a.batch, a.seq + 1), device=dev)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x, y)
+            loss = step_fn(xy[:, :-1], xy[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -96,9 +144,9 @@ def main():
     times.sort()
     med = times[len(times) // 2]
     tok_s = a.batch * a.seq / med
-    res = {"impl": "pytorch", "preset": a.preset, "params": n_params, "seq": a.seq, "batch": a.batch,
-           "step_time_s": med, "tokens_per_s": tok_s, "mfu": tok_s * flops_tok / (a.peak_tflops * 1e12),
-           "peak_memory_bytes": torch.cuda.max_memory_allocated()}
+    res = {"impl": "pytorch-compile" if a.compile else "pytorch-eager", "preset": a.preset, "layers": L,
+           "params": n_params, "seq": a.seq, "batch": a.batch, "step_time_s": med, "tokens_per_s": tok_s,
+           "mfu": tok_s * flops_tok / (a.peak_tflops * 1e12), "peak_memory_bytes": torch.cuda.max_memory_allocated()}
     print(json.dumps(res))
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)

@@ -6,7 +6,7 @@ namespace meshtrain {
 
 void check_inputs_exist(const Config& cfg) {
   const std::string where = cfg.source.empty() ? "" : cfg.source + ": ";
-  expand_glob(cfg.data.train, where + "data.train");
+  if (cfg.data.train != kSyntheticData) expand_glob(cfg.data.train, where + "data.train");
   if (!cfg.data.val.empty()) expand_glob(cfg.data.val, where + "data.val");
 }
 

@@ -93,6 +93,9 @@ const std::vector<Flag>& flags() {
        "accepted for torchrun compatibility; the store is always a TCPStore on node 0", MT_STR(rdzv_backend)},
       {"rdzv-endpoint", nullptr, Kind::String, "Rendezvous", "HOST[:PORT]",
        "overrides --master-addr/--master-port", MT_STR(rdzv_endpoint)},
+      {"rdzv-timeout", nullptr, Kind::Double, "Rendezvous", "SEC",
+       "multi-node: how long to wait for node 0's store and for every node to join a round",
+       MT_DBL(rdzv_timeout, "rdzv-timeout")},
       {"max-restarts", nullptr, Kind::Int, "Supervision", "N",
        "restarts of the whole group after a worker fails", MT_INT(max_restarts, "max-restarts")},
       {"monitor-interval", nullptr, Kind::Double, "Supervision", "SEC",
@@ -110,7 +113,8 @@ const std::vector<Flag>& flags() {
       {"local-ranks-filter", nullptr, Kind::String, "Logs", "LIST",
        "show only these local ranks on the console, e.g. 0,3 (files keep all)", MT_STR(local_ranks_filter)},
       {"numa-binding", nullptr, Kind::String, "Placement", "MODE",
-       "none | node | socket | exclusive: pin each worker near its GPU", MT_STR(numa_binding)},
+       "pin each worker to CPUs near its GPU: none | node (its NUMA node) | socket | exclusive (a disjoint "
+       "share of the node's cores)", MT_STR(numa_binding)},
       {"no-python", nullptr, Kind::Bool, "Program", "", "run PROGRAM as is, not under python",
        MT_BOOL(no_python, "no-python")},
       {"module", "m", Kind::Bool, "Program", "", "PROGRAM is a Python module (python -m)",
@@ -205,6 +209,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
                 " is not a TCP port (0..65535)");
   MT_USER_CHECK(o.max_restarts >= 0, "meshrun: --max-restarts must be >= 0, got ", o.max_restarts);
   MT_USER_CHECK(o.monitor_interval > 0, "meshrun: --monitor-interval must be > 0");
+  MT_USER_CHECK(o.rdzv_timeout > 0, "meshrun: --rdzv-timeout must be > 0");
   MT_USER_CHECK(o.numa_binding == "none" || o.numa_binding == "node" || o.numa_binding == "socket" ||
                     o.numa_binding == "exclusive",
                 "meshrun: --numa-binding must be none, node, socket or exclusive, got '", o.numa_binding, "'");

@@ -38,6 +38,13 @@ std::string python_interpreter() {
 
 }  // namespace
 
+void check_gpu_per_worker(const LaunchPlan& p, const std::string& config_hint) {
+  MT_USER_CHECK(p.gpu_count == 0 || p.nproc_per_node <= p.gpu_count, "meshrun: --nproc-per-node ",
+                p.nproc_per_node, " starts more workers than the ", p.gpu_count,
+                " GPU(s) visible on this node; use at most ", p.gpu_count, ", or ask for the CPU backend (",
+                config_hint, ")");
+}
+
 std::string self_exe_dir() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -53,6 +60,8 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
   LaunchPlan p;
   p.opts = o;
   p.nproc_per_node = resolve_nproc_per_node(o.nproc_per_node, gpu_count, cpu_count);
+  p.gpu_count = gpu_count;
+  p.store_exe = self_dir + "/meshrun-store";
   p.nnodes = parse_nnodes(o.nnodes);
   p.node_rank = o.node_rank;
   MT_USER_CHECK(p.node_rank >= 0 && p.node_rank < p.nnodes, "meshrun: node rank ", p.node_rank,
@@ -93,6 +102,9 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
     p.command = {python_interpreter(), "-u", prog};
   }
   p.command.insert(p.command.end(), o.program_args.begin(), o.program_args.end());
+  // A config says whether it trains on CPU; checked once it is loaded (validate_config_program). Scripts and
+  // programs pick their backend themselves (gloo with 16 ranks on an 8-GPU node is legitimate), so for
+  // them more workers than GPUs is only a warning (Supervisor::run).
 
   if (!o.log_dir.empty()) {
     std::string name = p.run_id;
@@ -123,6 +135,8 @@ void validate_config_program(const LaunchPlan& plan) {
   resolve(cfg, world);
   validate(cfg, world);
   check_inputs_exist(cfg);
+  if (cfg.parallel.backend != "cpu" && cfg.train.device != "cpu" && plan.opts.nproc_per_node != "cpu")
+    check_gpu_per_worker(plan, cat("set parallel.backend: cpu or train.device: cpu in ", plan.command[2]));
 }
 
 }  // namespace meshtrain::launch

@@ -72,6 +72,8 @@ void LogRouter::emit_line(Stream& s, const std::string& line, bool newline) {
   }
 }
 
+void LogRouter::note(size_t stream, const std::string& line) { emit_line(streams_[stream], line, true); }
+
 void LogRouter::on_readable(size_t idx) {
   Stream& s = streams_[idx];
   if (s.fd < 0) return;

@@ -7,9 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/launch/worker_env.h"
 
 namespace meshtrain::launch {
 namespace {
@@ -68,37 +68,33 @@ int bind_listen(int port, bool loopback, int& bound_port) {
 
 }  // namespace
 
-RendezvousHost::RendezvousHost(int port, bool loopback_only) : loopback_(loopback_only) {
-  listen_fd_ = bind_listen(port, loopback_only, port_);
+int bind_store_socket(int port, bool loopback_only, int& bound_port) {
+  return bind_listen(port, loopback_only, bound_port);
 }
 
-RendezvousHost::~RendezvousHost() {
-  store_.reset();  // the server thread stops and closes its dup of the socket first
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-}
-
-void RendezvousHost::start_round(int attempt) {
-  store_.reset();
-  int fd = ::dup(listen_fd_);  // the TCPStore server owns and closes this one; ours keeps the port bound
-  SYS_CHECK(fd, "dup listen socket");
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<uint16_t>(port_);
-  opts.isServer = true;
-  opts.waitWorkers = false;  // workers come and go; the launcher never blocks on them here
-  opts.masterListenFd = fd;
-  opts.timeout = std::chrono::seconds(300);
+RendezvousHost::RendezvousHost(int port, bool loopback_only, const std::string& store_exe) {
+  MT_USER_CHECK(::access(store_exe.c_str(), X_OK) == 0, "meshrun: the rendezvous store helper ", store_exe,
+                " is missing (it is built with meshrun: build the meshrun-store target)");
+  int fd = bind_listen(port, loopback_only, port_);
+  SpawnSpec spec;
+  spec.argv = {store_exe, "--fd", std::to_string(fd), "--port", std::to_string(port_)};
+  for (const auto& [k, v] : current_environment()) spec.env.push_back(k + "=" + v);  // LD_LIBRARY_PATH etc.
+  spec.capture_output = false;  // its rare messages go straight to meshrun's stderr
+  spec.pass_fds = {fd};
   try {
-    store_ = std::make_shared<c10d::TCPStore>("127.0.0.1", opts);
-  } catch (const std::exception& e) {
-    throw Error(cat("meshrun: cannot start the rendezvous store on port ", port_, ": ", e.what()));
+    helper_ = WorkerProcess::spawn(spec);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  std::string a = std::to_string(attempt);
-  store_->set("meshrun/attempt", std::vector<uint8_t>(a.begin(), a.end()));
+  // The helper owns the socket now. If it dies, the port closes and clients are refused at once instead of
+  // waiting in a backlog nobody reads.
+  ::close(fd);
 }
 
-c10d::TCPStore& RendezvousHost::store() {
-  MT_CHECK(store_, "RendezvousHost::store() before start_round()");
-  return *store_;
+std::optional<int> RendezvousHost::exited() {
+  helper_.try_reap();
+  return helper_.status();
 }
 
 }  // namespace meshtrain::launch

@@ -43,6 +43,7 @@ void expand_term(const std::string& term, const std::string& whole, std::vector<
   auto close = term.find(']', open);
   const std::string prefix = term.substr(0, open);
   const std::string body = term.substr(open + 1, close - open - 1);
+  MT_USER_CHECK(!body.empty(), "meshrun: bad Slurm hostlist '", whole, "': empty brackets");
   std::vector<std::string> suffixes;
   expand_term(term.substr(close + 1), whole, suffixes);
   for (const std::string& range : split_top_level(body, whole)) {

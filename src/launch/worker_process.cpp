@@ -59,16 +59,21 @@ WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec) {
   for (int c : spec.cpus) CPU_SET(c, &cpus);
   const bool pin = !spec.cpus.empty();
 
-  int out[2], err[2], exec_err[2];
-  SYS_CHECK(::pipe2(out, O_CLOEXEC), "stdout pipe");
-  SYS_CHECK(::pipe2(err, O_CLOEXEC), "stderr pipe");
+  const bool capture = spec.capture_output;
+  const std::vector<int>& keep = spec.pass_fds;
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, exec_err[2];
+  if (capture) {
+    SYS_CHECK(::pipe2(out, O_CLOEXEC), "stdout pipe");
+    SYS_CHECK(::pipe2(err, O_CLOEXEC), "stderr pipe");
+  }
   SYS_CHECK(::pipe2(exec_err, O_CLOEXEC), "exec status pipe");
   const pid_t parent = ::getpid();
 
   pid_t pid = ::fork();
   if (pid == -1) {
     int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1]}) ::close(fd);
+    for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1]})
+      if (fd >= 0) ::close(fd);
     throw Error(cat("fork: ", std::strerror(e)));
   }
   if (pid == 0) {
@@ -78,8 +83,11 @@ WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec) {
     // launcher forks from its main thread, which lives as long as the launcher.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(err[1], STDERR_FILENO);
+    if (capture) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+    }
+    for (int fd : keep) ::fcntl(fd, F_SETFD, 0);  // survives exec in this child only
     struct sigaction dfl{};
     dfl.sa_handler = SIG_DFL;
     for (int s = 1; s < NSIG; ++s)
@@ -96,14 +104,17 @@ WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec) {
   }
   // Parent. setpgid here too: whichever of parent and child runs first, the group exists before we signal it.
   ::setpgid(pid, pid);
-  ::close(out[1]);
-  ::close(err[1]);
+  if (capture) {
+    ::close(out[1]);
+    ::close(err[1]);
+  }
   ::close(exec_err[1]);
   WorkerProcess w;
   w.pid_ = pid;
   w.out_fd_ = out[0];
   w.err_fd_ = err[0];
-  for (int fd : {w.out_fd_, w.err_fd_}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  for (int fd : {w.out_fd_, w.err_fd_})
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   // EOF on the CLOEXEC pipe = exec succeeded; 4 bytes = the child's errno from execve.
   int child_errno = 0;
   ssize_t n;

@@ -4,6 +4,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/init.h"
+#include "meshtrain/model/linear_cross_entropy.h"
 #include "meshtrain/model/rotary.h"
 
 namespace meshtrain::model {
@@ -27,6 +28,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
+  return at::linear(hidden(tokens, cache), head_weight());  // [B, T, V]
+}
+
+at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
   const int64_t T = tokens.size(1);
   const int64_t offset = cache ? cache->length() : 0;
   MT_CHECK(offset + T <= cfg_.max_seq_len, "sequence of ", offset + T, " tokens exceeds model.max_seq_len ",
@@ -49,13 +54,12 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
       x = block->forward(x, cos, sin, cache ? &cache->layers[i] : nullptr);
     }
   }
-  x = final_norm->forward(x);
-  return lm_head ? lm_head->forward(x) : at::linear(x, tok_embed->weight);  // [B, T, V]
+  return final_norm->forward(x);
 }
 
 at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
-  auto logits = forward(tokens);
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
+  auto h = hidden(tokens);
+  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), head_weight(), targets.reshape({-1}));
 }
 
 void TransformerImpl::init_weights(int64_t seed) {
@@ -91,7 +95,7 @@ double TransformerImpl::flops_per_token(int64_t seq_len) const {
     if (!is_embedding(item.key())) non_embed += item.value().numel();
   // The output projection is a matmul even when tied to the embedding.
   const double head = static_cast<double>(cfg_.d_model) * cfg_.vocab_size;
-  return 2.0 * (non_embed + head) + 4.0 * cfg_.n_layer * seq_len * cfg_.d_model;
+  return 2.0 * (non_embed + head) + 2.0 * cfg_.n_layer * seq_len * cfg_.d_model;
 }
 
 KVCache TransformerImpl::make_cache() const {

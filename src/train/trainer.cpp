@@ -79,6 +79,8 @@ class TrainingRun {
   void setup_model_and_optimizer();
   void setup_data();
   void resume_if_asked();
+  // The next training micro-batch on the device: from the loader, or random tokens (data.train: synthetic).
+  data::Batch next_batch();
   // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, AdamW. Returns the summed
   // micro-batch losses and the pre-clip gradient norm, both still on the device (no host sync).
   std::pair<at::Tensor, at::Tensor> train_step(int64_t step);
@@ -100,7 +102,8 @@ class TrainingRun {
   std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
+  std::unique_ptr<data::DataLoader> train_loader_, val_loader_;  // train_loader_ null for synthetic data
+  at::Generator synthetic_gen_;
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
   std::unique_ptr<MetricsLog> metrics_;
   StopSignals stop_signals_;
@@ -132,12 +135,13 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
   flops_per_token_ = 3.0 * net_->flops_per_token(T);
   peak_flops_ = device_peak_flops(cuda_, device_.index());
   log::progress("model %s: %.2fM parameters, %lld layers, d_model %lld | %s %s | world %d | %lld tokens/step | "
-                "train %lld tokens (%lld windows)",
+                "train %s",
                 cfg.model.family.c_str(), net_->num_params() / 1e6, static_cast<long long>(cfg.model.n_layer),
                 static_cast<long long>(cfg.model.d_model), device_.str().c_str(), bf16_ ? "bf16" : "fp32",
                 world_.world_size, static_cast<long long>(tokens_per_step_),
-                static_cast<long long>(train_loader_->num_tokens()),
-                static_cast<long long>(train_loader_->num_windows()));
+                train_loader_ ? log::sprintf("%lld tokens (%lld windows)", static_cast<long long>(train_loader_->num_tokens()),
+                                             static_cast<long long>(train_loader_->num_windows())).c_str()
+                              : "on synthetic tokens");
 }
 
 void TrainingRun::setup_device() {
@@ -165,6 +169,11 @@ void TrainingRun::setup_model_and_optimizer() {
 }
 
 void TrainingRun::setup_data() {
+  if (cfg_.data.train == kSyntheticData) {
+    synthetic_gen_ = at::globalContext().defaultGenerator(device_).clone();
+    synthetic_gen_.set_current_seed(static_cast<uint64_t>(cfg_.train.seed + world_.rank));
+    return;
+  }
   data::LoaderOptions o{.pattern = cfg_.data.train, .what = "data.train",
                         .format = data::parse_shard_format(cfg_.data.format), .seq_len = cfg_.data.seq_len,
                         .batch_size = cfg_.train.micro_batch_size, .rank = world_.rank,
@@ -202,21 +211,36 @@ void TrainingRun::resume_if_asked() {
   start_step_ = ck.step;
   MT_USER_CHECK(ck.state.contains("data") && ck.tensors.count("rng.cpu"), ck.path,
                 ": no data position or RNG state (not a training checkpoint)");
-  train_loader_->restore({ck.state["data"].at("epoch").get<int64_t>(), ck.state["data"].at("cursor").get<int64_t>()});
+  if (train_loader_)
+    train_loader_->restore({ck.state["data"].at("epoch").get<int64_t>(), ck.state["data"].at("cursor").get<int64_t>()});
   auto gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(ck.tensors.at("rng.cpu"));
   log::progress("resumed from %s at step %lld", ck.path.c_str(), static_cast<long long>(start_step_));
+}
+
+data::Batch TrainingRun::next_batch() {
+  if (!train_loader_) {
+    const auto opts = at::TensorOptions().dtype(at::kLong).device(device_);
+    auto seq = at::randint(cfg_.model.vocab_size, {cfg_.train.micro_batch_size, cfg_.data.seq_len + 1},
+                           synthetic_gen_, opts);
+    return {seq.narrow(1, 0, cfg_.data.seq_len), seq.narrow(1, 1, cfg_.data.seq_len)};
+  }
+  auto batch = train_loader_->next();
+  if (!cuda_) return batch;
+  // Through pinned memory, so the copy is queued behind the running step instead of waiting for it.
+  return {batch.inputs.pin_memory().to(device_, /*non_blocking=*/true),
+          batch.targets.pin_memory().to(device_, /*non_blocking=*/true)};
 }
 
 std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
   const int64_t A = cfg_.train.grad_accum;
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
   for (int64_t micro = 0; micro < A; ++micro) {
-    auto batch = train_loader_->next();
+    auto batch = next_batch();
     at::Tensor loss;
     {
       AutocastGuard ac(bf16_, device_.type());
-      loss = par_->loss(batch.inputs.to(device_), batch.targets.to(device_));
+      loss = par_->loss(batch.inputs, batch.targets);
     }
     // Gradients are reduced over ranks on the last micro-batch only (overlapped with its backward).
     par_->backward(loss / static_cast<double>(A), /*sync=*/micro == A - 1);
@@ -295,7 +319,7 @@ void TrainingRun::save(int64_t step) {
     tensors["optim." + s.name + ".step"] = opt_state.at(s.name + ".step");
   }
   tensors["rng.cpu"] = at::detail::getDefaultCPUGenerator().get_state();
-  const auto st = train_loader_->state();
+  const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
   nlohmann::json state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}},
                           {"config", nlohmann::json::parse(to_json(cfg_))}};
   const auto t0 = Clock::now();
@@ -319,6 +343,7 @@ TrainResult TrainingRun::run() {
     auto [loss_sum, grad_norm] = train_step(step);
     if (cuda_) torch::cuda::synchronize(device_.index());
     const double step_s = seconds_since(t0);
+    result_.step_seconds.push_back(step_s);
     // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
     ema_step_s_ = step <= start_step_ + 1 ? step_s : 0.9 * ema_step_s_ + 0.1 * step_s;
 
@@ -347,6 +372,11 @@ TrainResult TrainingRun::run() {
   }
 
   result_.param_checksum = parameter_checksum(par_->sharded_parameters());
+  result_.tokens_per_step = tokens_per_step_;
+  result_.flops_per_token = flops_per_token_;
+  result_.peak_flops = peak_flops_;
+  result_.peak_memory_bytes = peak_memory_bytes(cuda_, device_.index());
+  result_.num_params = net_->num_params();
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,
             static_cast<long long>(result_.steps_done));

@@ -61,7 +61,8 @@ namespace meshtrain {
   F(double, timeout_s, 300.0, "Seconds a collective may take before it is an error (never a hang)")
 
 #define MT_DATA_FIELDS(F)                                                                                    \
-  F(std::string, train, "", "Training token shards: a file or a glob (required)")                           \
+  F(std::string, train, "", "Training token shards: a file or a glob (required); `synthetic` = uniformly random " \
+    "tokens generated on the device (throughput runs: no data loading, no validation)")                           \
   F(std::string, val, "", "Validation token shards: a file or a glob; empty = no validation")               \
   F(std::string, format, "auto", "Shard format; one of: auto | llmc | uint16 | uint32 (auto: llm.c header " \
     "if the magic is there, else uint16)")                                                                   \
@@ -145,6 +146,9 @@ struct Config {
 
   bool operator==(const Config&) const = default;  // includes `source`
 };
+
+// data.train's value for random tokens generated on the training device.
+inline constexpr const char* kSyntheticData = "synthetic";
 
 // Loads FILE (.yaml/.yml or .json), applies the model preset, then `overrides` ("section.key=value", YAML
 // scalar syntax for the value), in that order. Throws UserError: malformed file (with line and column),

@@ -33,6 +33,7 @@ struct LaunchOptions {
   std::string run_id = "none";             // TORCHELASTIC_RUN_ID (torchrun: --rdzv-id)
   std::string rdzv_backend = "static";     // accepted for compatibility: static | c10d
   std::string rdzv_endpoint;               // host[:port]; overrides --master-addr/--master-port
+  double rdzv_timeout = 600;               // seconds to reach node 0's store and for every node to join
   // --- supervision ---------------------------------------------------------------------------------------
   int max_restarts = 0;            // whole-group restarts after a worker failure
   double monitor_interval = 0.1;   // seconds between liveness checks (SIGCHLD wakes us earlier)
@@ -44,7 +45,7 @@ struct LaunchOptions {
   std::string tee = "0";           // same syntax; tee = files and console
   std::string local_ranks_filter;  // "0,2": show only these local ranks on the console (files keep all)
   // --- placement -----------------------------------------------------------------------------------------
-  std::string numa_binding = "none";  // none | node | socket | exclusive
+  std::string numa_binding = "node";  // none | node | socket | exclusive (cpu_binding.h; why node: docs)
   // --- program -------------------------------------------------------------------------------------------
   bool no_python = false;
   bool module = false;

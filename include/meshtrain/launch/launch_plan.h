@@ -15,6 +15,7 @@ struct LaunchPlan {
   ProgramKind kind = ProgramKind::Python;
   std::vector<std::string> command;  // every worker's argv
   int nproc_per_node = 1;
+  int gpu_count = 0;       // GPUs visible on this node (visible_gpu_count())
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr;
@@ -24,6 +25,7 @@ struct LaunchPlan {
   std::string run_id;
   std::string log_folder;  // <log-dir>/<run-id-or-dated-name>; empty = no --log-dir
   std::vector<int> forwarded_signals;
+  std::string store_exe;  // <dir of meshrun>/meshrun-store, the store helper (rendezvous_host.h)
 };
 
 // `self_dir`: the directory of the meshrun binary (where `meshtrain` is looked for). `gpu_count` and
@@ -32,8 +34,13 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
 
 // For a config program: loads it with the `--set` overrides among the program arguments, resolves and
 // validates it for the plan's world size (nnodes × nproc_per_node), so a bad config is one line and exit 2
-// before any worker starts. No-op for other programs.
+// before any worker starts; on a GPU node, more workers than GPUs is refused unless the config asks for the
+// CPU backend. No-op for other programs.
 void validate_config_program(const LaunchPlan& plan);
+
+// UserError when a GPU node would get more workers than GPUs; `config_hint` says how the config could ask
+// for the CPU backend instead.
+void check_gpu_per_worker(const LaunchPlan& plan, const std::string& config_hint);
 
 // Directory holding the running executable (/proc/self/exe).
 std::string self_exe_dir();

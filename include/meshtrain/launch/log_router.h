@@ -29,6 +29,9 @@ class LogRouter {
   size_t add(int fd, const StreamRoute& route);
   // Fds still open, for poll(); index i of fds() is stream stream_of(i).
   void poll_fds(std::vector<int>& fds, std::vector<size_t>& streams) const;
+  // Writes a line of the launcher's own into `stream` (console and file) as if the worker had written it:
+  // how the worker was placed (CPU binding) is shown as the first line of its log.
+  void note(size_t stream, const std::string& line);
   // Reads what is available; closes the stream at EOF (and flushes a last unterminated line).
   void on_readable(size_t stream);
   // Reads everything left without blocking, then closes every stream (after the workers are reaped; a

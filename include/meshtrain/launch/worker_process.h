@@ -15,6 +15,8 @@ struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0] is resolved on PATH before the fork
   std::vector<std::string> env;   // "NAME=value", the complete environment
   std::vector<int> cpus;          // CPU affinity; empty = inherit the launcher's
+  bool capture_output = true;     // stdout/stderr on pipes for the log router; false = the launcher's own
+  std::vector<int> pass_fds;      // fds the child keeps across exec (CLOEXEC cleared in the child only)
 };
 
 // PATH lookup done in the parent, so "program not found" is one clear line before anything starts.

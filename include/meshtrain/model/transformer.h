@@ -26,7 +26,12 @@ class TransformerImpl : public torch::nn::Module {
 
   // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.
   at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr);
-  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T].
+  // The final-norm output, before the head: [B, T] → [B, T, D].
+  at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr);
+  // The output projection's weight [V, D]: lm_head's, or the token embedding when tied.
+  const at::Tensor& head_weight() const { return lm_head ? lm_head->weight : tok_embed->weight; }
+  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T], through the chunked
+  // head + loss (linear_cross_entropy.h): the full logits are never materialised.
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
 
   // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
@@ -42,7 +47,8 @@ class TransformerImpl : public torch::nn::Module {
   // applies decay to ≥2-D weights only; embeddings and the untied head are 2-D, so they are listed here).
   bool is_embedding(const std::string& name) const;
   // Forward FLOPs per token at sequence length T: 2·(non-embedding params + the output projection) for the
-  // matmuls plus 4·n_layer·T·d for attention scores and values (PaLM appendix B; ×3 for forward+backward).
+  // matmuls plus 2·n_layer·T·d for causal attention scores and values (half of PaLM's unmasked 4·L·T·d;
+  // ×3 for forward+backward; docs/metrics.md).
   double flops_per_token(int64_t seq_len) const;
   KVCache make_cache() const;
   const ModelConfig& config() const { return cfg_; }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "meshtrain/core/config.h"
 
@@ -20,6 +21,14 @@ struct TrainResult {
   double first_loss = 0, last_loss = 0, last_val_loss = -1;
   uint32_t param_checksum = 0;
   int stop_signal = 0;  // SIGTERM/SIGINT/SIGUSR1 stopped the run early (after saving a checkpoint)
+
+  // What throughput benchmarks read (train/bench_train.h).
+  std::vector<double> step_seconds;  // wall time of every step this run made, device synchronised
+  int64_t tokens_per_step = 0;       // all ranks
+  double flops_per_token = 0;        // forward + backward (docs/metrics.md)
+  double peak_flops = 0;             // per device; 0 when unknown (CPU)
+  int64_t peak_memory_bytes = 0;     // this rank's device (CPU: max RSS)
+  int64_t num_params = 0;
 };
 
 // `cfg` must be resolved and validated for the current world size.

@@ -147,6 +147,18 @@ def case_sigterm_forwarded():
     print("ok: SIGUSR1 forwarded (workers kept running), SIGTERM forwarded, rc 143, no restart")
 
 
+def case_preemption_notice():
+    # Workers that exit after a forwarded SIGUSR1 (Slurm's preemption warning) are not restarted.
+    m = start("--nproc-per-node", "2", "--max-restarts", "3", mode="preempt")
+    wait_for(lambda: len(records("ready")) == 2, what="workers ready")
+    m.send_signal(signal.SIGUSR1)
+    out, err = m.communicate(timeout=60)
+    check(m.returncode == 128 + 10, f"rc {m.returncode}\n{err}")
+    check(len(records("sig10")) == 2 and len(records("env")) == 2, f"restarted after the notice\n{err}")
+    check("no restart" in err, f"no word on the notice\n{err}")
+    print("ok: SIGUSR1 forwarded, workers exited 138, no restart, meshrun exits 138")
+
+
 def case_sigterm_ignored():
     m = start("--nproc-per-node", "2", "--shutdown-timeout", "1", args=("ignore",))
     wait_for(lambda: len(records("ready")) == 2, what="workers ready")
@@ -166,10 +178,15 @@ def case_no_orphans():
     wait_for(lambda: len(records("ready")) == 4, what="workers ready")
     pids = [e["pid"] for e in records("env").values()]
     check(all(alive(p) for p in pids), "workers not running")
+    with open(f"/proc/{m.pid}/task/{m.pid}/children") as f:  # the workers and the store helper
+        children = [int(c) for c in f.read().split()]
+    helper = [c for c in children if c not in pids]
+    check(len(helper) == 1, f"expected one store helper among meshrun's children {children}")
     m.kill()  # SIGKILL: the launcher gets no chance to clean up; PDEATHSIG must do it
     m.wait()
-    wait_for(lambda: not any(alive(p) for p in pids), timeout=10, what="workers to die after kill -9 of meshrun")
-    print(f"ok: {len(pids)} workers gone after kill -9 of meshrun")
+    wait_for(lambda: not any(alive(p) for p in pids + helper), timeout=10,
+             what="workers and the store helper to die after kill -9 of meshrun")
+    print(f"ok: {len(pids)} workers and the store helper gone after kill -9 of meshrun")
 
 
 def case_gloo_allreduce():
@@ -195,9 +212,193 @@ def case_bad_input():
     port = s.getsockname()[1]
     p = subprocess.run([MESHRUN, "--master-port", str(port), "--no-python", "true"], capture_output=True, text=True)
     check(p.returncode == 2 and f"--master-port {port} is already in use" in p.stderr, "port in use", p)
+    # A program (not a config) with more workers than GPUs: it may be a gloo job, so a warning, not a refusal.
+    p = subprocess.run([MESHRUN, "--standalone", "--nproc-per-node", "2", "--no-python", "true"], capture_output=True,
+                       text=True, env=dict(ENV, CUDA_VISIBLE_DEVICES="0"))
+    check(p.returncode == 0 and "2 workers but 1 GPU(s) on this node" in p.stderr, "more workers than GPUs", p)
     p = subprocess.run([MESHRUN, "--help"], capture_output=True, text=True)
     check(p.returncode == 0 and "Rendezvous:" in p.stdout and "[default: 29500]" in p.stdout, "help", p)
     print("ok: bad value, unknown flag, missing program, port in use, --help")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def two_nodes(program, *flags, timeout=150):
+    """Two launchers of one job on loopback (--nnodes 2), node 1 started first so it must wait for node 0's
+    store. Returns the two finished processes, node 0's first."""
+    port = free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
+              "--run-id", "two-nodes", *flags]
+    procs = {}
+    for n in (1, 0):
+        procs[n] = subprocess.Popen([MESHRUN, *common, "--node-rank", str(n), *program], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=ENV)
+        time.sleep(0.3)
+    out = {}
+    for n in (0, 1):
+        o, e = procs[n].communicate(timeout=timeout)
+        procs[n].stdout, procs[n].stderr = o, e
+        out[n] = procs[n]
+    return out[0], out[1]
+
+
+def case_multinode_restart():
+    # Rank 3 (node 1, local rank 1) fails in round 0: both nodes stop, restart together, round 1 succeeds.
+    n0, n1 = two_nodes([WORKER, "fail", OUT, "3", "5", "1"], "--max-restarts", "1")
+    check(n0.returncode == 0, f"node 0 rc {n0.returncode}", n0)
+    check(n1.returncode == 0, f"node 1 rc {n1.returncode}", n1)
+    env = records("env")
+    check(sorted(env) == [(r, a) for r in range(4) for a in range(2)], f"ranks/attempts {sorted(env)}", n0)
+    for (r, a), e in env.items():
+        check(e["WORLD_SIZE"] == "4" and e["GROUP_RANK"] == str(r // 2) and e["LOCAL_RANK"] == str(r % 2) and
+              e["TORCHELASTIC_RESTART_COUNT"] == str(a), f"rank {r} attempt {a}: {e}")
+    for p in (n0, n1):
+        check("restarting the worker group on every node (restart 1 of 1) after: rank 3 on node 1" in p.stderr,
+              "restart not coordinated", p)
+    print("ok: a failure on node 1 restarted both nodes; round 1 succeeded on both")
+
+
+def case_multinode_fail():
+    n0, n1 = two_nodes([WORKER, "fail", OUT, "3", "5", "99"])
+    check(n1.returncode == 5 and "rank       : 3" in n1.stderr, f"node 1 rc {n1.returncode}", n1)
+    check(n0.returncode == 5, f"node 0 rc {n0.returncode}", n0)
+    check("job FAILED after 1 attempt(s): rank 3 on node 1" in n0.stderr, "node 0 does not name the cause", n0)
+    print("ok: no restarts left: both nodes exit 5, node 0 names rank 3 on node 1")
+
+
+def case_multinode_gloo():
+    # PyTorch workers on both nodes reach node 0's store (served by meshrun-store) and all_reduce over 4 ranks.
+    n0, n1 = two_nodes([os.path.join(HERE, "allreduce_gloo.py")])
+    for n, p in ((0, n0), (1, n1)):
+        check(p.returncode == 0, f"node {n} rc {p.returncode}", p)
+        for r in (2 * n, 2 * n + 1):
+            check(f"[rank {r}]: allreduce ok rank={r} world=4 sum=6" in p.stdout, f"rank {r} line missing", p)
+    print("ok: gloo all_reduce over 2 launchers x 2 workers")
+
+
+def case_multinode_stop():
+    # SIGTERM to node 1's launcher stops the job on both nodes, with no restart.
+    port = free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
+              "--max-restarts", "3"]
+    procs = [subprocess.Popen([MESHRUN, *common, "--node-rank", str(n), WORKER, "hang", OUT], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=ENV) for n in (0, 1)]
+    wait_for(lambda: len(records("ready")) == 4, what="4 workers ready")
+    procs[1].send_signal(signal.SIGTERM)
+    outs = [p.communicate(timeout=60) for p in procs]
+    for n, p in enumerate(procs):
+        check(p.returncode == 143, f"node {n} rc {p.returncode}\n{outs[n][1]}")
+    check("job stopped after 1 attempt(s): node 1's launcher got SIGTERM" in outs[0][1], f"node 0:\n{outs[0][1]}")
+    check(len(records("env")) == 4 and len(records("sig15")) == 4, "restarted, or a worker missed SIGTERM")
+    print("ok: SIGTERM to node 1 stopped both nodes (rc 143), no restart")
+
+
+def case_store_lost():
+    # The store helper dies mid-run: meshrun stops the workers and says so, rather than leaving them to hang.
+    m = start("--nproc-per-node", "2", "--max-restarts", "3")
+    wait_for(lambda: len(records("ready")) == 2, what="workers ready")
+    pids = [e["pid"] for e in records("env").values()]
+    with open(f"/proc/{m.pid}/task/{m.pid}/children") as f:
+        helper = [int(c) for c in f.read().split() if int(c) not in pids]
+    check(len(helper) == 1, f"no store helper among meshrun's children")
+    os.kill(helper[0], signal.SIGKILL)
+    out, err = m.communicate(timeout=60)
+    check(m.returncode == 1, f"rc {m.returncode}\n{err}")
+    check(f"the rendezvous store (meshrun-store, pid {helper[0]}) exited with signal SIGKILL" in err, err)
+    check(not any(alive(p) for p in pids), "workers survived the store")
+    print("ok: store helper killed: workers stopped, meshrun exits 1 naming it")
+
+
+def case_unreachable_master():
+    port = free_port()
+    t0 = time.time()
+    p = subprocess.run([MESHRUN, "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+                        str(port), "--rdzv-timeout", "1.5", "--no-python", "true"], capture_output=True, text=True,
+                       timeout=60, env=ENV)
+    dt = time.time() - t0
+    check(p.returncode == 2, f"rc {p.returncode}", p)
+    check(f"cannot reach the rendezvous store at 127.0.0.1:{port}" in p.stderr, "address not named", p)
+    check(len(p.stderr.strip().splitlines()) == 1, "more than one line", p)
+    check(1.4 < dt < 15, f"gave up after {dt:.1f}s with --rdzv-timeout 1.5", p)
+    print(f"ok: unreachable master named after {dt:.1f}s: {p.stderr.strip()}")
+
+
+def case_numa_binding():
+    # A fixture /sys with 2 GPUs, each on its own NUMA node holding one of CPUs 0 and 1.
+    if not {0, 1} <= os.sched_getaffinity(0):
+        print("skip: needs CPUs 0 and 1")
+        sys.exit(77)
+    root = os.path.join(OUT, "fixture")
+    def put(path, text):
+        os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+        with open(os.path.join(root, path), "w") as f:
+            f.write(text + "\n")
+    for g, bus in enumerate(["18", "9a"]):
+        d = f"sys/bus/pci/devices/0000:{bus}:00.0/"
+        put(d + "vendor", "0x10de"), put(d + "class", "0x030200"), put(d + "numa_node", str(g))
+        put(f"sys/devices/system/node/node{g}/cpulist", str(g))
+    env = dict(ENV, CUDA_VISIBLE_DEVICES="0,1", MESHRUN_SYSFS_ROOT=root)
+    p = run("--nproc-per-node", "2", "--numa-binding", "node", env=env)
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    env_seen = records("env")
+    check(env_seen[(0, 0)]["cpus"] == [0] and env_seen[(1, 0)]["cpus"] == [1], f"affinity {env_seen}", p)
+    first = [l for l in p.stderr.splitlines() if l.startswith("[rank 1]:")][0]
+    check(first == "[rank 1]: meshrun: local rank 1 → GPU 1 (0000:9a:00.0, NUMA node 1), CPUs 1 "
+                   "(--numa-binding node)", f"first line of rank 1: {first!r}", p)
+    subprocess.run(["rm", "-rf", *[os.path.join(OUT, f) for f in os.listdir(OUT) if f != "fixture"]])
+    p = run("--nproc-per-node", "2", "--numa-binding", "none", env=env)
+    allowed = sorted(os.sched_getaffinity(0))
+    check(p.returncode == 0 and all(e["cpus"] == allowed for e in records("env").values()), "none pinned", p)
+    # Binding asked for where it cannot be applied: one clear line, the run goes on unpinned.
+    p = run("--nproc-per-node", "2", "--numa-binding", "socket", env=dict(ENV, MESHRUN_SYSFS_ROOT=OUT + "/empty"))
+    check(p.returncode == 0 and "--numa-binding socket: no NVIDIA GPU in /sys/bus/pci/devices" in p.stderr,
+          "no line for a binding that cannot be applied", p)
+    print("ok: workers pinned near their GPUs, shown first in their logs; none = inherited; a clear line otherwise")
+
+
+def cpulist(text):
+    cpus = []
+    for part in filter(None, text.strip().split(",")):
+        lo, _, hi = part.partition("-")
+        cpus += range(int(lo), int(hi or lo) + 1)
+    return cpus
+
+
+def case_numa_binding_gpu():
+    # The real /sys of a GPU node: each worker's affinity is its GPU's NUMA node (read here independently)
+    # intersected with ours. Skips (77) without an NVIDIA GPU.
+    pci = "/sys/bus/pci/devices"
+    def read(path):
+        with open(path) as f:
+            return f.read().strip()
+    gpus = sorted(d for d in os.listdir(pci) if read(f"{pci}/{d}/vendor") == "0x10de" and
+                  read(f"{pci}/{d}/class").startswith("0x03"))
+    if not gpus:
+        print("skip: no NVIDIA GPU in /sys/bus/pci/devices")
+        sys.exit(77)
+    env = dict(ENV)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    n = min(len(gpus), 2)
+    p = run("--nproc-per-node", str(n), env=env)
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    allowed = set(os.sched_getaffinity(0))
+    for r in range(n):
+        node = int(read(f"{pci}/{gpus[r]}/numa_node"))
+        near = cpulist(read(f"/sys/devices/system/node/node{node}/cpulist")) if node >= 0 else \
+            cpulist(read(f"{pci}/{gpus[r]}/local_cpulist"))
+        want = sorted(allowed & set(near)) or sorted(allowed)
+        got = records("env")[(r, 0)]["cpus"]
+        check(got == want, f"rank {r} (GPU {gpus[r]}, node {node}): cpus {got}, expected {want}", p)
+        first = [l for l in p.stderr.splitlines() if l.startswith(f"[rank {r}]:")][0]
+        check(f"GPU {r} ({gpus[r]}" in first and "(--numa-binding node)" in first, f"first line {first!r}", p)
+    print(f"ok: {n} worker(s) pinned to their GPU's NUMA node by default: " +
+          "; ".join(l for l in p.stderr.splitlines() if "--numa-binding node" in l))
 
 
 def case_logs():
@@ -221,7 +422,10 @@ CASES = {
     "restart_recovers": case_restart_recovers, "restart_exhausted": case_restart_exhausted,
     "sigterm_forwarded": case_sigterm_forwarded, "sigterm_ignored": case_sigterm_ignored,
     "no_orphans": case_no_orphans, "gloo_allreduce": case_gloo_allreduce, "bad_input": case_bad_input,
-    "logs": case_logs,
+    "logs": case_logs, "multinode_restart": case_multinode_restart, "multinode_fail": case_multinode_fail,
+    "multinode_gloo": case_multinode_gloo, "unreachable_master": case_unreachable_master,
+    "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu,
+    "multinode_stop": case_multinode_stop, "store_lost": case_store_lost, "preemption_notice": case_preemption_notice,
 }
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ def record(name, payload):
         f.write(payload if isinstance(payload, str) else json.dumps(payload))
 
 
-record("env", {k: os.environ.get(k) for k in KEYS} | {"pid": os.getpid(), "pgid": os.getpgrp()})
+record("env", {k: os.environ.get(k) for k in KEYS} | {"pid": os.getpid(), "pgid": os.getpgrp(),
+                                                     "cpus": sorted(os.sched_getaffinity(0))})
 
 if mode == "env":
     pass
@@ -75,6 +76,14 @@ elif mode == "hang":  # record signals received; `hang ignore` ignores SIGTERM
         signal.signal(s, on)
     if args and args[0] == "ignore":
         signal.signal(signal.SIGTERM, lambda *_: record("sig15", ""))
+    record("ready", "")
+    while True:
+        time.sleep(0.05)
+elif mode == "preempt":  # like the trainer on Slurm's warning: checkpoint (here: a record), exit 128+SIGUSR1
+    def on_usr1(sig, _):
+        record("sig10", "")
+        sys.exit(128 + sig)
+    signal.signal(signal.SIGUSR1, on_usr1)
     record("ready", "")
     while True:
         time.sleep(0.05)

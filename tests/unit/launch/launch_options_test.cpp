@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/launch/launch_plan.h"
+#include "support/test_support.h"
 
 using namespace meshtrain;
 using namespace meshtrain::launch;
@@ -136,4 +138,27 @@ TEST(LaunchPlan, CommandForEachProgramKind) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("meshtrain"), std::string::npos);
   }
+}
+
+TEST(LaunchPlan, MoreWorkersThanGpusNeedsTheCpuBackend) {
+  // A config that does not ask for the CPU backend: refused on a node with 2 GPUs.
+  auto dir = testing_support::temp_dir("gpu_per_worker");
+  auto data = dir / "train.bin";
+  std::ofstream(data) << "x";
+  auto fake_meshtrain = dir / "meshtrain";  // make_launch_plan only checks that it is executable
+  std::ofstream(fake_meshtrain) << "#!/bin/sh\n";
+  std::filesystem::permissions(fake_meshtrain, std::filesystem::perms::owner_all);
+  const std::string bin = dir.string();
+  auto cfg = dir / "gpu.yaml";
+  std::ofstream(cfg) << "data:\n  train: " << data.string() << "\ntrain:\n  steps: 1\n";
+  auto plan = make_launch_plan(parse({"--nproc-per-node", "4", cfg.string()}), bin, 2, 2);
+  std::string msg = testing_support::user_error([&] { validate_config_program(plan); });
+  EXPECT_NE(msg.find("--nproc-per-node 4 starts more workers than the 2 GPU(s) visible"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parallel.backend: cpu"), std::string::npos) << msg;
+  // The same config on the CPU backend, or as many workers as GPUs: accepted.
+  auto cpu = make_launch_plan(parse({"--nproc-per-node", "4", cfg.string(), "--set", "parallel.backend=cpu"}),
+                              bin, 2, 2);
+  EXPECT_NO_THROW(validate_config_program(cpu));
+  auto two = make_launch_plan(parse({"--nproc-per-node", "2", cfg.string()}), bin, 2, 2);
+  EXPECT_NO_THROW(validate_config_program(two));
 }

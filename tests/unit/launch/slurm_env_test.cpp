@@ -18,7 +18,15 @@ TEST(Hostlist, Expands) {
   EXPECT_EQ(expand_hostlist("n[098-101]"), (V{"n098", "n099", "n100", "n101"}));
   EXPECT_EQ(expand_hostlist("r[1-2]n[1-2]-ib"), (V{"r1n1-ib", "r1n2-ib", "r2n1-ib", "r2n2-ib"}));
   EXPECT_EQ(expand_hostlist("a,b[1,3],c"), (V{"a", "b1", "b3", "c"}));
+  // The cases: ranges and singles in one bracket, several brackets in one name, zero padding kept
+  // across a width change, several names.
+  EXPECT_EQ(expand_hostlist("gpu[01-02,05-06,10]"), (V{"gpu01", "gpu02", "gpu05", "gpu06", "gpu10"}));
+  EXPECT_EQ(expand_hostlist("rack[1-2]-node[01-02],login1"),
+            (V{"rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02", "login1"}));
+  EXPECT_EQ(expand_hostlist("n[008-010]"), (V{"n008", "n009", "n010"}));
+  EXPECT_EQ(expand_hostlist("a-[1-2].cluster,b"), (V{"a-1.cluster", "a-2.cluster", "b"}));
   EXPECT_THROW(expand_hostlist("gpu[01-"), UserError);
+  EXPECT_THROW(expand_hostlist("gpu[]"), UserError);
   EXPECT_THROW(expand_hostlist("gpu[x-y]"), UserError);
   EXPECT_THROW(expand_hostlist("gpu[5-1]"), UserError);
 }

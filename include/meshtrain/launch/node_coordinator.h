@@ -1,0 +1,66 @@
+// Keeps the launchers of a multi-node job in step through the rendezvous store, so that a failure on any
+// node restarts the whole job on every node (a worker group is only restartable as a whole: its peers on
+// the other nodes would otherwise wait forever in a collective). Rounds are numbered like attempts
+// (TORCHELASTIC_RESTART_COUNT); every key is under "meshrun/":
+//
+//   join/<r>   counter  each launcher adds 1 before starting round r's workers; all wait for nnodes
+//   fail/<r>   counter  a launcher whose worker failed (or that got a stop signal) adds 1; the others poll
+//                       it every --monitor-interval and stop their workers when it becomes non-zero
+//   cause/<r>  text     set by the first reporter: "<exit code>\t<stop 0|1>\t<description>"
+//   end/<r>    counter  each launcher adds 1 once its workers of round r are gone; all wait for nnodes,
+//                       then read fail/<r>: 0 = success everywhere, else everyone restarts (or, with no
+//                       restarts left or after a stop signal, exits with the cause's code)
+//   exit/<r>   counter  each launcher adds 1 before exiting; node 0 (which hosts the store) waits for all
+//                       so the store outlives the others' last reads
+//   nproc/<n>  text     node n's --nproc-per-node, checked against node 0's at the first join
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "meshtrain/launch/store_client.h"
+
+namespace meshtrain::launch {
+
+struct RoundOutcome {
+  bool failed = false;    // some node reported a failure or a stop
+  bool stop = false;      // ... and it was a stop signal: nobody restarts
+  int exit_code = 0;      // the cause's exit code (128+N for signal N)
+  std::string cause;      // "rank 3 on node 1 (host h, pid p): exit code 7"
+};
+
+class NodeCoordinator {
+ public:
+  // Connects to node 0's store (UserError naming host:port after `timeout`) and publishes this node's
+  // worker count.
+  NodeCoordinator(const std::string& host, int port, int nnodes, int node_rank, int nproc_per_node,
+                  std::chrono::milliseconds timeout);
+
+  // Every launcher calls this before starting round r; returns when all nnodes have. UserError after the
+  // timeout (naming how many joined) or when the nodes disagree on --nproc-per-node. `interrupted` is polled
+  // while waiting and returns a signal number to give up with (0 = keep waiting).
+  void join(int round, const std::function<int()>& interrupted);
+  // Whether another node has reported a failure in round r (cheap: one request).
+  bool failed(int round);
+  // Reports a local failure (or stop) in round r; only the first reporter's cause is kept.
+  void report(int round, int exit_code, bool stop, const std::string& cause);
+  // Once this node's workers of round r are gone: waits for every node, then says how the round went.
+  RoundOutcome finish(int round, const std::function<int()>& interrupted);
+  // Before this launcher exits after round r; node 0 waits (bounded) for the others to leave too.
+  void leave(int round);
+
+  const std::string& endpoint() const { return client_->endpoint(); }
+
+ private:
+  // Polls `key` until it reaches nnodes_; false on timeout. Returns early with the signal from `interrupted`.
+  bool wait_count(const std::string& key, std::chrono::milliseconds timeout,
+                  const std::function<int()>& interrupted, int& signal, int64_t& seen);
+  std::unique_ptr<StoreClient> client_;
+  int nnodes_, node_rank_, nproc_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace meshtrain::launch

@@ -1,0 +1,61 @@
+// One attempt (a "round") of this node's workers: spawn them with their environment, CPU binding and log
+// routes, watch them, and stop them all on the first failure, a stop signal, or a reason from outside (another
+// node failed, the store died). What happens next (restart, summary, exit code) is the Supervisor's call.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshtrain/launch/cpu_binding.h"
+#include "meshtrain/launch/launch_plan.h"
+#include "meshtrain/launch/log_router.h"
+#include "meshtrain/launch/root_cause.h"
+#include "meshtrain/launch/signal_forwarder.h"
+#include "meshtrain/launch/worker_env.h"
+#include "meshtrain/launch/worker_process.h"
+
+namespace meshtrain::launch {
+
+struct GroupResult {
+  std::optional<WorkerFailure> failure;  // first worker failure, if any
+  int stop_signal = 0;                   // a stop signal the launcher received, if any
+  std::string outside_stop;              // why the workers were stopped from outside (another node, the store)
+  // A notice (SIGUSR1/SIGUSR2) forwarded to the workers. Workers that exit after it (the trainer checkpoints
+  // and exits 128+SIGUSR1 on Slurm's preemption warning) are not restarted: the job is being preempted.
+  int notice_signal = 0;
+};
+
+// What an attempt tells the rest of the launcher, and asks it, while it runs (multi-node coordination and
+// the store helper's health live outside the attempt).
+struct GroupHooks {
+  std::function<std::optional<std::string>()> poll;      // every --monitor-interval: a reason to stop, if any
+  std::function<void(const WorkerFailure&, int notice)> on_failure;  // the first local worker failure
+  std::function<void(int)> on_stop_signal;               // the first stop signal to the launcher
+};
+
+// A scratch directory for error files when there is no --log-dir; removed at exit unless logs went there.
+class WorkerGroup {
+ public:
+  // Spawns the workers of attempt `attempt`; their files go under <files_root>/attempt_<k>/<rank>/.
+  // `wrote_scratch_logs` is set when --redirects/--tee wrote files without --log-dir.
+  WorkerGroup(const LaunchPlan& plan, int attempt, const std::string& files_root, SignalPipe& sigs,
+              bool& wrote_scratch_logs, const CpuBindingPlan& binding);
+  // Runs until every worker is gone.
+  GroupResult supervise(const GroupHooks& hooks);
+
+ private:
+  bool any_running() const;
+
+  const LaunchPlan& plan_;
+  int attempt_;
+  SignalPipe& sigs_;
+  std::vector<WorkerIdentity> ids_;
+  // workers_ is declared after router_, so it is destroyed first: workers are SIGKILLed and reaped before
+  // the router closes the pipes they write to, so no worker ever sees EPIPE from a launcher still alive.
+  LogRouter router_;
+  std::vector<WorkerProcess> workers_;
+};
+
+}  // namespace meshtrain::launch

@@ -1,0 +1,40 @@
+// `meshtrain bench train`: training throughput of one model shape on synthetic tokens, through the real
+// training loop (train/trainer.h) — tokens/s, MFU and peak memory over the steps after warm-up. The driver
+// scripts/bench/train_compare.py runs it beside the same model in PyTorch (eager and torch.compile).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/config.h"
+
+namespace meshtrain::train {
+
+struct BenchTrainOptions {
+  std::string preset = "gpt2-124m";  // model.preset
+  int64_t seq_len = 1024;
+  int64_t micro_batch = 32;
+  int64_t layers = 0;   // > 0: override the preset's n_layer (e.g. Llama 3.1 8B's layer shape with 8 layers)
+  int64_t steps = 20;   // timed steps
+  int64_t warmup = 5;   // untimed steps before them
+  bool activation_checkpointing = false;
+  std::vector<std::string> overrides;  // "section.key=value", applied last
+};
+
+struct BenchTrainResult {
+  std::string name;  // "gpt2-124m b32 T1024"
+  int64_t params = 0;
+  double step_time_s = 0;  // median over the timed steps
+  double tokens_per_s = 0;
+  double mfu = 0;          // 0 when the device's peak is unknown
+  int64_t peak_memory_bytes = 0;
+};
+
+// The run's config: the preset, synthetic data, no validation, no checkpoint, logging every step.
+Config bench_train_config(const BenchTrainOptions& o);
+BenchTrainResult run_bench_train(const BenchTrainOptions& o);
+
+std::string bench_train_table(const BenchTrainResult& r);
+std::string bench_train_json(const BenchTrainResult& r, const BenchTrainOptions& o);
+
+}  // namespace meshtrain::train

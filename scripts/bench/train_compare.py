@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Single-GPU training throughput, side by side in one run: meshtrain (`meshtrain bench train`) vs the same
+model and recipe in PyTorch eager and torch.compile (scripts/bench/train_torch.py), bf16, synthetic tokens.
+
+Shapes (the model/training issue's benchmark): GPT-2 124M (micro-batch 32, T 1024), Llama 3.2 1B (8, 2048),
+Llama 3.1 8B's layer shape with 8 layers (4, 2048). Prints a table (tokens/s, MFU, peak memory, ratios) and
+writes every row to OUT/train_compare.json.
+
+Usage: train_compare.py MESHTRAIN_BIN OUT_DIR [--shapes NAME,...] [--no-compile] [--steps N]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+SHAPES = {  # name: (preset, batch, seq, layers)
+    "gpt2-124m": ("gpt2-124m", 32, 1024, 0),
+    "llama3.2-1b": ("llama3.2-1b", 8, 2048, 0),
+    "llama3.1-8b-8L": ("llama3.1-8b", 4, 2048, 8),
+}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, log):
+    with open(log, "w") as f:
+        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=1200)
+    if p.returncode != 0:
+        print(f"FAILED ({p.returncode}): {' '.join(cmd)} — see {log}", file=sys.stderr)
+        return False
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("meshtrain")
+    ap.add_argument("out")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--steps", type=int, default=20)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    rows = []
+    for name in a.shapes.split(","):
+        preset, batch, seq, layers = SHAPES[name]
+        common = ["--preset", preset, "--batch", str(batch), "--seq", str(seq), "--layers", str(layers),
+                  "--steps", str(a.steps)]
+        runs = [("meshtrain", [a.meshtrain, "bench", "train"] + common),
+                ("pytorch-eager", [sys.executable, os.path.join(HERE, "train_torch.py")] + common)]
+        if not a.no_compile:
+            runs.append(("pytorch-compile", runs[1][1] + ["--compile"]))
+        for impl, cmd in runs:
+            js = os.path.join(a.out, f"{name}.{impl}.json")
+            if run(cmd + ["--json", js], os.path.join(a.out, f"{name}.{impl}.log")):
+                r = json.load(open(js))
+                r.update(impl=impl, shape=name)
+                rows.append(r)
+    json.dump(rows, open(os.path.join(a.out, "train_compare.json"), "w"), indent=1)
+    print(f"{"shape":16s} {'impl':16s} {'tokens/s':>10s} {'MFU':>7s} {'peak GiB':>9s} {'vs eager':>9s}")
+    for name in a.shapes.split(","):
+        eager = next((r for r in rows if r["shape"] == name and r["impl"] == "pytorch-eager"), None)
+        for r in (r for r in rows if r["shape"] == name):
+            ratio = r["tokens_per_s"] / eager["tokens_per_s"] if eager else float("nan")
+            print(f"{name:16s} {r['impl']:16s} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% "
+                  f"{r['peak_memory_bytes'] / 2**30:9.2f} {ratio:9.3f}")
+
+
+if __name__ == "__main__":
+    main()

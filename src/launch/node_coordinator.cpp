@@ -1,0 +1,104 @@
+// Restart coordination between the launchers of a multi-node job (see node_coordinator.h for the keys).
+#include "meshtrain/launch/node_coordinator.h"
+
+#include <thread>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+
+namespace meshtrain::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string key(const char* what, int round) { return cat("meshrun/", what, "/", round); }
+
+}  // namespace
+
+NodeCoordinator::NodeCoordinator(const std::string& host, int port, int nnodes, int node_rank,
+                                 int nproc_per_node, std::chrono::milliseconds timeout)
+    : nnodes_(nnodes), node_rank_(node_rank), nproc_(nproc_per_node), timeout_(timeout) {
+  client_ = std::make_unique<StoreClient>(host, port, timeout);
+  client_->set(cat("meshrun/nproc/", node_rank_), std::to_string(nproc_));
+}
+
+bool NodeCoordinator::wait_count(const std::string& k, std::chrono::milliseconds timeout,
+                                 const std::function<int()>& interrupted, int& signal, int64_t& seen) {
+  const auto deadline = Clock::now() + timeout;
+  signal = 0;
+  while (true) {
+    seen = client_->add(k, 0);
+    if (seen >= nnodes_) return true;
+    if (interrupted && (signal = interrupted()) != 0) return false;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void NodeCoordinator::join(int round, const std::function<int()>& interrupted) {
+  client_->add(key("join", round), 1);
+  int sig = 0;
+  int64_t seen = 0;
+  if (!wait_count(key("join", round), timeout_, interrupted, sig, seen)) {
+    if (sig) throw UserError(cat("meshrun: interrupted while waiting for the other nodes (round ", round, ")"));
+    throw UserError(cat("meshrun: only ", seen, " of ", nnodes_, " nodes joined round ", round,
+                        " at the rendezvous store ", endpoint(), " within ",
+                        std::chrono::duration<double>(timeout_).count(),
+                        " s; start meshrun on every node with the same --nnodes, --master-addr and --master-port "
+                        "(--rdzv-timeout sets the wait)"));
+  }
+  if (round == 0 && node_rank_ != 0) {
+    std::string theirs = client_->get("meshrun/nproc/0");
+    MT_USER_CHECK(theirs == std::to_string(nproc_), "meshrun: node ", node_rank_, " has --nproc-per-node ",
+                  nproc_, " but node 0 has ", theirs, "; every node must run the same number of workers");
+  }
+}
+
+bool NodeCoordinator::failed(int round) { return client_->add(key("fail", round), 0) > 0; }
+
+void NodeCoordinator::report(int round, int exit_code, bool stop, const std::string& cause) {
+  if (client_->add(key("fail", round), 1) == 1)
+    client_->set(key("cause", round), cat(exit_code, "\t", stop ? 1 : 0, "\t", cause));
+}
+
+RoundOutcome NodeCoordinator::finish(int round, const std::function<int()>& interrupted) {
+  client_->add(key("end", round), 1);
+  int sig = 0;
+  int64_t seen = 0;
+  RoundOutcome out;
+  if (!wait_count(key("end", round), timeout_, interrupted, sig, seen)) {
+    out.failed = out.stop = true;
+    out.exit_code = sig ? 128 + sig : 1;
+    out.cause = sig ? cat("this launcher was interrupted while waiting for the other nodes to finish round ",
+                          round)
+                    : cat("only ", seen, " of ", nnodes_, " nodes finished round ", round, " within ",
+                          std::chrono::duration<double>(timeout_).count(), " s");
+    return out;
+  }
+  if (client_->add(key("fail", round), 0) == 0) return out;
+  // The first reporter sets cause/<r> before it stops its workers, so before it counts itself in end/<r>.
+  std::string c = client_->get(key("cause", round));
+  out.failed = true;
+  auto t1 = c.find('\t'), t2 = c.find('\t', t1 + 1);
+  MT_CHECK(t1 != std::string::npos && t2 != std::string::npos, "malformed ", key("cause", round), ": ", c);
+  out.exit_code = std::stoi(c.substr(0, t1));
+  out.stop = c.substr(t1 + 1, t2 - t1 - 1) == "1";
+  out.cause = c.substr(t2 + 1);
+  return out;
+}
+
+void NodeCoordinator::leave(int round) {
+  try {
+    client_->add(key("exit", round), 1);
+    if (node_rank_ != 0) return;
+    int sig = 0;
+    int64_t seen = 0;
+    if (!wait_count(key("exit", round), std::chrono::seconds(30), nullptr, sig, seen))
+      log::warn("meshrun: %lld of %d launchers left cleanly; stopping the store anyway",
+                static_cast<long long>(seen), nnodes_);
+  } catch (const Error& e) {
+    log::warn("%s", e.what());  // a node that is gone cannot be waited for; exiting is still right
+  }
+}
+
+}  // namespace meshtrain::launch

@@ -1,0 +1,82 @@
+#include "meshtrain/model/linear_cross_entropy.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                               const at::Tensor& targets, int64_t chunk_rows, at::ScalarType compute) {
+    const int64_t N = x.size(0);
+    const bool want_grad = x.requires_grad() || weight.requires_grad();
+    // Autocast is resolved once above (`compute`); inside, every op's dtype is explicit.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const auto xc = x.to(compute);
+    const auto wc = weight.to(compute);
+    const auto acc = at::promote_types(compute, at::kFloat);  // softmax, loss and ∂W: fp32 at least
+    at::Tensor loss = at::zeros({}, x.options().dtype(acc));
+    at::Tensor gx, gw;
+    if (want_grad) {
+      gx = at::empty_like(xc);
+      gw = at::zeros(weight.sizes(), weight.options().dtype(acc));
+    }
+    for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, N - r0);
+      auto xi = xc.narrow(0, r0, n);
+      auto ti = targets.narrow(0, r0, n).unsqueeze(1);               // [n, 1]
+      auto logits = at::mm(xi, wc.t()).to(acc);                       // [n, V]
+      auto lse = at::logsumexp(logits, 1, /*keepdim=*/true);          // [n, 1]
+      loss += (lse - logits.gather(1, ti)).sum();
+      if (!want_grad) continue;
+      // ∂(mean loss)/∂logits = (softmax − onehot) / N, computed in place over the chunk's logits.
+      logits.sub_(lse).exp_();
+      logits.scatter_add_(1, ti, at::full({n, 1}, -1.0, logits.options()));
+      logits.div_(static_cast<double>(N));
+      auto g = logits.to(compute);                                    // [n, V]
+      gx.narrow(0, r0, n).copy_(at::mm(g, wc));
+      gw.add_(at::mm(g.t(), xi));
+    }
+    if (want_grad) ctx->save_for_backward({gx, gw});
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(weight.scalar_type());
+    return {loss / static_cast<double>(N)};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const auto& go = grad_out[0];  // scalar
+    auto gx = (saved[0] * go.to(saved[0].scalar_type())).to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+    auto gw = (saved[1] * go).to(static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
+    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets,
+                                int64_t chunk_rows) {
+  MT_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && targets.dim() == 1 &&
+               targets.size(0) == x.size(0),
+           "linear_cross_entropy: x [N, d], weight [V, d], targets [N]; got ", x.sizes(), ", ", weight.sizes(), ", ",
+           targets.sizes());
+  const auto dev = x.device().type();
+  const at::ScalarType compute = at::autocast::is_autocast_enabled(dev) ? at::autocast::get_autocast_dtype(dev)
+                                                                         : x.scalar_type();
+  if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{512} << 20) / (4 * weight.size(0)));
+  if (x.size(0) == 0) return at::zeros({}, x.options().dtype(at::kFloat));
+  return LinearCrossEntropy::apply(x, weight, targets, chunk_rows, compute)[0];
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,74 @@
+#include "meshtrain/train/bench_train.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+#include "meshtrain/train/trainer.h"
+
+namespace meshtrain::train {
+
+Config bench_train_config(const BenchTrainOptions& o) {
+  MT_USER_CHECK(o.steps > 0 && o.warmup >= 0, "meshtrain bench train: --steps must be > 0 and --warmup >= 0");
+  std::vector<std::string> sets = {
+      "model.preset=" + o.preset,
+      "data.train=" + std::string(kSyntheticData),
+      "data.seq_len=" + std::to_string(o.seq_len),
+      "train.micro_batch_size=" + std::to_string(o.micro_batch),
+      "train.steps=" + std::to_string(o.steps + o.warmup),
+      "train.eval_every=0",
+      "train.activation_checkpointing=" + std::string(o.activation_checkpointing ? "true" : "false"),
+      "checkpoint.save_final=false",
+      "schedule.warmup_steps=0",
+      "logging.every=1",
+      "train.out_dir=runs/bench-train",
+  };
+  if (o.layers > 0) sets.push_back("model.n_layer=" + std::to_string(o.layers));
+  sets.insert(sets.end(), o.overrides.begin(), o.overrides.end());
+  Config cfg = parse_config("{}", "meshtrain bench train", /*json=*/true, sets);
+  const int world = comm::world_info_from_env().world_size;
+  resolve(cfg, world);
+  validate(cfg, world);
+  return cfg;
+}
+
+BenchTrainResult run_bench_train(const BenchTrainOptions& o) {
+  const Config cfg = bench_train_config(o);
+  const TrainResult tr = run_training(cfg);
+  std::vector<double> timed(tr.step_seconds.begin() + std::min<int64_t>(o.warmup, tr.step_seconds.size()),
+                            tr.step_seconds.end());
+  MT_CHECK(!timed.empty(), "bench train: no timed steps");
+  std::sort(timed.begin(), timed.end());
+  BenchTrainResult r;
+  r.name = log::sprintf("%s%s b%lld T%lld", o.preset.c_str(),
+                        o.layers > 0 ? log::sprintf(" (%lld layers)", static_cast<long long>(o.layers)).c_str() : "",
+                        static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq_len));
+  r.params = tr.num_params;
+  r.step_time_s = timed[timed.size() / 2];
+  r.tokens_per_s = static_cast<double>(tr.tokens_per_step) / r.step_time_s;
+  const int world = comm::world_info_from_env().world_size;
+  r.mfu = tr.peak_flops > 0 ? r.tokens_per_s * tr.flops_per_token / (tr.peak_flops * world) : 0;
+  r.peak_memory_bytes = tr.peak_memory_bytes;
+  return r;
+}
+
+std::string bench_train_table(const BenchTrainResult& r) {
+  return log::sprintf("%-36s %10s %10s %7s %9s\n%-36s %9.1fM %10.0f %6.1f%% %9.2f\n", "shape", "params", "tokens/s",
+                      "MFU", "peak GiB", r.name.c_str(), r.params / 1e6, r.tokens_per_s, 100 * r.mfu,
+                      static_cast<double>(r.peak_memory_bytes) / (1 << 30));
+}
+
+std::string bench_train_json(const BenchTrainResult& r, const BenchTrainOptions& o) {
+  nlohmann::json j = {{"impl", "meshtrain"},           {"name", r.name},
+                      {"preset", o.preset},            {"seq", o.seq_len},
+                      {"batch", o.micro_batch},        {"layers", o.layers},
+                      {"params", r.params},            {"step_time_s", r.step_time_s},
+                      {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
+                      {"peak_memory_bytes", r.peak_memory_bytes},
+                      {"activation_checkpointing", o.activation_checkpointing}};
+  return j.dump(1);
+}
+
+}  // namespace meshtrain::train

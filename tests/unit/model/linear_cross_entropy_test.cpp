@@ -1,0 +1,35 @@
+// The chunked head + loss equals linear → fp32 cross-entropy, in value and in both gradients.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+
+#include "meshtrain/model/linear_cross_entropy.h"
+
+using namespace meshtrain;
+
+TEST(LinearCrossEntropy, MatchesLinearThenCrossEntropyForAnyChunking) {
+  at::manual_seed(0);
+  const int64_t N = 37, d = 16, V = 53;
+  auto x0 = at::randn({N, d}, at::kDouble), w0 = at::randn({V, d}, at::kDouble);
+  auto t = at::randint(0, V, {N}, at::kLong);
+
+  auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+  auto ref = at::cross_entropy_loss(at::linear(x, w), t);
+  ref.backward();
+  for (int64_t chunk : {1, 5, 36, 37, 1000}) {
+    auto xc = x0.clone().requires_grad_(true), wc = w0.clone().requires_grad_(true);
+    auto loss = model::linear_cross_entropy(xc, wc, t, chunk);
+    (loss * 3.0).backward();  // the incoming gradient scales both
+    EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-6) << "chunk " << chunk;
+    EXPECT_TRUE(at::allclose(xc.grad(), 3.0 * x.grad(), 1e-9, 1e-12)) << "chunk " << chunk;
+    EXPECT_TRUE(at::allclose(wc.grad(), 3.0 * w.grad(), 1e-9, 1e-12)) << "chunk " << chunk;
+  }
+}
+
+TEST(LinearCrossEntropy, NoGradModeComputesOnlyTheLoss) {
+  at::NoGradGuard no_grad;
+  auto x = at::randn({4, 8}), w = at::randn({10, 8});
+  auto t = at::randint(0, 10, {4}, at::kLong);
+  auto loss = model::linear_cross_entropy(x, w, t, 3);
+  EXPECT_NEAR(loss.item<double>(), at::cross_entropy_loss(at::linear(x, w), t).item<double>(), 1e-5);
+}
