@@ -47,16 +47,12 @@ def main():
     ap.add_argument("--build", default="build", help="build directory holding bin/meshtrain")
     ap.add_argument("--out", required=True, help="directory for logs, runs and parallel_overhead.json")
     ap.add_argument("--config", default="configs/bench/gpt2-124m-1gpu.yaml")
-    ap.add_argument("--data", help="token shard (default: a random one made in OUT)")
+    ap.add_argument("--data", default="synthetic", help="token shard (default: random tokens made on the device)")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     data = args.data
-    if not data:
-        data = os.path.join(args.out, "random.bin")
-        here = os.path.dirname(os.path.abspath(__file__))
-        subprocess.check_call([sys.executable, os.path.join(here, "make_random_shard.py"), data, "20000000", "50257"])
     tok = {n: [] for n in LAYOUTS}
     peak = {n: 0 for n in LAYOUTS}
     for r in range(args.rounds):
