@@ -37,6 +37,7 @@ const Bound kBounds[] = {
   {"model.dropout", 0, false, 1, true},
   {"parallel.dp", 0, false},            {"parallel.fsdp", 1, false},        {"parallel.tp", 1, false},
   {"parallel.pp", 1, false},            {"parallel.bucket_mb", 0, true},    {"parallel.timeout_s", 0, true},
+  {"parallel.bucket_first_mb", 0, true}, {"parallel.zero_stage", 0, false, 3, false},
   {"data.seq_len", 0, false},
   {"optimizer.lr", 0, true},            {"optimizer.beta1", 0, false, 1, true},
   {"optimizer.beta2", 0, false, 1, true}, {"optimizer.eps", 0, true},     {"optimizer.weight_decay", 0, false},
@@ -173,6 +174,11 @@ class Validator {
     if (kv % p.tp != 0)
       fail("parallel.tp", cat("given ", p.tp, "; valid a divisor of model.n_kv_head (", kv, "): ", kv, " % ", p.tp,
                               " = ", kv % p.tp));
+
+    if (p.fsdp > 1 && (p.zero_stage == 1 || p.zero_stage == 2))
+      fail("parallel.zero_stage", cat("given ", p.zero_stage, " with parallel.fsdp ", p.fsdp,
+                                      "; valid 0 or 3 (fsdp > 1 shards parameters, gradients and optimizer state)"));
+    if (p.pp != 1) fail("parallel.pp", cat("given ", p.pp, "; valid 1 (pipeline parallelism is not available yet)"));
 
     if (world_ < 1) return;
     const int64_t inner = p.pp * p.fsdp * p.tp;

@@ -19,10 +19,10 @@
 #include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
-#include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
-#include "meshtrain/parallel/data_parallel.h"
+#include "meshtrain/parallel/full_tensor.h"
+#include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/train/adamw.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
@@ -57,26 +57,11 @@ class AutocastGuard {
   at::DeviceType dev_;
 };
 
-// Clips the global gradient norm to `max_norm` (0 disables) and returns the norm before clipping as a device
-// scalar. No host sync: the scale is computed on the device, so the step keeps queueing kernels.
-at::Tensor clip_gradients(const std::vector<at::Tensor>& params, double max_norm) {
-  std::vector<at::Tensor> grads;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return at::zeros({});
-  auto total = at::stack(at::_foreach_norm(grads, 2)).to(at::kFloat).norm();
-  if (max_norm > 0) {
-    at::NoGradGuard no_grad;
-    auto scale = at::clamp_max(max_norm / (total + 1e-6), 1.0);
-    at::_foreach_mul_(grads, scale);
-  }
-  return total;
-}
-
-uint32_t parameter_checksum(const std::vector<std::pair<std::string, at::Tensor>>& params) {
+// CRC-32 of this rank's parameters (the whole model, or its shards).
+uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
   uint32_t crc = 0;
-  for (const auto& [name, p] : params) {
-    auto c = p.detach().cpu().contiguous();
+  for (const auto& s : params) {
+    auto c = s.local.detach().cpu().contiguous();
     crc = ckpt::crc32(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), crc);
   }
   return crc;
@@ -114,11 +99,9 @@ class TrainingRun {
   comm::CommPtr comm_;  // null for a single process
   at::Device comm_device_{at::kCPU};  // where comm_ takes its tensors
   model::Transformer net_{nullptr};
-  std::vector<std::pair<std::string, at::Tensor>> named_;  // parameters, registration order
-  std::vector<at::Tensor> params_;                         // the same tensors, for clipping
+  std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;  // train_loader_ null for synthetic data
   at::Generator synthetic_gen_;
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
@@ -150,7 +133,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
   setup_data();
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_);
   resume_if_asked();
-  if (dp_) dp_->broadcast_parameters();
+  par_->broadcast_parameters();
 
   metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, world_.rank, start_step_ > 0);
   const int64_t T = cfg.data.seq_len;
@@ -180,24 +163,16 @@ void TrainingRun::setup_model_and_optimizer() {
   // Built on the meta device and materialised on the training device, so no full CPU copy is made. The
   // same seed on every rank gives the same initial weights; the broadcast after setup makes it certain.
   at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+  // parallelize() materialises the parameters: whole (replicated) or only this rank's shards.
   net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
-  net_->materialize(device_, cfg_.train.seed);
+  par_ = parallel::parallelize(net_, parallel::make_parallel_groups(comm_, cfg_.parallel), cfg_, device_);
   net_->train();
-  if (cfg_.train.activation_checkpointing) net_->set_block_runner(model::activation_checkpointing_runner());
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
   std::vector<AdamW::Param> opt_params;
-  std::vector<parallel::DataParallel::Param> dp_params;
-  for (auto& item : net_->named_parameters()) {
-    const std::string& name = item.key();
-    const at::Tensor& p = item.value();
-    named_.emplace_back(name, p);
-    params_.push_back(p);
-    opt_params.push_back({name, p, /*decay=*/p.dim() >= 2 && !net_->is_embedding(name)});
-    dp_params.push_back({name, p});
-  }
+  for (const auto& p : par_->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
   opt_ = std::make_unique<AdamW>(opt_params, cfg_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
-  if (comm_) dp_ = std::make_unique<parallel::DataParallel>(dp_params, comm_, cfg_.parallel.bucket_mb);
+  log::progress("layout: %s", par_->describe().c_str());
 }
 
 void TrainingRun::setup_data() {
@@ -226,14 +201,20 @@ void TrainingRun::resume_if_asked() {
   if (!from) return;
   auto ck = ckpt::CheckpointManager::load(*from);
   at::NoGradGuard no_grad;
-  for (auto& [name, p] : named_) {
-    auto it = ck.tensors.find("model." + name);
-    MT_USER_CHECK(it != ck.tensors.end(), ck.path, ": parameter '", name, "' is missing");
-    MT_USER_CHECK(it->second.sizes() == p.sizes(), ck.path, ": parameter '", name, "' has shape ",
-                  it->second.sizes(), ", the config's model needs ", p.sizes());
-    p.copy_(it->second);
+  // Whole tensors in the checkpoint; each rank takes its blocks (optimizer state has its parameter's layout).
+  std::map<std::string, at::Tensor> optim;
+  for (const auto& s : par_->sharded_parameters()) {
+    auto it = ck.tensors.find("model." + s.name);
+    MT_USER_CHECK(it != ck.tensors.end(), ck.path, ": parameter '", s.name, "' is missing");
+    MT_USER_CHECK(it->second.sizes().vec() == s.global_shape, ck.path, ": parameter '", s.name, "' has shape ",
+                  it->second.sizes(), ", the config's model needs ", at::IntArrayRef(s.global_shape));
+    s.local.detach().copy_(parallel::block_of(it->second, s));
+    for (const char* k : {".exp_avg", ".exp_avg_sq"})
+      if (auto st = ck.tensors.find("optim." + s.name + k); st != ck.tensors.end() && st->second.sizes() == it->second.sizes())
+        optim[s.name + k] = parallel::block_of(st->second, s);
+    if (auto st = ck.tensors.find("optim." + s.name + ".step"); st != ck.tensors.end()) optim[s.name + ".step"] = st->second;
   }
-  opt_->load_state_tensors(ck.tensors, "optim.");
+  opt_->load_state_tensors(optim, "");
   start_step_ = ck.step;
   MT_USER_CHECK(ck.state.contains("data") && ck.tensors.count("rng.cpu"), ck.path,
                 ": no data position or RNG state (not a training checkpoint)");
@@ -266,15 +247,15 @@ std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
     at::Tensor loss;
     {
       AutocastGuard ac(bf16_, device_.type());
-      loss = net_->loss(batch.inputs, batch.targets);
+      loss = par_->loss(batch.inputs, batch.targets);
     }
-    (loss / static_cast<double>(A)).backward();
+    // Gradients are reduced over ranks on the last micro-batch only (overlapped with its backward).
+    par_->backward(loss / static_cast<double>(A), /*sync=*/micro == A - 1);
     loss_sum += loss.detach();
   }
-  if (dp_) dp_->average_gradients();
-  at::Tensor grad_norm = clip_gradients(params_, cfg_.optimizer.grad_clip);
+  at::Tensor grad_norm = par_->clip_grad_norm(cfg_.optimizer.grad_clip);
   opt_->step(schedule_->at(step));
-  opt_->zero_grad();
+  par_->after_optimizer_step();
   return {loss_sum, grad_norm};
 }
 
@@ -325,16 +306,25 @@ double TrainingRun::evaluate() {
   for (int64_t i = 0; i < n; ++i) {
     auto batch = val_loader_->next();
     AutocastGuard ac(bf16_, device_.type());
-    sum += net_->loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
+    sum += par_->loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
   }
   net_->train();
   return mean_over_ranks(n > 0 ? sum / static_cast<double>(n) : -1);
 }
 
 void TrainingRun::save(int64_t step) {
+  // Whole tensors for now: sharded layouts assemble them over the world (every rank takes part).
   std::map<std::string, at::Tensor> tensors;
-  for (auto& [name, p] : named_) tensors["model." + name] = p;
-  for (auto& [name, t] : opt_->state_tensors()) tensors["optim." + name] = t;
+  comm::Communicator* world = par_->replicated() ? nullptr : comm_.get();
+  const auto opt_state = opt_->state_tensors();
+  for (auto s : par_->sharded_parameters()) {
+    tensors["model." + s.name] = parallel::assemble_full(s, world);
+    for (const char* k : {".exp_avg", ".exp_avg_sq"}) {
+      s.local = opt_state.at(s.name + k);
+      tensors["optim." + s.name + k] = parallel::assemble_full(s, world);
+    }
+    tensors["optim." + s.name + ".step"] = opt_state.at(s.name + ".step");
+  }
   tensors["rng.cpu"] = at::detail::getDefaultCPUGenerator().get_state();
   const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
   nlohmann::json state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}},
@@ -390,16 +380,19 @@ TrainResult TrainingRun::run() {
   }
 
   ckpts_->wait();  // the last checkpoint is committed (or its error raised) before the run reports success
-  result_.param_checksum = parameter_checksum(named_);
+  result_.param_checksum = parameter_checksum(par_->sharded_parameters());
   result_.tokens_per_step = tokens_per_step_;
   result_.flops_per_token = flops_per_token_;
   result_.peak_flops = peak_flops_;
   result_.peak_memory_bytes = peak_memory_bytes(cuda_, device_.index());
   result_.num_params = net_->num_params();
-  // Every rank prints its own: data-parallel replicas must hold bit-identical parameters.
+  // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,
             static_cast<long long>(result_.steps_done));
-  if (cfg_.train.sample_tokens > 0 && world_.rank == 0 && result_.stop_signal == 0) sample();
+  if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) {
+    par_->gather_full_parameters();  // collective; generation runs the module without the layout's runner
+    if (world_.rank == 0) sample();
+  }
   if (comm_) comm_->barrier();
   return result_;
 }

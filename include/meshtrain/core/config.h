@@ -48,6 +48,20 @@ namespace meshtrain {
   F(std::string, order, "pp-dp-fsdp-tp", "Rank order of the mesh dims, innermost last")                     \
   F(std::string, backend, "auto", "Collective backend; one of: auto | nccl | cpu (auto: nccl on CUDA, cpu otherwise)") \
   F(double, bucket_mb, 25.0, "Data-parallel gradient bucket size in MiB")                                   \
+  F(double, bucket_first_mb, 1.0, "Size in MiB of the first gradient bucket (the last layers' gradients), "   \
+    "small so that communication starts early in backward")                                                  \
+  F(int64_t, zero_stage, 0, "Sharding of the data-parallel state: 0 = replicated (DDP; 3 when fsdp > 1), "    \
+    "1 = optimizer state sharded over dp (ZeRO-1), 2 = + gradients (ZeRO-2), 3 = + parameters (FSDP over dp)") \
+  F(bool, fsdp_reshard_after_forward, true, "FSDP: free each block's gathered parameters after its forward "  \
+    "(gather again in backward); false keeps them until its backward (more memory, less communication)")     \
+  F(std::string, param_dtype, "fp32", "FSDP/ZeRO: dtype of the gathered parameters used for compute (shards " \
+    "and optimizer state stay fp32); one of: fp32 | bf16")                                                   \
+  F(std::string, reduce_dtype, "fp32", "Dtype of gradient reduction (all-reduce / reduce-scatter); "         \
+    "one of: fp32 | bf16")                                                                                   \
+  F(bool, allow_unused_params, false, "Treat a parameter that gets no gradient as a zero gradient instead "   \
+    "of an error")                                                                                           \
+  F(bool, force_wrapper, false, "Apply the data-parallel / sharding wrapper in a single process too "         \
+    "(to measure its overhead; results are unchanged)")                                                      \
   F(double, timeout_s, 300.0, "Seconds a collective may take before it is an error (never a hang)")
 
 #define MT_DATA_FIELDS(F)                                                                                    \

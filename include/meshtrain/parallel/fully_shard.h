@@ -1,0 +1,130 @@
+// FullyShard: parameters, gradients and optimizer state sharded over a group (ZeRO stages 1-3 / FSDP2),
+// optionally replicated over a second group (HSDP: replicate × shard on a 2-D mesh).
+//
+// Units: each transformer block is one unit; everything else (embeddings, final norm, head) is the root
+// unit. Every parameter is split by rows of dim 0 (parallel/dim0_shard.h); a unit's pieces sit in one flat
+// fp32 buffer per rank (the master shard the optimizer updates), so a unit moves with one all-gather (params,
+// in param_dtype) and one reduce-scatter (gradients, in reduce_dtype).
+//
+// The module keeps its parameters (names, shapes, autograd identity), but their storage exists only while
+// gathered: freeing releases the storage itself, so tensors autograd saved from them (views included) give
+// their memory back too, and gathering refills the same storage. Autograd accumulates full gradients into
+// .grad; a post-accumulate hook reduce-scatters a unit as soon as its last gradient landed.
+//
+//   stage 3 (FSDP): a BlockRunner gathers block i before it runs (prefetching block i+1) and frees it after
+//     (unless reshard_after_forward is off); an identity autograd node at the block's output gathers it again
+//     in backward before the block's backward runs (prefetching block i-1); after the reduce-scatter the unit
+//     is freed. The root unit is gathered in pre_forward and freed after its reduce-scatter.
+//   stage 2 (ZeRO-2): parameters stay gathered; gradients are reduce-scattered every micro-step and the full
+//     gradients freed; after the optimizer step all units are gathered again before the next forward.
+//   stage 1 (ZeRO-1): as stage 2, but accumulation micro-steps keep full gradients and reduce nothing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/comm/communicator.h"
+#include "meshtrain/core/sharded_tensor.h"
+#include "meshtrain/model/block_runner.h"
+#include "meshtrain/model/transformer.h"
+#include "meshtrain/parallel/dim0_shard.h"
+#include "meshtrain/parallel/pending_collective.h"
+
+namespace meshtrain::parallel {
+
+struct FullyShardOptions {
+  int zero_stage = 3;                        // 1, 2 or 3 (see above)
+  bool reshard_after_forward = true;         // stage 3: free each block after its forward
+  at::ScalarType param_dtype = at::kFloat;   // gathered parameters (compute); the shards stay fp32
+  at::ScalarType reduce_dtype = at::kFloat;  // gradient reduce-scatter / all-reduce
+  bool allow_unused = false;                 // a parameter without a gradient counts as zeros
+};
+
+class FullyShard {
+ public:
+  // Gives every parameter of `net` its shard — initialised for `seed` (layout-independent) where the
+  // parameter is still on the meta device, else copied from its current value — and full-shape tensors
+  // without storage in the module, and moves the buffers to `device`.
+  // `shard`: the group parameters are split over; `replicate`: HSDP's replica group (null: none).
+  FullyShard(model::TransformerImpl& net, int64_t seed, const at::Device& device, comm::CommPtr shard,
+             comm::CommPtr replicate, FullyShardOptions opts);
+  ~FullyShard();
+  FullyShard(const FullyShard&) = delete;
+  FullyShard& operator=(const FullyShard&) = delete;
+
+  // Stage 3's runner (gather / free around each block); empty for stages 1-2.
+  model::BlockRunner block_runner();
+  // Before each forward: gathers the root unit (stage 3) or every stale unit (stages 1-2) and arms the
+  // gradient counters.
+  void pre_forward();
+  void set_requires_sync(bool sync) { requires_sync_ = sync; }
+  // After each backward: waits for the reduce-scatters (and HSDP's all-reduce), adds the result into the
+  // shard gradients. A parameter without a gradient is a UserError naming it. Idempotent.
+  void finish_gradient_sync();
+  // The next finish_gradient_sync overwrites the shard gradients instead of adding.
+  void zero_grad() { fresh_grads_ = true; }
+  // After the optimizer updated the shards: gathered parameters are out of date.
+  void mark_parameters_stale();
+  // Gathers every unit and keeps it until the next step (generation, which runs no BlockRunner).
+  void gather_all();
+
+  struct ShardParam {
+    std::string name;
+    at::Tensor shard;  // this rank's rows (a view into the unit's fp32 flat shard); .grad set after a sync
+  };
+  std::vector<ShardParam> shard_parameters() const;
+  // Each shard as a block of its global parameter; `write` on replica 0 (HSDP).
+  std::vector<ShardedTensor> sharded_parameters() const;
+  // Sum over the shard group of the squared shard gradients (a device scalar); sqrt = global norm.
+  at::Tensor grad_norm_squared();
+  // Elements per rank of all flat shards (padding included): the memory formula's "params / shards".
+  int64_t shard_numel() const;
+
+ private:
+  struct Param {
+    std::string name;
+    at::Tensor full;  // the module's parameter (full shape; storage only while gathered)
+    Dim0Shard layout;
+    int64_t offset;   // of its padded piece in the unit's flat buffers
+    at::Tensor shard;       // local rows, view into unit.shard_flat
+    at::Tensor shard_grad;  // local rows, view into unit.grad_flat
+    bool seen = false;
+    size_t unit = 0;
+  };
+  struct Unit {
+    std::vector<size_t> params;
+    int64_t numel = 0;           // S: per-rank flat size
+    at::Tensor shard_flat;       // fp32 [S]
+    at::Tensor grad_flat;        // fp32 [S]
+    bool gathered = false, stale = true;
+    at::Tensor gather_out;       // [W × S] param_dtype, while a gather is in flight
+    PendingCollective gather;
+    size_t pending = 0;          // gradients still to land in this backward
+    bool reduce_started = false;
+    at::Tensor rs_out;           // [S] reduce_dtype
+    PendingCollective reduce;
+  };
+
+  void start_gather(size_t u);
+  void ensure_gathered(size_t u);
+  void free_unit(size_t u);
+  void on_gradient(size_t k);
+  void start_reduce(size_t u);
+  at::Tensor run_block(size_t u, const at::Tensor& x, const model::BlockFn& run);
+
+ public:
+  void pre_backward(size_t u);  // from the identity node at a block's output
+
+ private:
+  std::vector<Param> params_;
+  std::vector<Unit> units_;  // blocks 0..L-1, then the root unit
+  size_t root_;
+  comm::CommPtr shard_, replicate_;
+  FullyShardOptions opts_;
+  at::Device device_;
+  bool requires_sync_ = true, fresh_grads_ = true, synced_ = true;
+};
+
+}  // namespace meshtrain::parallel

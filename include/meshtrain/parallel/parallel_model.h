@@ -1,0 +1,63 @@
+// ParallelModel: a transformer as one layout runs it — what the trainer drives, whatever the layout (plain,
+// DDP, ZeRO-1/2, FSDP, HSDP). Built by parallelize() (parallel/parallelize.h).
+//
+// Per step:  for each micro-batch { l = loss(x, y); backward(l / A, sync = last micro-batch) }
+//            clip_grad_norm(max) → optimizer.step() on optimizer_params() → after_optimizer_step()
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/sharded_tensor.h"
+#include "meshtrain/model/transformer.h"
+
+namespace meshtrain::parallel {
+
+class ParallelModel {
+ public:
+  struct OptimParam {
+    std::string name;  // global parameter name
+    at::Tensor param;  // what the optimizer updates in place: the parameter, or this rank's fp32 shard of it
+    bool decay;        // ≥ 2-D and not an embedding (GPT-2 / nanoGPT rule)
+  };
+
+  virtual ~ParallelModel() = default;
+
+  model::TransformerImpl& module() { return *net_; }
+  const model::Transformer& net() const { return net_; }
+
+  // Mean next-token cross-entropy of one micro-batch, with whatever the layout needs before a forward.
+  virtual at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) = 0;
+  // Backward of one micro-batch. `sync` false on accumulation micro-steps (no reduction where the layout can
+  // skip it); after a synced backward the optimizer parameters' .grad hold the global average.
+  virtual void backward(const at::Tensor& loss, bool sync) = 0;
+  virtual std::vector<OptimParam> optimizer_params() const = 0;
+  // Global gradient norm over all parameters (shards and replicas counted once), as a device scalar; scales
+  // the gradients down to `max_norm` when above it (0: no clipping).
+  virtual at::Tensor clip_grad_norm(double max_norm) = 0;
+  // After the optimizer step: clears gradients for the next step, marks gathered copies out of date.
+  virtual void after_optimizer_step() = 0;
+  // Makes replicas identical (rank 0's values) after loading; a no-op where nothing is replicated.
+  virtual void broadcast_parameters() {}
+  // Full parameters in the module until the next step (generation runs the module directly).
+  virtual void gather_full_parameters() {}
+  // This rank's parameters as blocks of the global tensors (checkpoints; core/sharded_tensor.h). `local` is
+  // the live tensor the optimizer updates, so optimizer state of the same shape shares the block layout.
+  virtual std::vector<ShardedTensor> sharded_parameters() const = 0;
+  // Every rank holds every parameter whole (plain, DDP): no gathering needed to see them.
+  virtual bool replicated() const { return false; }
+  // "ddp over 4 ranks, 3 buckets", for the log.
+  virtual std::string describe() const = 0;
+
+ protected:
+  explicit ParallelModel(model::Transformer net) : net_(std::move(net)) {}
+  bool decays(const std::string& name, int64_t dim) const { return dim >= 2 && !net_->is_embedding(name); }
+  // Scales `grads` by min(1, max_norm / (total + 1e-6)) on the device (no host sync).
+  static void clip_to(const std::vector<at::Tensor>& grads, const at::Tensor& total, double max_norm);
+
+  model::Transformer net_;
+};
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,28 @@
+// parallelize(): applies the layout the config asks for, in the fixed order of DESIGN.md —
+//   tensor parallelism → activation checkpointing → FSDP/ZeRO or DDP
+// and returns the model as the trainer drives it (parallel/parallel_model.h).
+//
+// Layout from parallel.{dp, fsdp, tp, zero_stage}:
+//   fsdp > 1            FSDP over the fsdp group (zero_stage 0 or 3); dp > 1 adds replicas: HSDP
+//   fsdp = 1, stage 1-3 ZeRO-1 / ZeRO-2 / FSDP over the dp group
+//   fsdp = 1, stage 0   DDP over the dp group (a plain model in a single process unless force_wrapper)
+#pragma once
+
+#include <memory>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/parallel/parallel_groups.h"
+#include "meshtrain/parallel/parallel_model.h"
+
+namespace meshtrain::parallel {
+
+// `net` is built on the meta device (model::Transformer(cfg.model, TensorOptions().device(kMeta))); its
+// parameters are materialised here — whole, or only this rank's shards — for cfg.train.seed on `device`.
+// `cfg` resolved and validated for the world size of `groups`.
+std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
+                                           const at::Device& device);
+
+// 0 = replicated, 1-3 = ZeRO stage; fsdp > 1 with zero_stage 0 means 3.
+int effective_zero_stage(const ParallelConfig& p);
+
+}  // namespace meshtrain::parallel

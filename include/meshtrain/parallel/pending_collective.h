@@ -1,0 +1,37 @@
+// PendingCollective: one asynchronous collective started by a parallel layer, finished later (start_… /
+// finish_… pairs). It owns every tensor the op reads or writes until finish(), so callers can drop theirs.
+//
+// Two adaptations live here so the layers stay backend-agnostic:
+//   - a group of one rank does no communication (every collective is the identity, or a copy);
+//   - the CPU backend works on host memory: device tensors are staged through host copies, and finish()
+//     copies results back (until the device backend serves every collective).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "meshtrain/comm/communicator.h"
+
+namespace meshtrain::parallel {
+
+class PendingCollective {
+ public:
+  PendingCollective() = default;
+
+  // In place on `tensor`.
+  static PendingCollective all_reduce(comm::Communicator& c, at::Tensor tensor, comm::ReduceOp op);
+  // `out` [size × n] receives every rank's `in` [n].
+  static PendingCollective all_gather(comm::Communicator& c, at::Tensor out, at::Tensor in);
+  // `out` [n / size] receives this rank's slice of the reduction of `in` [n].
+  static PendingCollective reduce_scatter(comm::Communicator& c, at::Tensor out, at::Tensor in, comm::ReduceOp op);
+
+  bool started() const { return started_; }
+  // Waits for the op and writes staged results back. Idempotent; a no-op when nothing was started.
+  void finish();
+
+ private:
+  bool started_ = false, finished_ = false;
+  comm::WorkPtr work_;
+  at::Tensor target_, staged_out_, staged_in_;  // target_ gets staged_out_ at finish (when staged)
+};
+
+}  // namespace meshtrain::parallel

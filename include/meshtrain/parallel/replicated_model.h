@@ -1,0 +1,35 @@
+// ReplicatedModel: every rank holds the whole model — a single process (no reducer), or data parallel with
+// the bucketed, backward-overlapped gradient all-reduce of parallel/data_parallel.h.
+#pragma once
+
+#include <memory>
+
+#include "meshtrain/parallel/data_parallel.h"
+#include "meshtrain/parallel/parallel_model.h"
+
+namespace meshtrain::parallel {
+
+class ReplicatedModel : public ParallelModel {
+ public:
+  // `net` must be materialised. `dp` null: no reduction (a plain single-process model).
+  ReplicatedModel(model::Transformer net, comm::CommPtr dp, const DataParallelOptions& opts);
+
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
+  void backward(const at::Tensor& loss, bool sync) override;
+  std::vector<OptimParam> optimizer_params() const override;
+  at::Tensor clip_grad_norm(double max_norm) override;
+  void after_optimizer_step() override;
+  void broadcast_parameters() override;
+  std::vector<ShardedTensor> sharded_parameters() const override;
+  std::string describe() const override;
+  bool replicated() const override { return true; }
+
+  DataParallel* reducer() { return reducer_.get(); }
+
+ private:
+  std::vector<std::pair<std::string, at::Tensor>> params_;
+  comm::CommPtr dp_;
+  std::unique_ptr<DataParallel> reducer_;
+};
+
+}  // namespace meshtrain::parallel

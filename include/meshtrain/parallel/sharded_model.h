@@ -1,0 +1,34 @@
+// ShardedModel: ZeRO-1/2, FSDP and HSDP (parallel/fully_shard.h) behind the ParallelModel interface; the
+// optimizer runs on this rank's fp32 shards only.
+#pragma once
+
+#include <memory>
+
+#include "meshtrain/parallel/fully_shard.h"
+#include "meshtrain/parallel/parallel_model.h"
+
+namespace meshtrain::parallel {
+
+class ShardedModel : public ParallelModel {
+ public:
+  // `net` built on the meta device; `inner` a BlockRunner to run inside FSDP's (activation checkpointing).
+  ShardedModel(model::Transformer net, int64_t seed, const at::Device& device, comm::CommPtr shard,
+               comm::CommPtr replicate, const FullyShardOptions& opts, model::BlockRunner inner);
+
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
+  void backward(const at::Tensor& loss, bool sync) override;
+  std::vector<OptimParam> optimizer_params() const override;
+  at::Tensor clip_grad_norm(double max_norm) override;
+  void after_optimizer_step() override;
+  void gather_full_parameters() override { shard_->gather_all(); }
+  std::vector<ShardedTensor> sharded_parameters() const override { return shard_->sharded_parameters(); }
+  std::string describe() const override { return describe_; }
+
+  FullyShard& fully_shard() { return *shard_; }
+
+ private:
+  std::unique_ptr<FullyShard> shard_;
+  std::string describe_;
+};
+
+}  // namespace meshtrain::parallel

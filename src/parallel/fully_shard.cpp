@@ -1,0 +1,317 @@
+#include "meshtrain/parallel/fully_shard.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <map>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/init.h"
+#include "meshtrain/model/param_module.h"
+#include "meshtrain/parallel/post_accumulate_hook.h"
+
+namespace meshtrain::parallel {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Releases a tensor's storage while keeping its shape: every tensor sharing the storage (autograd's saved
+// views included) loses its memory with it, and refill_storage gives them all back new memory.
+void release_storage(const at::Tensor& t) { t.storage().unsafeGetStorageImpl()->reset(); }
+
+void refill_storage(const at::Tensor& t) {
+  auto* s = t.storage().unsafeGetStorageImpl();
+  const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+  if (s->nbytes() >= n && s->data() != nullptr) return;
+  s->set_data_ptr_noswap(s->allocator()->allocate(n));
+  s->set_nbytes(n);
+}
+
+// Row j of `full` [n, row] is row j % c of rank j / c's piece; `chunks` [W, c·row] holds the pieces (a column
+// block of the [W, S] all-gather buffer; padding rows past n are not part of `full`).
+void chunks_to_full(const at::Tensor& full, const at::Tensor& chunks, int64_t c, int64_t row) {
+  const int64_t n = full.size(0), W = chunks.size(0);
+  if (n == 0 || c == 0) return;
+  auto pieces = chunks.view({W, c, row});
+  const int64_t k = n / c, rem = n - k * c;
+  if (k > 0) full.narrow(0, 0, k * c).view({k, c, row}).copy_(pieces.narrow(0, 0, k));
+  if (rem > 0) full.narrow(0, k * c, rem).copy_(pieces.select(0, k).narrow(0, 0, rem));
+}
+
+void full_to_chunks(const at::Tensor& chunks, const at::Tensor& full, int64_t c, int64_t row) {
+  const int64_t n = full.size(0), W = chunks.size(0);
+  if (n == 0 || c == 0) return;
+  auto pieces = chunks.view({W, c, row});
+  const int64_t k = n / c, rem = n - k * c;
+  if (k > 0) pieces.narrow(0, 0, k).copy_(full.narrow(0, 0, k * c).view({k, c, row}));
+  if (rem > 0) pieces.select(0, k).narrow(0, 0, rem).copy_(full.narrow(0, k * c, rem));
+}
+
+struct UnitRef : torch::CustomClassHolder {
+  UnitRef(FullyShard* o, size_t u) : owner(o), unit(u) {}
+  FullyShard* owner;  // outlives every graph built while it is installed
+  size_t unit;
+};
+
+// Identity at a block's output whose backward runs before any of the block's own backward nodes: the moment
+// to gather the block's parameters again (and prefetch the previous block's).
+class PreBackward : public torch::autograd::Function<PreBackward> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const c10::intrusive_ptr<UnitRef>& ref) {
+    ctx->saved_data["ref"] = c10::IValue::make_capsule(ref);
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto ref = c10::static_intrusive_pointer_cast<UnitRef>(ctx->saved_data["ref"].toCapsule());
+    ref->owner->pre_backward(ref->unit);
+    return {grads[0], at::Tensor()};
+  }
+};
+
+// "blocks.7.attn.wq.weight" → 7; anything else → root.
+size_t unit_of(const std::string& name, size_t root) {
+  const std::string prefix = "blocks.";
+  if (name.rfind(prefix, 0) != 0) return root;
+  return static_cast<size_t>(std::stoll(name.substr(prefix.size(), name.find('.', prefix.size()) - prefix.size())));
+}
+
+}  // namespace
+
+FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Device& device, comm::CommPtr shard,
+                       comm::CommPtr replicate, FullyShardOptions opts)
+    : root_(net.blocks->size()), shard_(std::move(shard)), replicate_(std::move(replicate)), opts_(opts),
+      device_(device) {
+  MT_CHECK(shard_, "FullyShard needs a shard communicator");
+  MT_CHECK(opts_.zero_stage >= 1 && opts_.zero_stage <= 3, "FullyShard: zero_stage ", opts_.zero_stage);
+  if (replicate_ && replicate_->size() == 1) replicate_.reset();
+  const int64_t W = shard_->size(), r = shard_->rank();
+  units_.resize(root_ + 1);
+  for (const auto& item : net.named_parameters()) {
+    const size_t u = unit_of(item.key(), root_);
+    MT_CHECK(u <= root_, "FullyShard: parameter ", item.key(), " of no block");
+    Param p{item.key(), at::Tensor(), Dim0Shard(item.value().sizes().vec(), r, W), units_[u].numel, {}, {}};
+    p.unit = u;
+    units_[u].numel += p.layout.padded_numel();
+    units_[u].params.push_back(params_.size());
+    params_.push_back(std::move(p));
+  }
+  at::NoGradGuard no_grad;
+  const auto fp32 = at::TensorOptions().dtype(at::kFloat).device(device_);
+  for (auto& unit : units_) {
+    unit.shard_flat = at::zeros({unit.numel}, fp32);
+    unit.grad_flat = at::zeros({unit.numel}, fp32);
+    unit.pending = unit.params.size();
+  }
+  std::map<std::string, at::Tensor> current;  // materialised parameters are sharded from their values
+  for (const auto& item : net.named_parameters())
+    if (!item.value().is_meta()) current[item.key()] = item.value().detach();
+  std::map<std::string, size_t> index;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    Param& p = params_[k];
+    index[p.name] = k;
+    Unit& unit = units_[p.unit];
+    p.shard = unit.shard_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
+    p.shard_grad = unit.grad_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
+    if (p.layout.local_rows == 0) continue;
+    if (auto it = current.find(p.name); it != current.end())
+      p.shard.copy_(it->second.narrow(0, p.layout.row_begin, p.layout.local_rows));
+    else
+      model::init_parameter_block(net.config(), p.name, p.layout.global_shape, p.layout.offsets(), p.shard, seed);
+  }
+  // The module's parameters become full-shape tensors in param_dtype whose storage exists only while gathered.
+  model::replace_parameters(net, [&](const std::string& name, const at::Tensor& cur) {
+    auto full = at::empty(cur.sizes(), at::TensorOptions().dtype(opts_.param_dtype).device(device_));
+    release_storage(full);
+    params_[index.at(name)].full = full;
+    return full;
+  });
+  for (auto& b : net.buffers()) b.set_data(b.to(device_));
+  for (size_t k = 0; k < params_.size(); ++k)
+    set_post_accumulate_hook(params_[k].full, [this, k] { on_gradient(k); });
+}
+
+FullyShard::~FullyShard() {
+  for (auto& p : params_) clear_post_accumulate_hook(p.full);
+}
+
+void FullyShard::start_gather(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.gather.started()) return;  // already in flight (prefetched)
+  at::NoGradGuard no_grad;
+  at::Tensor in = unit.shard_flat.scalar_type() == opts_.param_dtype ? unit.shard_flat
+                                                                       : unit.shard_flat.to(opts_.param_dtype);
+  unit.gather_out = at::empty({shard_->size() * unit.numel}, in.options());
+  unit.gather = PendingCollective::all_gather(*shard_, unit.gather_out, in);
+}
+
+void FullyShard::ensure_gathered(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.gathered && !unit.stale) return;
+  start_gather(u);
+  unit.gather.finish();
+  at::NoGradGuard no_grad;
+  auto chunks = unit.gather_out.view({shard_->size(), unit.numel});
+  for (size_t k : unit.params) {
+    Param& p = params_[k];
+    refill_storage(p.full);
+    // Written through an alias with its own version counter: autograd's saved references to this parameter
+    // must not see an in-place modification (the values are the ones the forward used).
+    auto dst = p.full.variable_data().view({p.layout.rows, p.layout.row_numel});
+    chunks_to_full(dst, chunks.narrow(1, p.offset, p.layout.padded_numel()), p.layout.rows_per_rank,
+                   p.layout.row_numel);
+  }
+  unit.gather = PendingCollective();
+  unit.gather_out = at::Tensor();
+  unit.gathered = true;
+  unit.stale = false;
+}
+
+void FullyShard::free_unit(size_t u) {
+  Unit& unit = units_[u];
+  if (!unit.gathered) return;
+  for (size_t k : unit.params) release_storage(params_[k].full);
+  unit.gathered = false;
+}
+
+at::Tensor FullyShard::run_block(size_t u, const at::Tensor& x, const model::BlockFn& run) {
+  ensure_gathered(u);
+  if (u + 1 < root_ && !(units_[u + 1].gathered && !units_[u + 1].stale)) start_gather(u + 1);  // prefetch
+  at::Tensor y = run(x);
+  if (opts_.reshard_after_forward) free_unit(u);
+  if (at::GradMode::is_enabled() && y.requires_grad()) y = PreBackward::apply(y, c10::make_intrusive<UnitRef>(this, u));
+  return y;
+}
+
+model::BlockRunner FullyShard::block_runner() {
+  if (opts_.zero_stage != 3) return {};
+  return [this](int64_t layer, model::BlockImpl&, const at::Tensor& x, const model::BlockFn& run) {
+    return run_block(static_cast<size_t>(layer), x, run);
+  };
+}
+
+void FullyShard::pre_backward(size_t u) {
+  ensure_gathered(u);
+  if (u > 0 && !(units_[u - 1].gathered && !units_[u - 1].stale)) start_gather(u - 1);  // prefetch
+}
+
+void FullyShard::pre_forward() {
+  if (opts_.zero_stage == 3) {
+    if (root_ > 0 && !(units_[0].gathered && !units_[0].stale)) start_gather(0);  // prefetch the first block
+    ensure_gathered(root_);
+    return;
+  }
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].gathered || units_[u].stale) start_gather(u);
+  for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
+}
+
+void FullyShard::on_gradient(size_t k) {
+  // ZeRO-1 accumulation micro-step: the full gradients just accumulate.
+  if (opts_.zero_stage == 1 && !requires_sync_) return;
+  Param& p = params_[k];
+  if (p.seen) return;
+  p.seen = true;
+  synced_ = false;
+  if (--units_[p.unit].pending == 0) start_reduce(p.unit);
+}
+
+void FullyShard::start_reduce(size_t u) {
+  Unit& unit = units_[u];
+  at::NoGradGuard no_grad;
+  const int64_t W = shard_->size();
+  // Padding rows stay zero, so they reduce to zero and never reach the optimizer.
+  auto in = at::zeros({W * unit.numel}, at::TensorOptions().dtype(opts_.reduce_dtype).device(device_));
+  auto chunks = in.view({W, unit.numel});
+  for (size_t k : unit.params) {
+    Param& p = params_[k];
+    const at::Tensor& g = p.full.grad();
+    if (g.defined())
+      full_to_chunks(chunks.narrow(1, p.offset, p.layout.padded_numel()), g.reshape({p.layout.rows, p.layout.row_numel}),
+                     p.layout.rows_per_rank, p.layout.row_numel);
+    p.full.mutable_grad() = at::Tensor();  // the full gradient is freed; its reduced rows live in the shard
+  }
+  unit.rs_out = at::empty({unit.numel}, in.options());
+  unit.reduce = PendingCollective::reduce_scatter(*shard_, unit.rs_out, in, comm::ReduceOp::Avg);
+  unit.reduce_started = true;
+  if (opts_.zero_stage == 3) free_unit(u);
+}
+
+void FullyShard::finish_gradient_sync() {
+  if (synced_ || (opts_.zero_stage == 1 && !requires_sync_)) return;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    Unit& unit = units_[u];
+    if (unit.reduce_started) continue;
+    for (size_t k : unit.params) {
+      Param& p = params_[k];
+      if (p.seen) continue;
+      MT_USER_CHECK(opts_.allow_unused, "sharded data parallel: parameter '", p.name,
+                    "' received no gradient in this backward pass; every parameter must take part in the loss "
+                    "(or set parallel.allow_unused_params: true)");
+      p.seen = true;
+      --unit.pending;
+    }
+    start_reduce(u);
+  }
+  at::NoGradGuard no_grad;
+  for (auto& unit : units_) unit.reduce.finish();
+  if (replicate_) {
+    std::vector<PendingCollective> ops;
+    for (auto& unit : units_) ops.push_back(PendingCollective::all_reduce(*replicate_, unit.rs_out, comm::ReduceOp::Avg));
+    for (auto& op : ops) op.finish();
+  }
+  for (auto& unit : units_) {
+    if (fresh_grads_) unit.grad_flat.copy_(unit.rs_out);
+    else unit.grad_flat.add_(unit.rs_out);
+    unit.rs_out = at::Tensor();
+    unit.reduce = PendingCollective();
+    unit.reduce_started = false;
+    unit.pending = unit.params.size();
+  }
+  for (auto& p : params_) {
+    p.seen = false;
+    if (!p.shard.grad().defined()) p.shard.mutable_grad() = p.shard_grad;
+  }
+  fresh_grads_ = false;
+  synced_ = true;
+}
+
+void FullyShard::mark_parameters_stale() {
+  for (auto& unit : units_) unit.stale = true;
+}
+
+void FullyShard::gather_all() {
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].gathered || units_[u].stale) start_gather(u);
+  for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
+}
+
+std::vector<FullyShard::ShardParam> FullyShard::shard_parameters() const {
+  std::vector<ShardParam> out;
+  for (const auto& p : params_) out.push_back({p.name, p.shard});
+  return out;
+}
+
+std::vector<ShardedTensor> FullyShard::sharded_parameters() const {
+  std::vector<ShardedTensor> out;
+  const bool write = !replicate_ || replicate_->rank() == 0;
+  for (const auto& p : params_) out.push_back({p.name, p.layout.global_shape, p.layout.offsets(), p.shard, write});
+  return out;
+}
+
+at::Tensor FullyShard::grad_norm_squared() {
+  at::NoGradGuard no_grad;
+  auto sq = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  for (auto& unit : units_) sq += unit.grad_flat.pow(2).sum();
+  PendingCollective::all_reduce(*shard_, sq, comm::ReduceOp::Sum).finish();
+  return sq.squeeze();
+}
+
+int64_t FullyShard::shard_numel() const {
+  int64_t n = 0;
+  for (const auto& unit : units_) n += unit.numel;
+  return n;
+}
+
+}  // namespace meshtrain::parallel

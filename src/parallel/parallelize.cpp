@@ -1,0 +1,53 @@
+#include "meshtrain/parallel/parallelize.h"
+
+#include "meshtrain/comm/fake_communicator.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/activation_checkpoint.h"
+#include "meshtrain/parallel/replicated_model.h"
+#include "meshtrain/parallel/sharded_model.h"
+
+namespace meshtrain::parallel {
+namespace {
+
+at::ScalarType parse_dtype(const std::string& s) { return s == "bf16" ? at::kBFloat16 : at::kFloat; }
+
+// A group of one when the world is a single process: every collective is then the identity.
+comm::CommPtr or_single(const comm::CommPtr& c) { return c ? c : comm::make_fake_communicator(0, 1); }
+
+}  // namespace
+
+int effective_zero_stage(const ParallelConfig& p) {
+  if (p.fsdp > 1 && p.zero_stage == 0) return 3;
+  return static_cast<int>(p.zero_stage);
+}
+
+std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
+                                           const at::Device& device) {
+  const ParallelConfig& p = cfg.parallel;
+  // 1. Tensor parallelism: splits the attention/MLP/embedding weights over the tp group.
+  MT_USER_CHECK(p.tp == 1, cfg.source, ": parallel.tp: given ", p.tp,
+                "; valid 1 (tensor parallelism is not available in this build)");
+  // 2. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.
+  model::BlockRunner ac = cfg.train.activation_checkpointing ? model::activation_checkpointing_runner()
+                                                             : model::BlockRunner();
+  // 3. FSDP / ZeRO or DDP.
+  const int stage = effective_zero_stage(p);
+  const bool distributed = groups.world && groups.world->size() > 1;
+  if (stage == 0) {
+    net->materialize(device, cfg.train.seed);
+    net->set_block_runner(ac);
+    comm::CommPtr dp = distributed ? groups.dp : p.force_wrapper ? or_single(groups.dp) : nullptr;
+    DataParallelOptions o{.bucket_mb = p.bucket_mb, .first_bucket_mb = p.bucket_first_mb,
+                          .reduce_dtype = parse_dtype(p.reduce_dtype), .allow_unused = p.allow_unused_params};
+    return std::make_unique<ReplicatedModel>(std::move(net), std::move(dp), o);
+  }
+  comm::CommPtr shard = or_single(p.fsdp > 1 ? groups.fsdp : groups.dp);
+  comm::CommPtr replicate = p.fsdp > 1 ? groups.dp : nullptr;
+  FullyShardOptions o{.zero_stage = stage, .reshard_after_forward = p.fsdp_reshard_after_forward,
+                      .param_dtype = parse_dtype(p.param_dtype), .reduce_dtype = parse_dtype(p.reduce_dtype),
+                      .allow_unused = p.allow_unused_params};
+  return std::make_unique<ShardedModel>(std::move(net), cfg.train.seed, device, std::move(shard),
+                                        std::move(replicate), o, std::move(ac));
+}
+
+}  // namespace meshtrain::parallel

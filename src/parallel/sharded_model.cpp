@@ -1,0 +1,54 @@
+#include "meshtrain/parallel/sharded_model.h"
+
+#include <ATen/ATen.h>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::parallel {
+
+ShardedModel::ShardedModel(model::Transformer net, int64_t seed, const at::Device& device, comm::CommPtr shard,
+                           comm::CommPtr replicate, const FullyShardOptions& opts, model::BlockRunner inner)
+    : ParallelModel(std::move(net)) {
+  const int shards = shard->size(), replicas = replicate ? replicate->size() : 1;
+  shard_ = std::make_unique<FullyShard>(*net_, seed, device, std::move(shard), std::move(replicate), opts);
+  // FSDP outside, activation checkpointing inside: the recomputation runs while the block is gathered.
+  net_->set_block_runner(model::compose(shard_->block_runner(), std::move(inner)));
+  describe_ = opts.zero_stage == 3
+                  ? cat(replicas > 1 ? "hsdp" : "fsdp", " over ", shards, " shard(s)",
+                        replicas > 1 ? cat(" × ", replicas, " replicas") : "",
+                        opts.reshard_after_forward ? "" : ", no reshard after forward")
+                  : cat("zero-", opts.zero_stage, " over ", shards, " rank(s)");
+}
+
+at::Tensor ShardedModel::loss(const at::Tensor& tokens, const at::Tensor& targets) {
+  shard_->pre_forward();
+  return net_->loss(tokens, targets);
+}
+
+void ShardedModel::backward(const at::Tensor& loss, bool sync) {
+  shard_->set_requires_sync(sync);
+  loss.backward();
+  shard_->finish_gradient_sync();
+}
+
+std::vector<ParallelModel::OptimParam> ShardedModel::optimizer_params() const {
+  std::vector<OptimParam> out;
+  for (const auto& p : shard_->shard_parameters()) out.push_back({p.name, p.shard, decays(p.name, p.shard.dim())});
+  return out;
+}
+
+at::Tensor ShardedModel::clip_grad_norm(double max_norm) {
+  auto total = shard_->grad_norm_squared().sqrt();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : shard_->shard_parameters())
+    if (p.shard.grad().defined() && p.shard.numel() > 0) grads.push_back(p.shard.grad());
+  clip_to(grads, total, max_norm);
+  return total;
+}
+
+void ShardedModel::after_optimizer_step() {
+  shard_->zero_grad();
+  shard_->mark_parameters_stale();
+}
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,52 @@
+# Multi-process tests of the parallel layouts (tests/multiproc/parallel/): each layout trains the same tiny
+# model from the same initial weights on the same data as a single process and must end with the same
+# losses and whole parameters (tolerance in parallel_worker.cpp: fp32, loss rtol 1e-5, params atol 5e-5 +
+# rtol 1e-4). Real processes through meshrun on the CPU backend.
+add_executable(parallel_worker ${CMAKE_CURRENT_LIST_DIR}/parallel/parallel_worker.cpp)
+target_link_libraries(parallel_worker PRIVATE meshtrain_parallel meshtrain_train)
+meshtrain_warnings(parallel_worker)
+meshtrain_use_torch(parallel_worker)
+
+set(_pw ${MESHTRAIN_BIN}/parallel_worker)
+set(_pdir ${CMAKE_CURRENT_BINARY_DIR}/parallel)
+file(MAKE_DIRECTORY ${_pdir})
+
+# References: one single-process run per (family, accumulation) the layouts compare against.
+function(parallel_reference name)
+  add_test(NAME parallel_ref_${name} COMMAND ${_pw} --layout single ${ARGN} --out ${_pdir}/ref_${name}.safetensors)
+  set_tests_properties(parallel_ref_${name} PROPERTIES LABELS "multiproc;parallel" TIMEOUT 300
+                       FIXTURES_SETUP parallel_ref_${name})
+endfunction()
+parallel_reference(gpt2 --family gpt2)
+parallel_reference(llama --family llama)
+
+# parallel_layout(NAME NPROC REF worker-args...)
+function(parallel_layout name nproc ref)
+  add_test(NAME parallel_${name}
+           COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${nproc} --no-python ${_pw} ${ARGN}
+                   --compare ${_pdir}/ref_${ref}.safetensors)
+  set_tests_properties(parallel_${name} PROPERTIES LABELS "multiproc;parallel" TIMEOUT 600
+                       FIXTURES_REQUIRED parallel_ref_${ref} PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endfunction()
+parallel_layout(ddp2 2 gpt2 --family gpt2 --layout ddp)
+parallel_layout(ddp4 4 llama --family llama --layout ddp)
+parallel_layout(zero1 2 gpt2 --family gpt2 --layout zero1)
+parallel_layout(zero2 4 gpt2 --family gpt2 --layout zero2)
+parallel_layout(fsdp2 2 gpt2 --family gpt2 --layout fsdp)
+parallel_layout(fsdp4 4 llama --family llama --layout fsdp)
+parallel_layout(fsdp2_ac_noreshard 2 llama --family llama --layout fsdp --ac --no-reshard)
+parallel_layout(hsdp2x2 4 gpt2 --family gpt2 --layout hsdp --fsdp 2)
+# Accumulation with skipped reductions equals one large batch: 2 ranks × 2 micro-batches of 2 sequences
+# (and ZeRO-1 / FSDP, which accumulate differently) against the single process's one batch of 8.
+parallel_layout(ddp2_accum2 2 gpt2 --family gpt2 --layout ddp --accum 2)
+parallel_layout(zero1_accum2 2 gpt2 --family gpt2 --layout zero1 --accum 2)
+parallel_layout(fsdp2_accum2 2 gpt2 --family gpt2 --layout fsdp --accum 2 --ac)
+# bf16 reduction: same run within bf16's tolerance.
+parallel_layout(ddp2_bf16_reduce 2 gpt2 --family gpt2 --layout ddp --bf16-reduce)
+
+# A rank that skips the gradient all-reduce makes the others fail with the communicator's timeout error
+# (3 s), naming it — not a hang.
+add_test(NAME parallel_desync_timeout
+         COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 2 --no-python ${_pw} --layout ddp --desync)
+set_tests_properties(parallel_desync_timeout PROPERTIES LABELS "multiproc;parallel" TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "timed out after 3000 ms waiting for rank\\(s\\) 1")

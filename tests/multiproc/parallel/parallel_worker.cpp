@@ -1,0 +1,210 @@
+// parallel_worker: trains a tiny transformer for a few steps under one layout and writes (rank 0) the losses
+// and the final whole parameters, or compares them with a reference file written by a single-process run.
+// Started once per rank by meshrun (CPU backend, fp32). Tier 3 of DESIGN.md: each layout vs the single
+// process, within a stated tolerance.
+//
+//   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--steps N] [--accum A] [--ac]
+//                   [--no-reshard] [--family gpt2|llama] [--bf16-reduce] (--out FILE | --compare FILE)
+//   parallel_worker --layout ddp --desync   the last rank skips one gradient reduction: the others must fail
+//                                           with the communicator's timeout error within the timeout
+//
+// Data: every step draws G = 8 sequences from a generator seeded by the step; they are cut into
+// ranks × accum equal chunks, chunk (rank·accum + micro) being one micro-batch. The mean of the chunk means
+// is the mean over all G, so every layout optimises the same loss as the single process.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "meshtrain/ckpt/safetensors.h"
+#include "meshtrain/comm/cpu_communicator.h"
+#include "meshtrain/comm/store.h"
+#include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+#include "meshtrain/parallel/full_tensor.h"
+#include "meshtrain/parallel/parallelize.h"
+#include "meshtrain/train/adamw.h"
+
+using namespace meshtrain;
+
+namespace {
+
+struct Args {
+  std::string layout = "single", family = "gpt2", out, compare;
+  int64_t fsdp = 2, steps = 5, accum = 1;
+  bool ac = false, reshard = true, desync = false, bf16_reduce = false;
+};
+
+constexpr int64_t kGlobalBatch = 8, kSeq = 16;
+
+Config make_config(const Args& a, int world) {
+  Config c;
+  c.source = "parallel_worker";
+  c.model.family = a.family;
+  c.model.vocab_size = 67;  // rows not divisible by 2, 4: shards are padded
+  c.model.n_layer = 3;
+  c.model.n_head = 2;
+  c.model.d_model = 24;
+  c.model.max_seq_len = kSeq;
+  c.model.tie_embeddings = a.family == "gpt2";
+  if (a.family == "llama") c.model.n_kv_head = 1;
+  c.data.train = "unused";
+  c.train.seed = 1234;
+  c.train.activation_checkpointing = a.ac;
+  c.parallel.fsdp = a.layout == "fsdp" ? world : a.layout == "hsdp" ? a.fsdp : 1;
+  c.parallel.zero_stage = a.layout == "zero1" ? 1 : a.layout == "zero2" ? 2 : 0;
+  c.parallel.fsdp_reshard_after_forward = a.reshard;
+  c.parallel.reduce_dtype = a.bf16_reduce ? "bf16" : "fp32";
+  c.parallel.bucket_mb = 0.01;  // several buckets even for a tiny model
+  c.parallel.bucket_first_mb = 0.002;
+  c.optimizer.lr = 1e-2;
+  c.optimizer.grad_clip = 0.5;  // clipping active: the global norm must be right across shards
+  resolve(c, world);
+  validate(c, world);
+  return c;
+}
+
+at::Tensor step_tokens(int64_t step) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(1000 + step));
+  return at::randint(67, {kGlobalBatch, kSeq + 1}, gen, at::TensorOptions().dtype(at::kLong));
+}
+
+int compare(const std::map<std::string, at::Tensor>& got, const std::string& ref_path, bool bf16) {
+  ckpt::SafetensorsReader ref(ref_path);
+  // fp32 on the CPU: reductions in a different order differ in the last bits, and Adam, which divides by the
+  // gradient's own scale, amplifies them (most for gpt2's key biases, whose true gradient is 0): ≈1.3e-5 seen.
+  // A wrong reduction shows at 1e-3 and above.
+  // bf16 reduction rounds gradients to 8 bits of mantissa; Adam's update is ±lr-bounded per element whatever
+  // the gradient's size, so near-zero gradients can flip sign: parameters then agree only within a few lr
+  // (5 steps × 1e-2), and the losses — which see the whole model — within 1e-3.
+  const double loss_rtol = bf16 ? 1e-3 : 1e-5, atol = bf16 ? 5e-2 : 5e-5, rtol = bf16 ? 0 : 1e-4;
+  int bad = 0;
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& [name, t] : got) {
+    auto want = ref.read(name).to(at::kDouble);
+    auto g = t.to(at::kDouble);
+    if (g.sizes() != want.sizes()) {
+      std::fprintf(stderr, "FAIL %s: shape %s vs %s\n", name.c_str(), c10::str(g.sizes()).c_str(),
+                   c10::str(want.sizes()).c_str());
+      ++bad;
+      continue;
+    }
+    const bool is_loss = name == "loss";
+    auto excess = ((g - want).abs() - (is_loss ? 0.0 : atol) - (is_loss ? loss_rtol : rtol) * want.abs()).max();
+    const double e = excess.item<double>();
+    const double diff = (g - want).abs().max().item<double>();
+    if (diff > worst) worst = diff, worst_name = name;
+    if (e > 0) {
+      std::fprintf(stderr, "FAIL %s: max |diff| %.3g beyond tolerance\n", name.c_str(), diff);
+      ++bad;
+    }
+  }
+  std::printf("compared %zu tensors with %s: largest |diff| %.3g (%s); tolerance loss rtol %.0e, params atol %.0e "
+              "+ rtol %.0e\n", got.size(), ref_path.c_str(), worst, worst_name.c_str(), loss_rtol, atol, rtol);
+  std::printf(bad == 0 ? "PASS\n" : "FAIL: %d tensor(s) differ\n", bad);
+  return bad == 0 ? 0 : 1;
+}
+
+int run(const Args& a) {
+  const auto world = comm::world_info_from_env();
+  log::init(log::Options{.rank = world.rank});
+  at::set_num_threads(1);
+  const auto timeout = std::chrono::milliseconds(a.desync ? 3000 : 60000);
+  comm::CommPtr comm;
+  if (world.world_size > 1)
+    comm = comm::make_cpu_communicator(comm::connect_store_from_env(std::chrono::milliseconds(60000)), world.rank,
+                                       world.world_size, "world", timeout);
+  const Config cfg = make_config(a, world.world_size);
+  model::Transformer net(cfg.model, at::TensorOptions().device(at::kMeta));
+  auto par = parallel::parallelize(net, parallel::make_parallel_groups(comm, cfg.parallel), cfg, at::Device(at::kCPU));
+  std::printf("rank %d: %s\n", world.rank, par->describe().c_str());
+  std::vector<train::AdamW::Param> opt_params;
+  for (const auto& p : par->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
+  train::AdamW opt(opt_params, cfg.optimizer);
+
+  const int64_t chunks = world.world_size * a.accum, rows = kGlobalBatch / chunks;
+  MT_CHECK(rows * chunks == kGlobalBatch, "batch ", kGlobalBatch, " not divisible into ", chunks, " chunks");
+  std::vector<double> losses;
+  for (int64_t step = 0; step < a.steps; ++step) {
+    auto tokens = step_tokens(step);
+    double loss_sum = 0;
+    for (int64_t m = 0; m < a.accum; ++m) {
+      auto chunk = tokens.narrow(0, (world.rank * a.accum + m) * rows, rows);
+      auto loss = par->loss(chunk.narrow(1, 0, kSeq), chunk.narrow(1, 1, kSeq));
+      bool sync = m == a.accum - 1;
+      if (a.desync && step == 1 && world.rank == world.world_size - 1) {
+        // This rank skips the gradient all-reduce the others are waiting in, then stays away past the timeout.
+        sync = false;
+        par->backward(loss / static_cast<double>(a.accum), sync);
+        std::this_thread::sleep_for(2 * timeout);
+        return 0;
+      }
+      par->backward(loss / static_cast<double>(a.accum), sync);
+      loss_sum += loss.item<double>() / static_cast<double>(a.accum);
+    }
+    par->clip_grad_norm(cfg.optimizer.grad_clip);
+    opt.step(cfg.optimizer.lr);
+    par->after_optimizer_step();
+    auto l = at::full({1}, loss_sum, at::kFloat);
+    if (comm) comm->all_reduce(l, comm::ReduceOp::Avg)->wait();
+    losses.push_back(static_cast<double>(l.item<float>()));
+  }
+
+  std::map<std::string, at::Tensor> result;
+  comm::Communicator* gather = par->replicated() ? nullptr : comm.get();
+  for (const auto& s : par->sharded_parameters()) result["param." + s.name] = parallel::assemble_full(s, gather).clone();
+  result["loss"] = at::tensor(losses, at::kDouble);
+  if (comm) comm->barrier();
+  if (world.rank != 0) return 0;
+  std::printf("losses:");
+  for (double l : losses) std::printf(" %.6f", l);
+  std::printf("\n");
+  if (!a.out.empty()) ckpt::write_safetensors(a.out, result);
+  return a.compare.empty() ? 0 : compare(result, a.compare, a.bf16_reduce);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw UserError(cat("parallel_worker: ", k, " needs a value"));
+      return argv[++i];
+    };
+    try {
+      if (k == "--layout") a.layout = next();
+      else if (k == "--family") a.family = next();
+      else if (k == "--fsdp") a.fsdp = std::stoll(next());
+      else if (k == "--steps") a.steps = std::stoll(next());
+      else if (k == "--accum") a.accum = std::stoll(next());
+      else if (k == "--out") a.out = next();
+      else if (k == "--compare") a.compare = next();
+      else if (k == "--ac") a.ac = true;
+      else if (k == "--no-reshard") a.reshard = false;
+      else if (k == "--desync") a.desync = true;
+      else if (k == "--bf16-reduce") a.bf16_reduce = true;
+      else throw UserError(cat("parallel_worker: unknown option '", k, "' (see the comment at the top of the file)"));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
+  }
+  try {
+    return run(a);
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "parallel_worker: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parallel_worker: error: %s\n", e.what());
+    return 1;
+  }
+}
