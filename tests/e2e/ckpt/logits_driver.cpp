@@ -28,7 +28,7 @@ int init(const std::string& out, uint64_t seed, const std::vector<std::string>& 
   mt::resolve(cfg, 1);
   at::manual_seed(seed);
   mt::model::Transformer net(cfg.model);
-  net->init_weights();
+  net->init_weights(static_cast<int64_t>(seed));
   std::map<std::string, at::Tensor> tensors;
   {
     torch::NoGradGuard no_grad;
