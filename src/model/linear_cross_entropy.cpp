@@ -42,7 +42,8 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       loss -= logp.gather(1, ti).sum();
       if (!want_grad) continue;
       auto go = at::zeros_like(logp).scatter_(1, ti, -1.0 / static_cast<double>(N));
-      auto g = at::_log_softmax_backward_data(go, logp, 1, compute);  // [n, V] in the compute dtype
+      // In fp32, then cast: CUDA's log-softmax backward converts to a narrower type only from fp16, not bf16.
+      auto g = at::_log_softmax_backward_data(go, logp, 1, acc).to(compute);  // [n, V]
       logp.reset();
       go.reset();
       auto gxi = gx.narrow(0, r0, n);

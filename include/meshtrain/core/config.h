@@ -95,8 +95,8 @@ namespace meshtrain {
   F(std::string, device, "auto", "Where to train; one of: auto | cpu | cuda (auto: cuda if present)")       \
   F(std::string, dtype, "auto", "Compute precision; one of: auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)") \
   F(bool, activation_checkpointing, false, "Recompute each block's activations in backward")                \
-  F(int64_t, loss_chunk_mb, 2048, "MiB of fp32 logits per chunk of the fused head + loss (the full logits are " \
-    "never held); 0 = compute the full logits, as plain PyTorch does")                                     \
+  F(int64_t, loss_chunk_mb, 0, "MiB of fp32 logits per chunk of the fused head + loss, which never holds the " \
+    "full logits (less memory: docs/PERFORMANCE.md); 0 = full logits, as plain PyTorch computes them")        \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
   F(int64_t, sample_tokens, 0, "Tokens of text generated at the end of training; 0 disables")               \
