@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
+
 namespace meshtrain::parallel {
 namespace {
 
@@ -26,7 +28,12 @@ PendingCollective PendingCollective::all_reduce(comm::Communicator& c, at::Tenso
   return p;
 }
 
-PendingCollective PendingCollective::all_gather(comm::Communicator& c, at::Tensor out, at::Tensor in) {
+// all_gather and reduce_scatter: `out` and `in` differ in size. With one rank both ops copy `in` to `out`
+// and `op` is not called; otherwise `op(staged_out, staged_in)` is started on host copies when the CPU
+// backend gets device tensors, else on the tensors themselves (kept alive until finish).
+PendingCollective PendingCollective::start_out_of_place(
+    comm::Communicator& c, at::Tensor out, at::Tensor in,
+    const std::function<comm::WorkPtr(at::Tensor&, const at::Tensor&)>& op) {
   PendingCollective p;
   p.started_ = true;
   if (c.size() == 1) {
@@ -41,28 +48,21 @@ PendingCollective PendingCollective::all_gather(comm::Communicator& c, at::Tenso
     p.staged_out_ = out;
     p.staged_in_ = in;
   }
-  p.work_ = c.all_gather_into(p.staged_out_, p.staged_in_);
+  p.work_ = op(p.staged_out_, p.staged_in_);
   return p;
+}
+
+PendingCollective PendingCollective::all_gather(comm::Communicator& c, at::Tensor out, at::Tensor in) {
+  return start_out_of_place(c, std::move(out), std::move(in), [&c](at::Tensor& o, const at::Tensor& i) {
+    return c.all_gather_into(o, i);
+  });
 }
 
 PendingCollective PendingCollective::reduce_scatter(comm::Communicator& c, at::Tensor out, at::Tensor in,
                                                     comm::ReduceOp op) {
-  PendingCollective p;
-  p.started_ = true;
-  if (c.size() == 1) {
-    out.copy_(in.reshape_as(out));
-    return p;
-  }
-  if (needs_staging(c, out)) {
-    p.target_ = out;
-    p.staged_out_ = at::empty(out.sizes(), out.options().device(at::kCPU));
-    p.staged_in_ = in.cpu();
-  } else {
-    p.staged_out_ = out;
-    p.staged_in_ = in;
-  }
-  p.work_ = c.reduce_scatter_into(p.staged_out_, p.staged_in_, op);
-  return p;
+  return start_out_of_place(c, std::move(out), std::move(in), [&c, op](at::Tensor& o, const at::Tensor& i) {
+    return c.reduce_scatter_into(o, i, op);
+  });
 }
 
 void PendingCollective::finish() {

@@ -9,6 +9,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+
 #include "meshtrain/comm/communicator.h"
 
 namespace meshtrain::parallel {
@@ -29,6 +31,9 @@ class PendingCollective {
   void finish();
 
  private:
+  static PendingCollective start_out_of_place(comm::Communicator& c, at::Tensor out, at::Tensor in,
+                                              const std::function<comm::WorkPtr(at::Tensor&, const at::Tensor&)>& op);
+
   bool started_ = false, finished_ = false;
   comm::WorkPtr work_;
   at::Tensor target_, staged_out_, staged_in_;  // target_ gets staged_out_ at finish (when staged)
