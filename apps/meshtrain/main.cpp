@@ -33,6 +33,7 @@
 #include "meshtrain/comm/topology.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/crash_handler.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
@@ -447,6 +448,7 @@ int cmd_topo(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  install_crash_handler("meshtrain");
   log::init({});
   if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);

@@ -5,7 +5,6 @@
 #include "meshtrain/comm/nccl_communicator.h"
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -74,7 +73,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
       }
       comm_ = nullptr;
     }
-    inflight_.clear();  // after finalize/abort: the GPU no longer uses these tensors
+    release_inflight_when_drained();
     cudaStreamDestroy(stream_);
   }
 
@@ -314,9 +313,10 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
         throw Error(cat(describe(op, seq), ": ", r == ncclInProgress ? "enqueue did not finish" : nccl_error_text(r, comm_)));
       }
       f.status->end->record(stream_);
-      // The allocator must not hand these blocks out again before the comm stream is done with them.
-      const auto comm_stream = c10::cuda::getStreamFromExternal(stream_, dev);
-      for (const auto& t : tensors) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), comm_stream);
+      // No recordStream: the tensors stay referenced in inflight_ until the end event has completed, so the
+      // allocator cannot reuse their memory early. recordStream would also make the allocator record events
+      // on this stream whenever those blocks are freed later, which fails once the communicator (and with it
+      // the stream) is gone.
     } catch (...) {
       rec.ended(f.rec_id, FlightRecorder::State::Failed);
       throw;
@@ -330,6 +330,31 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     std::lock_guard<std::mutex> il(inflight_mu_);
     inflight_.push_back(std::move(f));
     return work;
+  }
+
+  // Drops the tensors of the ops in flight once the comm stream has drained (after finalize or abort its
+  // kernels exit). If it does not drain within the timeout the tensors are leaked on purpose: handing their
+  // memory back to the allocator while a kernel may still write into it would corrupt whatever reuses it.
+  void release_inflight_when_drained() {
+    std::deque<InFlight> ops;
+    {
+      std::lock_guard<std::mutex> lock(inflight_mu_);
+      ops.swap(inflight_);
+    }
+    if (ops.empty()) return;
+    const auto deadline = Clock::now() + opts_.timeout;
+    auto pause = std::chrono::microseconds(50);
+    for (;;) {
+      const cudaError_t q = cudaStreamQuery(stream_);
+      if (q == cudaSuccess) return;  // `ops` goes out of scope: the memory is free to reuse
+      if (q != cudaErrorNotReady || Clock::now() > deadline) break;
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(10));
+    }
+    (void)cudaGetLastError();
+    log::warn("NCCL group '%s': the communication stream did not drain; keeping the %zu buffers of its last ops "
+              "allocated", group_.c_str(), ops.size());
+    [[maybe_unused]] auto* leaked = new std::deque<InFlight>(std::move(ops));  // deliberately, see above
   }
 
   void watchdog() {
@@ -431,12 +456,13 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
       if (comm_ != nullptr) ncclCommAbort(comm_);
       comm_ = nullptr;
     }
-    {
-      // recordStream keeps the allocator from reusing the memory until the comm stream has drained.
-      std::lock_guard<std::mutex> lock(inflight_mu_);
-      inflight_.clear();
-    }
-    if (!cascade) return;
+    if (cascade) cascade_failure(why);
+    release_inflight_when_drained();  // last: may wait for the aborted kernels to exit
+  }
+
+  // Writes the flight recorder, asks the other ranks for theirs, aborts this process's other communicators.
+  void cascade_failure(const std::string& why) {
+    FlightRecorder& rec = FlightRecorder::process();
     rec.dump(why);
     if (board_) board_->request_dumps(cat("rank ", rank_, ": ", why));
     std::vector<std::shared_ptr<NcclCommunicator>> others;

@@ -20,6 +20,7 @@
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/store.h"
+#include "meshtrain/core/crash_handler.h"
 #include "meshtrain/comm/transfer.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
@@ -266,6 +267,7 @@ int run_timeout_test(Communicator& c, std::chrono::milliseconds timeout) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  meshtrain::install_crash_handler("comm_worker");
   bool timeout_test = false;
   std::string backend = "cpu";
   for (int i = 1; i < argc; ++i) {
