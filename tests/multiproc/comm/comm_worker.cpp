@@ -48,9 +48,10 @@ at::Tensor pattern(int64_t n, at::ScalarType t) {
 }
 
 // `approx`: NCCL's average of floats pre-scales by 1/size, which is inexact for sizes other than powers of 2.
-void expect_equal(const at::Tensor& got_any, const at::Tensor& want, const std::string& what, bool approx = false) {
+void expect_equal(const at::Tensor& got_any, const at::Tensor& want_any, const std::string& what, bool approx = false) {
   ++g_checks;
   const at::Tensor got = got_any.cpu();
+  const at::Tensor want = want_any.cpu();  // expectations built with *_like(result) live on the GPU
   if (got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() && at::equal(got, want)) return;
   const double rtol = got.scalar_type() == at::kFloat ? 1e-6 : 1e-2;
   if (approx && got.sizes() == want.sizes() && at::allclose(got.to(at::kDouble), want.to(at::kDouble), rtol, 0)) {
