@@ -142,7 +142,8 @@ void FullyShard::start_gather(size_t u) {
   at::NoGradGuard no_grad;
   at::Tensor in = unit.shard_flat.scalar_type() == opts_.param_dtype ? unit.shard_flat
                                                                        : unit.shard_flat.to(opts_.param_dtype);
-  unit.gather_out = at::empty({shard_->size() * unit.numel}, in.options());
+  // A group of one gathers nothing: the shard is the whole unit.
+  unit.gather_out = shard_->size() == 1 ? in : at::empty({shard_->size() * unit.numel}, in.options());
   unit.gather = PendingCollective::all_gather(*shard_, unit.gather_out, in);
 }
 
@@ -221,8 +222,18 @@ void FullyShard::start_reduce(size_t u) {
   Unit& unit = units_[u];
   at::NoGradGuard no_grad;
   const int64_t W = shard_->size();
-  // Padding rows stay zero, so they reduce to zero and never reach the optimizer.
-  auto in = at::zeros({W * unit.numel}, at::TensorOptions().dtype(opts_.reduce_dtype).device(device_));
+  // The first reduction of a step lands straight in the shard gradients (nothing to add to); with a group of
+  // one the unit's flat gradient is already that reduction, so it is written there directly.
+  const bool into_grads = fresh_grads_ && opts_.reduce_dtype == at::kFloat;
+  unit.rs_out = into_grads ? unit.grad_flat : at::Tensor();
+  // Padding rows and missing gradients must read as zeros (they reduce to zero and never reach the
+  // optimizer); everything else is overwritten below, so the buffer is cleared only when there are some.
+  bool holes = false;
+  for (size_t k : unit.params)
+    holes = holes || !params_[k].full.grad().defined() || params_[k].layout.padded_numel() * W != params_[k].full.numel();
+  const auto opts = at::TensorOptions().dtype(opts_.reduce_dtype).device(device_);
+  at::Tensor in = W == 1 && unit.rs_out.defined() ? unit.rs_out : at::empty({W * unit.numel}, opts);
+  if (holes) in.zero_();
   auto chunks = in.view({W, unit.numel});
   for (size_t k : unit.params) {
     Param& p = params_[k];
@@ -232,7 +243,7 @@ void FullyShard::start_reduce(size_t u) {
                      p.layout.rows_per_rank, p.layout.row_numel);
     p.full.mutable_grad() = at::Tensor();  // the full gradient is freed; its reduced rows live in the shard
   }
-  unit.rs_out = at::empty({unit.numel}, in.options());
+  if (!unit.rs_out.defined()) unit.rs_out = W == 1 ? in : at::empty({unit.numel}, opts);
   unit.reduce = PendingCollective::reduce_scatter(*shard_, unit.rs_out, in, comm::ReduceOp::Avg);
   unit.reduce_started = true;
   if (opts_.zero_stage == 3) free_unit(u);
@@ -262,8 +273,13 @@ void FullyShard::finish_gradient_sync() {
     for (auto& op : ops) op.finish();
   }
   for (auto& unit : units_) {
-    if (fresh_grads_) unit.grad_flat.copy_(unit.rs_out);
-    else unit.grad_flat.add_(unit.rs_out);
+    if (unit.rs_out.is_same(unit.grad_flat)) {
+      // reduced in place (start_reduce)
+    } else if (fresh_grads_) {
+      unit.grad_flat.copy_(unit.rs_out);
+    } else {
+      unit.grad_flat.add_(unit.rs_out);
+    }
     unit.rs_out = at::Tensor();
     unit.reduce = PendingCollective();
     unit.reduce_started = false;

@@ -37,7 +37,7 @@ PendingCollective PendingCollective::start_out_of_place(
   PendingCollective p;
   p.started_ = true;
   if (c.size() == 1) {
-    out.copy_(in.reshape_as(out));
+    if (out.data_ptr() != in.data_ptr()) out.copy_(in.reshape_as(out));  // same memory: nothing to move
     return p;
   }
   if (needs_staging(c, out)) {
