@@ -120,13 +120,24 @@ FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Devi
     else
       model::init_parameter_block(net.config(), p.name, p.layout.global_shape, p.layout.offsets(), p.shard, seed);
   }
-  // The module's parameters become full-shape tensors in param_dtype whose storage exists only while gathered.
+  alias_ = W == 1 && !replicate_ && opts_.param_dtype == at::kFloat;
+  // The module's parameters become full-shape tensors in param_dtype whose storage exists only while gathered
+  // (or, aliased, the shards themselves with the flat gradients as their .grad).
   model::replace_parameters(net, [&](const std::string& name, const at::Tensor& cur) {
+    Param& p = params_[index.at(name)];
+    if (alias_) {
+      p.full = p.shard.detach().view(cur.sizes());
+      return p.full;
+    }
     auto full = at::empty(cur.sizes(), at::TensorOptions().dtype(opts_.param_dtype).device(device_));
     release_storage(full);
-    params_[index.at(name)].full = full;
+    p.full = full;
     return full;
   });
+  if (alias_) {
+    for (auto& p : params_) p.full.mutable_grad() = p.shard_grad.view(p.full.sizes());
+    for (auto& unit : units_) unit.gathered = true, unit.stale = false;
+  }
   for (auto& b : net.buffers()) b.set_data(b.to(device_));
   for (size_t k = 0; k < params_.size(); ++k)
     set_post_accumulate_hook(params_[k].full, [this, k] { on_gradient(k); });
@@ -136,8 +147,17 @@ FullyShard::~FullyShard() {
   for (auto& p : params_) clear_post_accumulate_hook(p.full);
 }
 
+void FullyShard::zero_grad() {
+  fresh_grads_ = true;
+  if (alias_) {
+    at::NoGradGuard no_grad;
+    for (auto& unit : units_) unit.grad_flat.zero_();  // autograd accumulates into them
+  }
+}
+
 void FullyShard::start_gather(size_t u) {
   Unit& unit = units_[u];
+  if (alias_) return;
   if (unit.gather.started()) return;  // already in flight (prefetched)
   at::NoGradGuard no_grad;
   at::Tensor in = unit.shard_flat.scalar_type() == opts_.param_dtype ? unit.shard_flat
@@ -171,7 +191,7 @@ void FullyShard::ensure_gathered(size_t u) {
 
 void FullyShard::free_unit(size_t u) {
   Unit& unit = units_[u];
-  if (!unit.gathered) return;
+  if (!unit.gathered || alias_) return;
   for (size_t k : unit.params) release_storage(params_[k].full);
   unit.gathered = false;
 }
@@ -186,7 +206,7 @@ at::Tensor FullyShard::run_block(size_t u, const at::Tensor& x, const model::Blo
 }
 
 model::BlockRunner FullyShard::block_runner() {
-  if (opts_.zero_stage != 3) return {};
+  if (opts_.zero_stage != 3 || alias_) return {};
   return [this](int64_t layer, model::BlockImpl&, const at::Tensor& x, const model::BlockFn& run) {
     return run_block(static_cast<size_t>(layer), x, run);
   };
@@ -198,6 +218,7 @@ void FullyShard::pre_backward(size_t u) {
 }
 
 void FullyShard::pre_forward() {
+  if (alias_) return;
   if (opts_.zero_stage == 3) {
     if (root_ > 0 && !(units_[0].gathered && !units_[0].stale)) start_gather(0);  // prefetch the first block
     ensure_gathered(root_);
@@ -220,6 +241,10 @@ void FullyShard::on_gradient(size_t k) {
 
 void FullyShard::start_reduce(size_t u) {
   Unit& unit = units_[u];
+  if (alias_) {  // the gradients are in grad_flat already, and a group of one reduces nothing
+    unit.reduce_started = true;
+    return;
+  }
   at::NoGradGuard no_grad;
   const int64_t W = shard_->size();
   // The first reduction of a step lands straight in the shard gradients (nothing to add to); with a group of
@@ -273,8 +298,8 @@ void FullyShard::finish_gradient_sync() {
     for (auto& op : ops) op.finish();
   }
   for (auto& unit : units_) {
-    if (unit.rs_out.is_same(unit.grad_flat)) {
-      // reduced in place (start_reduce)
+    if (alias_ || unit.rs_out.is_same(unit.grad_flat)) {
+      // accumulated or reduced in place
     } else if (fresh_grads_) {
       unit.grad_flat.copy_(unit.rs_out);
     } else {
@@ -288,12 +313,21 @@ void FullyShard::finish_gradient_sync() {
   for (auto& p : params_) {
     p.seen = false;
     if (!p.shard.grad().defined()) p.shard.mutable_grad() = p.shard_grad;
+    const at::Tensor& g = p.full.grad();
+    if (alias_ && (!g.defined() || g.data_ptr() != p.shard_grad.data_ptr())) {
+      // Autograd replaced the view (it does when it cannot accumulate in place): its tensor holds the sum.
+      at::NoGradGuard no_grad;
+      auto view = p.shard_grad.view(p.full.sizes());
+      if (g.defined()) view.copy_(g);
+      p.full.mutable_grad() = view;
+    }
   }
   fresh_grads_ = false;
   synced_ = true;
 }
 
 void FullyShard::mark_parameters_stale() {
+  if (alias_) return;  // the optimizer updated the module's parameters themselves
   for (auto& unit : units_) unit.stale = true;
 }
 

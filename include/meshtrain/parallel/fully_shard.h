@@ -9,7 +9,8 @@
 // The module keeps its parameters (names, shapes, autograd identity), but their storage exists only while
 // gathered: freeing releases the storage itself, so tensors autograd saved from them (views included) give
 // their memory back too, and gathering refills the same storage. Autograd accumulates full gradients into
-// .grad; a post-accumulate hook reduce-scatters a unit as soon as its last gradient landed.
+// .grad; a post-accumulate hook reduce-scatters a unit as soon as its last gradient landed. (With a shard
+// group of one and fp32 compute the parameters are views of the flat shards instead; see alias_.)
 //
 //   stage 3 (FSDP): a BlockRunner gathers block i before it runs (prefetching block i+1) and frees it after
 //     (unless reshard_after_forward is off); an identity autograd node at the block's output gathers it again
@@ -64,7 +65,7 @@ class FullyShard {
   // shard gradients. A parameter without a gradient is a UserError naming it. Idempotent.
   void finish_gradient_sync();
   // The next finish_gradient_sync overwrites the shard gradients instead of adding.
-  void zero_grad() { fresh_grads_ = true; }
+  void zero_grad();
   // After the optimizer updated the shards: gathered parameters are out of date.
   void mark_parameters_stale();
   // Gathers every unit and keeps it until the next step (generation, which runs no BlockRunner).
@@ -125,6 +126,10 @@ class FullyShard {
   FullyShardOptions opts_;
   at::Device device_;
   bool requires_sync_ = true, fresh_grads_ = true, synced_ = true;
+  // A group of one with fp32 compute parameters: the module's parameters are the shards themselves and
+  // autograd accumulates straight into the flat gradients, so nothing is gathered, copied or reduced
+  // (world-size-1 runs of a sharded config cost what the plain model costs).
+  bool alias_ = false;
 };
 
 }  // namespace meshtrain::parallel

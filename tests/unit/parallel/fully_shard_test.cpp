@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "meshtrain/comm/fake_communicator.h"
 #include "meshtrain/model/init.h"
 #include "meshtrain/parallel/full_tensor.h"
@@ -54,10 +56,15 @@ TEST(FullyShard, ShardSizesFollowTheMemoryFormula) {
         EXPECT_GE(S * W, P) << family << " W=" << W;
         EXPECT_LE(S, (P + W - 1) / W + pad_bound) << family << " W=" << W;
         EXPECT_LE(16 * S, 16 * (P / W + pad_bound + 1));
-        for (const auto& s : fs->sharded_parameters()) real += s.local.numel();
-        // The module keeps full shapes but no storage: nothing of the whole model is allocated.
+        std::map<std::string, at::Tensor> local;
+        for (const auto& s : fs->sharded_parameters()) real += s.local.numel(), local[s.name] = s.local;
+        // The module keeps full shapes but no storage: nothing of the whole model is allocated. A group of
+        // one computes on the shards themselves (no second copy either).
         EXPECT_EQ(net->num_params(), P);
-        for (const auto& p : net->parameters()) EXPECT_EQ(p.storage().nbytes(), 0u);
+        for (const auto& item : net->named_parameters()) {
+          if (W == 1) EXPECT_TRUE(item.value().is_alias_of(local.at(item.key()))) << item.key();
+          else EXPECT_EQ(item.value().storage().nbytes(), 0u) << item.key();
+        }
       }
       EXPECT_EQ(real, P) << "the ranks' blocks must cover every element exactly once";
     }

@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <vector>
+
 #include "support/test_support.h"
 
 using namespace meshtrain;
@@ -57,5 +60,44 @@ TEST(Parallelize, SingleProcessLayouts) {
     pm->backward(loss, true);
     for (const auto& p : pm->optimizer_params()) EXPECT_TRUE(p.param.grad().defined()) << p.name << " stage " << stage;
     EXPECT_GT(pm->clip_grad_norm(0).item<double>(), 0);
+  }
+}
+
+// A group of one with fp32 compute: the sharded layouts run on the shards themselves (FullyShard's alias
+// mode) and must train exactly as the plain model does — accumulation micro-steps, clipping, updates.
+TEST(Parallelize, WorldOfOneShardedLayoutsTrainLikeThePlainModel) {
+  auto train = [](int stage) {
+    Config c = tiny();
+    c.parallel.zero_stage = stage;
+    c.parallel.force_wrapper = stage > 0;
+    resolve(c, 1);
+    auto pm = parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU));
+    at::manual_seed(5);
+    std::vector<double> losses;
+    for (int step = 0; step < 3; ++step) {
+      for (int micro = 0; micro < 2; ++micro) {
+        auto tokens = at::randint(64, {2, 8}, at::kLong);
+        auto loss = pm->loss(tokens, tokens.roll(1, 1));
+        pm->backward(loss / 2, micro == 1);
+        losses.push_back(loss.item<double>());
+      }
+      pm->clip_grad_norm(0.5);
+      at::NoGradGuard no_grad;
+      for (const auto& p : pm->optimizer_params()) p.param.sub_(p.param.grad() * 0.1);
+      pm->after_optimizer_step();
+    }
+    std::map<std::string, at::Tensor> params;
+    for (const auto& s : pm->sharded_parameters()) params[s.name] = s.local.detach().clone();
+    return std::make_pair(losses, params);
+  };
+  const auto [want_losses, want_params] = train(0);
+  for (int stage : {1, 2, 3}) {
+    const auto [losses, params] = train(stage);
+    ASSERT_EQ(losses.size(), want_losses.size());
+    for (size_t i = 0; i < losses.size(); ++i) EXPECT_NEAR(losses[i], want_losses[i], 1e-6) << "stage " << stage;
+    ASSERT_EQ(params.size(), want_params.size());
+    // Only the clipping norm's summation order differs from the plain model's.
+    for (const auto& [name, t] : want_params)
+      EXPECT_TRUE(at::allclose(params.at(name), t, 1e-5, 1e-7)) << name << " stage " << stage;
   }
 }
