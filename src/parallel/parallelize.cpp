@@ -31,7 +31,8 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
   //    initialises only its chunk of each (never the whole TP block).
   std::shared_ptr<const TensorParallel> tp;
   if (p.tp > 1) {
-    MT_CHECK(groups.tp && groups.tp->size() == p.tp, "parallelize: parallel.tp ", p.tp, " without a tp group of that size");
+    MT_CHECK(groups.tp && groups.tp->size() == p.tp, "parallelize: parallel.tp ", p.tp,
+             " without a tp group of that size");
     tp = apply_tensor_parallel(*net, groups.tp, cfg, stage == 0 ? device : at::Device(at::kMeta));
   }
   // 2. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.

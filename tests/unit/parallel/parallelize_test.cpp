@@ -55,7 +55,7 @@ TEST(Parallelize, TensorParallelShardsTileEveryParameterOnce) {
         EXPECT_FALSE(pm->replicated());
         ASSERT_NE(pm->tensor_parallel(), nullptr);
         for (const auto& s : pm->sharded_parameters()) {
-          SCOPED_TRACE(std::string(layout) + " dp/fsdp " + std::to_string(dp) + " tp " + std::to_string(tp) + " " + s.name);
+          SCOPED_TRACE(cat(layout, " dp/fsdp ", dp, " tp ", tp, " ", s.name));
           const at::Tensor full = whole->named_parameters()[s.name];
           ASSERT_EQ(s.global_shape, full.sizes().vec());
           auto block = parallel::block_of(full.detach(), s);
@@ -65,8 +65,9 @@ TEST(Parallelize, TensorParallelShardsTileEveryParameterOnce) {
         }
       }
     for (const auto& [name, count] : covered)
-      EXPECT_TRUE(at::equal(count, at::ones_like(count))) << layout << " " << name << ": written " << count.min().item<int>()
-                                                          << " to " << count.max().item<int>() << " times";
+      EXPECT_TRUE(at::equal(count, at::ones_like(count)))
+          << layout << " " << name << ": written " << count.min().item<int>() << " to " << count.max().item<int>()
+          << " times";
   }
 }
 
