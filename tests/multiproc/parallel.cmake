@@ -6,6 +6,7 @@ add_executable(parallel_worker ${CMAKE_CURRENT_LIST_DIR}/parallel/parallel_worke
 target_link_libraries(parallel_worker PRIVATE meshtrain_parallel meshtrain_train)
 meshtrain_warnings(parallel_worker)
 meshtrain_use_torch(parallel_worker)
+target_include_directories(parallel_worker PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)  # support/tiny_model.h
 
 set(_pw ${MESHTRAIN_BIN}/parallel_worker)
 set(_pdir ${CMAKE_CURRENT_BINARY_DIR}/parallel)

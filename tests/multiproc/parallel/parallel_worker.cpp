@@ -37,6 +37,7 @@
 #include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/train/adamw.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 
@@ -53,14 +54,10 @@ constexpr int64_t kGlobalBatch = 8, kSeq = 16;
 Config make_config(const Args& a, int world) {
   Config c;
   c.source = "parallel_worker";
-  c.model.family = a.family;
-  c.model.vocab_size = 67;  // rows not divisible by 2, 4: shards are padded
-  c.model.n_layer = 3;
-  c.model.n_head = 2;
-  c.model.d_model = 24;
-  c.model.max_seq_len = kSeq;
-  c.model.tie_embeddings = a.family == "gpt2";
-  if (a.family == "llama") c.model.n_kv_head = 1;
+  // vocab 67: rows not divisible by 2, 4, so shards are padded. gpt2 ties its embeddings, llama does not.
+  c.model = testing_support::tiny_model({.family = a.family, .vocab_size = 67, .n_layer = 3, .n_head = 2,
+                                         .n_kv_head = a.family == "llama" ? 1 : 0, .d_model = 24,
+                                         .max_seq_len = kSeq});
   if (a.tp_model) {  // vocab 67 still splits unevenly (33/34, 16/17 rows), and FSDP then chunks those blocks
     c.model.d_model = 32;
     c.model.n_head = 8;

@@ -32,6 +32,7 @@
 #include "meshtrain/model/generate.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 #include "meshtrain/train/adamw.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 
@@ -49,17 +50,9 @@ struct Args {
 // vocab 250 splits unevenly over 4 ranks (62/63 rows).
 Config config(const Args& a, int tp) {
   Config c;
-  auto& m = c.model;
-  m.family = a.family;
-  m.vocab_size = 250;
-  m.n_layer = 2;
-  m.n_head = 8;
-  m.n_kv_head = a.n_kv_head > 0 ? a.n_kv_head : (a.family == "llama" ? 4 : 8);
-  m.d_model = 64;
-  m.d_ff = 128;
-  m.max_seq_len = 16;
-  m.rope_theta = 10000;
-  m.tie_embeddings = a.family == "gpt2";
+  c.model = testing_support::tiny_model({.family = a.family, .vocab_size = 250, .n_head = 8,
+                                         .n_kv_head = a.n_kv_head > 0 ? a.n_kv_head : (a.family == "llama" ? 4 : 8),
+                                         .d_model = 64, .d_ff = 128, .rope_theta = 10000});
   c.parallel.tp = tp;
   c.parallel.sequence_parallel = a.sp;
   c.data.seq_len = 8;
