@@ -8,6 +8,7 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
