@@ -80,9 +80,9 @@ size_t unit_of(const std::string& name, size_t root) {
 }  // namespace
 
 FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Device& device, comm::CommPtr shard,
-                       comm::CommPtr replicate, FullyShardOptions opts)
-    : root_(net.blocks->size()), shard_(std::move(shard)), replicate_(std::move(replicate)), opts_(opts),
-      device_(device) {
+                       comm::CommPtr replicate, FullyShardOptions opts, std::shared_ptr<const TensorParallel> tp)
+    : root_(net.blocks->size()), shard_(std::move(shard)), replicate_(std::move(replicate)), tp_(std::move(tp)),
+      opts_(opts), device_(device) {
   MT_CHECK(shard_, "FullyShard needs a shard communicator");
   MT_CHECK(opts_.zero_stage >= 1 && opts_.zero_stage <= 3, "FullyShard: zero_stage ", opts_.zero_stage);
   if (replicate_ && replicate_->size() == 1) replicate_.reset();
@@ -118,7 +118,7 @@ FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Devi
     if (auto it = current.find(p.name); it != current.end())
       p.shard.copy_(it->second.narrow(0, p.layout.row_begin, p.layout.local_rows));
     else
-      model::init_parameter_block(net.config(), p.name, p.layout.global_shape, p.layout.offsets(), p.shard, seed);
+      model::init_parameter_block(net.config(), p.name, global_shape(p), global_offsets(p), p.shard, seed);
   }
   alias_ = W == 1 && !replicate_ && opts_.param_dtype == at::kFloat;
   // The module's parameters become full-shape tensors in param_dtype whose storage exists only while gathered
@@ -343,18 +343,41 @@ std::vector<FullyShard::ShardParam> FullyShard::shard_parameters() const {
   return out;
 }
 
+std::vector<int64_t> FullyShard::global_shape(const Param& p) const {
+  return tp_ ? tp_->layout(p.name).global_shape : p.layout.global_shape;
+}
+
+std::vector<int64_t> FullyShard::global_offsets(const Param& p) const {
+  auto offsets = p.layout.offsets();
+  if (tp_) {
+    const auto& block = tp_->layout(p.name).offsets;
+    for (size_t d = 0; d < offsets.size(); ++d) offsets[d] += block[d];
+  }
+  return offsets;
+}
+
 std::vector<ShardedTensor> FullyShard::sharded_parameters() const {
   std::vector<ShardedTensor> out;
   const bool write = !replicate_ || replicate_->rank() == 0;
-  for (const auto& p : params_) out.push_back({p.name, p.layout.global_shape, p.layout.offsets(), p.shard, write});
+  for (const auto& p : params_)
+    out.push_back({p.name, global_shape(p), global_offsets(p), p.shard, write && (!tp_ || tp_->counts(p.name))});
   return out;
 }
 
 at::Tensor FullyShard::grad_norm_squared() {
   at::NoGradGuard no_grad;
   auto sq = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device_));
-  for (auto& unit : units_) sq += unit.grad_flat.pow(2).sum();
+  if (!tp_ || tp_->group()->rank() == 0) {
+    for (auto& unit : units_) sq += unit.grad_flat.pow(2).sum();
+  } else {  // this rank counts only its TP-sharded blocks; tp rank 0 counts the replicated parameters
+    std::vector<at::Tensor> counted;
+    for (const auto& p : params_)
+      if (tp_->counts(p.name) && p.shard_grad.numel() > 0) counted.push_back(p.shard_grad);
+    if (!counted.empty()) sq += at::stack(at::_foreach_norm(counted, 2)).pow(2).sum();
+  }
+  // Over the shard group first: its ranks share this rank's tp coordinate, so they count the same parameters.
   PendingCollective::all_reduce(*shard_, sq, comm::ReduceOp::Sum).finish();
+  if (tp_) tp_->sum_over_group(sq);
   return sq.squeeze();
 }
 

@@ -59,4 +59,13 @@ ParallelGroups make_parallel_groups(const comm::CommPtr& world, const ParallelCo
   return g;
 }
 
+ParallelGroups make_parallel_groups(comm::Mesh& mesh) {
+  ParallelGroups g;
+  g.world = mesh.world();
+  g.dp = mesh.comm(comm::Dim::dp);
+  g.fsdp = mesh.comm(comm::Dim::fsdp);
+  g.tp = mesh.comm(comm::Dim::tp);
+  return g;
+}
+
 }  // namespace meshtrain::parallel

@@ -11,4 +11,6 @@ void ParallelModel::clip_to(const std::vector<at::Tensor>& grads, const at::Tens
   at::_foreach_mul_(grads, scale);
 }
 
+std::string ParallelModel::tp_prefix() const { return tp_ ? tp_->describe() + " × " : ""; }
+
 }  // namespace meshtrain::parallel

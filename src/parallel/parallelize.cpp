@@ -24,22 +24,30 @@ int effective_zero_stage(const ParallelConfig& p) {
 std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
                                            const at::Device& device) {
   const ParallelConfig& p = cfg.parallel;
-  // 1. Tensor parallelism: splits the attention/MLP/embedding weights over the tp group.
-  MT_USER_CHECK(p.tp == 1, cfg.source, ": parallel.tp: given ", p.tp,
-                "; valid 1 (tensor parallelism is not available in this build)");
+  const int stage = effective_zero_stage(p);
+  const bool distributed = groups.world && groups.world->size() > 1;
+  // 1. Tensor parallelism: cuts the attention/MLP/embedding weights into this rank's blocks over the tp group.
+  //    Under DDP the blocks are materialised here; under FSDP/ZeRO they stay on the meta device and FSDP
+  //    initialises only its chunk of each (never the whole TP block).
+  std::shared_ptr<const TensorParallel> tp;
+  if (p.tp > 1) {
+    MT_CHECK(groups.tp && groups.tp->size() == p.tp, "parallelize: parallel.tp ", p.tp,
+             " without a tp group of that size");
+    tp = apply_tensor_parallel(*net, groups.tp, cfg, stage == 0 ? device : at::Device(at::kMeta));
+  }
   // 2. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.
   model::BlockRunner ac = cfg.train.activation_checkpointing ? model::activation_checkpointing_runner()
                                                              : model::BlockRunner();
-  // 3. FSDP / ZeRO or DDP.
-  const int stage = effective_zero_stage(p);
-  const bool distributed = groups.world && groups.world->size() > 1;
+  // 3. FSDP / ZeRO or DDP, over the TP blocks.
   if (stage == 0) {
     net->materialize(device, cfg.train.seed);
     net->set_block_runner(ac);
-    comm::CommPtr dp = distributed ? groups.dp : p.force_wrapper ? or_single(groups.dp) : nullptr;
+    // A dp group of one (TP alone) reduces nothing: no reducer unless asked for.
+    const bool reduce = distributed && (groups.dp->size() > 1 || !tp);
+    comm::CommPtr dp = reduce ? groups.dp : p.force_wrapper ? or_single(groups.dp) : nullptr;
     DataParallelOptions o{.bucket_mb = p.bucket_mb, .first_bucket_mb = p.bucket_first_mb,
                           .reduce_dtype = parse_dtype(p.reduce_dtype), .allow_unused = p.allow_unused_params};
-    return std::make_unique<ReplicatedModel>(std::move(net), std::move(dp), o);
+    return std::make_unique<ReplicatedModel>(std::move(net), std::move(dp), o, std::move(tp));
   }
   comm::CommPtr shard = or_single(p.fsdp > 1 ? groups.fsdp : groups.dp);
   comm::CommPtr replicate = p.fsdp > 1 ? groups.dp : nullptr;
@@ -47,7 +55,7 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
                       .param_dtype = parse_dtype(p.param_dtype), .reduce_dtype = parse_dtype(p.reduce_dtype),
                       .allow_unused = p.allow_unused_params};
   return std::make_unique<ShardedModel>(std::move(net), cfg.train.seed, device, std::move(shard),
-                                        std::move(replicate), o, std::move(ac));
+                                        std::move(replicate), o, std::move(ac), std::move(tp));
 }
 
 }  // namespace meshtrain::parallel

@@ -6,8 +6,9 @@
 
 namespace meshtrain::parallel {
 
-ReplicatedModel::ReplicatedModel(model::Transformer net, comm::CommPtr dp, const DataParallelOptions& opts)
-    : ParallelModel(std::move(net)), dp_(std::move(dp)) {
+ReplicatedModel::ReplicatedModel(model::Transformer net, comm::CommPtr dp, const DataParallelOptions& opts,
+                                 std::shared_ptr<const TensorParallel> tp)
+    : ParallelModel(std::move(net), std::move(tp)), dp_(std::move(dp)) {
   std::vector<DataParallel::Param> dp_params;
   for (const auto& item : net_->named_parameters()) {
     MT_CHECK(!item.value().is_meta(), "ReplicatedModel: parameter ", item.key(), " is not materialised");
@@ -24,7 +25,10 @@ at::Tensor ReplicatedModel::loss(const at::Tensor& tokens, const at::Tensor& tar
 void ReplicatedModel::backward(const at::Tensor& loss, bool sync) {
   if (reducer_) reducer_->set_requires_sync(sync);
   loss.backward();
-  if (reducer_ && sync) reducer_->finish_gradient_sync();
+  if (!sync) return;
+  if (reducer_) reducer_->finish_gradient_sync();
+  // Sums over tp commute with the average over dp: after it is as right as before.
+  if (tp_) tp_->finish_gradients(*net_);
 }
 
 std::vector<ParallelModel::OptimParam> ReplicatedModel::optimizer_params() const {
@@ -34,12 +38,24 @@ std::vector<ParallelModel::OptimParam> ReplicatedModel::optimizer_params() const
 }
 
 at::Tensor ReplicatedModel::clip_grad_norm(double max_norm) {
-  std::vector<at::Tensor> grads;
-  for (const auto& [name, p] : params_)
-    if (p.grad().defined()) grads.push_back(p.grad());
+  std::vector<at::Tensor> grads, counted;
+  for (const auto& [name, p] : params_) {
+    if (!p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    if (!tp_ || tp_->counts(name)) counted.push_back(p.grad());
+  }
   if (grads.empty()) return at::zeros({});
-  // Replicas hold identical gradients after the all-reduce: the local norm is the global one.
-  auto total = at::stack(at::_foreach_norm(grads, 2)).to(at::kFloat).norm();
+  // Replicas hold identical gradients after the all-reduce: the local norm is the global one. Under TP the
+  // squares of the blocks are summed over tp, each TP-replicated parameter counted on tp rank 0 only.
+  at::Tensor total;
+  if (!tp_) {
+    total = at::stack(at::_foreach_norm(grads, 2)).to(at::kFloat).norm();
+  } else {
+    auto sq = counted.empty() ? at::zeros({}, grads[0].options().dtype(at::kFloat))
+                              : at::stack(at::_foreach_norm(counted, 2)).to(at::kFloat).pow(2).sum();
+    tp_->sum_over_group(sq);
+    total = sq.sqrt();
+  }
   clip_to(grads, total, max_norm);
   return total;
 }
@@ -59,14 +75,19 @@ void ReplicatedModel::broadcast_parameters() {
 std::vector<ShardedTensor> ReplicatedModel::sharded_parameters() const {
   std::vector<ShardedTensor> out;
   const bool write = !dp_ || dp_->rank() == 0;
+  if (tp_) {  // this rank's TP blocks; one replica (dp rank 0) writes them
+    out = tp_->sharded_parameters(*net_);
+    for (auto& s : out) s.write = s.write && write;
+    return out;
+  }
   for (const auto& [name, p] : params_)
     out.push_back({name, p.sizes().vec(), std::vector<int64_t>(static_cast<size_t>(p.dim()), 0), p, write});
   return out;
 }
 
 std::string ReplicatedModel::describe() const {
-  if (!reducer_) return "single process";
-  return cat("ddp over ", dp_->size(), " rank(s), ", reducer_->num_buckets(), " gradient bucket(s)");
+  if (!reducer_) return tp_ ? tp_->describe() : "single process";
+  return cat(tp_prefix(), "ddp over ", dp_->size(), " rank(s), ", reducer_->num_buckets(), " gradient bucket(s)");
 }
 
 }  // namespace meshtrain::parallel

@@ -2,22 +2,25 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::parallel {
 
 ShardedModel::ShardedModel(model::Transformer net, int64_t seed, const at::Device& device, comm::CommPtr shard,
-                           comm::CommPtr replicate, const FullyShardOptions& opts, model::BlockRunner inner)
-    : ParallelModel(std::move(net)) {
+                           comm::CommPtr replicate, const FullyShardOptions& opts, model::BlockRunner inner,
+                           std::shared_ptr<const TensorParallel> tp)
+    : ParallelModel(std::move(net), std::move(tp)) {
   const int shards = shard->size(), replicas = replicate ? replicate->size() : 1;
-  shard_ = std::make_unique<FullyShard>(*net_, seed, device, std::move(shard), std::move(replicate), opts);
+  shard_ = std::make_unique<FullyShard>(*net_, seed, device, std::move(shard), std::move(replicate), opts, tp_);
   // FSDP outside, activation checkpointing inside: the recomputation runs while the block is gathered.
   net_->set_block_runner(model::compose(shard_->block_runner(), std::move(inner)));
-  describe_ = opts.zero_stage == 3
+  describe_ = tp_prefix() + (opts.zero_stage == 3
                   ? cat(replicas > 1 ? "hsdp" : "fsdp", " over ", shards, " shard(s)",
                         replicas > 1 ? cat(" × ", replicas, " replicas") : "",
                         opts.reshard_after_forward ? "" : ", no reshard after forward")
-                  : cat("zero-", opts.zero_stage, " over ", shards, " rank(s)");
+                  : cat("zero-", opts.zero_stage, " over ", shards, " rank(s)"));
 }
 
 at::Tensor ShardedModel::loss(const at::Tensor& tokens, const at::Tensor& targets) {
@@ -29,6 +32,10 @@ void ShardedModel::backward(const at::Tensor& loss, bool sync) {
   shard_->set_requires_sync(sync);
   loss.backward();
   shard_->finish_gradient_sync();
+  if (!sync || !tp_ || tp_->partial_gradients().empty()) return;
+  std::map<std::string, at::Tensor> grads;
+  for (const auto& p : shard_->shard_parameters()) grads[p.name] = p.shard.grad();
+  tp_->finish_gradients([&](const std::string& name) { return grads.at(name); });
 }
 
 std::vector<ParallelModel::OptimParam> ShardedModel::optimizer_params() const {

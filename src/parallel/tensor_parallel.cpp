@@ -30,7 +30,8 @@ at::Device block_device(const Config& cfg) {
 // Cuts parameters into blocks and records where each block sits.
 class Cutter {
  public:
-  Cutter(const Config& cfg, int rank, int size) : cfg_(cfg), rank_(rank), size_(size), device_(block_device(cfg)) {}
+  Cutter(const Config& cfg, int rank, int size, const at::Device& device)
+      : cfg_(cfg), rank_(rank), size_(size), device_(device) {}
 
   // Rows/columns [start, start + len) of `dim` of parameter `name` (whose current tensor is `full`).
   at::Tensor block(const std::string& name, const at::Tensor& full, int64_t dim, int64_t start, int64_t len) {
@@ -42,6 +43,7 @@ class Cutter {
     auto shape = full.sizes().vec();
     shape[dim] = len;
     auto b = at::empty(shape, full.options().device(device_));
+    if (device_.is_meta()) return b;  // initialised later, by whoever allocates it (FSDP)
     model::init_parameter_block(cfg_.model, name, full.sizes().vec(), offsets, b, cfg_.train.seed);
     any_meta_ = true;
     return b;
@@ -54,7 +56,7 @@ class Cutter {
   // A replicated parameter: recorded, and given storage if it is on the meta device.
   at::Tensor replicated(const std::string& name, const at::Tensor& full) {
     if (!layouts_.count(name)) layouts_[name] = {full.sizes().vec(), std::vector<int64_t>(full.dim(), 0), true};
-    if (!full.is_meta()) return full;
+    if (!full.is_meta() || device_.is_meta()) return full;
     auto t = at::empty(full.sizes(), full.options().device(device_));
     model::init_parameter(cfg_.model, name, t, cfg_.train.seed);
     any_meta_ = true;
@@ -85,7 +87,7 @@ enum class Split { Column, Row };
 
 // Replaces `member` (a Linear of `parent`, full name prefix `path`) by its column- or row-parallel block.
 void shard_linear(torch::nn::Module& parent, const std::string& path, model::Linear& member, Split split,
-                  Cutter& cut, const comm::CommPtr& tp, bool sp) {
+                  Cutter& cut, const comm::CommPtr& tp, const SequenceParallelFlag& sp) {
   const std::string name = child_name(parent, member.ptr());
   const std::string prefix = path + name + ".";
   auto& lin = *member;
@@ -104,16 +106,16 @@ void shard_linear(torch::nn::Module& parent, const std::string& path, model::Lin
 
 // Logits and loss through the column-parallel head (rows `vb` of the vocabulary on this rank).
 model::TransformerHooks head_hooks(model::TransformerImpl* m, comm::CommPtr tp, VocabBlock vb, int64_t vocab,
-                                   bool sp) {
+                                   SequenceParallelFlag sp) {
   // h: [B, T', D] → this rank's logits [B, T, rows]. Entering the region: copy (backward sums the ranks' input
   // gradients), or under sequence parallelism all-gather the tokens (backward reduce-scatters them).
   auto local_logits = [m, tp, sp](const at::Tensor& h) {
-    auto in = sp ? gather_from_sp_region(h, tp) : copy_to_tp_region(h, tp);
+    auto in = sp && *sp ? gather_from_sp_region(h, tp) : copy_to_tp_region(h, tp);
     // Read at call time: the weight may have been replaced since (FSDP), and tied heads use tok_embed's rows.
     return at::linear(in, m->lm_head ? m->lm_head->weight : m->tok_embed->weight);
   };
   model::TransformerHooks hooks;
-  if (sp) hooks.enter_blocks = [tp](const at::Tensor& x) { return scatter_to_sp_region(x, tp); };
+  if (sp) hooks.enter_blocks = [tp, sp](const at::Tensor& x) { return *sp ? scatter_to_sp_region(x, tp) : x; };
   hooks.logits = [local_logits, tp, vocab](const at::Tensor& h) {
     auto local = local_logits(h);
     const int64_t rows = local.size(-1), max_rows = (vocab + tp->size() - 1) / tp->size();
@@ -137,20 +139,25 @@ model::TransformerHooks head_hooks(model::TransformerImpl* m, comm::CommPtr tp, 
 
 }  // namespace
 
-TensorParallel::TensorParallel(comm::CommPtr tp, bool sequence_parallel, std::map<std::string, Layout> layouts)
-    : tp_(std::move(tp)), sequence_parallel_(sequence_parallel), layouts_(std::move(layouts)) {
+TensorParallel::TensorParallel(comm::CommPtr tp, std::shared_ptr<bool> sp, std::map<std::string, Layout> layouts)
+    : tp_(std::move(tp)), sp_(sp && *sp ? std::move(sp) : nullptr), layouts_(std::move(layouts)) {
   // Under sequence parallelism every replicated parameter after the split (all but pos_embed, which is added
   // before it) sees only this rank's tokens.
   for (const auto& [name, l] : layouts_)
-    if (sequence_parallel_ && l.replicated && name.rfind("pos_embed.", 0) != 0) partial_grads_.push_back(name);
+    if (sp_ && l.replicated && name.rfind("pos_embed.", 0) != 0) partial_grads_.push_back(name);
 }
 
-void TensorParallel::finish_gradients(model::TransformerImpl& model) const {
+void TensorParallel::finish_gradients(const model::TransformerImpl& model) const {
   if (partial_grads_.empty()) return;
   const auto params = model.named_parameters();
+  finish_gradients([&](const std::string& name) { return params[name].grad(); });
+}
+
+void TensorParallel::finish_gradients(const std::function<at::Tensor(const std::string& name)>& grad_of) const {
+  if (partial_grads_.empty()) return;
   std::vector<at::Tensor> grads, flat_parts;
   for (const auto& name : partial_grads_) {
-    const auto& g = params[name].grad();
+    const at::Tensor g = grad_of(name);
     MT_CHECK(g.defined(), "tensor parallel: '", name, "' has no gradient; call finish_gradients after backward");
     grads.push_back(g);
     flat_parts.push_back(g.reshape({-1}));
@@ -165,23 +172,39 @@ void TensorParallel::finish_gradients(model::TransformerImpl& model) const {
   }
 }
 
+bool TensorParallel::counts(const std::string& name) const { return !layout(name).replicated || tp_->rank() == 0; }
+
+void TensorParallel::sum_over_group(at::Tensor& t) const {
+  at::NoGradGuard no_grad;
+  t.copy_(detail::all_reduce(t, *tp_));
+}
+
+std::string TensorParallel::describe() const {
+  return cat("tp ", tp_->size(), sp_ ? " (sequence parallel)" : "");
+}
+
 const TensorParallel::Layout& TensorParallel::layout(const std::string& name) const {
   auto it = layouts_.find(name);
   MT_CHECK(it != layouts_.end(), "tensor parallel: no parameter '", name, "'");
   return it->second;
 }
 
-std::vector<ShardedTensor> TensorParallel::sharded_parameters(model::TransformerImpl& model) const {
+std::vector<ShardedTensor> TensorParallel::sharded_parameters(const model::TransformerImpl& model) const {
   std::vector<ShardedTensor> out;
   for (const auto& item : model.named_parameters()) {
     const auto& l = layout(item.key());
-    out.push_back({item.key(), l.global_shape, l.offsets, item.value(), !l.replicated || tp_->rank() == 0});
+    out.push_back({item.key(), l.global_shape, l.offsets, item.value(), counts(item.key())});
   }
   return out;
 }
 
 std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& model, comm::CommPtr tp,
                                                       const Config& cfg) {
+  return apply_tensor_parallel(model, std::move(tp), cfg, block_device(cfg));
+}
+
+std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& model, comm::CommPtr tp,
+                                                      const Config& cfg, const at::Device& device) {
   const auto& mc = model.config();
   const int64_t P = tp->size();
   MT_CHECK(P == cfg.parallel.tp, "apply_tensor_parallel: group of ", P, " ranks for parallel.tp ", cfg.parallel.tp);
@@ -192,13 +215,14 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
                 "): every tensor-parallel rank needs at least one vocabulary row");
   MT_USER_CHECK(mc.dropout == 0.0 || P == 1, "model.dropout(", mc.dropout,
                 ") > 0 is not supported with parallel.tp(", P, ") > 1; set model.dropout: 0");
-  const bool sp = cfg.parallel.sequence_parallel && P > 1;
-  if (sp && cfg.data.seq_len > 0)
+  const bool sp_on = cfg.parallel.sequence_parallel && P > 1;
+  auto sp = sp_on ? std::make_shared<bool>(true) : nullptr;
+  if (sp_on && cfg.data.seq_len > 0)
     MT_USER_CHECK(cfg.data.seq_len % P == 0, "data.seq_len(", cfg.data.seq_len, ") is not divisible by parallel.tp(",
                   P, "): ", cfg.data.seq_len, " % ", P, " = ", cfg.data.seq_len % P,
                   "; sequence parallelism splits every sequence evenly");
 
-  Cutter cut(cfg, tp->rank(), static_cast<int>(P));
+  Cutter cut(cfg, tp->rank(), static_cast<int>(P), device);
   for (size_t i = 0; i < model.blocks->size(); ++i) {
     auto& block = *model.blocks->ptr<model::BlockImpl>(i);
     const std::string path = "blocks." + std::to_string(i) + ".";
@@ -231,7 +255,7 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
     for (auto& b : model.buffers()) b.set_data(b.to(cut.device()));
   }
   model.set_hooks(head_hooks(&model, tp, vb, mc.vocab_size, sp));
-  return std::make_shared<TensorParallel>(tp, sp, std::move(cut.layouts()));
+  return std::make_shared<TensorParallel>(tp, std::move(sp), std::move(cut.layouts()));
 }
 
 }  // namespace meshtrain::parallel

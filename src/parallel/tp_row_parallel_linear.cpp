@@ -7,17 +7,12 @@
 namespace meshtrain::parallel {
 
 RowParallelLinearImpl::RowParallelLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp,
-                                             bool sequence_parallel)
-    : LinearImpl(weight.size(1), weight.size(0), bias.defined(), weight.options().device(at::kMeta)),
-      tp_(std::move(tp)),
-      sequence_parallel_(sequence_parallel) {
-  replace_parameter("weight", std::move(weight));
-  if (bias.defined()) replace_parameter("bias", std::move(bias));
-}
+                                             SequenceParallelFlag sp)
+    : TpLinearImpl(std::move(weight), std::move(bias), std::move(tp), std::move(sp)) {}
 
 at::Tensor RowParallelLinearImpl::forward(const at::Tensor& x) {
   auto partial = at::linear(x, weight);  // [B, T, out]: this rank's share of the sum
-  auto y = sequence_parallel_ ? reduce_scatter_to_sp_region(partial, tp_) : reduce_from_tp_region(partial, tp_);
+  auto y = sequence_parallel() ? reduce_scatter_to_sp_region(partial, tp_) : reduce_from_tp_region(partial, tp_);
   // After the reduction, so the bias counts once (not tp times).
   return bias.defined() ? y + bias : y;
 }

@@ -8,12 +8,16 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/communicator_factory.h"
+#include "meshtrain/comm/mesh.h"
+#include "meshtrain/comm/placement.h"
+#include "meshtrain/comm/topology.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -67,6 +71,31 @@ uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
   return crc;
 }
 
+// Tensor-parallel groups exchange activations every layer: they belong inside an NVLink clique. The worker
+// drives GPU local_rank (the launcher pinned its CPUs next to that GPU), so the mesh's placement
+// (comm/placement.h) is a check here: a tp group that cannot sit inside a clique is a UserError unless
+// parallel.allow_slow_tp, and a better assignment than the identity is logged with the launch order that
+// realises it. Skipped where NVML indices need not be CUDA's (CUDA_VISIBLE_DEVICES set) or without GPUs.
+void check_tp_placement(const comm::MeshShape& shape, const comm::WorldInfo& world, bool allow_slow_tp) {
+  if (shape.size(comm::Dim::tp) == 1 || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return;
+  const comm::Topology topo = comm::detect_topology();
+  if (topo.num_gpus() < world.local_world_size) return;
+  const int node = world.rank / world.local_world_size;
+  const comm::Placement p = comm::place_tp(topo, shape, world.local_world_size, node, allow_slow_tp);
+  std::vector<int> identity(p.gpu_of_local_rank.size());
+  for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<int>(i);
+  if (p.gpu_of_local_rank == identity) {
+    log::info("tp placement: local rank i drives GPU i; %s",
+              p.groups_on_nvlink ? "tp groups on NVLink" : p.note.c_str());
+    return;
+  }
+  std::string order;
+  for (int g : p.gpu_of_local_rank) order += cat(order.empty() ? "" : ",", g);
+  log::warn("tp placement: local rank i drives GPU i, but the tp groups sit better on NVLink as\n%s"
+            "launch with CUDA_VISIBLE_DEVICES=%s to use it",
+            p.describe(topo).c_str(), order.c_str());
+}
+
 // One training run: the state the loop needs, set up in the constructor, advanced by run().
 class TrainingRun {
  public:
@@ -97,7 +126,11 @@ class TrainingRun {
   at::Device device_{at::kCPU};
   bool cuda_ = false, bf16_ = false;
   comm::CommPtr comm_;  // null for a single process
+  std::unique_ptr<comm::Mesh> mesh_;  // the named groups over comm_ (null for a single process)
   at::Device comm_device_{at::kCPU};  // where comm_ takes its tensors
+  // Data parallelism spans dp × fsdp: this rank's index there and the count. The tp ranks of one group see
+  // the same batches (tensor parallelism splits the model, not the data).
+  int data_rank_ = 0, data_ranks_ = 1;
   model::Transformer net_{nullptr};
   std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
   std::unique_ptr<AdamW> opt_;
@@ -107,7 +140,7 @@ class TrainingRun {
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
   std::unique_ptr<MetricsLog> metrics_;
   StopSignals stop_signals_;
-  int64_t start_step_ = 0, tokens_per_step_ = 0;
+  int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
   Clock::time_point run_start_;
   TrainResult result_;
@@ -128,6 +161,11 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
     setup.flight_dir = cfg.train.out_dir;
     comm_ = comm::make_communicator(world_, setup);
     comm_device_ = comm_->backend_name() == "nccl" ? device_ : at::Device(at::kCPU);
+    mesh_ = std::make_unique<comm::Mesh>(cfg, comm_);
+    const comm::DimSet data{comm::Dim::dp, comm::Dim::fsdp};
+    data_rank_ = mesh_->shape().index_in_group(world_.rank, data);
+    data_ranks_ = mesh_->shape().size(data);
+    if (cuda_) check_tp_placement(mesh_->shape(), world_, cfg.parallel.allow_slow_tp);
   }
   setup_model_and_optimizer();
   setup_data();
@@ -136,15 +174,15 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
   par_->broadcast_parameters();
 
   metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, world_.rank, start_step_ > 0);
-  const int64_t T = cfg.data.seq_len;
-  tokens_per_step_ = cfg.train.micro_batch_size * T * cfg.train.grad_accum * world_.world_size;
-  flops_per_token_ = 3.0 * net_->flops_per_token(T);
+  // Tokens the whole job consumes per step: each data-parallel rank's batches (tp ranks share theirs).
+  tokens_per_step_ = cfg.train.micro_batch_size * cfg.data.seq_len * cfg.train.grad_accum * data_ranks_;
   peak_flops_ = device_peak_flops(cuda_, device_.index());
-  log::progress("model %s: %.2fM parameters, %lld layers, d_model %lld | %s %s | world %d | %lld tokens/step | "
+  log::progress("model %s: %.2fM parameters, %lld layers, d_model %lld | %s %s | world %d%s | %lld tokens/step | "
                 "train %s",
-                cfg.model.family.c_str(), net_->num_params() / 1e6, static_cast<long long>(cfg.model.n_layer),
-                static_cast<long long>(cfg.model.d_model), device_.str().c_str(), bf16_ ? "bf16" : "fp32",
-                world_.world_size, static_cast<long long>(tokens_per_step_),
+                cfg.model.family.c_str(), static_cast<double>(num_params_) / 1e6,
+                static_cast<long long>(cfg.model.n_layer), static_cast<long long>(cfg.model.d_model),
+                device_.str().c_str(), bf16_ ? "bf16" : "fp32", world_.world_size,
+                mesh_ ? (" | mesh " + mesh_->shape().describe()).c_str() : "", static_cast<long long>(tokens_per_step_),
                 train_loader_ ? log::sprintf("%lld tokens (%lld windows)", static_cast<long long>(train_loader_->num_tokens()),
                                              static_cast<long long>(train_loader_->num_windows())).c_str()
                               : "on synthetic tokens");
@@ -165,7 +203,11 @@ void TrainingRun::setup_model_and_optimizer() {
   at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
   // parallelize() materialises the parameters: whole (replicated) or only this rank's shards.
   net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
-  par_ = parallel::parallelize(net_, parallel::make_parallel_groups(comm_, cfg_.parallel), cfg_, device_);
+  // Counted on the whole model, before tensor parallelism leaves this rank its blocks only.
+  num_params_ = net_->num_params();
+  flops_per_token_ = 3.0 * net_->flops_per_token(cfg_.data.seq_len);
+  par_ = parallel::parallelize(net_, mesh_ ? parallel::make_parallel_groups(*mesh_) : parallel::ParallelGroups{}, cfg_,
+                               device_);
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
   std::vector<AdamW::Param> opt_params;
@@ -178,13 +220,13 @@ void TrainingRun::setup_model_and_optimizer() {
 void TrainingRun::setup_data() {
   if (cfg_.data.train == kSyntheticData) {
     synthetic_gen_ = at::globalContext().defaultGenerator(device_).clone();
-    synthetic_gen_.set_current_seed(static_cast<uint64_t>(cfg_.train.seed + world_.rank));
+    synthetic_gen_.set_current_seed(static_cast<uint64_t>(cfg_.train.seed + data_rank_));
     return;
   }
   data::LoaderOptions o{.pattern = cfg_.data.train, .what = "data.train",
                         .format = data::parse_shard_format(cfg_.data.format), .seq_len = cfg_.data.seq_len,
-                        .batch_size = cfg_.train.micro_batch_size, .rank = world_.rank,
-                        .world_size = world_.world_size, .seed = static_cast<uint64_t>(cfg_.train.seed),
+                        .batch_size = cfg_.train.micro_batch_size, .rank = data_rank_,
+                        .world_size = data_ranks_, .seed = static_cast<uint64_t>(cfg_.train.seed),
                         .shuffle = true};
   train_loader_ = std::make_unique<data::DataLoader>(o);
   if (cfg_.data.val.empty()) return;
@@ -266,6 +308,7 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
   if (done == start_step_ + 1) result_.first_loss = loss;
   result_.last_loss = loss;
   const double tok_s = static_cast<double>(tokens_per_step_) / step_s;
+  // The job's model FLOPs (its tokens × the whole model's FLOPs per token) over every device's peak.
   const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * world_.world_size) : -1;
   const double eta = ema_step_s_ * static_cast<double>(cfg_.train.steps - done);
   log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step | ETA %s",
@@ -339,6 +382,8 @@ void TrainingRun::sample() {
   const auto prompt = data::encode_bytes(cfg_.train.sample_prompt.empty() ? "\n" : cfg_.train.sample_prompt);
   model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
                           .seed = static_cast<uint64_t>(cfg_.train.seed)};
+  // One token at a time cannot be split over the tp group: plain TP while generating.
+  parallel::TensorParallel::SequenceParallelOff plain_tp(par_->tensor_parallel());
   auto out = model::generate(net_, prompt, so);
   log::progress("sample (temperature 0.8, top-k 40):\n%s", data::decode_bytes(out).c_str());
 }
@@ -385,13 +430,15 @@ TrainResult TrainingRun::run() {
   result_.flops_per_token = flops_per_token_;
   result_.peak_flops = peak_flops_;
   result_.peak_memory_bytes = peak_memory_bytes(cuda_, device_.index());
-  result_.num_params = net_->num_params();
+  result_.num_params = num_params_;
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,
             static_cast<long long>(result_.steps_done));
   if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) {
     par_->gather_full_parameters();  // collective; generation runs the module without the layout's runner
-    if (world_.rank == 0) sample();
+    // Under TP the module's layers are collectives over the tp group: every rank runs the generation (each
+    // group the same one: identical gathered logits, same seed); rank 0 prints it.
+    if (world_.rank == 0 || par_->tensor_parallel()) sample();
   }
   if (comm_) comm_->barrier();
   return result_;

@@ -8,3 +8,10 @@ set_tests_properties(e2e.cli_errors PROPERTIES LABELS e2e TIMEOUT 300)
 add_test(NAME e2e.preempt
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/preempt_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.preempt PROPERTIES LABELS e2e TIMEOUT 600)
+add_test(NAME e2e.tp_train
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/tp_train_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.tp_train PROPERTIES LABELS e2e TIMEOUT 600)
+# On a machine with ≥ 2 GPUs: TP 2 over NCCL against one GPU (fp32), and bf16; skipped (77) otherwise.
+add_test(NAME e2e.tp_gpu
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/tp_gpu_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.tp_gpu PROPERTIES LABELS "e2e;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)

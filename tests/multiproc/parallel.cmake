@@ -6,6 +6,7 @@ add_executable(parallel_worker ${CMAKE_CURRENT_LIST_DIR}/parallel/parallel_worke
 target_link_libraries(parallel_worker PRIVATE meshtrain_parallel meshtrain_train)
 meshtrain_warnings(parallel_worker)
 meshtrain_use_torch(parallel_worker)
+target_include_directories(parallel_worker PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)  # support/tiny_model.h
 
 set(_pw ${MESHTRAIN_BIN}/parallel_worker)
 set(_pdir ${CMAKE_CURRENT_BINARY_DIR}/parallel)
@@ -19,6 +20,8 @@ function(parallel_reference name)
 endfunction()
 parallel_reference(gpt2 --family gpt2)
 parallel_reference(llama --family llama)
+parallel_reference(gpt2_tpm --family gpt2 --tp-model)
+parallel_reference(llama_tpm --family llama --tp-model)
 
 # parallel_layout(NAME NPROC REF worker-args...)
 function(parallel_layout name nproc ref)
@@ -41,6 +44,20 @@ parallel_layout(hsdp2x2 4 gpt2 --family gpt2 --layout hsdp --fsdp 2)
 parallel_layout(ddp2_accum2 2 gpt2 --family gpt2 --layout ddp --accum 2)
 parallel_layout(zero1_accum2 2 gpt2 --family gpt2 --layout zero1 --accum 2)
 parallel_layout(fsdp2_accum2 2 gpt2 --family gpt2 --layout fsdp --accum 2 --ac)
+# Tensor parallelism composed by parallelize() (TP → activation checkpointing → DDP / ZeRO / FSDP), on the model
+# TP 2 and 4 can split: TP alone, DDP × TP, ZeRO-1 × TP and FSDP × TP (FSDP's chunks inside uneven vocabulary
+# blocks), with sequence parallelism, activation checkpointing and accumulation in some. Gradient clipping is
+# active, so the global norm must count TP blocks over tp and replicated parameters once; the parameters are
+# assembled from every rank's sharded_parameters(), so their offsets and writers must tile each tensor exactly
+# once.
+parallel_layout(tp2 2 gpt2_tpm --family gpt2 --tp-model --layout ddp --tp 2)
+parallel_layout(tp4 4 llama_tpm --family llama --tp-model --layout ddp --tp 4)
+parallel_layout(tp2_sp 2 llama_tpm --family llama --tp-model --layout ddp --tp 2 --sp)
+parallel_layout(ddp2_tp2_sp_accum2 4 gpt2_tpm --family gpt2 --tp-model --layout ddp --tp 2 --sp --accum 2)
+parallel_layout(fsdp2_tp2 4 llama_tpm --family llama --tp-model --layout fsdp --tp 2)
+parallel_layout(fsdp2_tp2_sp_ac 4 gpt2_tpm --family gpt2 --tp-model --layout fsdp --tp 2 --sp --ac)
+parallel_layout(zero1_tp2_sp_accum2 4 llama_tpm --family llama --tp-model --layout zero1 --tp 2 --sp
+                --accum 2)
 # bf16 reduction: same run within bf16's tolerance.
 parallel_layout(ddp2_bf16_reduce 2 gpt2 --family gpt2 --layout ddp --bf16-reduce)
 

@@ -6,6 +6,7 @@ add_executable(tp_worker ${CMAKE_CURRENT_LIST_DIR}/tp/tp_worker.cpp)
 target_link_libraries(tp_worker PRIVATE meshtrain_parallel meshtrain_train)
 meshtrain_warnings(tp_worker)
 meshtrain_use_torch(tp_worker)
+target_include_directories(tp_worker PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)  # support/tiny_model.h
 
 foreach(family gpt2 llama)
   foreach(n 2 4)

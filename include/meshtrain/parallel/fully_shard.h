@@ -19,10 +19,16 @@
 //   stage 2 (ZeRO-2): parameters stay gathered; gradients are reduce-scattered every micro-step and the full
 //     gradients freed; after the optimizer step all units are gathered again before the next forward.
 //   stage 1 (ZeRO-1): as stage 2, but accumulation micro-steps keep full gradients and reduce nothing.
+//
+// Over tensor parallelism (FSDP × TP, parallel/tensor_parallel.h) the module's parameters are this rank's TP
+// blocks, and each is split by rows like any parameter: the shard is FSDP's dim-0 chunk inside the TP block,
+// so its global offsets are the block's plus the chunk's row (still a rectangle; checkpoints reshard it). Meta
+// blocks are initialised here, chunk by chunk, at those global offsets.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +38,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/dim0_shard.h"
 #include "meshtrain/parallel/pending_collective.h"
+#include "meshtrain/parallel/tensor_parallel.h"
 
 namespace meshtrain::parallel {
 
@@ -48,9 +55,10 @@ class FullyShard {
   // Gives every parameter of `net` its shard — initialised for `seed` (layout-independent) where the
   // parameter is still on the meta device, else copied from its current value — and full-shape tensors
   // without storage in the module, and moves the buffers to `device`.
-  // `shard`: the group parameters are split over; `replicate`: HSDP's replica group (null: none).
+  // `shard`: the group parameters are split over; `replicate`: HSDP's replica group (null: none); `tp`: the
+  // tensor-parallel layout `net` was already cut into (null: none).
   FullyShard(model::TransformerImpl& net, int64_t seed, const at::Device& device, comm::CommPtr shard,
-             comm::CommPtr replicate, FullyShardOptions opts);
+             comm::CommPtr replicate, FullyShardOptions opts, std::shared_ptr<const TensorParallel> tp = nullptr);
   ~FullyShard();
   FullyShard(const FullyShard&) = delete;
   FullyShard& operator=(const FullyShard&) = delete;
@@ -76,9 +84,11 @@ class FullyShard {
     at::Tensor shard;  // this rank's rows (a view into the unit's fp32 flat shard); .grad set after a sync
   };
   std::vector<ShardParam> shard_parameters() const;
-  // Each shard as a block of its global parameter; `write` on replica 0 (HSDP).
+  // Each shard as a block of its global parameter; `write` on replica 0 (HSDP) and, for TP-replicated
+  // parameters, on tp rank 0.
   std::vector<ShardedTensor> sharded_parameters() const;
-  // Sum over the shard group of the squared shard gradients (a device scalar); sqrt = global norm.
+  // Sum over the shard group (and the tp group: TP-replicated parameters counted once) of the squared shard
+  // gradients (a device scalar); sqrt = global norm.
   at::Tensor grad_norm_squared();
   // Elements per rank of all flat shards (padding included): the memory formula's "params / shards".
   int64_t shard_numel() const;
@@ -87,7 +97,7 @@ class FullyShard {
   struct Param {
     std::string name;
     at::Tensor full;  // the module's parameter (full shape; storage only while gathered)
-    Dim0Shard layout;
+    Dim0Shard layout;  // over the module's parameter (the TP block under TP)
     int64_t offset;   // of its padded piece in the unit's flat buffers
     at::Tensor shard;       // local rows, view into unit.shard_flat
     at::Tensor shard_grad;  // local rows, view into unit.grad_flat
@@ -119,10 +129,15 @@ class FullyShard {
   void pre_backward(size_t u);  // from the identity node at a block's output
 
  private:
+  // Global shape and offsets of p's shard (composed with the TP block's).
+  std::vector<int64_t> global_shape(const Param& p) const;
+  std::vector<int64_t> global_offsets(const Param& p) const;
+
   std::vector<Param> params_;
   std::vector<Unit> units_;  // blocks 0..L-1, then the root unit
   size_t root_;
   comm::CommPtr shard_, replicate_;
+  std::shared_ptr<const TensorParallel> tp_;
   FullyShardOptions opts_;
   at::Device device_;
   bool requires_sync_ = true, fresh_grads_ = true, synced_ = true;

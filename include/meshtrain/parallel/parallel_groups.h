@@ -1,9 +1,11 @@
-// ParallelGroups: the communicators a layout needs, passed explicitly (never globals). Built here from the
-// world communicator by splitting along parallel.order (innermost dim last, like "pp-dp-fsdp-tp"); the mesh
-// (comm/mesh.h, topology-aware) will build the same struct.
+// ParallelGroups: the communicators a layout needs, passed explicitly (never globals). Built from the mesh
+// (comm/mesh.h: named dims, rank order from parallel.order — what the trainer uses), or here from the world
+// communicator by splitting along parallel.order (innermost dim last, like "pp-dp-fsdp-tp"); both give the
+// same groups.
 #pragma once
 
 #include "meshtrain/comm/communicator.h"
+#include "meshtrain/comm/mesh.h"
 #include "meshtrain/core/config.h"
 
 namespace meshtrain::parallel {
@@ -28,5 +30,7 @@ MeshCoords mesh_coords(const ParallelConfig& p, int64_t world_size);
 
 // Collective over `world` (every rank calls it). p.dp must be resolved (> 0). Null world: all null.
 ParallelGroups make_parallel_groups(const comm::CommPtr& world, const ParallelConfig& p);
+// The mesh's dp, fsdp and tp groups (collective on first use: every rank calls it, in the same order).
+ParallelGroups make_parallel_groups(comm::Mesh& mesh);
 
 }  // namespace meshtrain::parallel

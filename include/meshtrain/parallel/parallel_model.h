@@ -1,5 +1,6 @@
 // ParallelModel: a transformer as one layout runs it — what the trainer drives, whatever the layout (plain,
-// DDP, ZeRO-1/2, FSDP, HSDP). Built by parallelize() (parallel/parallelize.h).
+// DDP, ZeRO-1/2, FSDP, HSDP; each optionally over tensor-parallel blocks). Built by parallelize()
+// (parallel/parallelize.h).
 //
 // Per step:  for each micro-batch { l = loss(x, y); backward(l / A, sync = last micro-batch) }
 //            clip_grad_norm(max) → optimizer.step() on optimizer_params() → after_optimizer_step()
@@ -7,11 +8,13 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/model/transformer.h"
+#include "meshtrain/parallel/tensor_parallel.h"
 
 namespace meshtrain::parallel {
 
@@ -41,23 +44,30 @@ class ParallelModel {
   virtual void after_optimizer_step() = 0;
   // Makes replicas identical (rank 0's values) after loading; a no-op where nothing is replicated.
   virtual void broadcast_parameters() {}
-  // Full parameters in the module until the next step (generation runs the module directly).
+  // Full parameters in the module until the next step (generation runs the module directly). Under tensor
+  // parallelism "full" means this rank's TP blocks: every rank of the TP group must then run the module.
   virtual void gather_full_parameters() {}
   // This rank's parameters as blocks of the global tensors (checkpoints; core/sharded_tensor.h). `local` is
   // the live tensor the optimizer updates, so optimizer state of the same shape shares the block layout.
   virtual std::vector<ShardedTensor> sharded_parameters() const = 0;
-  // Every rank holds every parameter whole (plain, DDP): no gathering needed to see them.
+  // Every rank holds every parameter whole (plain, DDP without TP): no gathering needed to see them.
   virtual bool replicated() const { return false; }
+  // The tensor-parallel layout the model was cut into; null without tensor parallelism.
+  const TensorParallel* tensor_parallel() const { return tp_.get(); }
   // "ddp over 4 ranks, 3 buckets", for the log.
   virtual std::string describe() const = 0;
 
  protected:
-  explicit ParallelModel(model::Transformer net) : net_(std::move(net)) {}
+  ParallelModel(model::Transformer net, std::shared_ptr<const TensorParallel> tp)
+      : net_(std::move(net)), tp_(std::move(tp)) {}
   bool decays(const std::string& name, int64_t dim) const { return dim >= 2 && !net_->is_embedding(name); }
   // Scales `grads` by min(1, max_norm / (total + 1e-6)) on the device (no host sync).
   static void clip_to(const std::vector<at::Tensor>& grads, const at::Tensor& total, double max_norm);
+  // "tp 2 × " when tensor parallel, else "": prefixes describe().
+  std::string tp_prefix() const;
 
   model::Transformer net_;
+  std::shared_ptr<const TensorParallel> tp_;
 };
 
 }  // namespace meshtrain::parallel

@@ -3,9 +3,15 @@
 // and returns the model as the trainer drives it (parallel/parallel_model.h).
 //
 // Layout from parallel.{dp, fsdp, tp, zero_stage}:
+//   tp > 1              Megatron-style TP over the tp group first (parallel/tensor_parallel.h); what follows
+//                       then applies to this rank's TP blocks
 //   fsdp > 1            FSDP over the fsdp group (zero_stage 0 or 3); dp > 1 adds replicas: HSDP
 //   fsdp = 1, stage 1-3 ZeRO-1 / ZeRO-2 / FSDP over the dp group
-//   fsdp = 1, stage 0   DDP over the dp group (a plain model in a single process unless force_wrapper)
+//   fsdp = 1, stage 0   DDP over the dp group (a plain model in a single process, or TP alone, unless
+//                       force_wrapper)
+// Under TP every layout's sharded_parameters() are blocks of the global tensors (FSDP's dim-0 chunk inside
+// the TP block), its clip_grad_norm sums TP blocks over tp and counts TP-replicated parameters once, and its
+// backward finishes sequence parallelism's partial gradients.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,8 @@
 // ReplicatedModel: every rank holds the whole model — a single process (no reducer), or data parallel with
-// the bucketed, backward-overlapped gradient all-reduce of parallel/data_parallel.h.
+// the bucketed, backward-overlapped gradient all-reduce of parallel/data_parallel.h. Under tensor parallelism
+// "the whole model" is this rank's TP blocks, replicated over the dp group (DDP over TP-sharded models): the
+// gradient norm then sums the TP blocks over the tp group, and sequence parallelism's partial gradients are
+// summed over tp after the synced backward.
 #pragma once
 
 #include <memory>
@@ -11,8 +14,9 @@ namespace meshtrain::parallel {
 
 class ReplicatedModel : public ParallelModel {
  public:
-  // `net` must be materialised. `dp` null: no reduction (a plain single-process model).
-  ReplicatedModel(model::Transformer net, comm::CommPtr dp, const DataParallelOptions& opts);
+  // `net` must be materialised (TP already applied when `tp` is given). `dp` null: no reduction.
+  ReplicatedModel(model::Transformer net, comm::CommPtr dp, const DataParallelOptions& opts,
+                  std::shared_ptr<const TensorParallel> tp = nullptr);
 
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
   void backward(const at::Tensor& loss, bool sync) override;
@@ -22,7 +26,7 @@ class ReplicatedModel : public ParallelModel {
   void broadcast_parameters() override;
   std::vector<ShardedTensor> sharded_parameters() const override;
   std::string describe() const override;
-  bool replicated() const override { return true; }
+  bool replicated() const override { return !tp_; }
 
   DataParallel* reducer() { return reducer_.get(); }
 

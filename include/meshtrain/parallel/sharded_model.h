@@ -1,5 +1,7 @@
 // ShardedModel: ZeRO-1/2, FSDP and HSDP (parallel/fully_shard.h) behind the ParallelModel interface; the
-// optimizer runs on this rank's fp32 shards only.
+// optimizer runs on this rank's fp32 shards only. With a TensorParallel layout (FSDP × TP) the shards are
+// chunks of this rank's TP blocks, and sequence parallelism's partial gradients are summed over tp on the
+// shard gradients after the synced backward.
 #pragma once
 
 #include <memory>
@@ -13,7 +15,8 @@ class ShardedModel : public ParallelModel {
  public:
   // `net` built on the meta device; `inner` a BlockRunner to run inside FSDP's (activation checkpointing).
   ShardedModel(model::Transformer net, int64_t seed, const at::Device& device, comm::CommPtr shard,
-               comm::CommPtr replicate, const FullyShardOptions& opts, model::BlockRunner inner);
+               comm::CommPtr replicate, const FullyShardOptions& opts, model::BlockRunner inner,
+               std::shared_ptr<const TensorParallel> tp = nullptr);
 
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
   void backward(const at::Tensor& loss, bool sync) override;

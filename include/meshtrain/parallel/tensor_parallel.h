@@ -23,10 +23,12 @@
 // same elements of the single-process model (model/init.h).
 //
 // Order: call it first, before activation checkpointing and before FSDP/DDP wrap the model (parallelize()).
-// Not supported under TP yet: model.dropout > 0 (would need a TP-aware RNG), sequence parallelism with a KV
-// cache (generation).
+// Generation under sequence parallelism: one token at a time cannot be split over the group, so
+// TensorParallel::SequenceParallelOff switches every layer to plain TP for its lifetime (same parameters, same
+// results). Not supported under TP yet: model.dropout > 0 (would need a TP-aware RNG).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +38,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/model/transformer.h"
+#include "meshtrain/parallel/tp_linear.h"
 
 namespace meshtrain::parallel {
 
@@ -48,26 +51,54 @@ class TensorParallel {
     bool replicated = false;
   };
 
-  TensorParallel(comm::CommPtr tp, bool sequence_parallel, std::map<std::string, Layout> layouts);
+  // `sp`: the switch the layers read (null or false: no sequence parallelism).
+  TensorParallel(comm::CommPtr tp, std::shared_ptr<bool> sp, std::map<std::string, Layout> layouts);
+
+  // Plain TP (no sequence split) while alive: generation and its KV cache. Not nestable; every TP rank
+  // must hold one around the same calls.
+  class SequenceParallelOff {
+   public:
+    explicit SequenceParallelOff(const TensorParallel* tp) : flag_(tp ? tp->sp_ : nullptr) {
+      if (flag_) *flag_ = false;
+    }
+    ~SequenceParallelOff() {
+      if (flag_) *flag_ = true;
+    }
+    SequenceParallelOff(const SequenceParallelOff&) = delete;
+    SequenceParallelOff& operator=(const SequenceParallelOff&) = delete;
+
+   private:
+    std::shared_ptr<bool> flag_;
+  };
 
   // Every parameter of `model` (the one it was applied to) as a block of its global tensor; `local` is the
   // live parameter. Sharded blocks are written by every TP rank (they differ), replicated ones by TP rank 0.
-  std::vector<ShardedTensor> sharded_parameters(model::TransformerImpl& model) const;
+  std::vector<ShardedTensor> sharded_parameters(const model::TransformerImpl& model) const;
   const Layout& layout(const std::string& name) const;
   // Sequence parallelism only (else a no-op): all-reduces over `tp`, in one collective, the gradients of the
   // replicated parameters that saw only this rank's tokens. Call on every TP rank after the step's last
   // backward (accumulated micro-batches need it once), before clipping and the optimizer. Sums commute with
   // the data-parallel reduction, so before or after DDP's all-reduce / FSDP's reduce-scatter are both right.
-  void finish_gradients(model::TransformerImpl& model) const;
+  void finish_gradients(const model::TransformerImpl& model) const;
+  // The same on gradients that live elsewhere (FSDP's shard gradients): `grad_of(name)` is the tensor to sum
+  // in place. A replicated parameter is sharded identically on every TP rank, so its shards sum like wholes.
+  void finish_gradients(const std::function<at::Tensor(const std::string& name)>& grad_of) const;
+  // True where this rank contributes `name` to a sum over the TP group that must count every element once
+  // (global gradient norm, checkpoint writers): TP-sharded blocks on every rank, replicated ones on rank 0.
+  bool counts(const std::string& name) const;
+  // Sums a per-rank partial (e.g. squared gradient norms of the parameters this rank counts) over `tp`, in place.
+  void sum_over_group(at::Tensor& t) const;
+  // "tp 2 (sequence parallel)", for the log.
+  std::string describe() const;
   // The parameters finish_gradients reduces (global names).
   const std::vector<std::string>& partial_gradients() const { return partial_grads_; }
 
   const comm::CommPtr& group() const { return tp_; }
-  bool sequence_parallel() const { return sequence_parallel_; }
+  bool sequence_parallel() const { return sp_ != nullptr; }
 
  private:
   comm::CommPtr tp_;
-  bool sequence_parallel_;
+  std::shared_ptr<bool> sp_;  // null without sequence parallelism
   std::map<std::string, Layout> layouts_;
   std::vector<std::string> partial_grads_;
 };
@@ -78,5 +109,9 @@ class TensorParallel {
 // smaller than tp, or model.dropout > 0.
 std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& model, comm::CommPtr tp,
                                                       const Config& cfg);
+// As above, with the blocks of a meta-device model allocated on `device` — or left on the meta device when
+// `device` is meta: FSDP then initialises only its chunk of each block (parallelize()).
+std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& model, comm::CommPtr tp,
+                                                      const Config& cfg, const at::Device& device);
 
 }  // namespace meshtrain::parallel

@@ -7,21 +7,16 @@
 // parameter names do not change.
 #pragma once
 
-#include "meshtrain/comm/communicator.h"
-#include "meshtrain/model/linear.h"
+#include "meshtrain/parallel/tp_linear.h"
 
 namespace meshtrain::parallel {
 
-class ColumnParallelLinearImpl : public model::LinearImpl {
+class ColumnParallelLinearImpl : public TpLinearImpl {
  public:
   // weight: [out/tp, in] this rank's block; bias: [out/tp] or undefined. Both become the parameters as is.
-  ColumnParallelLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp, bool sequence_parallel);
+  ColumnParallelLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp, SequenceParallelFlag sp);
   // x: [B, T, in] (T/tp tokens under sequence parallelism) → [B, T, out/tp]
   at::Tensor forward(const at::Tensor& x) override;
-
- private:
-  comm::CommPtr tp_;
-  bool sequence_parallel_;
 };
 
 }  // namespace meshtrain::parallel

@@ -5,21 +5,16 @@
 // tokens of the sum). The bias is replicated and added once, after the reduction.
 #pragma once
 
-#include "meshtrain/comm/communicator.h"
-#include "meshtrain/model/linear.h"
+#include "meshtrain/parallel/tp_linear.h"
 
 namespace meshtrain::parallel {
 
-class RowParallelLinearImpl : public model::LinearImpl {
+class RowParallelLinearImpl : public TpLinearImpl {
  public:
   // weight: [out, in/tp] this rank's block; bias: [out] (the whole bias) or undefined.
-  RowParallelLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp, bool sequence_parallel);
+  RowParallelLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp, SequenceParallelFlag sp);
   // x: [B, T, in/tp] → [B, T, out] (T/tp tokens under sequence parallelism)
   at::Tensor forward(const at::Tensor& x) override;
-
- private:
-  comm::CommPtr tp_;
-  bool sequence_parallel_;
 };
 
 }  // namespace meshtrain::parallel

@@ -3,13 +3,19 @@
 // Started once per rank by meshrun (CPU backend, fp32). Tier 3 of DESIGN.md: each layout vs the single
 // process, within a stated tolerance.
 //
-//   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--steps N] [--accum A] [--ac]
-//                   [--no-reshard] [--family gpt2|llama] [--bf16-reduce] (--out FILE | --compare FILE)
+//   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--tp N [--sp]] [--tp-model]
+//                   [--steps N] [--accum A] [--ac] [--no-reshard] [--family gpt2|llama] [--bf16-reduce]
+//                   (--out FILE | --compare FILE)
+//   --tp N: tensor parallelism over N ranks under the layout (ddp: DDP over world / N TP-sharded replicas, a
+//           plain TP model when N = world; fsdp: FSDP over world / N ranks of each TP block); --sp: sequence
+//           parallelism. --tp-model: the model TP 2 and 4 can split (8 query / 4 key-value heads, d_ff 64),
+//           for the TP layouts and their single-process reference alike.
 //   parallel_worker --layout ddp --desync   the last rank skips one gradient reduction: the others must fail
 //                                           with the communicator's timeout error within the timeout
 //
 // Data: every step draws G = 8 sequences from a generator seeded by the step; they are cut into
-// ranks × accum equal chunks, chunk (rank·accum + micro) being one micro-batch. The mean of the chunk means
+// D × accum equal chunks (D = data-parallel ranks = world / tp), chunk (d·accum + micro) being one
+// micro-batch of data-parallel rank d — the same on every TP rank of d's group. The mean of the chunk means
 // is the mean over all G, so every layout optimises the same loss as the single process.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -22,6 +28,7 @@
 #include <thread>
 
 #include "meshtrain/ckpt/safetensors.h"
+#include "meshtrain/comm/mesh_shape.h"
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/store.h"
 #include "meshtrain/comm/world_info.h"
@@ -30,6 +37,7 @@
 #include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/train/adamw.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 
@@ -37,8 +45,8 @@ namespace {
 
 struct Args {
   std::string layout = "single", family = "gpt2", out, compare;
-  int64_t fsdp = 2, steps = 5, accum = 1;
-  bool ac = false, reshard = true, desync = false, bf16_reduce = false;
+  int64_t fsdp = 2, tp = 1, steps = 5, accum = 1;
+  bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -46,18 +54,22 @@ constexpr int64_t kGlobalBatch = 8, kSeq = 16;
 Config make_config(const Args& a, int world) {
   Config c;
   c.source = "parallel_worker";
-  c.model.family = a.family;
-  c.model.vocab_size = 67;  // rows not divisible by 2, 4: shards are padded
-  c.model.n_layer = 3;
-  c.model.n_head = 2;
-  c.model.d_model = 24;
-  c.model.max_seq_len = kSeq;
-  c.model.tie_embeddings = a.family == "gpt2";
-  if (a.family == "llama") c.model.n_kv_head = 1;
+  // vocab 67: rows not divisible by 2, 4, so shards are padded. gpt2 ties its embeddings, llama does not.
+  c.model = testing_support::tiny_model({.family = a.family, .vocab_size = 67, .n_layer = 3, .n_head = 2,
+                                         .n_kv_head = a.family == "llama" ? 1 : 0, .d_model = 24,
+                                         .max_seq_len = kSeq});
+  if (a.tp_model) {  // vocab 67 still splits unevenly (33/34, 16/17 rows), and FSDP then chunks those blocks
+    c.model.d_model = 32;
+    c.model.n_head = 8;
+    c.model.n_kv_head = a.family == "llama" ? 4 : 8;
+    c.model.d_ff = 64;
+  }
   c.data.train = "unused";
   c.train.seed = 1234;
   c.train.activation_checkpointing = a.ac;
-  c.parallel.fsdp = a.layout == "fsdp" ? world : a.layout == "hsdp" ? a.fsdp : 1;
+  c.parallel.tp = a.tp;
+  c.parallel.sequence_parallel = a.sp;
+  c.parallel.fsdp = a.layout == "fsdp" ? world / a.tp : a.layout == "hsdp" ? a.fsdp : 1;
   c.parallel.zero_stage = a.layout == "zero1" ? 1 : a.layout == "zero2" ? 2 : 0;
   c.parallel.fsdp_reshard_after_forward = a.reshard;
   c.parallel.reduce_dtype = a.bf16_reduce ? "bf16" : "fp32";
@@ -129,14 +141,18 @@ int run(const Args& a) {
   for (const auto& p : par->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
   train::AdamW opt(opt_params, cfg.optimizer);
 
-  const int64_t chunks = world.world_size * a.accum, rows = kGlobalBatch / chunks;
+  // This rank's data-parallel index: its group along dp × fsdp (TP ranks of one group share it).
+  const auto shape = comm::MeshShape::from_config(cfg.parallel, world.world_size);
+  const int64_t data_ranks = shape.size({comm::Dim::dp, comm::Dim::fsdp});
+  const int64_t data_rank = shape.index_in_group(world.rank, {comm::Dim::dp, comm::Dim::fsdp});
+  const int64_t chunks = data_ranks * a.accum, rows = kGlobalBatch / chunks;
   MT_CHECK(rows * chunks == kGlobalBatch, "batch ", kGlobalBatch, " not divisible into ", chunks, " chunks");
   std::vector<double> losses;
   for (int64_t step = 0; step < a.steps; ++step) {
     auto tokens = step_tokens(step);
     double loss_sum = 0;
     for (int64_t m = 0; m < a.accum; ++m) {
-      auto chunk = tokens.narrow(0, (world.rank * a.accum + m) * rows, rows);
+      auto chunk = tokens.narrow(0, (data_rank * a.accum + m) * rows, rows);
       auto loss = par->loss(chunk.narrow(1, 0, kSeq), chunk.narrow(1, 1, kSeq));
       bool sync = m == a.accum - 1;
       if (a.desync && step == 1 && world.rank == world.world_size - 1) {
@@ -184,6 +200,9 @@ int main(int argc, char** argv) {
       if (k == "--layout") a.layout = next();
       else if (k == "--family") a.family = next();
       else if (k == "--fsdp") a.fsdp = std::stoll(next());
+      else if (k == "--tp") a.tp = std::stoll(next());
+      else if (k == "--sp") a.sp = true;
+      else if (k == "--tp-model") a.tp_model = true;
       else if (k == "--steps") a.steps = std::stoll(next());
       else if (k == "--accum") a.accum = std::stoll(next());
       else if (k == "--out") a.out = next();

@@ -2,8 +2,8 @@
 // meshrun; every rank of the job forms the one TP group). Each rank also builds the plain model from the same
 // seed, so the reference is computed in-process: for N AdamW steps on the same batches, the TP model's loss,
 // every parameter's gradient block and, at the end, every parameter block and the gathered full logits must
-// match the reference's, and greedy decoding through the KV cache (without sequence parallelism) must pick the
-// same tokens. The TP model is built on the meta device, so only this rank's blocks are ever
+// match the reference's, and greedy decoding through the KV cache (sequence parallelism switched off for it)
+// must pick the same tokens. The TP model is built on the meta device, so only this rank's blocks are ever
 // allocated and initialised. Tolerances (fp32; TP sums partial matmuls in another order): loss 1e-5 relative;
 // per tensor, gradients max|Δ| ≤ 1e-4 · max|ref| + 1e-8 (checked every step, so a wrong reduction or a bias
 // counted twice fails here), parameters max|Δ| ≤ 1e-4 · max|ref| + 1e-5 (= lr/100: Adam turns a gradient
@@ -32,6 +32,7 @@
 #include "meshtrain/model/generate.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 #include "meshtrain/train/adamw.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 
@@ -49,17 +50,9 @@ struct Args {
 // vocab 250 splits unevenly over 4 ranks (62/63 rows).
 Config config(const Args& a, int tp) {
   Config c;
-  auto& m = c.model;
-  m.family = a.family;
-  m.vocab_size = 250;
-  m.n_layer = 2;
-  m.n_head = 8;
-  m.n_kv_head = a.n_kv_head > 0 ? a.n_kv_head : (a.family == "llama" ? 4 : 8);
-  m.d_model = 64;
-  m.d_ff = 128;
-  m.max_seq_len = 16;
-  m.rope_theta = 10000;
-  m.tie_embeddings = a.family == "gpt2";
+  c.model = testing_support::tiny_model({.family = a.family, .vocab_size = 250, .n_head = 8,
+                                         .n_kv_head = a.n_kv_head > 0 ? a.n_kv_head : (a.family == "llama" ? 4 : 8),
+                                         .d_model = 64, .d_ff = 128, .rope_theta = 10000});
   c.parallel.tp = tp;
   c.parallel.sequence_parallel = a.sp;
   c.data.seq_len = 8;
@@ -139,7 +132,9 @@ int run(const Args& a, comm::CommPtr tp) {
     at::NoGradGuard no_grad;
     max_logits = compare(net->forward(tokens), ref->forward(tokens), 1e-4, 0, "gathered logits");
   }
-  if (!a.sp) {  // Greedy decoding through the KV cache (local heads per rank) picks the reference's tokens.
+  {  // Greedy decoding through the KV cache (local heads per rank) picks the reference's tokens; under sequence
+     // parallelism with it switched off, as generation runs it.
+    parallel::TensorParallel::SequenceParallelOff plain_tp(layout.get());
     model::SampleOptions greedy;
     greedy.max_new_tokens = 6;
     greedy.temperature = 0;

@@ -5,23 +5,15 @@
 
 #include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/model/transformer.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 
 namespace {
 
 ModelConfig small(const std::string& family, double dropout) {
-  ModelConfig m;
-  m.family = family;
-  m.vocab_size = 64;
-  m.n_layer = 3;
-  m.n_head = 4;
-  m.n_kv_head = 2;
-  m.d_model = 32;
-  m.d_ff = 96;
-  m.max_seq_len = 16;
-  m.dropout = dropout;
-  return m;
+  return testing_support::tiny_model({.family = family, .n_layer = 3, .n_kv_head = 2, .d_ff = 96,
+                                      .tie_embeddings = true, .dropout = dropout});
 }
 
 // Loss and every gradient of one forward/backward.

@@ -4,23 +4,14 @@
 
 #include "meshtrain/model/init.h"
 #include "meshtrain/model/transformer.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 
 namespace {
 
 ModelConfig small(const std::string& family) {
-  ModelConfig m;
-  m.family = family;
-  m.vocab_size = 64;
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_kv_head = 2;
-  m.d_model = 32;
-  m.d_ff = 96;
-  m.max_seq_len = 16;
-  m.tie_embeddings = family == "gpt2";
-  return m;
+  return testing_support::tiny_model({.family = family, .n_kv_head = 2, .d_ff = 96});
 }
 
 }  // namespace

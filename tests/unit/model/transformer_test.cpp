@@ -4,23 +4,15 @@
 
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 
 namespace {
 
 ModelConfig tiny(const std::string& family) {
-  ModelConfig m;
-  m.family = family;
-  m.vocab_size = 64;
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_kv_head = 4;
-  m.d_model = 32;
-  m.d_ff = family == "gpt2" ? 128 : 96;
-  m.max_seq_len = 16;
-  m.rope_theta = 10000;
-  return m;
+  return testing_support::tiny_model({.family = family, .n_kv_head = 4, .d_ff = family == "gpt2" ? 128 : 96,
+                                      .tie_embeddings = true, .rope_theta = 10000});
 }
 
 }  // namespace

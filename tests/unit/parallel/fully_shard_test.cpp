@@ -10,6 +10,7 @@
 #include "meshtrain/comm/fake_communicator.h"
 #include "meshtrain/model/init.h"
 #include "meshtrain/parallel/full_tensor.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 using parallel::FullyShard;
@@ -17,17 +18,9 @@ using parallel::FullyShard;
 namespace {
 
 ModelConfig tiny(const std::string& family) {
-  ModelConfig m;
-  m.family = family;
-  m.vocab_size = 67;
-  m.n_layer = 2;
-  m.n_head = 2;
-  m.d_model = 24;
-  m.max_seq_len = 16;
-  m.tie_embeddings = family == "gpt2";
-  m.n_kv_head = family == "llama" ? 1 : 2;
-  m.d_ff = family == "llama" ? 64 : 96;
-  return m;
+  return testing_support::tiny_model({.family = family, .vocab_size = 67, .n_head = 2,
+                                      .n_kv_head = family == "llama" ? 1 : 2, .d_model = 24,
+                                      .d_ff = family == "llama" ? 64 : 96});
 }
 
 std::unique_ptr<FullyShard> shard(model::Transformer& net, int rank, int world, int stage = 3) {

@@ -12,6 +12,7 @@
 #include "meshtrain/parallel/tensor_parallel.h"
 #include "meshtrain/parallel/tp_vocab_parallel_embedding.h"
 #include "support/test_support.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 using namespace meshtrain::parallel;
@@ -20,17 +21,9 @@ namespace {
 
 Config tiny(const std::string& family, int64_t tp) {
   Config c;
-  auto& m = c.model;
-  m.family = family;
-  m.vocab_size = 70;  // not divisible by 4: uneven vocabulary blocks
-  m.n_layer = 2;
-  m.n_head = 8;
-  m.n_kv_head = family == "llama" ? 4 : 8;  // GQA: 2 query heads per key/value head
-  m.d_model = 32;
-  m.d_ff = 64;
-  m.max_seq_len = 16;
-  m.rope_theta = 10000;
-  m.tie_embeddings = family == "gpt2";
+  // vocab 70 is not divisible by 4: uneven vocabulary blocks. llama: GQA, 2 query heads per key/value head.
+  c.model = testing_support::tiny_model({.family = family, .vocab_size = 70, .n_head = 8,
+                                         .n_kv_head = family == "llama" ? 4 : 8, .d_ff = 64, .rope_theta = 10000});
   c.parallel.tp = tp;
   c.train.device = "cpu";
   c.train.seed = 5;
