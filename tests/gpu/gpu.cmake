@@ -1,0 +1,8 @@
+# The model's fused CUDA kernels against their composite ATen versions, fp32 and bf16, forward and gradients
+# (label gpu; exit 77 = skipped where there is no GPU or the build has no CUDA kernels).
+add_executable(fused_kernels_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/fused_kernels_test.cpp)
+target_link_libraries(fused_kernels_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(fused_kernels_gpu_tests)
+meshtrain_use_torch(fused_kernels_gpu_tests)
+add_test(NAME gpu.fused_kernels COMMAND fused_kernels_gpu_tests)
+set_tests_properties(gpu.fused_kernels PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
