@@ -3,6 +3,8 @@
 // sum, each a full pass over the activations. Each thread takes N consecutive pairs of one row.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "cuda_vec.cuh"
 #include "fused_rope_cuda.h"
 
@@ -11,18 +13,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T, int N>
+// I: the thread-index type; 32-bit where the grid allows it, since 64-bit division is emulated and three
+// of them per thread would cost as much as the memory traffic.
+template <typename T, int N, typename I>
 __global__ void __launch_bounds__(kThreads)
     rope_kernel(bool backward, const T* __restrict__ x, T* __restrict__ y, RopeShape s,
-                const float* __restrict__ cos, const float* __restrict__ sin, int64_t total) {
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+                const float* __restrict__ cos, const float* __restrict__ sin, I total) {
+  const I g = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= total) return;
-  const int64_t half = s.hd / 2, chunks = half / N;
-  const int64_t i = (g % chunks) * N;
-  int64_t rest = g / chunks;
-  const int64_t t = rest % s.T;
-  rest /= s.T;
-  const int64_t h = rest % s.H, b = rest / s.H;
+  const int64_t half = s.hd / 2;
+  const I chunks = static_cast<I>(half / N);
+  const int64_t i = static_cast<int64_t>(g % chunks) * N;
+  I rest = g / chunks;
+  const int64_t t = rest % static_cast<I>(s.T);
+  rest /= static_cast<I>(s.T);
+  const int64_t h = rest % static_cast<I>(s.H), b = rest / static_cast<I>(s.H);
   const T* xr = x + b * s.xs[0] + h * s.xs[1] + t * s.xs[2];
   T* yr = y + b * s.ys[0] + h * s.ys[1] + t * s.ys[2];
   const float* cr = cos + t * s.hd;
@@ -55,7 +60,11 @@ LaunchError launch(bool backward, const T* x, T* y, const RopeShape& s, const fl
   const int64_t total = s.B * s.H * s.T * (s.hd / 2 / N);
   if (total == 0) return nullptr;
   const auto blocks = static_cast<unsigned>((total + kThreads - 1) / kThreads);
-  rope_kernel<T, N><<<blocks, kThreads, 0, stream>>>(backward, x, y, s, cos, sin, total);
+  if (total + kThreads <= int64_t{UINT32_MAX})
+    rope_kernel<T, N, uint32_t><<<blocks, kThreads, 0, stream>>>(backward, x, y, s, cos, sin,
+                                                                  static_cast<uint32_t>(total));
+  else
+    rope_kernel<T, N, int64_t><<<blocks, kThreads, 0, stream>>>(backward, x, y, s, cos, sin, total);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
