@@ -23,3 +23,15 @@ endif()
 if(MESHTRAIN_WITH_CUDA)
   add_compile_definitions(MESHTRAIN_WITH_CUDA=1)
 endif()
+# meshtrain's own CUDA kernels (MeshtrainCudaKernels.cmake) need nvcc; a toolkit with runtime and headers
+# only builds none, and the fused ops keep their composite ATen paths. Decided here, before any target
+# exists, so every target (and the shared precompiled header) sees the same definitions.
+set(MESHTRAIN_CUDA_KERNELS OFF)
+if(MESHTRAIN_WITH_CUDA)
+  if(CMAKE_CUDA_COMPILER OR (CUDAToolkit_NVCC_EXECUTABLE AND EXISTS "${CUDAToolkit_NVCC_EXECUTABLE}"))
+    set(MESHTRAIN_CUDA_KERNELS ON)
+    add_compile_definitions(MESHTRAIN_CUDA_KERNELS=1)
+  else()
+    message(WARNING "meshtrain: CUDA found but no nvcc: fused CUDA kernels not built (set CMAKE_CUDA_COMPILER)")
+  endif()
+endif()

@@ -27,7 +27,8 @@ list(APPEND CMAKE_PREFIX_PATH ${_mt_torch_prefix})
 if(MESHTRAIN_CUDA STREQUAL "OFF")
   set(USE_CUDA OFF)
 endif()
-# Torch's CUDA module probes the local GPU for its arch list unless given one; we compile no .cu files, so
+# Torch's CUDA module probes the local GPU for its arch list unless given one; our own .cu files pick their
+# architectures themselves (MeshtrainCudaKernels.cmake), so
 # any list will do and the probe (which fails on a machine without a GPU) is skipped.
 if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
   set(TORCH_CUDA_ARCH_LIST "8.0;9.0")

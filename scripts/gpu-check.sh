@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: configure and build a Release tree with all cores, run the whole test suite (GPU-labelled
 # tests included), then the single-GPU training benchmark — meshtrain vs the same model in PyTorch on the
-# same GPU, eager and compiled — writing logs and JSON under OUT and printing a short table last.
+# same GPU, eager and compiled, and the fused kernels against the ops they replace — writing logs and JSON
+# under OUT and printing short tables last.
 # A whole check runs past ten minutes; WHAT splits it: all (suite + benchmarks), tests (the whole suite),
 # gpu (GPU-labelled tests only), bench (benchmarks only). BENCH_ARGS go to train_compare.py.
 # Usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench]
@@ -30,6 +31,8 @@ esac
 
 # Single-GPU training throughput: meshtrain vs PyTorch eager and torch.compile, three shapes.
 if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
+  # Each fused kernel against the composite ops it replaces (forward + backward, bf16, the shapes above).
+  $BUILD/bin/fused_kernels_bench "$OUT/fused_kernels_bench.json" | tee "$OUT/fused_kernels_bench.txt"
   "$PY" scripts/bench/train_compare.py $BUILD/bin/meshtrain "$OUT/train" ${BENCH_ARGS:-} | tee "$OUT/train_compare.txt"
 fi
 echo "build: ${build_s}s"

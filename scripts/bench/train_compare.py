@@ -6,7 +6,7 @@ Shapes (the model/training issue's benchmark): GPT-2 124M (micro-batch 32, T 102
 Llama 3.1 8B's layer shape with 8 layers (4, 2048). Prints a table (tokens/s, MFU, peak memory, ratios) and
 writes every row to OUT/train_compare.json.
 
-Usage: train_compare.py MESHTRAIN_BIN OUT_DIR [--shapes NAME,...] [--no-compile] [--steps N]
+Usage: train_compare.py MESHTRAIN_BIN OUT_DIR [--shapes NAME,...] [--variants NAME,...] [--no-compile] [--steps N]
 """
 import argparse
 import json
@@ -19,6 +19,8 @@ SHAPES = {  # name: (preset, batch, seq, layers)
     "llama3.2-1b": ("llama3.2-1b", 8, 2048, 0),
     "llama3.1-8b-8L": ("llama3.1-8b", 4, 2048, 8),
 }
+# meshtrain's runs: as configured by default (fused kernels on), without the fused kernels, with the chunked loss.
+VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -38,7 +40,13 @@ def main():
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="meshtrain variants to run, of: " + ", ".join(VARIANTS))
     a = ap.parse_args()
+    variants = a.variants.split(",")
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        ap.error(f"--variants: unknown {', '.join(bad)}; valid: {', '.join(VARIANTS)}")
     os.makedirs(a.out, exist_ok=True)
     rows = []
     for name in a.shapes.split(","):
@@ -46,10 +54,14 @@ def main():
         common = ["--preset", preset, "--batch", str(batch), "--seq", str(seq), "--layers", str(layers),
                   "--steps", str(a.steps)]
         torch_cmd = [sys.executable, os.path.join(HERE, "train_torch.py")] + common
-        runs = [("meshtrain", [a.meshtrain, "bench", "train"] + common),
+        mt = [a.meshtrain, "bench", "train"]
+        runs = [("meshtrain", mt + common),
+                # Without the fused CUDA kernels (loss, RoPE, SwiGLU): PyTorch's composite ops, as eager runs them.
+                ("meshtrain-unfused", mt + ["--set", "train.fused_kernels=false"] + common),
                 # The same run with the chunked head + loss (never holds the full logits: less memory).
-                ("meshtrain-chunked-loss", [a.meshtrain, "bench", "train", "--set", "train.loss_chunk_mb=2048"] + common),
+                ("meshtrain-chunked-loss", mt + ["--set", "train.loss_chunk_mb=2048"] + common),
                 ("pytorch-eager", torch_cmd)]
+        runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
         if not a.no_compile:
             runs.append(("pytorch-compile", torch_cmd + ["--compile"]))
         for impl, cmd in runs:
@@ -59,13 +71,14 @@ def main():
                 r.update(impl=impl, shape=name)
                 rows.append(r)
     json.dump(rows, open(os.path.join(a.out, "train_compare.json"), "w"), indent=1)
-    print(f"{'shape':16s} {'impl':22s} {'tokens/s':>10s} {'MFU':>7s} {'peak GiB':>9s} {'vs eager':>9s}")
+    # Last-step loss: the meshtrain variants see the same synthetic tokens, so theirs agree within bf16 noise.
+    print(f"{'shape':16s} {'impl':22s} {'tokens/s':>10s} {'MFU':>7s} {'peak GiB':>9s} {'vs eager':>9s} {'loss':>8s}")
     for name in a.shapes.split(","):
         eager = next((r for r in rows if r["shape"] == name and r["impl"] == "pytorch-eager"), None)
         for r in (r for r in rows if r["shape"] == name):
             ratio = r["tokens_per_s"] / eager["tokens_per_s"] if eager else float("nan")
             print(f"{name:16s} {r['impl']:22s} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% "
-                  f"{r['peak_memory_bytes'] / 2**30:9.2f} {ratio:9.3f}")
+                  f"{r['peak_memory_bytes'] / 2**30:9.2f} {ratio:9.3f} {r.get('last_loss', float('nan')):8.4f}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/rotary.h"
 
 namespace meshtrain::model {
@@ -31,8 +32,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   k = k.view({B, T, n_kv_head, head_dim_}).transpose(1, 2);  // [B, Hkv, T, hd]
   v = v.view({B, T, n_kv_head, head_dim_}).transpose(1, 2);
   if (cos.defined()) {
-    q = apply_rope(q, cos, sin);
-    k = apply_rope(k, cos, sin);
+    q = fused_ ? fused_rope(q, cos, sin) : apply_rope(q, cos, sin);
+    k = fused_ ? fused_rope(k, cos, sin) : apply_rope(k, cos, sin);
   }
   bool causal = true;
   if (cache) {

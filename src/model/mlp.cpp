@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "meshtrain/model/fused_swiglu.h"
+
 namespace meshtrain::model {
 
 MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu_(cfg.family == "llama") {
@@ -18,7 +20,10 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  if (swiglu_) return down->forward(at::silu(gate->forward(x)) * up->forward(x));
+  if (swiglu_) {
+    auto g = gate->forward(x), u = up->forward(x);
+    return down->forward(fused_ ? fused_swiglu(g, u) : at::silu(g) * u);
+  }
   return down->forward(at::gelu(up->forward(x), "tanh"));
 }
 

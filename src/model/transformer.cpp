@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/init.h"
 #include "meshtrain/model/linear_cross_entropy.h"
 #include "meshtrain/model/rotary.h"
@@ -65,10 +66,22 @@ at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& tar
   if (hooks_.loss) return hooks_.loss(h, targets);
   if (loss_chunk_bytes_ <= 0) {
     auto logits = at::linear(h, head_weight());
-    return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
+    logits = logits.reshape({-1, logits.size(-1)});
+    // The logits are this function's own: the fused loss may overwrite them with their gradient.
+    if (fused_) return fused_cross_entropy(logits, targets.reshape({-1}), -100, /*in_place=*/true);
+    return at::cross_entropy_loss(logits.to(at::kFloat), targets.reshape({-1}));
   }
   const int64_t rows = std::max<int64_t>(1, loss_chunk_bytes_ / (4 * cfg_.vocab_size));
   return linear_cross_entropy(h.reshape({-1, h.size(-1)}), head_weight(), targets.reshape({-1}), rows);
+}
+
+void TransformerImpl::set_fused_kernels(bool on) {
+  fused_ = on;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto block = blocks->ptr<BlockImpl>(i);
+    block->attn->set_fused(on);
+    block->mlp->set_fused(on);
+  }
 }
 
 void TransformerImpl::init_weights(int64_t seed) {

@@ -210,6 +210,7 @@ void TrainingRun::setup_model_and_optimizer() {
                                device_);
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
+  net_->set_fused_kernels(cfg_.train.fused_kernels);
   std::vector<AdamW::Param> opt_params;
   for (const auto& p : par_->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
   opt_ = std::make_unique<AdamW>(opt_params, cfg_.optimizer);

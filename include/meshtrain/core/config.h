@@ -97,6 +97,8 @@ namespace meshtrain {
   F(bool, activation_checkpointing, false, "Recompute each block's activations in backward")                \
   F(int64_t, loss_chunk_mb, 0, "MiB of fp32 logits per chunk of the fused head + loss, which never holds the " \
     "full logits (less memory: docs/PERFORMANCE.md); 0 = full logits, as plain PyTorch computes them")        \
+  F(bool, fused_kernels, true, "Fused CUDA kernels for the loss on full logits, RoPE and SwiGLU (fp32/bf16 on " \
+    "CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, as eager PyTorch runs them")                 \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
   F(int64_t, sample_tokens, 0, "Tokens of text generated at the end of training; 0 disables")               \

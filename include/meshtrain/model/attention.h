@@ -16,12 +16,16 @@ class AttentionImpl : public torch::nn::Module {
   // x: [B, T, D]; cos/sin: [T, hd] (undefined without RoPE); cache: optional, appended to (generation).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      LayerKVCache* cache = nullptr);
+  // RoPE through the fused CUDA kernel where it applies (model/fused_rope.h; default), else apply_rope.
+  void set_fused(bool on) { fused_ = on; }
+  bool fused() const { return fused_; }
 
   Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
 
  private:
   int64_t head_dim_;  // head counts are not kept: they follow wq/wk's rows (tensor parallelism shards them)
   double dropout_;
+  bool fused_ = true;
 };
 TORCH_MODULE(Attention);
 

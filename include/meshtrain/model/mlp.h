@@ -12,12 +12,16 @@ class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x);  // x: [B, T, D] → [B, T, D]
+  // SwiGLU's gate through the fused CUDA kernel where it applies (model/fused_swiglu.h; default).
+  void set_fused(bool on) { fused_ = on; }
+  bool fused() const { return fused_; }
 
   // gpt2: up = fc, down = proj; llama: gate = w1, up = w3, down = w2.
   Linear gate{nullptr}, up{nullptr}, down{nullptr};
 
  private:
   bool swiglu_;
+  bool fused_ = true;
 };
 TORCH_MODULE(Mlp);
 

@@ -51,6 +51,10 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
   // Bytes of fp32 logits per loss chunk; 0 = no chunking.
   void set_loss_chunk_bytes(int64_t bytes) { loss_chunk_bytes_ = bytes; }
+  // Fused CUDA kernels for the loss on full logits (fused_cross_entropy.h), RoPE (fused_rope.h) and SwiGLU
+  // (fused_swiglu.h) where they apply (CUDA, fp32/bf16; default on); off = the composite ATen ops throughout.
+  void set_fused_kernels(bool on);
+  bool fused_kernels() const { return fused_; }
 
   // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
   void init_weights(int64_t seed);
@@ -82,6 +86,7 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor inv_freq_;  // RoPE (llama), buffer [hd/2]
   BlockRunner runner_;
   int64_t loss_chunk_bytes_ = 0;
+  bool fused_ = true;
   TransformerHooks hooks_;
 };
 TORCH_MODULE(Transformer);

@@ -28,6 +28,9 @@ struct BenchTrainResult {
   double tokens_per_s = 0;
   double mfu = 0;          // 0 when the device's peak is unknown
   int64_t peak_memory_bytes = 0;
+  // Loss of the first and the last step: runs of one shape that differ only in kernels (train.fused_kernels)
+  // see the same synthetic tokens and should agree within bf16 noise.
+  double first_loss = 0, last_loss = 0;
 };
 
 // The run's config: the preset, synthetic data, no validation, no checkpoint, logging every step.

@@ -1,0 +1,141 @@
+// Each fused kernel against the composite ATen ops it replaces, forward + backward on one GPU, bf16, at the
+// training benchmark's shapes (GPT-2 124M b32 × T1024, Llama 3.2 1B b8 × T2048): mean time per call and the
+// peak memory allocated during the calls above what existed before. Prints a table; writes JSON to argv[1]
+// (default fused_kernels_bench.json). Exit code 77 without a GPU or without the kernels in the build.
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#if MESHTRAIN_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "meshtrain/model/fused_cross_entropy.h"
+#include "meshtrain/model/fused_rope.h"
+#include "meshtrain/model/fused_swiglu.h"
+#include "meshtrain/model/rotary.h"
+
+using namespace meshtrain;
+
+namespace {
+
+struct Row {
+  std::string op, shape, impl;
+  double ms = 0;
+  double extra_gib = 0;
+};
+
+int64_t allocated(bool peak) {
+#if MESHTRAIN_WITH_CUDA
+  const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  const auto& a = s.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  return peak ? a.peak : a.current;
+#else
+  (void)peak;
+  return 0;
+#endif
+}
+
+Row measure(const std::string& op, const std::string& shape, const std::string& impl,
+            const std::function<void()>& step) {
+  for (int i = 0; i < 3; ++i) step();  // warm-up: allocator, kernels loaded
+  torch::cuda::synchronize();
+#if MESHTRAIN_WITH_CUDA
+  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+#endif
+  const int64_t base = allocated(false);
+  const int iters = 10;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) step();
+  torch::cuda::synchronize();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {op, shape, impl, 1e3 * s / iters, static_cast<double>(allocated(true) - base) / (1 << 30)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if !MESHTRAIN_CUDA_KERNELS
+  std::puts("built without the fused CUDA kernels: nothing to measure");
+  return 77;
+#endif
+  if (!at::hasCUDA() || at::getNumGPUs() == 0) {
+    std::puts("no GPU visible: skipped");
+    return 77;
+  }
+  const std::string json_path = argc > 1 ? argv[1] : "fused_kernels_bench.json";
+  const auto bf16 = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
+  std::vector<Row> rows;
+
+  // Loss on full logits. The fused run overwrites the buffer with its gradient each call (as in training,
+  // where the head's matmul writes fresh logits); values stay finite, so the timing is representative.
+  for (auto [N, V, name] : {std::tuple<int64_t, int64_t, const char*>{32768, 50257, "gpt2 32768x50257"},
+                            {16384, 128256, "llama 16384x128256"}}) {
+    auto buf = at::randn({N, V}, bf16);
+    auto t = at::randint(0, V, {N}, bf16.dtype(at::kLong));
+    rows.push_back(measure("cross_entropy", name, "composite", [&] {
+      auto x = buf.detach().requires_grad_(true);
+      at::cross_entropy_loss(x.to(at::kFloat), t).backward();
+    }));
+    rows.push_back(measure("cross_entropy", name, "fused", [&] {
+      auto x = buf.detach().requires_grad_(true);
+      model::fused_cross_entropy(x, t, -100, /*in_place=*/true).backward();
+    }));
+  }
+
+  // RoPE on Llama 3.2 1B's q (32 heads) and k (8 heads), [B, T, H, 64] viewed as [B, H, T, 64].
+  {
+    const int64_t B = 8, T = 2048, hd = 64;
+    auto inv = model::rope_inv_freq(hd, 500000.0, model::RopeScaling{.factor = 32.0}).to(at::kCUDA);
+    auto [cos, sin] = model::rope_tables(inv, 0, T);
+    for (int64_t H : {32, 8}) {
+      auto x0 = at::randn({B, T, H, hd}, bf16);
+      auto dy = at::randn({B, H, T, hd}, bf16);
+      const std::string name = "8x" + std::to_string(H) + "x2048x64";
+      rows.push_back(measure("rope", name, "composite", [&] {
+        auto x = x0.detach().requires_grad_(true);
+        model::apply_rope(x.transpose(1, 2), cos, sin).backward(dy);
+      }));
+      rows.push_back(measure("rope", name, "fused", [&] {
+        auto x = x0.detach().requires_grad_(true);
+        model::fused_rope(x.transpose(1, 2), cos, sin).backward(dy);
+      }));
+    }
+  }
+
+  // SwiGLU at Llama 3.2 1B's MLP width: [16384 tokens, 8192].
+  {
+    auto g0 = at::randn({16384, 8192}, bf16), u0 = at::randn({16384, 8192}, bf16), dy = at::randn({16384, 8192}, bf16);
+    rows.push_back(measure("swiglu", "16384x8192", "composite", [&] {
+      auto g = g0.detach().requires_grad_(true), u = u0.detach().requires_grad_(true);
+      (at::silu(g) * u).backward(dy);
+    }));
+    rows.push_back(measure("swiglu", "16384x8192", "fused", [&] {
+      auto g = g0.detach().requires_grad_(true), u = u0.detach().requires_grad_(true);
+      model::fused_swiglu(g, u).backward(dy);
+    }));
+  }
+
+  std::printf("%-14s %-20s %-10s %10s %12s %8s\n", "op", "shape", "impl", "ms", "extra GiB", "speedup");
+  std::ofstream js(json_path);
+  js << "[\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const double speedup = r.impl == "fused" ? rows[i - 1].ms / r.ms : 1.0;
+    std::printf("%-14s %-20s %-10s %10.3f %12.3f %8.2f\n", r.op.c_str(), r.shape.c_str(), r.impl.c_str(), r.ms,
+                r.extra_gib, speedup);
+    js << "  {\"op\": \"" << r.op << "\", \"shape\": \"" << r.shape << "\", \"impl\": \"" << r.impl
+       << "\", \"ms\": " << r.ms << ", \"extra_gib\": " << r.extra_gib << ", \"speedup\": " << speedup << "}"
+       << (i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  js << "]\n";
+  std::printf("JSON: %s\n", json_path.c_str());
+  return 0;
+}

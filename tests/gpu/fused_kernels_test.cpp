@@ -1,0 +1,222 @@
+// The fused CUDA kernels (model/fused_*.h) against the composite ATen ops they replace, on the GPU: fp32 and
+// bf16, forward and gradients, odd sizes (vocabularies that are multiples of nothing, misaligned rows and
+// pointers that take the kernels' scalar paths) and the model's loss with fused_kernels on and off.
+// Tolerances: fp32 within float rounding of the composite; bf16 within one bf16 rounding (2⁻⁸ relative) of
+// the fp32 result computed from the same bf16 inputs, since each kernel rounds once, at its store.
+// Exit code 77 (skipped) without a GPU or without the kernels in the build.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+#include <c10/util/accumulate.h>
+#include <torch/autograd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "meshtrain/model/fused_cross_entropy.h"
+#include "meshtrain/model/fused_rope.h"
+#include "meshtrain/model/fused_swiglu.h"
+#include "meshtrain/model/rotary.h"
+#include "meshtrain/model/transformer.h"
+
+using namespace meshtrain;
+
+namespace {
+
+const auto kCuda = at::TensorOptions().device(at::kCUDA);
+
+// Whether `y` came out of the named fused autograd function (and not its composite fallback).
+bool made_by(const at::Tensor& y, const std::string& fn) {
+  return y.grad_fn() && y.grad_fn()->name().find(fn) != std::string::npos;
+}
+
+// max |a − b| − (atol + rtol·|b|) ≤ 0 everywhere, in fp32; the report names the worst element's excess.
+::testing::AssertionResult close(const at::Tensor& a, const at::Tensor& b, double rtol, double atol) {
+  auto af = a.to(at::kFloat), bf = b.to(at::kFloat);
+  auto excess = (af - bf).abs() - (atol + rtol * bf.abs());
+  const double worst = excess.max().item<double>();
+  if (worst <= 0 && !af.isnan().any().item<bool>()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "exceeds tolerance by " << worst << " (max |a-b| "
+                                       << (af - bf).abs().max().item<double>() << ")";
+}
+
+}  // namespace
+
+TEST(FusedCrossEntropyGpu, MatchesCrossEntropyInValueAndGradient) {
+  struct Case {
+    int64_t N, V;
+  };
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (Case c : {Case{1, 1}, Case{3, 5}, Case{7, 50257}, Case{33, 1000}, Case{64, 32003}, Case{5, 128256}}) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " N=" << c.N << " V=" << c.V
+                                          << " in_place=" << in_place);
+        at::manual_seed(c.N * 7 + c.V);
+        auto x0 = (at::randn({c.N, c.V}, kCuda) * 3).to(dt);
+        auto t = at::randint(0, c.V, {c.N}, kCuda.dtype(at::kLong));
+        if (c.N > 1) t.slice(0, 0, c.N, 4).fill_(-100);  // every 4th row ignored
+
+        auto xr = x0.clone().requires_grad_(true);
+        auto ref = at::cross_entropy_loss(xr.to(at::kFloat), t);
+        (ref * 0.37).backward();
+
+        auto x = x0.clone().requires_grad_(true);
+        auto z = x.clone();  // the tensor the in-place backward overwrites
+        auto loss = model::fused_cross_entropy(z, t, -100, in_place);
+        ASSERT_TRUE(made_by(loss, "FusedCrossEntropy"));
+        EXPECT_EQ(loss.scalar_type(), at::kFloat);
+        EXPECT_TRUE(close(loss, ref, 1e-5, 1e-6));
+        (loss * 0.37).backward();
+        const bool fp32 = dt == at::kFloat;
+        // Gradients are ~p/N: the absolute floor scales with that.
+        EXPECT_TRUE(close(x.grad(), xr.grad(), fp32 ? 1e-4 : 1e-2, 1e-7));
+        if (in_place) EXPECT_TRUE(at::equal(z.detach(), x.grad()));
+        else EXPECT_TRUE(at::equal(z.detach(), x0));
+      }
+    }
+  }
+}
+
+TEST(FusedCrossEntropyGpu, StridedLogitsAllIgnoredAndSecondBackward) {
+  at::manual_seed(1);
+  // Column stride ≠ 1: the op copies, the kernel sees unit stride.
+  auto base = at::randn({301, 9}, kCuda).requires_grad_(true);
+  auto logits = base.t();  // [9, 301], strides (1, 9)
+  auto t = at::randint(0, 301, {9}, kCuda.dtype(at::kLong));
+  auto loss = model::fused_cross_entropy(logits, t);
+  auto ref_in = base.detach().t().clone().requires_grad_(true);
+  auto ref = at::cross_entropy_loss(ref_in, t);
+  EXPECT_TRUE(close(loss, ref, 1e-5, 1e-6));
+  loss.backward();
+  ref.backward();
+  EXPECT_TRUE(close(base.grad().t(), ref_in.grad(), 1e-4, 1e-8));
+
+  // No row counts: NaN, as PyTorch's mean.
+  auto none = model::fused_cross_entropy(at::randn({4, 10}, kCuda), at::full({4}, -100, kCuda.dtype(at::kLong)));
+  EXPECT_TRUE(std::isnan(none.item<float>()));
+
+  // In place: a second backward through the same graph is refused (the logits are gone).
+  auto x = at::randn({3, 10}, kCuda).requires_grad_(true);
+  auto l = model::fused_cross_entropy(x * 1, at::zeros({3}, kCuda.dtype(at::kLong)), -100, true);
+  l.backward({}, /*retain_graph=*/true);
+  EXPECT_ANY_THROW(l.backward());
+}
+
+TEST(FusedRopeGpu, MatchesApplyRopeForwardAndBackward) {
+  struct Case {
+    int64_t B, T, H, hd;
+  };
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (Case c : {Case{2, 17, 3, 64}, Case{1, 5, 2, 6}, Case{2, 33, 4, 128}, Case{3, 1, 8, 16}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " B=" << c.B << " T=" << c.T << " H=" << c.H
+                                        << " hd=" << c.hd);
+      at::manual_seed(c.T * 31 + c.hd);
+      auto inv = model::rope_inv_freq(c.hd, 500000.0, model::RopeScaling{.factor = 8.0}).to(at::kCUDA);
+      auto [cos, sin] = model::rope_tables(inv, 3, c.T);
+      // As attention lays it out: the [B, H, T, hd] view of a [B, T, H, hd] projection.
+      auto base0 = at::randn({c.B, c.T, c.H, c.hd}, kCuda).to(dt);
+      auto dy = at::randn({c.B, c.H, c.T, c.hd}, kCuda).to(dt);
+
+      auto base = base0.clone().requires_grad_(true);
+      auto y = model::fused_rope(base.transpose(1, 2), cos, sin);
+      ASSERT_TRUE(made_by(y, "FusedRope"));
+      EXPECT_TRUE(y.transpose(1, 2).is_contiguous());  // the input's layout, as the composite keeps it
+      EXPECT_EQ(y.scalar_type(), dt);
+      (y * dy).sum().backward();
+
+      // Reference: the composite in fp32 on the same (rounded) inputs.
+      auto ref_in = base0.to(at::kFloat).requires_grad_(true);
+      auto yr = model::apply_rope(ref_in.transpose(1, 2), cos, sin);
+      (yr * dy.to(at::kFloat)).sum().backward();
+      const bool fp32 = dt == at::kFloat;
+      EXPECT_TRUE(close(y, yr, fp32 ? 1e-5 : 8e-3, 1e-5));
+      EXPECT_TRUE(close(base.grad(), ref_in.grad(), fp32 ? 1e-5 : 8e-3, 1e-5));
+    }
+  }
+}
+
+TEST(FusedSwigluGpu, MatchesSiluTimesUpAndBothGradients) {
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    // Odd count (scalar path); aligned (vector path); offset by one element (misaligned: scalar path).
+    for (int64_t offset : {0, 1}) {
+      for (auto shape : {std::vector<int64_t>{3, 5, 37}, std::vector<int64_t>{4, 64, 1024}}) {
+        SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " offset=" << offset << " numel="
+                                          << c10::multiply_integers(shape));
+        at::manual_seed(offset + shape.back());
+        const int64_t n = c10::multiply_integers(shape);
+        auto g0 = (at::randn({n + offset}, kCuda) * 2).to(dt).narrow(0, offset, n).view(shape);
+        auto u0 = at::randn({n + offset}, kCuda).to(dt).narrow(0, offset, n).view(shape);
+        auto dy = at::randn(shape, kCuda).to(dt);
+
+        auto g = g0.detach().requires_grad_(true), u = u0.detach().requires_grad_(true);
+        auto y = model::fused_swiglu(g, u);
+        ASSERT_TRUE(made_by(y, "FusedSwiglu"));
+        (y * dy).sum().backward();
+
+        auto gr = g0.to(at::kFloat).requires_grad_(true), ur = u0.to(at::kFloat).requires_grad_(true);
+        auto yr = at::silu(gr) * ur;
+        (yr * dy.to(at::kFloat)).sum().backward();
+        const bool fp32 = dt == at::kFloat;
+        EXPECT_TRUE(close(y, yr, fp32 ? 1e-5 : 8e-3, 1e-6));
+        EXPECT_TRUE(close(g.grad(), gr.grad(), fp32 ? 1e-5 : 8e-3, 1e-6));
+        EXPECT_TRUE(close(u.grad(), ur.grad(), fp32 ? 1e-5 : 8e-3, 1e-6));
+      }
+    }
+  }
+}
+
+// The whole model under bf16 autocast, as the trainer runs it: fused on and off give the same loss within
+// bf16 noise and gradients whose difference is small next to their norm.
+TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
+  for (const char* family : {"llama", "gpt2"}) {
+    SCOPED_TRACE(family);
+    ModelConfig m;
+    m.family = family;
+    m.vocab_size = 1001;
+    m.n_layer = 2;
+    m.n_head = 4;
+    m.n_kv_head = std::string(family) == "llama" ? 2 : 4;
+    m.d_model = 64;
+    m.d_ff = 176;
+    m.max_seq_len = 64;
+    m.rope_theta = 500000;
+    at::manual_seed(4);
+    auto tokens = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
+    auto targets = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
+    std::vector<double> losses;
+    std::vector<at::Tensor> grads;
+    for (bool fused : {true, false}) {
+      model::Transformer net(m);
+      net->init_weights(5);
+      net->to(at::kCUDA);
+      net->set_fused_kernels(fused);
+      at::autocast::set_autocast_enabled(at::kCUDA, true);
+      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+      auto loss = net->loss(tokens, targets);
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
+      at::autocast::clear_cache();
+      loss.backward();
+      losses.push_back(loss.item<double>());
+      std::vector<at::Tensor> g;
+      for (const auto& p : net->parameters()) g.push_back(p.grad().flatten());
+      grads.push_back(at::cat(g));
+    }
+    EXPECT_NEAR(losses[0], losses[1], 2e-3 * losses[1]);
+    const double rel = ((grads[0] - grads[1]).norm() / grads[1].norm()).item<double>();
+    EXPECT_LT(rel, 3e-2);
+  }
+}
+
+int main(int argc, char** argv) {
+#if !MESHTRAIN_CUDA_KERNELS
+  std::puts("built without CUDA: no fused kernels to test");
+  return 77;
+#endif
+  if (!at::hasCUDA() || at::getNumGPUs() == 0) {
+    std::puts("no GPU visible: skipped");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,16 @@
+# The model's fused CUDA kernels against their composite ATen versions, fp32 and bf16, forward and gradients
+# (label gpu; exit 77 = skipped where there is no GPU or the build has no CUDA kernels).
+add_executable(fused_kernels_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/fused_kernels_test.cpp)
+target_link_libraries(fused_kernels_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(fused_kernels_gpu_tests)
+meshtrain_use_torch(fused_kernels_gpu_tests)
+add_test(NAME gpu.fused_kernels COMMAND fused_kernels_gpu_tests)
+set_tests_properties(gpu.fused_kernels PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# The same ops timed against their composites (forward + backward, bf16, benchmark shapes): table + JSON.
+add_executable(fused_kernels_bench ${CMAKE_CURRENT_LIST_DIR}/fused_kernels_bench.cpp)
+target_link_libraries(fused_kernels_bench PRIVATE meshtrain_model)
+meshtrain_warnings(fused_kernels_bench)
+meshtrain_use_torch(fused_kernels_bench)
+add_test(NAME gpu.fused_kernels_bench COMMAND fused_kernels_bench ${CMAKE_BINARY_DIR}/fused_kernels_bench.json)
+set_tests_properties(gpu.fused_kernels_bench PROPERTIES LABELS "gpu;model;bench" TIMEOUT 600 SKIP_RETURN_CODE 77)
