@@ -89,6 +89,8 @@ class TrainingRun {
                 double lr);
   double evaluate();
   void save(int64_t step);
+  // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
+  void init_from_weights();
   // This rank's generators, as checkpoints save and restore them.
   RngStreams rng_streams() const;
   double mean_over_ranks(double v);
@@ -203,7 +205,7 @@ void TrainingRun::resume_if_asked() {
   std::optional<std::string> from;
   if (cfg_.checkpoint.resume == "auto") from = ckpts_->latest();
   else if (cfg_.checkpoint.resume != "none") from = cfg_.checkpoint.resume;
-  if (!from) return;
+  if (!from) return init_from_weights();
   const std::string dir = ckpt::resolve_checkpoint_dir(*from);
   const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
   MT_USER_CHECK(meta.state.contains("data"), dir, ": no data position or optimizer state (not a training "
@@ -222,6 +224,15 @@ void TrainingRun::resume_if_asked() {
   if (!note.empty()) log::warn("%s", note.c_str());
   log::progress("resumed from %s at step %lld (saved by %d rank(s): %s)", dir.c_str(),
                 static_cast<long long>(start_step_), meta.world_size, meta.mesh.value("layout", std::string("?")).c_str());
+}
+
+void TrainingRun::init_from_weights() {
+  if (cfg_.checkpoint.init_from.empty()) return;
+  // Weights only: the optimizer state, step, data position and RNG start fresh (fine-tuning).
+  auto model = model_blocks(*par_);
+  const auto ck = ckpt::load_into(cfg_.checkpoint.init_from, model);
+  log::progress("initialised the model from %s (%zu tensors; step %lld there); optimizer state fresh, step 0",
+                ck.path.c_str(), model.size(), static_cast<long long>(ck.meta.step));
 }
 
 RngStreams TrainingRun::rng_streams() const {

@@ -21,7 +21,7 @@ foreach(layout ddp2 fsdp2 zero2)
                    ${CMAKE_SOURCE_DIR} exact ${layout})
   set_tests_properties(e2e.trainer_resume_exact_${layout} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 600)
 endforeach()
-foreach(mode reshard)
+foreach(mode reshard init_from)
   add_test(NAME e2e.trainer_resume_${mode}
            COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
                    ${CMAKE_SOURCE_DIR} ${mode})
