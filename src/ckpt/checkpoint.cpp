@@ -61,6 +61,14 @@ std::vector<ShardedTensor> replicated(const std::map<std::string, at::Tensor>& t
   return out;
 }
 
+SaveInfo replicated_info(const nlohmann::json& state, int world) {
+  SaveInfo info;
+  info.state = state;
+  if (state.contains("config")) info.config = state["config"];
+  info.mesh = {{"layout", "replicated"}, {"world_size", world}};
+  return info;
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm)
@@ -97,6 +105,11 @@ std::string CheckpointManager::step_dir(int64_t step) const { return (fs::path(d
 
 SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedTensor>& tensors,
                                         const SaveInfo& info) {
+  return start_save(step, tensors, info, /*stage_cpu=*/true);
+}
+
+SaveStats CheckpointManager::start_save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info,
+                                        bool stage_cpu) {
   const auto t0 = Clock::now();
   SaveStats stats;
   stats.wait_s = wait();
@@ -109,11 +122,19 @@ SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedT
              "save: '", t.name, "': offsets/local rank differ from the global shape's");
     if (!t.write) continue;
     MT_CHECK(!host.count(t.name), "save: tensor '", t.name, "' is given twice");
-    at::Tensor& h = staging_[t.name];
-    if (!h.defined() || h.sizes() != t.local.sizes() || h.scalar_type() != t.local.scalar_type() ||
-        (t.local.is_cuda() && !h.is_pinned()))
-      h = at::empty(t.local.sizes(), t.local.options().device(at::kCPU).pinned_memory(t.local.is_cuda()));
-    h.copy_(t.local.detach());
+    at::Tensor h;
+    if (!stage_cpu && t.local.is_cpu()) {
+      // A synchronous save: the caller is blocked until the commit, so its tensors cannot change under the
+      // writer — written straight from them (no 1× state-size copy, no fresh pages).
+      h = t.local.detach();
+    } else {
+      at::Tensor& s = staging_[t.name];
+      if (!s.defined() || s.sizes() != t.local.sizes() || s.scalar_type() != t.local.scalar_type() ||
+          (t.local.is_cuda() && !s.is_pinned()))
+        s = at::empty(t.local.sizes(), t.local.options().device(at::kCPU).pinned_memory(t.local.is_cuda()));
+      s.copy_(t.local.detach());
+      h = s;
+    }
     stats.bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
     host.emplace(t.name, h);
     layout.push_back({t.name, t.global_shape, t.offsets, h, true});
@@ -142,25 +163,19 @@ double CheckpointManager::wait() {
 }
 
 std::string CheckpointManager::save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info) {
-  save_async(step, tensors, info);
+  start_save(step, tensors, info, /*stage_cpu=*/false);
   wait();
   return step_dir(step);
 }
 
 SaveStats CheckpointManager::save_async(int64_t step, const std::map<std::string, at::Tensor>& tensors,
                                         const nlohmann::json& state) {
-  SaveInfo info;
-  info.state = state;
-  if (state.contains("config")) info.config = state["config"];
-  info.mesh = {{"layout", "replicated"}, {"world_size", world_}};
-  return save_async(step, replicated(tensors, rank_), info);
+  return save_async(step, replicated(tensors, rank_), replicated_info(state, world_));
 }
 
 std::string CheckpointManager::save(int64_t step, const std::map<std::string, at::Tensor>& tensors,
                                     const nlohmann::json& state) {
-  save_async(step, tensors, state);
-  wait();
-  return step_dir(step);
+  return save(step, replicated(tensors, rank_), replicated_info(state, world_));
 }
 
 void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at::Tensor> host,

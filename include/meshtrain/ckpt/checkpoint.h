@@ -71,7 +71,8 @@ class CheckpointManager {
   // Blocks until the pending save (if any) is committed on every rank; rethrows its error. Returns the
   // seconds waited.
   double wait();
-  // save_async + wait; returns the step directory.
+  // save_async + wait, but CPU tensors are written straight from the caller's memory (it is blocked until
+  // the commit, so nothing changes under the writer); returns the step directory.
   std::string save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info);
 
   // Replicated state (every rank holds all of it; rank 0 writes it): the API the trainer started with.
@@ -89,6 +90,8 @@ class CheckpointManager {
   std::string step_dir(int64_t step) const;
 
  private:
+  // Both saves: wait for the previous one, stage (`stage_cpu`: CPU tensors too) and start writer_.
+  SaveStats start_save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info, bool stage_cpu);
   // The background half of a save: write, gather, commit. Runs on writer_.
   void write_and_commit(int64_t step, std::map<std::string, at::Tensor> host, std::vector<ShardedTensor> layout,
                         SaveInfo info);
