@@ -138,7 +138,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
   }
   setup_model_and_optimizer();
   setup_data();
-  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_);
+  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_, comm_device_);
   resume_if_asked();
   par_->broadcast_parameters();
 
@@ -337,7 +337,7 @@ void TrainingRun::save(int64_t step) {
   auto optim = optimizer_blocks(blocks, *opt_);
   blocks.insert(blocks.end(), optim.begin(), optim.end());
   if (ckpt_writes_.size() != blocks.size()) {
-    ckpt::assign_replica_writers(blocks, comm_.get());
+    ckpt::assign_replica_writers(blocks, comm_.get(), comm_device_);
     ckpt_writes_.clear();
     for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
   }

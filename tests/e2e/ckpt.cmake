@@ -27,3 +27,7 @@ foreach(mode reshard init_from)
                    ${CMAKE_SOURCE_DIR} ${mode})
   set_tests_properties(e2e.trainer_resume_${mode} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)
 endforeach()
+add_test(NAME e2e.trainer_resume_gpu
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
+                 ${CMAKE_SOURCE_DIR} gpu)
+set_tests_properties(e2e.trainer_resume_gpu PROPERTIES LABELS "e2e;ckpt;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -14,6 +14,10 @@
                  `meshtrain import` copy (FSDP 2, resharded): the same first loss, far below a fresh model's;
                  a restart of that run resumes instead of re-initialising; user mistakes exit 2 with one line.
 
+  gpu            (label gpu; exit 77 without 2 GPUs) the same save/resume over NCCL on 2 GPUs, fp32: saved
+                 under FSDP 2 at step 3, resumed under DDP 2 and under FSDP 2; steps 4-6 within GPU_ATOL of
+                 the uninterrupted run (CUDA's atomic-add reductions are not bit-reproducible).
+
 Usage: trainer_resume_test.py BIN_DIR SOURCE_DIR MODE [LAYOUT]
 """
 import glob
@@ -33,6 +37,7 @@ prefix = os.path.join(work, "kjv")
 subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix],
                check=True, stdout=subprocess.DEVNULL)
 STEPS, SAVE_AT = 6, 3
+GPU_ATOL = 1e-3
 RESHARD_ATOL = 1e-4  # fp32 losses ≈ 5: different reduction orders move them by ~1e-6 in 3 steps
 LAYOUTS = {  # name → (processes, --set overrides); micro_batch_size × processes = 8 everywhere
     "ddp2": (2, ["parallel.fsdp=1"]),
@@ -159,12 +164,39 @@ def init_from():
           f"< {fresh:.5f} (fresh): ok")
 
 
+def gpu():
+    try:
+        import torch
+        n = torch.cuda.device_count()
+    except ImportError:
+        n = 0
+    if n < 2:
+        print(f"skipped: {n} CUDA device(s), 2 needed")
+        shutil.rmtree(work)
+        sys.exit(77)
+    cuda = ["train.device=cuda", "parallel.backend=nccl", "train.dtype=fp32"]
+    ref_out = os.path.join(work, "gpu_fsdp2")
+    train(ref_out, "fsdp2", *cuda)
+    ref = losses(ref_out)
+    saved = os.path.join(ref_out, "checkpoints", f"step_{SAVE_AT:08d}")
+    for layout in ("ddp2", "fsdp2"):
+        out = os.path.join(work, f"gpu_{layout}")
+        _, log = train(out, layout, *cuda, f"checkpoint.resume={saved}")
+        expect(f"resumed from {saved} at step {SAVE_AT}" in log, f"gpu {layout}: no resume line")
+        got = losses(out)
+        diff = max(abs(got[s] - ref[s]) for s in got)
+        expect(diff <= GPU_ATOL, f"gpu {layout}: losses {got} vs {ref}: max diff {diff:.3g} > {GPU_ATOL}")
+        print(f"gpu: fsdp2 → {layout} over NCCL: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
+
+
 if mode == "exact":
     exact(sys.argv[4])
 elif mode == "reshard":
     reshard()
 elif mode == "init_from":
     init_from()
+elif mode == "gpu":
+    gpu()
 else:
     sys.exit(f"unknown mode {mode}")
 shutil.rmtree(work)
