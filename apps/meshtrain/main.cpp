@@ -163,8 +163,10 @@ int cmd_generate(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   MT_USER_CHECK(r.count("checkpoint") == 1, "meshtrain generate: expected one CHECKPOINT directory");
   auto ck = ckpt::CheckpointManager::load(r["checkpoint"].as<std::vector<std::string>>()[0]);
-  MT_USER_CHECK(ck.state.contains("config"), ck.path, ": checkpoint carries no config");
-  Config cfg = parse_config(ck.state["config"].dump(), ck.path + "/meta.json", /*json=*/true);
+  // The config is meta.json's own (format 2); earlier trainers kept it in the state.
+  const nlohmann::json& cj = !ck.config.empty() ? ck.config : ck.state.value("config", ck.config);
+  MT_USER_CHECK(!cj.empty(), ck.path, ": checkpoint carries no config");
+  Config cfg = parse_config(cj.dump(), ck.path + "/meta.json", /*json=*/true);
   model::Transformer net(cfg.model);
   {
     at::NoGradGuard no_grad;

@@ -14,6 +14,7 @@
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/crash_point.h"
+#include "meshtrain/ckpt/gather_strings.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
@@ -53,26 +54,6 @@ void write_atomic(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path().empty() ? fs::path(".") : path.parent_path());
 }
 
-// Every rank's string, in rank order, through two all-gathers (lengths, then bytes padded to the longest;
-// the CPU backend moves int32/int64, so bytes travel as int32 words).
-std::vector<std::string> all_gather_strings(comm::Communicator& c, const std::string& mine) {
-  const int W = c.size();
-  at::Tensor len = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
-  at::Tensor lens = at::empty({W}, at::kLong);
-  c.all_gather_into(lens, len)->wait();
-  int64_t max_len = 0;
-  for (int r = 0; r < W; ++r) max_len = std::max(max_len, lens[r].item<int64_t>());
-  const int64_t words = (max_len + 3) / 4;
-  at::Tensor buf = at::zeros({words}, at::kInt);
-  std::memcpy(buf.data_ptr(), mine.data(), mine.size());
-  at::Tensor all = at::empty({W * words}, at::kInt);
-  c.all_gather_into(all, buf)->wait();
-  std::vector<std::string> out(static_cast<size_t>(W));
-  const char* base = static_cast<const char*>(all.data_ptr());
-  for (int r = 0; r < W; ++r) out[static_cast<size_t>(r)].assign(base + r * words * 4, static_cast<size_t>(lens[r].item<int64_t>()));
-  return out;
-}
-
 std::vector<ShardedTensor> replicated(const std::map<std::string, at::Tensor>& tensors, int rank) {
   std::vector<ShardedTensor> out;
   for (const auto& [name, t] : tensors)
@@ -80,10 +61,18 @@ std::vector<ShardedTensor> replicated(const std::map<std::string, at::Tensor>& t
   return out;
 }
 
+SaveInfo replicated_info(const nlohmann::json& state, int world) {
+  SaveInfo info;
+  info.state = state;
+  if (state.contains("config")) info.config = state["config"];
+  info.mesh = {{"layout", "replicated"}, {"world_size", world}};
+  return info;
+}
+
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm)
-    : dir_(std::move(dir)), keep_(keep) {
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm, at::Device comm_device)
+    : dir_(std::move(dir)), keep_(keep), comm_device_(comm_device) {
   rank_ = comm ? comm->rank() : 0;
   world_ = comm ? comm->size() : 1;
   if (rank_ == 0) {
@@ -116,6 +105,11 @@ std::string CheckpointManager::step_dir(int64_t step) const { return (fs::path(d
 
 SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedTensor>& tensors,
                                         const SaveInfo& info) {
+  return start_save(step, tensors, info, /*stage_cpu=*/true);
+}
+
+SaveStats CheckpointManager::start_save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info,
+                                        bool stage_cpu) {
   const auto t0 = Clock::now();
   SaveStats stats;
   stats.wait_s = wait();
@@ -128,11 +122,19 @@ SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedT
              "save: '", t.name, "': offsets/local rank differ from the global shape's");
     if (!t.write) continue;
     MT_CHECK(!host.count(t.name), "save: tensor '", t.name, "' is given twice");
-    at::Tensor& h = staging_[t.name];
-    if (!h.defined() || h.sizes() != t.local.sizes() || h.scalar_type() != t.local.scalar_type() ||
-        (t.local.is_cuda() && !h.is_pinned()))
-      h = at::empty(t.local.sizes(), t.local.options().device(at::kCPU).pinned_memory(t.local.is_cuda()));
-    h.copy_(t.local.detach());
+    at::Tensor h;
+    if (!stage_cpu && t.local.is_cpu()) {
+      // A synchronous save: the caller is blocked until the commit, so its tensors cannot change under the
+      // writer — written straight from them (no 1× state-size copy, no fresh pages).
+      h = t.local.detach();
+    } else {
+      at::Tensor& s = staging_[t.name];
+      if (!s.defined() || s.sizes() != t.local.sizes() || s.scalar_type() != t.local.scalar_type() ||
+          (t.local.is_cuda() && !s.is_pinned()))
+        s = at::empty(t.local.sizes(), t.local.options().device(at::kCPU).pinned_memory(t.local.is_cuda()));
+      s.copy_(t.local.detach());
+      h = s;
+    }
     stats.bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
     host.emplace(t.name, h);
     layout.push_back({t.name, t.global_shape, t.offsets, h, true});
@@ -161,25 +163,19 @@ double CheckpointManager::wait() {
 }
 
 std::string CheckpointManager::save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info) {
-  save_async(step, tensors, info);
+  start_save(step, tensors, info, /*stage_cpu=*/false);
   wait();
   return step_dir(step);
 }
 
 SaveStats CheckpointManager::save_async(int64_t step, const std::map<std::string, at::Tensor>& tensors,
                                         const nlohmann::json& state) {
-  SaveInfo info;
-  info.state = state;
-  if (state.contains("config")) info.config = state["config"];
-  info.mesh = {{"layout", "replicated"}, {"world_size", world_}};
-  return save_async(step, replicated(tensors, rank_), info);
+  return save_async(step, replicated(tensors, rank_), replicated_info(state, world_));
 }
 
 std::string CheckpointManager::save(int64_t step, const std::map<std::string, at::Tensor>& tensors,
                                     const nlohmann::json& state) {
-  save_async(step, tensors, state);
-  wait();
-  return step_dir(step);
+  return save(step, replicated(tensors, rank_), replicated_info(state, world_));
 }
 
 void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at::Tensor> host,
@@ -208,7 +204,7 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
   for (const auto& [n, h] : host) bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
   const std::string mine_json =
       write_error.empty() ? rank_shards_to_json(mine).dump() : nlohmann::json({{"error", write_error}}).dump();
-  std::vector<std::string> lists = ckpt_comm_ ? all_gather_strings(*ckpt_comm_, mine_json)
+  std::vector<std::string> lists = ckpt_comm_ ? all_gather_strings(*ckpt_comm_, mine_json, comm_device_)
                                               : std::vector<std::string>{mine_json};
   // Rank 0 commits; the others learn whether it did through one all-reduce of its status.
   std::string failure;
@@ -220,9 +216,9 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
     }
   }
   if (ckpt_comm_) {
-    at::Tensor status = at::full({1}, failure.empty() ? 0 : 1, at::kInt);
+    at::Tensor status = at::full({1}, failure.empty() ? 0 : 1, at::TensorOptions(at::kInt).device(comm_device_));
     ckpt_comm_->all_reduce(status, comm::ReduceOp::Max)->wait();
-    MT_CHECK(status.item<int>() == 0 || rank_ == 0, "checkpoint step ", step, ": rank 0 could not commit it");
+    MT_CHECK(status.cpu().item<int>() == 0 || rank_ == 0, "checkpoint step ", step, ": rank 0 could not commit it");
   }
   MT_CHECK(write_error.empty(), "checkpoint step ", step, ": ", write_error);
   MT_CHECK(failure.empty(), "checkpoint step ", step, ": ", failure);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -137,6 +138,54 @@ uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
   return ~slice8(t, p, n, ~crc);
 }
 
+namespace {
+
+// One pass over the bytes: each chunk is checksummed while it is hot in the cache, then written (the old
+// CRC-all-then-write-all read every byte from memory twice). Every kFlush bytes the kernel is asked to start
+// writing that range back (sync_file_range WRITE, non-blocking, as RocksDB's bytes_per_sync does), so the
+// disk works while later tensors are still being copied into the page cache instead of only at the closing
+// fsync. A waiting variant (WAIT_BEFORE on the previous range) was measured too: no faster, far noisier.
+class StreamingWriter {
+ public:
+  StreamingWriter(int fd, const std::string& path) : fd_(fd), path_(path) {}
+
+  uint32_t write(const void* p, uint64_t n, bool checksum) {
+    constexpr uint64_t kChunk = 4u << 20;  // within L2/L3: the CRC leaves it in cache for write()
+    const char* c = static_cast<const char*>(p);
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < n;) {
+      const uint64_t k = std::min(kChunk, n - done);
+      if (checksum) crc = crc32c(c + done, k, crc);
+      write_all(fd_, c + done, k, path_);
+      done += k;
+      written_ += k;
+      if (written_ - flushed_ >= kFlush) start_writeback();
+    }
+    return crc;
+  }
+
+  void finish() { SYS_CHECK(::fsync(fd_), "fsync ", path_); }
+
+ private:
+  static constexpr uint64_t kFlush = 64u << 20;
+
+  void start_writeback() {
+#if defined(__linux__)
+    // Not every file system implements it (then it is a no-op or EINVAL): the final fsync is what makes
+    // the file durable either way, so errors here are ignored.
+    (void)::sync_file_range(fd_, static_cast<off_t>(flushed_), static_cast<off_t>(written_ - flushed_),
+                            SYNC_FILE_RANGE_WRITE);
+#endif
+    flushed_ = written_;
+  }
+
+  int fd_;
+  const std::string& path_;
+  uint64_t written_ = 0, flushed_ = 0;
+};
+
+}  // namespace
+
 std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
                                                       const std::map<std::string, at::Tensor>& tensors,
                                                       const std::map<std::string, std::string>& metadata,
@@ -149,8 +198,7 @@ std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
   for (const auto& [name, t] : tensors) {
     auto c = t.detach().to(at::kCPU).contiguous();
     const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * c.element_size();
-    TensorEntry e{dtype_to_safetensors(c.scalar_type()), c.sizes().vec(), offset, offset + nbytes,
-                  crc32c(c.data_ptr(), nbytes)};
+    TensorEntry e{dtype_to_safetensors(c.scalar_type()), c.sizes().vec(), offset, offset + nbytes, 0};
     header[name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
     entries[name] = e;
     cpu[name] = c;
@@ -162,15 +210,17 @@ std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
 
   Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   SYS_CHECK(f.fd, "open ", path);
-  write_all(f.fd, &hlen, 8, path);
-  write_all(f.fd, h.data(), h.size(), path);
+  StreamingWriter w(f.fd, path);
+  w.write(&hlen, 8, false);
+  w.write(h.data(), h.size(), false);
   bool first = true;
   for (const auto& [name, c] : cpu) {
-    write_all(f.fd, c.data_ptr(), entries[name].end - entries[name].begin, path);
+    TensorEntry& e = entries[name];
+    e.crc = w.write(c.data_ptr(), e.end - e.begin, true);  // CRC-32C of the bytes as written
     if (first && after_first_tensor) after_first_tensor();
     first = false;
   }
-  SYS_CHECK(::fsync(f.fd), "fsync ", path);
+  w.finish();
   for (auto& [name, e] : entries) {
     e.begin += 8 + hlen;
     e.end += 8 + hlen;

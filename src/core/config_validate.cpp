@@ -104,6 +104,7 @@ class Validator {
     check_model();
     check_data();
     check_parallel();
+    check_checkpoint();
   }
 
  private:
@@ -148,6 +149,15 @@ class Validator {
   void check_data() {
     const int64_t seq = cfg_.data.seq_len, max = cfg_.model.max_seq_len;
     if (seq > max) fail("data.seq_len", cat("given ", seq, "; valid ≤ model.max_seq_len (", max, ")"));
+  }
+
+  void check_checkpoint() {
+    const CheckpointConfig& c = cfg_.checkpoint;
+    // auto with init_from is the fine-tuning pattern (init first, resume after a restart); an explicit resume
+    // path would make init_from dead.
+    if (!c.init_from.empty() && c.resume != "none" && c.resume != "auto")
+      fail("checkpoint.init_from", cat("given '", c.init_from, "' with checkpoint.resume '", c.resume,
+                                       "'; valid with resume none or auto (a resumed run already has its weights)"));
   }
 
   void check_parallel() {

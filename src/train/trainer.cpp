@@ -13,6 +13,8 @@
 #include <filesystem>
 
 #include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/ckpt/replica_writers.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/mesh.h"
@@ -25,9 +27,9 @@
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
-#include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/train/adamw.h"
+#include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/stop_signals.h"
@@ -116,6 +118,10 @@ class TrainingRun {
                 double lr);
   double evaluate();
   void save(int64_t step);
+  // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
+  void init_from_weights();
+  // This rank's generators, as checkpoints save and restore them.
+  RngStreams rng_streams() const;
   double mean_over_ranks(double v);
   // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
   int agreed_stop_signal();
@@ -138,6 +144,7 @@ class TrainingRun {
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;  // train_loader_ null for synthetic data
   at::Generator synthetic_gen_;
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
+  std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
   StopSignals stop_signals_;
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
@@ -169,7 +176,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
   }
   setup_model_and_optimizer();
   setup_data();
-  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_);
+  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_, comm_device_);
   resume_if_asked();
   par_->broadcast_parameters();
 
@@ -241,31 +248,41 @@ void TrainingRun::resume_if_asked() {
   std::optional<std::string> from;
   if (cfg_.checkpoint.resume == "auto") from = ckpts_->latest();
   else if (cfg_.checkpoint.resume != "none") from = cfg_.checkpoint.resume;
-  if (!from) return;
-  auto ck = ckpt::CheckpointManager::load(*from);
-  at::NoGradGuard no_grad;
-  // Whole tensors in the checkpoint; each rank takes its blocks (optimizer state has its parameter's layout).
-  std::map<std::string, at::Tensor> optim;
-  for (const auto& s : par_->sharded_parameters()) {
-    auto it = ck.tensors.find("model." + s.name);
-    MT_USER_CHECK(it != ck.tensors.end(), ck.path, ": parameter '", s.name, "' is missing");
-    MT_USER_CHECK(it->second.sizes().vec() == s.global_shape, ck.path, ": parameter '", s.name, "' has shape ",
-                  it->second.sizes(), ", the config's model needs ", at::IntArrayRef(s.global_shape));
-    s.local.detach().copy_(parallel::block_of(it->second, s));
-    for (const char* k : {".exp_avg", ".exp_avg_sq"})
-      if (auto st = ck.tensors.find("optim." + s.name + k); st != ck.tensors.end() && st->second.sizes() == it->second.sizes())
-        optim[s.name + k] = parallel::block_of(st->second, s);
-    if (auto st = ck.tensors.find("optim." + s.name + ".step"); st != ck.tensors.end()) optim[s.name + ".step"] = st->second;
-  }
-  opt_->load_state_tensors(optim, "");
-  start_step_ = ck.step;
-  MT_USER_CHECK(ck.state.contains("data") && ck.tensors.count("rng.cpu"), ck.path,
-                ": no data position or RNG state (not a training checkpoint)");
+  if (!from) return init_from_weights();
+  const std::string dir = ckpt::resolve_checkpoint_dir(*from);
+  const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
+  MT_USER_CHECK(meta.state.contains("data"), dir, ": no data position or optimizer state (not a training "
+                "checkpoint; checkpoint.init_from starts a run from its weights)");
+  // This rank's blocks of the model and optimizer state, read from whatever layout saved them.
+  auto model = model_blocks(*par_);
+  auto wanted = optimizer_blocks(model, *opt_);
+  wanted.insert(wanted.begin(), model.begin(), model.end());
+  ckpt::load_into(dir, wanted);
+  start_step_ = meta.step;
   if (train_loader_)
-    train_loader_->restore({ck.state["data"].at("epoch").get<int64_t>(), ck.state["data"].at("cursor").get<int64_t>()});
-  auto gen = at::detail::getDefaultCPUGenerator();
-  gen.set_state(ck.tensors.at("rng.cpu"));
-  log::progress("resumed from %s at step %lld", ck.path.c_str(), static_cast<long long>(start_step_));
+    train_loader_->restore({meta.state["data"].at("epoch").get<int64_t>(), meta.state["data"].at("cursor").get<int64_t>()});
+  auto streams = rng_streams();
+  const std::string note = restore_rng(dir, meta, world_.rank, streams,
+                                       static_cast<uint64_t>(cfg_.train.seed + 1000003 * start_step_));
+  if (!note.empty()) log::warn("%s", note.c_str());
+  log::progress("resumed from %s at step %lld (saved by %d rank(s): %s)", dir.c_str(),
+                static_cast<long long>(start_step_), meta.world_size, meta.mesh.value("layout", std::string("?")).c_str());
+}
+
+void TrainingRun::init_from_weights() {
+  if (cfg_.checkpoint.init_from.empty()) return;
+  // Weights only: the optimizer state, step, data position and RNG start fresh (fine-tuning).
+  auto model = model_blocks(*par_);
+  const auto ck = ckpt::load_into(cfg_.checkpoint.init_from, model);
+  log::progress("initialised the model from %s (%zu tensors; step %lld there); optimizer state fresh, step 0",
+                ck.path.c_str(), model.size(), static_cast<long long>(ck.meta.step));
+}
+
+RngStreams TrainingRun::rng_streams() const {
+  RngStreams out{{"cpu", at::detail::getDefaultCPUGenerator()}};
+  if (cuda_) out.emplace_back("cuda", at::globalContext().defaultGenerator(device_));
+  if (!train_loader_) out.emplace_back("synthetic", synthetic_gen_);
+  return out;
 }
 
 data::Batch TrainingRun::next_batch() {
@@ -357,26 +374,30 @@ double TrainingRun::evaluate() {
 }
 
 void TrainingRun::save(int64_t step) {
-  // Whole tensors for now: sharded layouts assemble them over the world (every rank takes part).
-  std::map<std::string, at::Tensor> tensors;
-  comm::Communicator* world = par_->replicated() ? nullptr : comm_.get();
-  const auto opt_state = opt_->state_tensors();
-  for (auto s : par_->sharded_parameters()) {
-    tensors["model." + s.name] = parallel::assemble_full(s, world);
-    for (const char* k : {".exp_avg", ".exp_avg_sq"}) {
-      s.local = opt_state.at(s.name + k);
-      tensors["optim." + s.name + k] = parallel::assemble_full(s, world);
-    }
-    tensors["optim." + s.name + ".step"] = opt_state.at(s.name + ".step");
+  // This rank's own blocks, written by this rank: nothing is gathered. Blocks that several ranks hold
+  // (replicas) are written once, the work spread over their holders; the layout never changes during a run,
+  // so the assignment (one small metadata exchange) is made at the first save and kept.
+  auto blocks = model_blocks(*par_);
+  auto optim = optimizer_blocks(blocks, *opt_);
+  blocks.insert(blocks.end(), optim.begin(), optim.end());
+  if (ckpt_writes_.size() != blocks.size()) {
+    ckpt::assign_replica_writers(blocks, comm_.get(), comm_device_);
+    ckpt_writes_.clear();
+    for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
   }
-  tensors["rng.cpu"] = at::detail::getDefaultCPUGenerator().get_state();
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i].write = ckpt_writes_[i];
+  auto rng = rng_blocks(world_.rank, rng_streams());  // per rank: always its own
+  blocks.insert(blocks.end(), rng.begin(), rng.end());
   const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
-  nlohmann::json state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}},
-                          {"config", nlohmann::json::parse(to_json(cfg_))}};
+  ckpt::SaveInfo info;
+  info.config = nlohmann::json::parse(to_json(cfg_));
+  info.mesh = {{"layout", par_->describe()}, {"world_size", world_.world_size}};
+  info.state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}}, {"step", step}};
   // Copied to host here; written and committed by a background thread while training goes on.
-  const auto stats = ckpts_->save_async(step, tensors, state);
-  log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing in the background",
-                ckpts_->step_dir(step).c_str(), stats.blocked_s, stats.wait_s);
+  const auto stats = ckpts_->save_async(step, blocks, info);
+  log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing %.1f MB from this "
+                "rank in the background",
+                ckpts_->step_dir(step).c_str(), stats.blocked_s, stats.wait_s, static_cast<double>(stats.bytes) / 1e6);
 }
 
 void TrainingRun::sample() {

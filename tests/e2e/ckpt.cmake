@@ -12,3 +12,22 @@ set_tests_properties(e2e.hf_roundtrip PROPERTIES LABELS "e2e;ckpt" TIMEOUT 600 S
 add_test(NAME e2e.ckpt_kill_resume
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/kill_resume_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.ckpt_kill_resume PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)
+
+# The trainer's own checkpoints (tests/e2e/ckpt/trainer_resume_test.py): exact resume per layout after a
+# worker is killed, resharding between layouts, fine-tuning from checkpoint.init_from.
+foreach(layout ddp2 fsdp2 zero2)
+  add_test(NAME e2e.trainer_resume_exact_${layout}
+           COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
+                   ${CMAKE_SOURCE_DIR} exact ${layout})
+  set_tests_properties(e2e.trainer_resume_exact_${layout} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 600)
+endforeach()
+foreach(mode reshard init_from)
+  add_test(NAME e2e.trainer_resume_${mode}
+           COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
+                   ${CMAKE_SOURCE_DIR} ${mode})
+  set_tests_properties(e2e.trainer_resume_${mode} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)
+endforeach()
+add_test(NAME e2e.trainer_resume_gpu
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
+                 ${CMAKE_SOURCE_DIR} gpu)
+set_tests_properties(e2e.trainer_resume_gpu PROPERTIES LABELS "e2e;ckpt;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -57,9 +57,10 @@ struct Checkpoint {
 
 class CheckpointManager {
  public:
-  // `comm` may be null for a single process. Collective: rank 0 removes leftover *.tmp directories, and a
-  // checkpoint communicator is split off `comm`.
-  CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm);
+  // `comm` may be null for a single process; `comm_device` is where it takes its tensors (the rank's GPU for
+  // NCCL). Collective: rank 0 removes leftover *.tmp directories, and a checkpoint communicator is split off
+  // `comm`.
+  CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm, at::Device comm_device = at::kCPU);
   // Waits for a pending save; its error is logged (call wait() to see it).
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
@@ -71,7 +72,8 @@ class CheckpointManager {
   // Blocks until the pending save (if any) is committed on every rank; rethrows its error. Returns the
   // seconds waited.
   double wait();
-  // save_async + wait; returns the step directory.
+  // save_async + wait, but CPU tensors are written straight from the caller's memory (it is blocked until
+  // the commit, so nothing changes under the writer); returns the step directory.
   std::string save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info);
 
   // Replicated state (every rank holds all of it; rank 0 writes it): the API the trainer started with.
@@ -89,6 +91,8 @@ class CheckpointManager {
   std::string step_dir(int64_t step) const;
 
  private:
+  // Both saves: wait for the previous one, stage (`stage_cpu`: CPU tensors too) and start writer_.
+  SaveStats start_save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info, bool stage_cpu);
   // The background half of a save: write, gather, commit. Runs on writer_.
   void write_and_commit(int64_t step, std::map<std::string, at::Tensor> host, std::vector<ShardedTensor> layout,
                         SaveInfo info);
@@ -99,6 +103,7 @@ class CheckpointManager {
   int64_t keep_;
   int rank_ = 0, world_ = 1;
   comm::CommPtr ckpt_comm_;  // split off the caller's communicator; used only by writer_
+  at::Device comm_device_;   // where ckpt_comm_ takes its tensors
   // Host staging buffers, kept between saves (reused when a tensor's shape and dtype repeat): after the
   // first save, the copy touches no fresh pages and pins no new memory. Owned by the caller's thread; the
   // writer reads them until wait() returns, and save_async waits before refilling them.

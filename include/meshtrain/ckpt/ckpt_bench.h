@@ -2,11 +2,14 @@
 // in the same run and directory. Single process (one rank's file, the per-rank work of a sharded save).
 //   disk write   `bytes` in 64 MiB write() calls + fsync (what dd conv=fsync measures)
 //   disk read    the same file after posix_fadvise(DONTNEED) drops it from the page cache
-//   save         CheckpointManager::save of `tensors` fp32 tensors totalling `bytes`: host copy, CRC-32,
-//                write, fsync, meta.json, renames — until committed
+//   save         CheckpointManager::save of `tensors` fp32 tensors totalling `bytes`: CRC-32C + write in one
+//                pass (CPU tensors straight from the caller's memory; device tensors via pinned host),
+//                fsync, meta.json, renames — until committed
 //   async save   save_async: the time the caller is blocked (host copy) and the time until committed
 //   load         load_into the same layout after dropping the files from the page cache: pread, CRC-32
 //                (and the host → device copy with --device cuda)
+//   phase: …     where a save's time goes, each phase alone on the same tensors: host copy into fresh pages,
+//                CRC-32C, write() into the page cache, fsync
 #pragma once
 
 #include <cstdint>

@@ -111,6 +111,9 @@ namespace meshtrain {
   F(int64_t, every, 0, "Save every N steps (and at the end); 0 = only at the end")                           \
   F(int64_t, keep, 3, "Keep the newest K checkpoints; 0 keeps all")                                          \
   F(std::string, resume, "none", "Resume from; one of: none | auto (latest if present) | a checkpoint path") \
+  F(std::string, init_from, "", "Fine-tuning: the model's weights from this checkpoint (e.g. made by "      \
+    "`meshtrain import` of a Hugging Face model, or any layout's training checkpoint) at step 0, with fresh "  \
+    "optimizer state; ignored when a resume finds a checkpoint; empty = seeded initialisation")              \
   F(bool, save_final, true, "Save a checkpoint when training ends")
 
 #define MT_LOGGING_FIELDS(F)                                                                                 \

@@ -3,7 +3,6 @@
 // into every layout; the loaded blocks equal the global tensors'. Plus the errors a user can meet.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <atomic>
 #include <filesystem>
@@ -14,8 +13,8 @@
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/safetensors.h"
-#include "meshtrain/comm/cpu_communicator.h"
 #include "multiproc/ckpt/layouts.h"
+#include "unit/ckpt/rank_threads.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
@@ -26,27 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// body(rank, comm) on `n` threads, one CPU communicator each; returns each rank's error ("" if none).
-std::vector<std::string> run_ranks(int n, const std::function<void(int, comm::CommPtr)>& body) {
-  static std::atomic<int> group{0};
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  const std::string name = "ckpt" + std::to_string(group++);
-  comm::CpuCommOptions opts;
-  opts.timeout = std::chrono::seconds(30);
-  opts.host = "127.0.0.1";
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r, n == 1 ? nullptr : comm::make_cpu_communicator(store, r, n, name, opts));
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 void save_layout(const fs::path& dir, const Layout& l, int64_t step) {
   auto errors = run_ranks(l.world, [&](int r, comm::CommPtr c) {
