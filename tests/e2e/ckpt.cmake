@@ -15,7 +15,7 @@ set_tests_properties(e2e.ckpt_kill_resume PROPERTIES LABELS "e2e;ckpt" TIMEOUT 9
 
 # The trainer's own checkpoints (tests/e2e/ckpt/trainer_resume_test.py): exact resume per layout after a
 # worker is killed, resharding between layouts, fine-tuning from checkpoint.init_from.
-foreach(layout ddp2 fsdp2 zero2)
+foreach(layout ddp2 fsdp2 zero2 tp2)
   add_test(NAME e2e.trainer_resume_exact_${layout}
            COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
                    ${CMAKE_SOURCE_DIR} exact ${layout})

@@ -39,13 +39,21 @@ subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-gene
 STEPS, SAVE_AT = 6, 3
 GPU_ATOL = 1e-3
 RESHARD_ATOL = 1e-4  # fp32 losses ≈ 5: different reduction orders move them by ~1e-6 in 3 steps
-LAYOUTS = {  # name → (processes, --set overrides); micro_batch_size × processes = 8 everywhere
+LAYOUTS = {  # name → (processes, --set overrides); micro_batch_size × data-parallel ranks = 8 everywhere
     "ddp2": (2, ["parallel.fsdp=1"]),
     "fsdp2": (2, ["parallel.fsdp=2"]),
     "zero2": (2, ["parallel.zero_stage=2"]),
     "fsdp4": (4, ["parallel.fsdp=4"]),
+    "tp2": (2, ["parallel.tp=2"]),
+    "fsdp2tp2": (4, ["parallel.fsdp=2", "parallel.tp=2"]),
     "single": (1, []),
 }
+
+
+def data_parallel_ranks(layout):
+    nproc, lsets = LAYOUTS[layout]
+    tp = next((int(s.split("=")[1]) for s in lsets if s.startswith("parallel.tp=")), 1)
+    return nproc // tp
 
 
 def train(out, layout, *sets, env=None, restarts=0, check=True):
@@ -54,7 +62,7 @@ def train(out, layout, *sets, env=None, restarts=0, check=True):
     e.pop("MESHTRAIN_CKPT_CRASH_AT", None)
     e.update(env or {})
     sets = [f"data.train={prefix}_train.bin", "data.val=", "model.n_layer=2", "model.d_model=64",
-            "data.seq_len=64", f"train.micro_batch_size={8 // nproc}", f"train.threads={max(1, 2 // nproc)}",
+            "data.seq_len=64", f"train.micro_batch_size={8 // data_parallel_ranks(layout)}", f"train.threads={max(1, 2 // nproc)}",
             "logging.every=1", "train.eval_every=0", "train.sample_tokens=0", f"train.steps={STEPS}",
             f"checkpoint.every={SAVE_AT}", "schedule.warmup_steps=2", f"train.out_dir={out}",
             "logging.all_ranks=true", *lsets, *sets]
@@ -113,7 +121,7 @@ def reshard():
     train(ref_out, "fsdp4")
     ref = losses(ref_out)
     saved = os.path.join(ref_out, "checkpoints", f"step_{SAVE_AT:08d}")
-    for layout in ("fsdp2", "ddp2", "single"):
+    for layout in ("fsdp2", "ddp2", "single", "tp2", "fsdp2tp2"):
         out = os.path.join(work, layout)
         _, log = train(out, layout, f"checkpoint.resume={saved}")
         expect(f"resumed from {saved} at step {SAVE_AT} (saved by 4 rank(s)" in log, f"{layout}: no resume line")
