@@ -5,6 +5,7 @@ before any worker starts).
 Usage: cli_errors_test.py BIN_DIR SOURCE_DIR
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,3 +73,4 @@ if p.returncode != 0 or "optimizer:" not in p.stdout:
 if failures:
     sys.exit(f"{len(failures)} failed: {failures}")
 print("cli errors: ok")
+shutil.rmtree(work, ignore_errors=True)  # kept only when the test fails

@@ -5,6 +5,7 @@ workers, which agree on a step, save a complete checkpoint there and exit with 1
 Usage: preempt_test.py BIN_DIR SOURCE_DIR
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,3 +51,4 @@ print(r.stdout)
 assert r.returncode == 0, r.returncode
 assert f"resumed from {ckpt}/{latest} at step {step}" in r.stdout, "did not resume from the preemption checkpoint"
 print(f"preempt: stopped and saved at step {step}, resumed: ok")
+shutil.rmtree(work, ignore_errors=True)  # kept only when the test fails
