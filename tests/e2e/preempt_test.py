@@ -24,7 +24,7 @@ common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.
           "--set=checkpoint.every=0", f"--set=train.out_dir={os.path.join(work, 'run')}",
           "--set=checkpoint.resume=auto"]
 
-p = subprocess.Popen([meshrun, "--nproc-per-node", "2", config, *common, "--set=train.steps=1000"],
+p = subprocess.Popen([meshrun, "--standalone", "--nproc-per-node", "2", config, *common, "--set=train.steps=1000"],
                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 lines = []
 for line in p.stdout:
@@ -45,7 +45,7 @@ assert 3 <= step < 1000, latest
 assert os.path.exists(os.path.join(ckpt, latest, "meta.json")), "checkpoint incomplete"
 assert not [d for d in os.listdir(ckpt) if d.endswith(".tmp")], "a .tmp directory was left behind"
 
-r = subprocess.run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.steps={step + 2}"],
+r = subprocess.run([meshrun, "--standalone", "--nproc-per-node", "2", config, *common, f"--set=train.steps={step + 2}"],
                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
 print(r.stdout)
 assert r.returncode == 0, r.returncode

@@ -26,7 +26,7 @@ def train(out, env=None):
     e = dict(os.environ)
     e.pop("MESHTRAIN_CKPT_CRASH_AT", None)
     e.update(env or {})
-    cmd = [meshrun, "--nproc-per-node", "2", config, f"--set=data.train={prefix}_train.bin",
+    cmd = [meshrun, "--standalone", "--nproc-per-node", "2", config, f"--set=data.train={prefix}_train.bin",
            f"--set=data.val={prefix}_val.bin", "--set=logging.every=1", "--set=train.eval_every=0",
            "--set=train.sample_tokens=0", "--set=checkpoint.every=2", f"--set=train.steps={STEPS}",
            f"--set=train.out_dir={out}", "--set=checkpoint.resume=auto", "--set=logging.all_ranks=true"]
