@@ -17,9 +17,10 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
+
+from e2e_support import metrics, prepare_kjv, run
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
@@ -29,23 +30,12 @@ STEPS = 12
 work = tempfile.mkdtemp(prefix="meshtrain_e2e_")
 
 
-def run(cmd, **kw):
-    print("+", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, **kw)
-    print(p.stdout)
-    if p.returncode != 0:
-        sys.exit(f"FAILED: exit code {p.returncode}: {' '.join(cmd)}")
-    return p.stdout
-
-
-def losses(metrics_file):
-    with open(metrics_file) as f:
-        recs = [json.loads(line) for line in f]
+def losses(out_dir):
+    recs = metrics(out_dir)
     return [r["loss"] for r in recs if "loss" in r], [r["val_loss"] for r in recs if "val_loss" in r]
 
 
-prefix = os.path.join(work, "data", "kjv")
-run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix])
+prefix = prepare_kjv(meshtrain, src, work)
 common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin",
           f"--set=train.steps={STEPS}", "--set=logging.every=1", "--set=train.eval_every=0",
           "--set=train.eval_batches=2", "--set=train.sample_tokens=16", "--set=checkpoint.every=6"]
@@ -56,7 +46,7 @@ out = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_
 sums = dict(re.findall(r"\[rank (\d)\]: .*parameter checksum ([0-9a-f]{8}) after step", out))
 assert set(sums) == {"0", "1"}, f"expected a checksum line from both ranks, got {sums}"
 assert sums["0"] == sums["1"], f"ranks diverged: rank 0 {sums['0']} vs rank 1 {sums['1']}"
-dp_loss, dp_val = losses(os.path.join(dp_dir, "metrics.jsonl"))
+dp_loss, dp_val = losses(dp_dir)
 assert len(dp_loss) == STEPS, dp_loss
 assert dp_loss[-1] < dp_loss[0] - 1.0, f"loss did not fall: {dp_loss}"
 assert dp_val and dp_val[-1] < 4.0, f"validation loss too high: {dp_val}"
@@ -69,7 +59,7 @@ assert os.path.exists(os.path.join(ckpt, f"step_{6:08d}", "meta.json"))
 rs_dir = os.path.join(work, "resumed")
 out_rs = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={rs_dir}",
               f"--set=checkpoint.resume={ckpt}/step_{6:08d}"])
-rs_loss, _ = losses(os.path.join(rs_dir, "metrics.jsonl"))
+rs_loss, _ = losses(rs_dir)
 assert rs_loss == dp_loss[6:], f"resumed losses {rs_loss} differ from the uninterrupted run's {dp_loss[6:]}"
 rs_sums = dict(re.findall(r"\[rank (\d)\]: .*parameter checksum ([0-9a-f]{8}) after step", out_rs))
 assert rs_sums == sums, f"resumed parameters {rs_sums} differ from the uninterrupted run's {sums}"
@@ -77,7 +67,7 @@ assert rs_sums == sums, f"resumed parameters {rs_sums} differ from the uninterru
 # One process, the same global batch.
 sp_dir = os.path.join(work, "single")
 run([meshtrain, "train", config, *common, "--set=train.micro_batch_size=16", f"--set=train.out_dir={sp_dir}"])
-sp_loss, _ = losses(os.path.join(sp_dir, "metrics.jsonl"))
+sp_loss, _ = losses(sp_dir)
 worst = max(abs(a - b) for a, b in zip(dp_loss, sp_loss))
 print(f"max |loss(dp 2) - loss(single)| over {STEPS} steps: {worst:.2e}")
 assert worst < 2e-3, f"data-parallel run departs from the single-process run: {dp_loss} vs {sp_loss}"
@@ -86,7 +76,7 @@ assert worst < 2e-3, f"data-parallel run departs from the single-process run: {d
 acc_dir = os.path.join(work, "accum")
 run([meshtrain, "train", config, *common, "--set=train.micro_batch_size=8", "--set=train.grad_accum=2",
      f"--set=train.out_dir={acc_dir}"])
-acc_loss, _ = losses(os.path.join(acc_dir, "metrics.jsonl"))
+acc_loss, _ = losses(acc_dir)
 worst = max(abs(a - b) for a, b in zip(acc_loss, sp_loss))
 print(f"max |loss(8 × 2 accumulated) - loss(16)| over {STEPS} steps: {worst:.2e}")
 assert worst < 2e-3, f"accumulation departs from the large batch: {acc_loss} vs {sp_loss}"
@@ -105,7 +95,7 @@ assert drift < 0.05, f"loss curve departs from the baseline {base}: {dp_loss}"
 out = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={dp_dir}",
            f"--set=train.steps={STEPS + 4}", "--set=checkpoint.resume=auto"])
 assert f"resumed from {ckpt}/step_{STEPS:08d} at step {STEPS}" in out, "did not resume"
-more, _ = losses(os.path.join(dp_dir, "metrics.jsonl"))
+more, _ = losses(dp_dir)
 assert len(more) == STEPS + 4 and more[-1] < dp_loss[0] - 1.0, more
 
 shutil.rmtree(work)

@@ -10,12 +10,13 @@ Asserts that
   - the worker logs the tp placement (NVLink or the note why not) unless CUDA_VISIBLE_DEVICES is set.
 Usage: tp_gpu_test.py BIN_DIR SOURCE_DIR
 """
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+
+from e2e_support import metrics, prepare_kjv, run
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
@@ -33,22 +34,7 @@ STEPS, SEQ = 30, 128
 work = tempfile.mkdtemp(prefix="meshtrain_tp_gpu_")
 
 
-def run(cmd):
-    print("+", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    print(p.stdout)
-    if p.returncode != 0:
-        sys.exit(f"FAILED: exit code {p.returncode}: {' '.join(cmd)}")
-    return p.stdout
-
-
-def metrics(out_dir):
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-prefix = os.path.join(work, "data", "kjv")
-run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix])
+prefix = prepare_kjv(meshtrain, src, work)
 common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin", "--set=train.device=cuda",
           f"--set=model.max_seq_len={SEQ}", f"--set=train.steps={STEPS}", "--set=logging.every=1",
           "--set=train.eval_every=0", "--set=train.eval_batches=2", "--set=train.sample_tokens=32",

@@ -14,13 +14,13 @@ tp ranks of a group reading the same batch). Asserts that
   - in DP 2 × TP 2 the replicas of each TP block (ranks 0/2 and 1/3) hold bit-identical parameters.
 Usage: tp_train_test.py BIN_DIR SOURCE_DIR
 """
-import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
+
+from e2e_support import metrics, prepare_kjv, run
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
@@ -29,22 +29,7 @@ STEPS, SEQ = 6, 64
 work = tempfile.mkdtemp(prefix="meshtrain_tp_e2e_")
 
 
-def run(cmd):
-    print("+", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    print(p.stdout)
-    if p.returncode != 0:
-        sys.exit(f"FAILED: exit code {p.returncode}: {' '.join(cmd)}")
-    return p.stdout
-
-
-def metrics(out_dir):
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-prefix = os.path.join(work, "data", "kjv")
-run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix])
+prefix = prepare_kjv(meshtrain, src, work)
 common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin",
           "--set=model.n_layer=2", "--set=model.d_model=128", f"--set=model.max_seq_len={SEQ}",
           f"--set=train.steps={STEPS}", "--set=logging.every=1", "--set=train.eval_every=0",
