@@ -13,6 +13,7 @@
 #include "meshtrain/comm/ring.h"
 #include "meshtrain/comm/transfer.h"
 #include "meshtrain/core/error.h"
+#include "support/rank_threads.h"
 
 using namespace meshtrain;
 using namespace meshtrain::comm;
@@ -25,22 +26,8 @@ CommPtr single() { return make_cpu_communicator(c10::make_intrusive<c10d::HashSt
 // Runs body(rank, comm) on `n` threads, one communicator each, all in group `group`.
 void run_ranks(int n, const std::string& group, const std::function<void(int, Communicator&)>& body,
                CpuCommOptions opts = {}) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
   if (opts.timeout == CpuCommOptions{}.timeout) opts.timeout = 20s;
-  opts.host = "127.0.0.1";
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CommPtr c = make_cpu_communicator(store, r, n, group, opts);
-        body(r, *c);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const auto errors = testing_support::run_rank_threads(n, group, opts, [&](int r, CommPtr c) { body(r, *c); });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
 }
 

@@ -4,15 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <chrono>
 #include <functional>
-#include <thread>
 
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/shm_all_reduce.h"
 #include "meshtrain/core/error.h"
+#include "support/rank_threads.h"
 
 using namespace meshtrain;
 using namespace meshtrain::comm;
@@ -21,24 +20,10 @@ using namespace std::chrono_literals;
 namespace {
 
 void run_ranks(int n, const std::string& group, const std::function<void(int, Communicator&)>& body, bool shm) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
   CpuCommOptions opts;
   opts.timeout = 60s;
-  opts.host = "127.0.0.1";
   opts.same_host_shm = shm;
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CommPtr c = make_cpu_communicator(store, r, n, group, opts);
-        body(r, *c);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const auto errors = testing_support::run_rank_threads(n, group, opts, [&](int r, CommPtr c) { body(r, *c); });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
 }
 
