@@ -1,5 +1,6 @@
-# LibTorch comes from the pinned PyTorch wheel (DESIGN.md): the Python that holds it tells CMake where its
-# CMake config lives. MESHTRAIN_PYTHON picks that Python; by default the project venv, then python3.
+# LibTorch comes from the pinned PyTorch wheel (docs/architecture.md, "Build decisions"): the Python that
+# holds it tells CMake where its CMake config lives. MESHTRAIN_PYTHON picks that Python; by default the
+# project venv, then python3.
 set(MESHTRAIN_PYTHON "" CACHE FILEPATH "Python interpreter whose torch wheel provides LibTorch")
 if(NOT MESHTRAIN_PYTHON)
   if(EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
@@ -35,8 +36,8 @@ if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
 endif()
 find_package(Torch REQUIRED QUIET)
 
-# Everything that sees Torch headers: Torch's bundled fmt must be header-only (DESIGN.md "fmt clash"), its
-# headers are SYSTEM (no warnings from them), and one precompiled header is shared by every Torch target.
+# Everything that sees Torch headers: Torch's bundled fmt must be header-only (docs/architecture.md, "fmt
+# clash"), its headers are SYSTEM (no warnings from them), and one precompiled header is shared by every Torch target.
 add_library(meshtrain_torch_iface INTERFACE)
 target_include_directories(meshtrain_torch_iface SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_compile_definitions(meshtrain_torch_iface INTERFACE FMT_HEADER_ONLY=1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare meshtrain's CPU communicator with torch.distributed's Gloo on this machine (DESIGN.md "CPU collectives").
+"""Compare meshtrain's CPU communicator with torch.distributed's Gloo on this machine (docs/architecture.md "CPU collectives").
 
 Runs the same ops and sizes on both, one process per rank, one after the other (never at the same time), and
 prints a side-by-side table of busbw (nccl-tests' bus factors) with the ratio meshtrain / Gloo, plus JSON.

@@ -1,4 +1,4 @@
-# Tier-3 reference tests (DESIGN.md "Tests in four tiers"): the single-process model against the same model
+# Tier-3 reference tests (docs/architecture.md "Test tiers"): the single-process model against the same model
 # written in plain PyTorch (tests/reference/torch_reference.py), with the same weights passed as safetensors.
 # reference_driver runs meshtrain's forward/loss/backward/generation; reference_test.py compares logits, loss,
 # every gradient and greedy tokens within the tolerance it states. One ctest per model variant; exit code 77

@@ -1,4 +1,4 @@
-"""The meshtrain transformer written again in plain PyTorch: the tier-3 reference (DESIGN.md "Tests in four
+"""The meshtrain transformer written again in plain PyTorch: the tier-3 reference (docs/architecture.md "Test
 tiers"). No meshtrain code is used; it is written from the published architectures, with meshtrain's
 parameter names so that one safetensors file of weights loads into both sides unchanged:
 

@@ -1,0 +1,43 @@
+// meshtrain bench train [options]: training throughput on synthetic tokens through the real training loop.
+#include <cstdio>
+
+#include "cli.h"
+#include "commands.h"
+#include "meshtrain/comm/world_info.h"
+#include "meshtrain/train/bench_train.h"
+
+namespace meshtrain::cli {
+
+int cmd_bench_train(int argc, char** argv) {
+  cxxopts::Options o("meshtrain bench train",
+                     "Training throughput on synthetic tokens through the real training loop: median step time, "
+                     "tokens/s, MFU and peak memory after warm-up. scripts/bench/train_compare.py runs it beside "
+                     "PyTorch.");
+  train::BenchTrainOptions d;
+  o.add_options()("preset", "model preset (see docs/config.md model.preset)",
+                  cxxopts::value<std::string>()->default_value(d.preset))(
+      "seq", "tokens per sequence", cxxopts::value<int64_t>()->default_value(std::to_string(d.seq_len)))(
+      "batch", "sequences per micro-batch", cxxopts::value<int64_t>()->default_value(std::to_string(d.micro_batch)))(
+      "layers", "override the preset's layer count (0 keeps it)", cxxopts::value<int64_t>()->default_value("0"))(
+      "steps", "timed steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.steps)))(
+      "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value(std::to_string(d.warmup)))(
+      "activation-checkpointing", "recompute each block in backward")(
+      "set", "any other config value: section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
+      "json", "also write the result as JSON to FILE", cxxopts::value<std::string>())("h,help", "show this help")(
+      "what", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"what"});
+  o.positional_help("train");
+  auto r = parse(o, argc, argv);
+  train::BenchTrainOptions bo{.preset = r["preset"].as<std::string>(), .seq_len = r["seq"].as<int64_t>(),
+                              .micro_batch = r["batch"].as<int64_t>(), .layers = r["layers"].as<int64_t>(),
+                              .steps = r["steps"].as<int64_t>(), .warmup = r["warmup"].as<int64_t>(),
+                              .activation_checkpointing = r.count("activation-checkpointing") > 0,
+                              .overrides = strings(r, "set")};
+  const auto res = train::run_bench_train(bo);
+  if (comm::world_info_from_env().rank != 0) return 0;
+  std::printf("%s", train::bench_train_table(res).c_str());
+  write_json_option(r, train::bench_train_json(res, bo) + "\n");
+  return 0;
+}
+
+}  // namespace meshtrain::cli

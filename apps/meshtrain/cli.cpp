@@ -1,0 +1,58 @@
+#include "cli.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::cli {
+
+cxxopts::ParseResult parse(cxxopts::Options& o, int argc, char** argv) {
+  auto r = o.parse(argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help() << std::endl;
+    std::exit(0);
+  }
+  return r;
+}
+
+std::vector<std::string> strings(const cxxopts::ParseResult& r, const std::string& name) {
+  return r.count(name) ? r[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
+Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,
+                     int world_size) {
+  MT_USER_CHECK(positional.size() == 1, "expected exactly one CONFIG file (.yaml, .yml or .json), got ",
+                positional.size());
+  Config cfg = load_config(positional[0], sets);
+  resolve(cfg, world_size);
+  validate(cfg, world_size);
+  check_inputs_exist(cfg);
+  return cfg;
+}
+
+size_t parse_bytes(const std::string& flag, const std::string& v) {
+  size_t pos = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  const std::string unit = v.substr(pos);
+  const double mult = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0
+                    : unit == "G" ? 1073741824.0 : -1;
+  MT_USER_CHECK(pos > 0 && mult > 0 && x >= 0, flag, ": given '", v, "'; valid: bytes, optionally with K, M or G");
+  return static_cast<size_t>(x * mult);
+}
+
+void write_json_option(const cxxopts::ParseResult& r, const std::string& text) {
+  if (!r.count("json")) return;
+  const std::string path = r["json"].as<std::string>();
+  std::ofstream out(path);
+  out << text;
+  MT_USER_CHECK(out, "--json: cannot write ", path);
+}
+
+}  // namespace meshtrain::cli

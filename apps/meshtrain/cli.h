@@ -1,0 +1,30 @@
+// What every `meshtrain` command shares: option parsing with --help, repeated-flag lists, a resolved config,
+// byte sizes with K/M/G suffixes, and JSON result files. Commands are declared in commands.h.
+#pragma once
+
+#include <cxxopts.hpp>
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/config.h"
+
+namespace meshtrain::cli {
+
+// Parses argv; on --help prints the options and exits 0.
+cxxopts::ParseResult parse(cxxopts::Options& o, int argc, char** argv);
+
+// The values of a repeatable (or positional) option; empty when it was not given.
+std::vector<std::string> strings(const cxxopts::ParseResult& r, const std::string& name);
+
+// CONFIG + repeated --set into a resolved, validated Config for `world_size` ranks (inputs checked to exist).
+Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,
+                     int world_size);
+
+// "64K", "1M", "1G" or plain bytes; `flag` names the option in the error.
+size_t parse_bytes(const std::string& flag, const std::string& v);
+
+// Writes `text` to the file named by --json when that option was given; UserError when it cannot be written.
+void write_json_option(const cxxopts::ParseResult& r, const std::string& text);
+
+}  // namespace meshtrain::cli

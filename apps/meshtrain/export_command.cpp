@@ -1,0 +1,37 @@
+// meshtrain export CHECKPOINT --format hf OUT_DIR: a checkpoint (any layout) as a Hugging Face model directory.
+#include <cstdio>
+
+#include "cli.h"
+#include "commands.h"
+#include "meshtrain/ckpt/hf_files.h"
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::cli {
+
+int cmd_export(int argc, char** argv) {
+  cxxopts::Options o("meshtrain export",
+                     "Write a checkpoint (any layout) as a Hugging Face model directory: config.json + "
+                     "model.safetensors, or model-0000K-of-0000N.safetensors + model.safetensors.index.json above "
+                     "--max-shard-size. Loadable by transformers (LlamaForCausalLM, GPT2LMHeadModel), vLLM, TGI.");
+  o.add_options()("format", "output format; valid: hf", cxxopts::value<std::string>())(
+      "dtype", "tensor dtype: keep | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("keep"))(
+      "max-shard-size", "largest safetensors file (K/M/G suffixes)",
+      cxxopts::value<std::string>()->default_value("5G"))("h,help", "show this help")(
+      "args", "", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"args"});
+  o.positional_help("CHECKPOINT OUT_DIR");
+  auto r = parse(o, argc, argv);
+  const auto args = strings(r, "args");
+  MT_USER_CHECK(args.size() == 2, "meshtrain export: expected CHECKPOINT and OUT_DIR, got ", args.size(),
+                " arguments (see --help)");
+  MT_USER_CHECK(r.count("format") && r["format"].as<std::string>() == "hf",
+                "meshtrain export: --format hf is required (the only format)");
+  const size_t shard = parse_bytes("--max-shard-size", r["max-shard-size"].as<std::string>());
+  MT_USER_CHECK(shard > 0, "--max-shard-size must be > 0");
+  auto res = ckpt::export_hf(args[0], args[1], {.dtype = r["dtype"].as<std::string>(), .max_shard_bytes = shard});
+  std::printf("wrote %s: %lld tensors, %.1f MB in %d file(s)\n", args[1].c_str(), static_cast<long long>(res.tensors),
+              static_cast<double>(res.bytes) / 1e6, res.files);
+  return 0;
+}
+
+}  // namespace meshtrain::cli
