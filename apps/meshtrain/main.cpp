@@ -30,7 +30,10 @@
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/placement.h"
 #include "meshtrain/comm/store.h"
-#include "meshtrain/comm/topology.h"
+#include "meshtrain/hw/cpu_list.h"
+#include "meshtrain/hw/topology_detect.h"
+#include "meshtrain/hw/topology_json.h"
+#include "meshtrain/hw/topology_matrix.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/crash_handler.h"
@@ -389,9 +392,9 @@ int cmd_topo(int argc, char** argv) {
   if (r.count("tp")) cfg.parallel.tp = r["tp"].as<int>();
   if (r.count("allow-slow-tp")) cfg.parallel.allow_slow_tp = true;
 
-  const comm::Topology topo = r.count("fixture") ? comm::load_topology(r["fixture"].as<std::string>())
-                                                 : comm::detect_topology();
-  if (r.count("save")) comm::save_topology(topo, r["save"].as<std::string>());
+  const hw::Topology topo = r.count("fixture") ? hw::load_topology(r["fixture"].as<std::string>())
+                                             : hw::detect_topology();
+  if (r.count("save")) hw::save_topology(topo, r["save"].as<std::string>());
   const auto env_local = comm::env_int(comm::process_env(), "LOCAL_WORLD_SIZE");
   const int nproc = r.count("nproc") ? r["nproc"].as<int>()
                     : env_local      ? static_cast<int>(*env_local)
@@ -410,7 +413,7 @@ int cmd_topo(int argc, char** argv) {
       return 0;
     }
     std::printf("%s  [%s]\n\n%s\n", topo.system.c_str(), topo.source.c_str(),
-                comm::format_topology_matrix(topo).c_str());
+                hw::format_topology_matrix(topo).c_str());
     std::string cliques;
     for (const auto& c : topo.nvlink_cliques()) {
       std::string g;
@@ -433,7 +436,7 @@ int cmd_topo(int argc, char** argv) {
     }
     std::printf("{\"topology\": %s, \"placement\": {\"mesh\": \"%s\", \"gpu_of_local_rank\": [%s], \"tp_groups\": [%s], "
                 "\"tp_on_nvlink\": %s, \"note\": %s}}\n",
-                comm::topology_to_json(topo).c_str(), shape.describe().c_str(), ranks.c_str(), groups.c_str(),
+                hw::topology_to_json(topo).c_str(), shape.describe().c_str(), ranks.c_str(), groups.c_str(),
                 p.groups_on_nvlink ? "true" : "false", nlohmann::json(p.note).dump().c_str());
     return 0;
   }
@@ -442,7 +445,7 @@ int cmd_topo(int argc, char** argv) {
     const int gpu = p.gpu_of_local_rank[static_cast<std::size_t>(lr)];
     const auto& g = topo.gpus[static_cast<std::size_t>(gpu)];
     std::printf("local rank %d → GPU %d (%s), NUMA %d, CPUs %s\n", lr, gpu, g.pci_bus_id.c_str(), g.numa_node,
-                g.cpus.empty() ? "N/A" : comm::format_cpu_list(g.cpus).c_str());
+                g.cpus.empty() ? "N/A" : hw::format_cpu_list(g.cpus).c_str());
   }
   return 0;
 }

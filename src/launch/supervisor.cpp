@@ -27,7 +27,7 @@ CpuBindingPlan bind_near_gpus(const LaunchPlan& plan) {
   const char* sysfs_root = std::getenv("MESHRUN_SYSFS_ROOT");
   CpuBindingPlan b = plan_cpu_binding(parse_numa_binding(plan.opts.numa_binding), plan.opts.numa_binding,
                                       plan.nproc_per_node, cvd ? std::optional<std::string>(cvd) : std::nullopt,
-                                      allowed_cpus(), SysfsTopology(sysfs_root ? sysfs_root : ""));
+                                      allowed_cpus(), hw::SysfsTopology(sysfs_root ? sysfs_root : ""));
   // On a node without GPUs the default binding has nothing to do; say so only when it was asked for.
   if (!b.problem.empty() && (plan.gpu_count > 0 || plan.opts.explicitly_set.count("numa-binding")))
     log::warn("%s", b.problem.c_str());
