@@ -72,8 +72,9 @@ void prune_dir(const std::string& dir, const std::vector<std::string>& kept) {
 }  // namespace
 
 std::string scratch_parent() {
+  // A TMPDIR that is not a writable directory would fail every launch; /tmp is what mkdtemp(3) users expect.
   const char* t = std::getenv("TMPDIR");
-  return t && *t ? std::string(t) : std::string("/tmp");
+  return t && *t && ::access(t, W_OK | X_OK) == 0 ? std::string(t) : std::string("/tmp");
 }
 
 int sweep_stale_scratch(const std::string& parent) {

@@ -35,7 +35,7 @@ class ScratchDir {
 // number removed. Never throws (a directory that cannot be removed is left for the next launcher).
 int sweep_stale_scratch(const std::string& parent);
 
-// $TMPDIR when set and non-empty, else /tmp.
+// $TMPDIR when set to a writable directory, else /tmp.
 std::string scratch_parent();
 
 }  // namespace meshtrain::launch

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -76,4 +77,16 @@ TEST(ScratchDir, SweepsDirectoriesOfLaunchersThatAreGone) {
   EXPECT_FALSE(fs::exists(parent / "meshrun-reused"));
   EXPECT_TRUE(fs::exists(parent / "meshrun-kept01"));
   EXPECT_TRUE(fs::exists(parent / "other-dir"));
+}
+
+TEST(ScratchDir, ParentIsTmpdirWhenUsable) {
+  const char* saved = std::getenv("TMPDIR");
+  const std::string keep = saved ? saved : "";
+  const auto dir = testing_support::temp_dir("scratch_parent");
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  EXPECT_EQ(scratch_parent(), dir.string());
+  ::setenv("TMPDIR", "/nonexistent/tmp", 1);  // would make every launch fail: /tmp instead
+  EXPECT_EQ(scratch_parent(), "/tmp");
+  if (saved) ::setenv("TMPDIR", keep.c_str(), 1);
+  else ::unsetenv("TMPDIR");
 }
