@@ -12,6 +12,7 @@
 #include "meshtrain/launch/launch_plan.h"
 #include "meshtrain/launch/slurm_env.h"
 #include "meshtrain/launch/supervisor.h"
+#include "meshtrain/launch/torchrun_compat.h"
 
 int main(int argc, char** argv) {
   using namespace meshtrain;
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
       std::puts("meshrun 0.1.0");
       return 0;
     }
+    for (const std::string& note : torchrun_compat_notes(opts)) log::warn("%s", note.c_str());
     if (std::string slurm = apply_slurm_env(opts, process_env()); !slurm.empty())
       log::info("meshrun: %s", slurm.c_str());
     LaunchPlan plan = make_launch_plan(opts, self_exe_dir(), visible_gpu_count(),

@@ -9,9 +9,12 @@
 #include "cli.h"
 #include "commands.h"
 #include "meshtrain/comm/placement.h"
-#include "meshtrain/comm/topology.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/hw/cpu_list.h"
+#include "meshtrain/hw/topology_detect.h"
+#include "meshtrain/hw/topology_json.h"
+#include "meshtrain/hw/topology_matrix.h"
 
 namespace meshtrain::cli {
 namespace {
@@ -21,7 +24,7 @@ struct TopoRequest {
   int nproc = 1, nnodes = 1, node = 0;
 };
 
-TopoRequest topo_request(const cxxopts::ParseResult& r, const comm::Topology& topo) {
+TopoRequest topo_request(const cxxopts::ParseResult& r, const hw::Topology& topo) {
   TopoRequest q;
   const auto configs = strings(r, "config");
   MT_USER_CHECK(configs.size() <= 1, "meshtrain topo: at most one CONFIG file, got ", configs.size());
@@ -40,8 +43,8 @@ TopoRequest topo_request(const cxxopts::ParseResult& r, const comm::Topology& to
 }
 
 // The matrix and cliques, printed before placing so that they stay visible above a placement error.
-void print_topology(const comm::Topology& topo, const comm::MeshShape& shape, const TopoRequest& q) {
-  std::printf("%s  [%s]\n\n%s\n", topo.system.c_str(), topo.source.c_str(), comm::format_topology_matrix(topo).c_str());
+void print_topology(const hw::Topology& topo, const comm::MeshShape& shape, const TopoRequest& q) {
+  std::printf("%s  [%s]\n\n%s\n", topo.system.c_str(), topo.source.c_str(), hw::format_topology_matrix(topo).c_str());
   std::string cliques;
   for (const auto& c : topo.nvlink_cliques()) {
     std::string g;
@@ -54,18 +57,18 @@ void print_topology(const comm::Topology& topo, const comm::MeshShape& shape, co
   std::fflush(stdout);
 }
 
-void print_placement(const comm::Topology& topo, const comm::Placement& p, int nproc) {
+void print_placement(const hw::Topology& topo, const comm::Placement& p, int nproc) {
   std::printf("%s", p.describe(topo).c_str());
   for (int lr = 0; lr < nproc; ++lr) {
     const int gpu = p.gpu_of_local_rank[static_cast<std::size_t>(lr)];
     const auto& g = topo.gpus[static_cast<std::size_t>(gpu)];
     std::printf("local rank %d → GPU %d (%s), NUMA %d, CPUs %s\n", lr, gpu, g.pci_bus_id.c_str(), g.numa_node,
-                g.cpus.empty() ? "N/A" : comm::format_cpu_list(g.cpus).c_str());
+                g.cpus.empty() ? "N/A" : hw::format_cpu_list(g.cpus).c_str());
   }
 }
 
-nlohmann::json placement_json(const comm::Topology& topo, const comm::MeshShape& shape, const comm::Placement& p) {
-  return {{"topology", nlohmann::json::parse(comm::topology_to_json(topo))},
+nlohmann::json placement_json(const hw::Topology& topo, const comm::MeshShape& shape, const comm::Placement& p) {
+  return {{"topology", nlohmann::json::parse(hw::topology_to_json(topo))},
           {"placement",
            {{"mesh", shape.describe()},
             {"gpu_of_local_rank", p.gpu_of_local_rank},
@@ -96,9 +99,9 @@ int cmd_topo(int argc, char** argv) {
   o.parse_positional({"config"});
   o.positional_help("[CONFIG]");
   auto r = parse(o, argc, argv);
-  const comm::Topology topo = r.count("fixture") ? comm::load_topology(r["fixture"].as<std::string>())
-                                                 : comm::detect_topology();
-  if (r.count("save")) comm::save_topology(topo, r["save"].as<std::string>());
+  const hw::Topology topo = r.count("fixture") ? hw::load_topology(r["fixture"].as<std::string>())
+                                             : hw::detect_topology();
+  if (r.count("save")) hw::save_topology(topo, r["save"].as<std::string>());
   const TopoRequest q = topo_request(r, topo);
   const comm::MeshShape shape = comm::MeshShape::from_config(q.cfg.parallel, q.nproc * q.nnodes);
   const bool json = r.count("json") > 0;

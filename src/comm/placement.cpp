@@ -14,10 +14,10 @@ namespace {
 constexpr long kNotNvlink = 1000;           // a pair outside NVLink costs more than any NVLink group
 constexpr long kSearchBudget = 2'000'000;   // DFS nodes before settling for the best found
 
-long pair_cost(const Topology& t, int a, int b) {
+long pair_cost(const hw::Topology& t, int a, int b) {
   if (t.nvlinked(a, b)) return 0;
-  const PcieLevel l = t.pcie[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
-  return kNotNvlink + (l == PcieLevel::Unknown ? 6 : static_cast<long>(l));
+  const hw::PcieLevel l = t.pcie[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
+  return kNotNvlink + (l == hw::PcieLevel::Unknown ? 6 : static_cast<long>(l));
 }
 
 std::string join(const std::vector<int>& v, const char* sep = ",") {
@@ -26,7 +26,7 @@ std::string join(const std::vector<int>& v, const char* sep = ",") {
   return s;
 }
 
-std::string clique_list(const Topology& t) {
+std::string clique_list(const hw::Topology& t) {
   std::string s;
   for (const auto& c : t.nvlink_cliques()) s += cat(s.empty() ? "" : "; ", "{", join(c), "}");
   return s;
@@ -35,7 +35,7 @@ std::string clique_list(const Topology& t) {
 // Branch and bound over disjoint GPU sets, group by group.
 class Search {
  public:
-  Search(const Topology& t, std::vector<int> sizes) : t_(t), sizes_(std::move(sizes)) {
+  Search(const hw::Topology& t, std::vector<int> sizes) : t_(t), sizes_(std::move(sizes)) {
     used_.assign(static_cast<std::size_t>(t.num_gpus()), false);
   }
 
@@ -81,7 +81,7 @@ class Search {
     }
   }
 
-  const Topology& t_;
+  const hw::Topology& t_;
   std::vector<int> sizes_;
   std::vector<bool> used_;
   std::vector<std::vector<int>> cur_, best_;
@@ -91,7 +91,7 @@ class Search {
 
 }  // namespace
 
-std::string Placement::describe(const Topology& topo) const {
+std::string Placement::describe(const hw::Topology& topo) const {
   std::string s;
   for (std::size_t k = 0; k < groups.size(); ++k) {
     std::vector<int> gpus;
@@ -139,7 +139,7 @@ std::vector<std::vector<int>> local_groups(const MeshShape& shape, DimSet dims, 
   return out;
 }
 
-Placement place_groups(const Topology& topo, const std::vector<std::vector<int>>& groups, int local_world_size,
+Placement place_groups(const hw::Topology& topo, const std::vector<std::vector<int>>& groups, int local_world_size,
                        bool allow_slow, const std::string& what) {
   Placement p;
   p.groups = groups;
@@ -181,7 +181,7 @@ Placement place_groups(const Topology& topo, const std::vector<std::vector<int>>
   return p;
 }
 
-Placement place_tp(const Topology& topo, const MeshShape& shape, int local_world_size, int node, bool allow_slow_tp) {
+Placement place_tp(const hw::Topology& topo, const MeshShape& shape, int local_world_size, int node, bool allow_slow_tp) {
   bool spans = false;
   auto groups = local_groups(shape, Dim::tp, local_world_size, node, &spans);
   const std::string what = cat("parallel.tp = ", shape.size(Dim::tp));

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/hw/cpu_list.h"
 
 namespace meshtrain::launch {
 namespace {
@@ -51,7 +52,7 @@ std::vector<int> visible_gpus(const std::optional<std::string>& cvd, size_t n_gp
 }
 
 // Physical cores of `cpus` (siblings grouped), in order of each core's first CPU.
-std::vector<std::vector<int>> cores_of(const std::vector<int>& cpus, const SysfsTopology& topo) {
+std::vector<std::vector<int>> cores_of(const std::vector<int>& cpus, const hw::SysfsTopology& topo) {
   std::map<std::pair<int, int>, size_t> index;
   std::vector<std::vector<int>> cores;
   for (int c : cpus) {
@@ -90,7 +91,7 @@ std::vector<int> allowed_cpus() {
 
 CpuBindingPlan plan_cpu_binding(NumaBinding mode, const std::string& mode_name, int nproc,
                                 const std::optional<std::string>& cvd, const std::vector<int>& allowed,
-                                const SysfsTopology& topo) {
+                                const hw::SysfsTopology& topo) {
   CpuBindingPlan p;
   p.cpus.assign(static_cast<size_t>(nproc), {});
   p.notes.assign(static_cast<size_t>(nproc), "");
@@ -139,8 +140,8 @@ CpuBindingPlan plan_cpu_binding(NumaBinding mode, const std::string& mode_name, 
     node_of[static_cast<size_t>(r)] = node;
     near[static_cast<size_t>(r)] = intersect(cpus, allowed);
     if (near[static_cast<size_t>(r)].empty())
-      add_problem(cat("GPU ", pci, "'s CPUs ", format_cpulist(cpus), " are all outside the CPUs meshrun may use (",
-                      format_cpulist(allowed), "); local rank ", r, " not pinned"));
+      add_problem(cat("GPU ", pci, "'s CPUs ", hw::format_cpu_list(cpus), " are all outside the CPUs meshrun may use (",
+                      hw::format_cpu_list(allowed), "); local rank ", r, " not pinned"));
   }
 
   if (mode == NumaBinding::Exclusive) {
@@ -153,7 +154,7 @@ CpuBindingPlan plan_cpu_binding(NumaBinding mode, const std::string& mode_name, 
       auto cores = cores_of(cpus, topo);
       const size_t k = ranks.size(), c = cores.size();
       if (c < k) {
-        add_problem(cat("CPUs ", format_cpulist(cpus), " hold ", c, " core(s) for ", k,
+        add_problem(cat("CPUs ", hw::format_cpu_list(cpus), " hold ", c, " core(s) for ", k,
                         " workers; those workers share them (as --numa-binding node)"));
         continue;
       }
@@ -174,7 +175,7 @@ CpuBindingPlan plan_cpu_binding(NumaBinding mode, const std::string& mode_name, 
     int node = node_of[static_cast<size_t>(r)];
     p.notes[static_cast<size_t>(r)] =
         cat("meshrun: local rank ", r, " → GPU ", visible[static_cast<size_t>(r)], " (", pci,
-            node >= 0 ? cat(", NUMA node ", node) : std::string(), "), CPUs ", format_cpulist(cpus), " (", flag, ")");
+            node >= 0 ? cat(", NUMA node ", node) : std::string(), "), CPUs ", hw::format_cpu_list(cpus), " (", flag, ")");
   }
   return p;
 }

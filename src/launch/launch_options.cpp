@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/launch/endpoint.h"
+#include "meshtrain/launch/torchrun_compat.h"
 
 namespace meshtrain::launch {
 namespace {
@@ -27,49 +29,54 @@ struct Flag {
   const char* group;
   const char* metavar;
   const char* help;
-  std::function<void(LaunchOptions&, const std::string&)> set;
+  // `src` is how the user gave it ("--master-port" or "PET_MASTER_PORT"), for messages.
+  std::function<void(LaunchOptions&, const std::string& value, const std::string& src)> set;
   std::function<std::string(const LaunchOptions&)> show_default;
 };
 
-int to_int(const std::string& flag, const std::string& v) {
+int to_int(const std::string& src, const std::string& v) {
   char* end = nullptr;
   errno = 0;
   long x = std::strtol(v.c_str(), &end, 10);
   MT_USER_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && x >= -2147483647L && x <= 2147483647L,
-                "meshrun: --", flag, " expects an integer, got '", v, "'");
+                "meshrun: ", src, " expects an integer, got '", v, "'");
   return static_cast<int>(x);
 }
 
-double to_double(const std::string& flag, const std::string& v) {
+double to_double(const std::string& src, const std::string& v) {
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  MT_USER_CHECK(!v.empty() && end && *end == '\0' && x >= 0, "meshrun: --", flag,
+  MT_USER_CHECK(!v.empty() && end && *end == '\0' && x >= 0, "meshrun: ", src,
                 " expects a non-negative number of seconds, got '", v, "'");
   return x;
 }
 
-bool to_bool(const std::string& flag, const std::string& v) {
+bool to_bool(const std::string& src, const std::string& v) {
   std::string l = v;
   std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
   if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
   if (l == "0" || l == "false" || l == "no" || l == "off" || l.empty()) return false;
-  throw UserError(cat("meshrun: PET_ value for --", flag, " must be 0 or 1, got '", v, "'"));
+  throw UserError(cat("meshrun: ", src, " must be 0 or 1, got '", v, "'"));
 }
 
-#define MT_STR(field) \
-  [](LaunchOptions& o, const std::string& v) { o.field = v; }, [](const LaunchOptions& o) { return o.field; }
-#define MT_INT(field, flag)                                                      \
-  [](LaunchOptions& o, const std::string& v) { o.field = to_int(flag, v); },     \
+#define MT_STR(field)                                                                   \
+  [](LaunchOptions& o, const std::string& v, const std::string&) { o.field = v; },      \
+      [](const LaunchOptions& o) { return o.field; }
+#define MT_INT(field)                                                                     \
+  [](LaunchOptions& o, const std::string& v, const std::string& s) { o.field = to_int(s, v); }, \
       [](const LaunchOptions& o) { return std::to_string(o.field); }
-#define MT_DBL(field, flag)                                                      \
-  [](LaunchOptions& o, const std::string& v) { o.field = to_double(flag, v); },  \
+#define MT_PORT(field)                                                                    \
+  [](LaunchOptions& o, const std::string& v, const std::string& s) { o.field = parse_port(v, s, true); }, \
+      [](const LaunchOptions& o) { return std::to_string(o.field); }
+#define MT_DBL(field)                                                                     \
+  [](LaunchOptions& o, const std::string& v, const std::string& s) { o.field = to_double(s, v); }, \
       [](const LaunchOptions& o) {                                               \
         std::ostringstream s;                                                    \
         s << o.field;                                                            \
         return s.str();                                                          \
       }
-#define MT_BOOL(field, flag)                                                     \
-  [](LaunchOptions& o, const std::string& v) { o.field = to_bool(flag, v); },    \
+#define MT_BOOL(field)                                                                    \
+  [](LaunchOptions& o, const std::string& v, const std::string& s) { o.field = to_bool(s, v); }, \
       [](const LaunchOptions& o) { return std::string(o.field ? "on" : "off"); }
 
 const std::vector<Flag>& flags() {
@@ -79,30 +86,39 @@ const std::vector<Flag>& flags() {
        MT_STR(nproc_per_node)},
       {"nnodes", nullptr, Kind::String, "Workers", "N", "number of nodes (N or N:N)", MT_STR(nnodes)},
       {"node-rank", nullptr, Kind::Int, "Workers", "R", "rank of this node in [0, nnodes)",
-       MT_INT(node_rank, "node-rank")},
+       MT_INT(node_rank)},
       {"role", nullptr, Kind::String, "Workers", "NAME", "ROLE_NAME given to the workers", MT_STR(role)},
+      {"virtual-local-rank", nullptr, Kind::Bool, "Workers", "",
+       "every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to its own GPU (as torchrun)",
+       MT_BOOL(virtual_local_rank)},
       {"master-addr", nullptr, Kind::String, "Rendezvous", "HOST",
        "address of node 0, where the store is hosted", MT_STR(master_addr)},
       {"master-port", nullptr, Kind::Int, "Rendezvous", "PORT", "port of the store on node 0 (0 = any free)",
-       MT_INT(master_port, "master-port")},
+       MT_PORT(master_port)},
       {"standalone", nullptr, Kind::Bool, "Rendezvous", "",
-       "single node: loopback store on a free port, fresh run id", MT_BOOL(standalone, "standalone")},
+       "single node: loopback store on a free port, fresh run id", MT_BOOL(standalone)},
       {"run-id", "rdzv-id", Kind::String, "Rendezvous", "ID", "TORCHELASTIC_RUN_ID; names the log folder",
        MT_STR(run_id)},
       {"rdzv-backend", nullptr, Kind::String, "Rendezvous", "static|c10d",
        "accepted for torchrun compatibility; the store is always a TCPStore on node 0", MT_STR(rdzv_backend)},
       {"rdzv-endpoint", nullptr, Kind::String, "Rendezvous", "HOST[:PORT]",
        "overrides --master-addr/--master-port", MT_STR(rdzv_endpoint)},
+      {"rdzv-conf", nullptr, Kind::String, "Rendezvous", "K=V,...",
+       "torchrun's rendezvous options: timeout or join_timeout (seconds) set --rdzv-timeout; other keys are "
+       "accepted and ignored with a line (the store is static)", MT_STR(rdzv_conf)},
+      {"local-addr", nullptr, Kind::String, "Rendezvous", "ADDR",
+       "this node's address as the other nodes see it; names this node in failure reports (default: the "
+       "host name)", MT_STR(local_addr)},
       {"rdzv-timeout", nullptr, Kind::Double, "Rendezvous", "SEC",
        "multi-node: how long to wait for node 0's store and for every node to join a round",
-       MT_DBL(rdzv_timeout, "rdzv-timeout")},
+       MT_DBL(rdzv_timeout)},
       {"max-restarts", nullptr, Kind::Int, "Supervision", "N",
-       "restarts of the whole group after a worker fails", MT_INT(max_restarts, "max-restarts")},
+       "restarts of the whole group after a worker fails", MT_INT(max_restarts)},
       {"monitor-interval", nullptr, Kind::Double, "Supervision", "SEC",
        "liveness check period (exits are also noticed at once through SIGCHLD)",
-       MT_DBL(monitor_interval, "monitor-interval")},
+       MT_DBL(monitor_interval)},
       {"shutdown-timeout", nullptr, Kind::Double, "Supervision", "SEC",
-       "grace between SIGTERM and SIGKILL when stopping workers", MT_DBL(shutdown_timeout, "shutdown-timeout")},
+       "grace between SIGTERM and SIGKILL when stopping workers", MT_DBL(shutdown_timeout)},
       {"signals-to-handle", nullptr, Kind::String, "Supervision", "LIST",
        "signals forwarded to every worker (never restart the group)", MT_STR(signals_to_handle)},
       {"log-dir", nullptr, Kind::String, "Logs", "DIR",
@@ -112,15 +128,28 @@ const std::vector<Flag>& flags() {
       {"tee", "t", Kind::String, "Logs", "SPEC", "streams written to files as well (same syntax)", MT_STR(tee)},
       {"local-ranks-filter", nullptr, Kind::String, "Logs", "LIST",
        "show only these local ranks on the console, e.g. 0,3 (files keep all)", MT_STR(local_ranks_filter)},
+      {"log-line-prefix-template", nullptr, Kind::String, "Logs", "TEMPLATE",
+       "console prefix of each worker line; ${rank}, ${local_rank} and ${role_name} are replaced (also read "
+       "from TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, as torchrun does) [default: \"[rank ${rank}]: \"]",
+       MT_STR(log_line_prefix_template)},
+      {"logs-specs", nullptr, Kind::String, "Logs", "NAME",
+       "torchrun's LogsSpecs entry point (a Python class): accepted and ignored with a line; meshrun's log "
+       "layout is --log-dir's", MT_STR(logs_specs)},
       {"numa-binding", nullptr, Kind::String, "Placement", "MODE",
        "pin each worker to CPUs near its GPU: none | node (its NUMA node) | socket | exclusive (a disjoint "
        "share of the node's cores)", MT_STR(numa_binding)},
       {"no-python", nullptr, Kind::Bool, "Program", "", "run PROGRAM as is, not under python",
-       MT_BOOL(no_python, "no-python")},
+       MT_BOOL(no_python)},
+      {"run-path", nullptr, Kind::Bool, "Program", "",
+       "run PROGRAM as a Python script even with --no-python or --module (torchrun: runpy.run_path in the "
+       "launcher's interpreter; meshrun: `python -u PROGRAM`)", MT_BOOL(run_path)},
+      {"start-method", nullptr, Kind::String, "Program", "spawn|fork|forkserver",
+       "torchrun's Python multiprocessing start method; meshrun always starts a fresh process (spawn), so "
+       "fork and forkserver are accepted and ignored with a line", MT_STR(start_method)},
       {"module", "m", Kind::Bool, "Program", "", "PROGRAM is a Python module (python -m)",
-       MT_BOOL(module, "module")},
-      {"help", "h", Kind::Bool, "Program", "", "show this help", MT_BOOL(help, "help")},
-      {"version", nullptr, Kind::Bool, "Program", "", "show the version", MT_BOOL(version, "version")},
+       MT_BOOL(module)},
+      {"help", "h", Kind::Bool, "Program", "", "show this help", MT_BOOL(help)},
+      {"version", nullptr, Kind::Bool, "Program", "", "show the version", MT_BOOL(version)},
   };
   return table;
 }
@@ -153,25 +182,31 @@ EnvLookup process_env() {
   };
 }
 
-LaunchOptions parse_launch_options(const std::vector<std::string>& args, const EnvLookup& env) {
-  LaunchOptions o;
-  // Environment first (PET_NPROC_PER_NODE, and PET_RDZV_ID for the alias), then the command line on top.
+namespace {
+
+// PET_<FLAG> (and PET_<ALIAS> for long aliases such as PET_RDZV_ID): below the command line, above defaults.
+void apply_pet_env(LaunchOptions& o, const EnvLookup& env) {
   for (const Flag& f : flags()) {
     if (std::string(f.name) == "help" || std::string(f.name) == "version") continue;
-    std::optional<std::string> v = env(pet_name(f.name));
-    if (!v && f.alias && std::string(f.alias).size() > 1) v = env(pet_name(f.alias));
+    std::string src = pet_name(f.name);
+    std::optional<std::string> v = env(src);
+    if (!v && f.alias && std::string(f.alias).size() > 1) v = env(src = pet_name(f.alias));
     if (v) {
-      f.set(o, *v);
+      f.set(o, *v, src);
       o.explicitly_set.insert(f.name);
     }
   }
+  // torchrun reads the prefix template only from this variable; the flag (or PET_) wins over it.
+  if (auto t = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); t && o.log_line_prefix_template.empty())
+    o.log_line_prefix_template = *t;
+}
+
+// The flags up to the program; returns the index of the program (args.size() when there is none).
+size_t apply_flags(LaunchOptions& o, const std::vector<std::string>& args) {
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
+    if (a == "--") return i + 1;
     if (a.size() < 2 || a[0] != '-') break;  // the program: everything from here on is its own
     std::string body = a.substr(a[1] == '-' ? 2 : 1);
     std::optional<std::string> inline_value;
@@ -182,31 +217,32 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     const Flag* f = find_flag(body);
     MT_USER_CHECK(f, "meshrun: unknown flag '", a, "' (see meshrun --help)");
     o.explicitly_set.insert(f->name);
+    const std::string src = "--" + std::string(f->name);
     if (f->kind == Kind::Bool) {
-      f->set(o, inline_value ? *inline_value : "1");
+      f->set(o, inline_value ? *inline_value : "1", src);
       continue;
     }
-    std::string value;
-    if (inline_value) {
-      value = *inline_value;
-    } else {
-      MT_USER_CHECK(i + 1 < args.size(), "meshrun: --", f->name, " needs a value (", f->metavar, ")");
-      value = args[++i];
-    }
-    f->set(o, value);
+    if (!inline_value)
+      MT_USER_CHECK(i + 1 < args.size(), "meshrun: ", src, " needs a value (", f->metavar, ")");
+    f->set(o, inline_value ? *inline_value : args[++i], src);
   }
-  if (o.help || o.version) return o;
-  MT_USER_CHECK(i < args.size(), "meshrun: no program given; usage: meshrun [options] CONFIG.yaml|PROGRAM.py|"
-                                 "--no-python PROGRAM [args...]");
-  o.program = args[i];
-  o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+  return i;
+}
 
-  // Validation, one place, messages that name the flag and what is valid.
+// --rdzv-endpoint HOST[:PORT] overrides --master-addr (and --master-port when it has a port).
+void apply_endpoint(LaunchOptions& o) {
+  o.master_addr = parse_host(o.master_addr, "--master-addr");
+  if (o.rdzv_endpoint.empty()) return;
+  Endpoint ep = parse_endpoint(o.rdzv_endpoint, "--rdzv-endpoint", /*any_free_port=*/true);
+  o.master_addr = ep.host;
+  if (ep.port) o.master_port = *ep.port;
+}
+
+// Validation, one place, messages that name the flag and what is valid.
+void validate(LaunchOptions& o) {
   int nn = parse_nnodes(o.nnodes);
   MT_USER_CHECK(o.node_rank >= 0 && o.node_rank < nn, "meshrun: --node-rank ", o.node_rank,
                 " is outside [0, nnodes=", nn, ")");
-  MT_USER_CHECK(o.master_port >= 0 && o.master_port <= 65535, "meshrun: --master-port ", o.master_port,
-                " is not a TCP port (0..65535)");
   MT_USER_CHECK(o.max_restarts >= 0, "meshrun: --max-restarts must be >= 0, got ", o.max_restarts);
   MT_USER_CHECK(o.monitor_interval > 0, "meshrun: --monitor-interval must be > 0");
   MT_USER_CHECK(o.rdzv_timeout > 0, "meshrun: --rdzv-timeout must be > 0");
@@ -215,40 +251,58 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
                 "meshrun: --numa-binding must be none, node, socket or exclusive, got '", o.numa_binding, "'");
   MT_USER_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d", "meshrun: --rdzv-backend '",
                 o.rdzv_backend, "' is not supported (static or c10d)");
-  MT_USER_CHECK(!(o.no_python && o.module), "meshrun: --no-python and --module cannot be used together");
+  MT_USER_CHECK(o.start_method == "spawn" || o.start_method == "fork" || o.start_method == "forkserver",
+                "meshrun: --start-method must be spawn, fork or forkserver, got '", o.start_method, "'");
+  // torchrun: --run-path takes precedence over --no-python (and --module).
+  MT_USER_CHECK(o.run_path || !(o.no_python && o.module),
+                "meshrun: --no-python and --module cannot be used together");
   MT_USER_CHECK(!(o.standalone && nn > 1), "meshrun: --standalone is single-node; got --nnodes ", o.nnodes);
-  if (!o.rdzv_endpoint.empty()) {
-    // host, host:port, [v6]:port
-    const std::string& ep = o.rdzv_endpoint;
-    size_t colon = std::string::npos;
-    if (ep[0] == '[') {
-      auto close = ep.find(']');
-      MT_USER_CHECK(close != std::string::npos, "meshrun: --rdzv-endpoint '", ep, "' has no closing ']'");
-      o.master_addr = ep.substr(1, close - 1);
-      if (close + 1 < ep.size() && ep[close + 1] == ':') colon = close + 1;
-    } else if (ep.find(':') == ep.rfind(':')) {
-      colon = ep.find(':');
-      o.master_addr = ep.substr(0, colon);
-    } else {
-      o.master_addr = ep;
-    }
-    if (colon != std::string::npos) o.master_port = to_int("rdzv-endpoint", ep.substr(colon + 1));
-  }
+  if (!o.local_addr.empty()) o.local_addr = parse_host(o.local_addr, "--local-addr");
+  apply_endpoint(o);
+  apply_rdzv_conf(o);
   (void)std_streams_mask(o.redirects, 0, "redirects");
   (void)std_streams_mask(o.tee, 0, "tee");
   (void)rank_shown(o.local_ranks_filter, 0);
+}
+
+}  // namespace
+
+LaunchOptions parse_launch_options(const std::vector<std::string>& args, const EnvLookup& env) {
+  LaunchOptions o;
+  apply_pet_env(o, env);
+  const size_t i = apply_flags(o, args);
+  if (o.help || o.version) return o;
+  MT_USER_CHECK(i < args.size(), "meshrun: no program given; usage: meshrun [options] CONFIG.yaml|PROGRAM.py|"
+                                 "--no-python PROGRAM [args...]");
+  o.program = args[i];
+  o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+  validate(o);
   return o;
+}
+
+void check_local_ranks_filter(const std::string& filter, int nproc) {
+  std::stringstream ss(filter);
+  bool any = false;
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    any = true;
+    const int r = to_int("--local-ranks-filter", item);
+    MT_USER_CHECK(r >= 0 && r < nproc, "meshrun: --local-ranks-filter '", filter, "': local rank ", r,
+                  " does not exist; with ", nproc, " worker(s) per node the local ranks are 0..", nproc - 1);
+  }
+  MT_USER_CHECK(filter.empty() || any, "meshrun: --local-ranks-filter '", filter,
+                "' names no local rank; give a comma-separated list such as 0,1");
 }
 
 int parse_nnodes(const std::string& value) {
   auto colon = value.find(':');
   if (colon == std::string::npos) {
-    int n = to_int("nnodes", value);
+    int n = to_int("--nnodes", value);
     MT_USER_CHECK(n >= 1, "meshrun: --nnodes must be >= 1, got ", n);
     return n;
   }
-  int lo = to_int("nnodes", value.substr(0, colon));
-  int hi = to_int("nnodes", value.substr(colon + 1));
+  int lo = to_int("--nnodes", value.substr(0, colon));
+  int hi = to_int("--nnodes", value.substr(colon + 1));
   MT_USER_CHECK(lo >= 1 && lo == hi, "meshrun: --nnodes ", value,
                 ": elastic ranges are not supported; give one number (or N:N)");
   return lo;
@@ -310,7 +364,7 @@ int std_streams_mask(const std::string& spec, int local_rank, const char* flag) 
     auto colon = item.find(':');
     MT_USER_CHECK(colon != std::string::npos, "meshrun: --", flag, " '", spec,
                   "': mix of plain and per-rank values; use e.g. 0:1,1:3");
-    int r = to_int(flag, item.substr(0, colon));
+    int r = to_int(cat("--", flag), item.substr(0, colon));
     int m = one(item.substr(colon + 1));
     if (r == local_rank) mask = m;
   }
@@ -324,7 +378,7 @@ bool rank_shown(const std::string& filter, int local_rank) {
   bool shown = false;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
-    if (to_int("local-ranks-filter", item) == local_rank) shown = true;
+    if (to_int("--local-ranks-filter", item) == local_rank) shown = true;
   }
   return shown;
 }

@@ -10,6 +10,7 @@
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
 #include "meshtrain/launch/signal_names.h"
 
 namespace meshtrain::launch {
@@ -36,13 +37,50 @@ std::string python_interpreter() {
   return "python3";
 }
 
+// How the program runs (ProgramKind) and its argv, before the program's own arguments.
+void set_program_command(LaunchPlan& p, const std::string& self_dir) {
+  const LaunchOptions& o = p.opts;
+  const std::string& prog = o.program;
+  if (o.run_path) {  // torchrun: runpy.run_path of the script, whatever --no-python/--module say
+    p.kind = ProgramKind::Python;
+    MT_USER_CHECK(::access(prog.c_str(), R_OK) == 0, "meshrun: --run-path: script not found: ", prog);
+    p.command = {python_interpreter(), "-u", prog};
+  } else if (o.no_python) {
+    p.kind = ProgramKind::Native;
+    p.command = {prog};
+  } else if (o.module) {
+    p.kind = ProgramKind::Module;
+    p.command = {python_interpreter(), "-u", "-m", prog};
+  } else if (ends_with(prog, ".yaml") || ends_with(prog, ".yml") || ends_with(prog, ".json")) {
+    p.kind = ProgramKind::Config;
+    std::string meshtrain = self_dir + "/meshtrain";
+    MT_USER_CHECK(::access(meshtrain.c_str(), X_OK) == 0, "meshrun: ", prog, " is a config, which runs `",
+                  meshtrain, " train CONFIG`, but that binary is missing (build the `meshtrain` target)");
+    MT_USER_CHECK(::access(prog.c_str(), R_OK) == 0, "meshrun: config file not found: ", prog);
+    p.command = {meshtrain, "train", prog};
+  } else {
+    p.kind = ProgramKind::Python;
+    MT_USER_CHECK(::access(prog.c_str(), R_OK) == 0, "meshrun: script not found: ", prog,
+                  " (use --no-python to run a program on PATH)");
+    p.command = {python_interpreter(), "-u", prog};
+  }
+}
+
 }  // namespace
 
 void check_gpu_per_worker(const LaunchPlan& p, const std::string& config_hint) {
   MT_USER_CHECK(p.gpu_count == 0 || p.nproc_per_node <= p.gpu_count, "meshrun: --nproc-per-node ",
                 p.nproc_per_node, " starts more workers than the ", p.gpu_count,
-                " GPU(s) visible on this node; use at most ", p.gpu_count, ", or ask for the CPU backend (",
-                config_hint, ")");
+                " GPU(s) visible on this node, and NCCL needs a GPU of its own per rank (two ranks on one GPU "
+                "fail with \"Duplicate GPU detected\"); use at most ", p.gpu_count,
+                ", or ask for the CPU backend (", config_hint, ")");
+}
+
+std::string gpu_sharing_note(const LaunchPlan& p) {
+  if (p.gpu_count == 0 || p.nproc_per_node <= p.gpu_count) return "";
+  return cat("meshrun: ", p.nproc_per_node, " workers share the ", p.gpu_count,
+             " GPU(s) of this node round-robin (local rank r on GPU r mod ", p.gpu_count,
+             "): fine for the CPU backend, which does not need a GPU of its own per rank");
 }
 
 std::string self_exe_dir() {
@@ -81,26 +119,8 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
                 p.nnodes, " nodes every launcher must know the port");
   p.forwarded_signals = parse_signal_list(o.signals_to_handle);
 
-  const std::string& prog = o.program;
-  if (o.no_python) {
-    p.kind = ProgramKind::Native;
-    p.command = {prog};
-  } else if (o.module) {
-    p.kind = ProgramKind::Module;
-    p.command = {python_interpreter(), "-u", "-m", prog};
-  } else if (ends_with(prog, ".yaml") || ends_with(prog, ".yml") || ends_with(prog, ".json")) {
-    p.kind = ProgramKind::Config;
-    std::string meshtrain = self_dir + "/meshtrain";
-    MT_USER_CHECK(::access(meshtrain.c_str(), X_OK) == 0, "meshrun: ", prog, " is a config, which runs `",
-                  meshtrain, " train CONFIG`, but that binary is missing (build the `meshtrain` target)");
-    MT_USER_CHECK(::access(prog.c_str(), R_OK) == 0, "meshrun: config file not found: ", prog);
-    p.command = {meshtrain, "train", prog};
-  } else {
-    p.kind = ProgramKind::Python;
-    MT_USER_CHECK(::access(prog.c_str(), R_OK) == 0, "meshrun: script not found: ", prog,
-                  " (use --no-python to run a program on PATH)");
-    p.command = {python_interpreter(), "-u", prog};
-  }
+  check_local_ranks_filter(o.local_ranks_filter, p.nproc_per_node);
+  set_program_command(p, self_dir);
   p.command.insert(p.command.end(), o.program_args.begin(), o.program_args.end());
   // A config says whether it trains on CPU; checked once it is loaded (validate_config_program). Scripts and
   // programs pick their backend themselves (gloo with 16 ranks on an 8-GPU node is legitimate), so for
@@ -135,8 +155,11 @@ void validate_config_program(const LaunchPlan& plan) {
   resolve(cfg, world);
   validate(cfg, world);
   check_inputs_exist(cfg);
-  if (cfg.parallel.backend != "cpu" && cfg.train.device != "cpu" && plan.opts.nproc_per_node != "cpu")
+  if (cfg.train.device == "cpu" || plan.opts.nproc_per_node == "cpu") return;  // no GPU used at all
+  if (cfg.parallel.backend != "cpu")
     check_gpu_per_worker(plan, cat("set parallel.backend: cpu or train.device: cpu in ", plan.command[2]));
+  else if (std::string note = gpu_sharing_note(plan); !note.empty())
+    log::info("%s", note.c_str());
 }
 
 }  // namespace meshtrain::launch

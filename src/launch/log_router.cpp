@@ -39,7 +39,7 @@ size_t LogRouter::add(int fd, const StreamRoute& route) {
   Stream s;
   s.route = route;
   s.fd = fd;
-  s.prefix = "[rank " + std::to_string(route.rank) + "]: ";
+  s.prefix = route.prefix.empty() ? "[rank " + std::to_string(route.rank) + "]: " : route.prefix;
   if (!route.file_path.empty()) {
     s.file_fd = ::open(route.file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     SYS_CHECK(s.file_fd, "open ", route.file_path);

@@ -2,9 +2,25 @@
 // running `torchrun --no-python env` side by side (docs/launcher.md).
 #include "meshtrain/launch/worker_env.h"
 
+#include <sstream>
+
 extern char** environ;
 
 namespace meshtrain::launch {
+namespace {
+
+// The GPU a worker sees as device 0 under --virtual-local-rank.
+std::string virtual_device(int local_rank, const std::map<std::string, std::string>& inherited) {
+  auto cvd = inherited.find("CUDA_VISIBLE_DEVICES");
+  if (cvd == inherited.end()) return std::to_string(local_rank);
+  std::vector<std::string> gpus;
+  std::stringstream ss(cvd->second);
+  for (std::string g; std::getline(ss, g, ',');) gpus.push_back(g);
+  if (gpus.empty()) return cvd->second;
+  return gpus[static_cast<size_t>(local_rank) % gpus.size()];
+}
+
+}  // namespace
 
 std::map<std::string, std::string> current_environment() {
   std::map<std::string, std::string> env;
@@ -48,6 +64,10 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerIdentity& w,
     o["OMP_NUM_THREADS"] = omp->second;
   else if (w.local_world_size > 1)
     o["OMP_NUM_THREADS"] = "1";  // torchrun: avoid N workers × all cores of OpenMP threads
+  if (w.virtual_local_rank) {
+    o["LOCAL_RANK"] = "0";
+    o["CUDA_VISIBLE_DEVICES"] = virtual_device(w.local_rank, inherited);
+  }
   return o;
 }
 

@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
 #include <filesystem>
 
 #include "meshtrain/core/error.h"
@@ -14,7 +14,6 @@
 namespace meshtrain::launch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 std::string host_name() {
@@ -23,160 +22,257 @@ std::string host_name() {
   return buf;
 }
 
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+// A worker that exits 128+N (or dies of N) after notice N was forwarded did what was asked of it.
+bool is_requested_stop(int wait_status, int notice) {
+  if (notice == 0) return false;
+  return (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 128 + notice) ||
+         (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == notice);
+}
+
+// Exits that our own stop explains: killed by SIGTERM/SIGKILL, or the shell's 128+N for them.
+bool stopped_by_us(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGKILL;
+  return WIFEXITED(wait_status) &&
+         (WEXITSTATUS(wait_status) == 128 + SIGTERM || WEXITSTATUS(wait_status) == 128 + SIGKILL);
+}
+
+// "[rank ${rank}]:"-style template (torchrun's string.Template macros) → this worker's prefix.
+std::string line_prefix(const std::string& tmpl, const WorkerIdentity& id) {
+  if (tmpl.empty()) return "[rank " + std::to_string(id.rank()) + "]: ";
+  const std::pair<std::string, std::string> macros[] = {
+      {"role_name", id.role}, {"local_rank", std::to_string(id.local_rank)}, {"rank", std::to_string(id.rank())}};
+  std::string out;
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    bool done = false;
+    for (const auto& [name, value] : macros) {
+      for (const std::string& form : {"${" + name + "}", "$" + name}) {
+        if (!done && tmpl.compare(i, form.size(), form) == 0) {
+          out += value;
+          i += form.size() - 1;
+          done = true;
+        }
+      }
+    }
+    if (!done) out += tmpl[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 WorkerGroup::WorkerGroup(const LaunchPlan& plan, int attempt, const std::string& files_root, SignalPipe& sigs,
                          bool& wrote_scratch_logs, const CpuBindingPlan& binding)
     : plan_(plan), attempt_(attempt), sigs_(sigs) {
-  const int n = plan.nproc_per_node;
   const std::string base = files_root + "/attempt_" + std::to_string(attempt);
-  const bool have_log_dir = !plan.log_folder.empty();
-  for (int lr = 0; lr < n; ++lr) {
-    WorkerIdentity id;
-    id.local_rank = lr;
-    id.local_world_size = n;
-    id.group_rank = plan.node_rank;
-    id.group_world_size = plan.nnodes;
-    id.role = plan.opts.role;
-    id.master_addr = plan.master_addr;
-    id.master_port = plan.master_port;
-    id.restart_count = attempt;
-    id.max_restarts = plan.opts.max_restarts;
-    id.run_id = plan.run_id;
-    id.signals_to_handle = plan.opts.signals_to_handle;
-    const std::string dir = base + "/" + std::to_string(id.rank());
-    fs::create_directories(dir);
-    id.error_file = dir + "/error.json";
-    std::error_code ec;
-    fs::remove(id.error_file, ec);  // a stale one would be blamed on this attempt
-    ids_.push_back(id);
-    SpawnSpec spec;
-    spec.argv = plan.command;
-    spec.env = worker_environment(id);
-    spec.cpus = binding.cpus[static_cast<size_t>(lr)];
-    workers_.push_back(WorkerProcess::spawn(spec));
+  for (int lr = 0; lr < plan.nproc_per_node; ++lr) spawn_one(lr, base, wrote_scratch_logs, binding);
+}
 
-    const int redirect = std_streams_mask(plan.opts.redirects, lr, "redirects");
-    const int tee = std_streams_mask(plan.opts.tee, lr, "tee");
-    const bool shown = rank_shown(plan.opts.local_ranks_filter, lr);
-    for (int bit : {1, 2}) {
-      StreamRoute r;
-      r.rank = id.rank();
-      r.is_stderr = bit == 2;
-      r.console_fd = (shown && !(redirect & bit)) ? bit : -1;
-      if (have_log_dir || ((redirect | tee) & bit)) {
-        r.file_path = dir + (bit == 1 ? "/stdout.log" : "/stderr.log");
-        if (!have_log_dir) wrote_scratch_logs = true;
-      }
-      int fd = bit == 1 ? workers_.back().release_stdout() : workers_.back().release_stderr();
-      size_t stream = router_.add(fd, r);
-      if (bit == 2 && !binding.notes[static_cast<size_t>(lr)].empty())
-        router_.note(stream, binding.notes[static_cast<size_t>(lr)]);
+void WorkerGroup::spawn_one(int lr, const std::string& base, bool& wrote_scratch_logs,
+                            const CpuBindingPlan& binding) {
+  WorkerIdentity id;
+  id.local_rank = lr;
+  id.local_world_size = plan_.nproc_per_node;
+  id.group_rank = plan_.node_rank;
+  id.group_world_size = plan_.nnodes;
+  id.role = plan_.opts.role;
+  id.master_addr = plan_.master_addr;
+  id.master_port = plan_.master_port;
+  id.restart_count = attempt_;
+  id.max_restarts = plan_.opts.max_restarts;
+  id.run_id = plan_.run_id;
+  id.signals_to_handle = plan_.opts.signals_to_handle;
+  id.virtual_local_rank = plan_.opts.virtual_local_rank;
+  const std::string dir = base + "/" + std::to_string(id.rank());
+  fs::create_directories(dir);
+  id.error_file = dir + "/error.json";
+  std::error_code ec;
+  fs::remove(id.error_file, ec);  // a stale one would be blamed on this attempt
+  ids_.push_back(id);
+  SpawnSpec spec;
+  spec.argv = plan_.command;
+  spec.env = worker_environment(id);
+  spec.cpus = binding.cpus[static_cast<size_t>(lr)];
+  workers_.push_back(WorkerProcess::spawn(spec));
+
+  const bool have_log_dir = !plan_.log_folder.empty();
+  const int redirect = std_streams_mask(plan_.opts.redirects, lr, "redirects");
+  const int tee = std_streams_mask(plan_.opts.tee, lr, "tee");
+  const bool shown = rank_shown(plan_.opts.local_ranks_filter, lr);
+  for (int bit : {1, 2}) {
+    StreamRoute r;
+    r.rank = id.rank();
+    r.prefix = line_prefix(plan_.opts.log_line_prefix_template, id);
+    r.is_stderr = bit == 2;
+    // Tee wins over redirect (torchrun): a teed stream reaches the console even when also redirected.
+    r.console_fd = (shown && (!(redirect & bit) || (tee & bit))) ? bit : -1;
+    if (have_log_dir || ((redirect | tee) & bit)) {
+      r.file_path = dir + (bit == 1 ? "/stdout.log" : "/stderr.log");
+      if (!have_log_dir) wrote_scratch_logs = true;
     }
+    int fd = bit == 1 ? workers_.back().release_stdout() : workers_.back().release_stderr();
+    size_t stream = router_.add(fd, r);
+    if (bit == 2 && !binding.notes[static_cast<size_t>(lr)].empty())
+      router_.note(stream, binding.notes[static_cast<size_t>(lr)]);
   }
 }
 
 GroupResult WorkerGroup::supervise(const GroupHooks& hooks) {
-  GroupResult res;
-  const auto tick = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(plan_.opts.monitor_interval));
-  Clock::time_point next_poll = Clock::now() + tick;
-  bool stopping = false, killed = false;
-  Clock::time_point deadline{};
-  const auto grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(plan_.opts.shutdown_timeout));
-  auto stop_all = [&](int sig) {
-    for (auto& w : workers_)
-      if (w.running()) w.signal_group(sig);
-    if (!stopping) {
-      stopping = true;
-      deadline = Clock::now() + grace;
-    }
-  };
-  auto kill_all = [&] {
-    for (auto& w : workers_)
-      if (w.running()) w.signal_group(SIGKILL);
-    killed = true;
-  };
-
+  hooks_ = &hooks;
+  res_ = GroupResult{};
+  stopping_ = killed_ = false;
+  next_poll_ = Clock::now() + seconds(plan_.opts.monitor_interval);
   while (any_running()) {
-    std::vector<int> fds{sigs_.fd()};
-    std::vector<size_t> streams{SIZE_MAX};
-    router_.poll_fds(fds, streams);
-    std::vector<pollfd> pfds;
-    for (int fd : fds) pfds.push_back({fd, POLLIN, 0});
-    int timeout_ms = static_cast<int>(plan_.opts.monitor_interval * 1000);
-    if (stopping && !killed) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::max<long long>(0, std::min<long long>(timeout_ms, left)));
-    }
-    int rc = ::poll(pfds.data(), pfds.size(), std::max(1, timeout_ms));
-    if (rc == -1 && errno != EINTR) SYS_CHECK(rc, "poll");
-
-    if (rc > 0 && (pfds[0].revents & POLLIN)) {
-      for (int s : sigs_.drain()) {
-        if (s == SIGCHLD) continue;  // reaped below
-        if (s == SIGINT && res.stop_signal == SIGINT) {
-          log::warn("meshrun: second SIGINT, killing every worker now");
-          kill_all();
-          continue;
-        }
-        log::warn("meshrun: got %s, forwarding it to %d worker(s)%s", signal_name(s).c_str(),
-                  static_cast<int>(workers_.size()), is_stop_signal(s) ? "; no restart" : "");
-        if (is_stop_signal(s)) {
-          if (!res.stop_signal) {
-            res.stop_signal = s;
-            if (hooks.on_stop_signal && !res.failure) hooks.on_stop_signal(s);
-          }
-          stop_all(s);
-        } else {
-          res.notice_signal = s;
-          for (auto& w : workers_)
-            if (w.running()) w.signal_group(s);
-        }
-      }
-    }
-    for (size_t i = 1; i < pfds.size(); ++i)
-      if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) router_.on_readable(streams[i]);
-
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      if (!workers_[i].try_reap()) continue;
-      int st = *workers_[i].status();
-      bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-      if (ok || res.failure || res.stop_signal || !res.outside_stop.empty()) continue;
-      WorkerFailure f;
-      f.rank = ids_[i].rank();
-      f.local_rank = ids_[i].local_rank;
-      f.host = host_name();
-      f.pid = workers_[i].pid();
-      f.wait_status = st;
-      f.when = std::chrono::system_clock::now();
-      f.error_file = ids_[i].error_file;
-      res.failure = f;
-      log::warn("meshrun: rank %d (pid %d) failed with %s; stopping the other workers", f.rank,
-                static_cast<int>(f.pid), describe_status(st).c_str());
-      if (hooks.on_failure) hooks.on_failure(f, res.notice_signal);
-      stop_all(SIGTERM);
-    }
-    if (hooks.poll && !stopping && Clock::now() >= next_poll) {
-      next_poll = Clock::now() + tick;
-      if (auto why = hooks.poll()) {
-        res.outside_stop = *why;
-        log::warn("meshrun: %s; stopping this node's workers", why->c_str());
-        stop_all(SIGTERM);
-      }
-    }
-    if (stopping && !killed && Clock::now() >= deadline && any_running()) {
-      log::warn("meshrun: workers still running %.1fs after the stop signal; sending SIGKILL",
-                plan_.opts.shutdown_timeout);
-      kill_all();
-    }
+    wait_for_events();
+    reap();
+    on_deadlines();
   }
   router_.drain_all();
   // Whatever the workers started in their groups and left behind goes too: nothing outlives the attempt.
   for (auto& w : workers_) w.signal_group(SIGKILL);
-  if (res.failure) res.failure->stderr_tail = router_.stderr_tail(res.failure->rank);
-  return res;
+  settle_root_cause();
+  hooks_ = nullptr;
+  return res_;
+}
+
+// Sleeps until a signal, worker output, the monitor tick or the SIGKILL deadline; routes output and signals.
+void WorkerGroup::wait_for_events() {
+  std::vector<int> fds{sigs_.fd()};
+  std::vector<size_t> streams{SIZE_MAX};
+  router_.poll_fds(fds, streams);
+  std::vector<pollfd> pfds;
+  for (int fd : fds) pfds.push_back({fd, POLLIN, 0});
+  long long timeout_ms = static_cast<long long>(plan_.opts.monitor_interval * 1000);
+  if (stopping_ && !killed_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+    timeout_ms = std::max<long long>(0, std::min<long long>(timeout_ms, left));
+  }
+  int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<long long>(1, timeout_ms)));
+  if (rc == -1 && errno != EINTR) SYS_CHECK(rc, "poll");
+  if (rc <= 0) return;
+  if (pfds[0].revents & POLLIN) on_signals();
+  for (size_t i = 1; i < pfds.size(); ++i)
+    if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) router_.on_readable(streams[i]);
+}
+
+void WorkerGroup::on_signals() {
+  for (int s : sigs_.drain()) {
+    if (s == SIGCHLD) continue;  // reaped in reap()
+    if (s == SIGINT && res_.stop_signal == SIGINT) {
+      log::warn("meshrun: second SIGINT, killing every worker now");
+      kill_all();
+      continue;
+    }
+    log::warn("meshrun: got %s, forwarding it to %d worker(s)%s", signal_name(s).c_str(),
+              static_cast<int>(workers_.size()), is_stop_signal(s) ? "; no restart" : "");
+    if (!is_stop_signal(s)) {
+      res_.notice_signal = s;
+      for (auto& w : workers_)
+        if (w.running()) w.signal_group(s);
+      continue;
+    }
+    if (!res_.stop_signal) {
+      res_.stop_signal = s;
+      if (hooks_->on_stop_signal && !res_.failure) hooks_->on_stop_signal(s);
+    }
+    stop_all(s);
+  }
+}
+
+WorkerFailure WorkerGroup::failure_of(size_t i, int wait_status) {
+  WorkerFailure f;
+  f.rank = ids_[i].rank();
+  f.local_rank = ids_[i].local_rank;
+  f.host = plan_.opts.local_addr.empty() ? host_name() : plan_.opts.local_addr;
+  f.pid = workers_[i].pid();
+  f.wait_status = wait_status;
+  f.when = std::chrono::system_clock::now();
+  f.error_file = ids_[i].error_file;
+  return f;
+}
+
+// Every worker that exited since the last pass. The first failure stops the group; failures seen while it
+// stops (other than our own SIGTERM/SIGKILL) stay candidates, because the first worker to exit is not always
+// the first to fail: a peer that dies of a broken pipe often exits before the rank that broke it
+// (settle_root_cause()).
+void WorkerGroup::reap() {
+  std::vector<WorkerFailure> failed;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!workers_[i].try_reap()) continue;
+    const int st = *workers_[i].status();
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
+    if (is_requested_stop(st, res_.notice_signal)) {
+      log::info("meshrun: rank %d stopped at the requested %s (%s)", ids_[i].rank(),
+                signal_name(res_.notice_signal).c_str(), describe_status(st).c_str());
+      res_.requested_stop = res_.notice_signal;
+      continue;
+    }
+    if (res_.stop_signal || !res_.outside_stop.empty() || (res_.failure && stopped_by_us(st))) continue;
+    failed.push_back(failure_of(i, st));
+  }
+  if (failed.empty()) return;
+  if (res_.failure) {
+    res_.consequences.insert(res_.consequences.end(), failed.begin(), failed.end());
+    return;
+  }
+  res_.failure = failed.front();
+  res_.consequences.assign(failed.begin() + 1, failed.end());
+  const WorkerFailure& f = *res_.failure;
+  log::warn("meshrun: rank %d (pid %d) failed with %s; stopping the other workers", f.rank,
+            static_cast<int>(f.pid), describe_status(f.wait_status).c_str());
+  if (hooks_->on_failure) hooks_->on_failure(f, res_.notice_signal);
+  stop_all(SIGTERM);
+}
+
+// Once every worker is gone and its last lines are read: the root cause is the first failure in time among
+// the candidates (root_cause.h), the others are its consequences.
+void WorkerGroup::settle_root_cause() {
+  if (!res_.failure) return;
+  std::vector<WorkerFailure> all{*res_.failure};
+  all.insert(all.end(), res_.consequences.begin(), res_.consequences.end());
+  for (auto& f : all) f.stderr_tail = router_.stderr_tail(f.rank);
+  const size_t root = pick_root_cause(all);
+  if (root != 0)
+    log::warn("meshrun: rank %d failed first (%s); rank %d's failure was a consequence", all[root].rank,
+              describe_status(all[root].wait_status).c_str(), all[0].rank);
+  res_.failure = all[root];
+  all.erase(all.begin() + static_cast<long>(root));
+  res_.consequences = std::move(all);
+}
+
+// The outside poll (another node, the store helper) every --monitor-interval; SIGKILL past the grace.
+void WorkerGroup::on_deadlines() {
+  if (hooks_->poll && !stopping_ && Clock::now() >= next_poll_) {
+    next_poll_ = Clock::now() + seconds(plan_.opts.monitor_interval);
+    if (auto why = hooks_->poll()) {
+      res_.outside_stop = *why;
+      log::warn("meshrun: %s; stopping this node's workers", why->c_str());
+      stop_all(SIGTERM);
+    }
+  }
+  if (stopping_ && !killed_ && Clock::now() >= deadline_ && any_running()) {
+    log::warn("meshrun: workers still running %.1fs after the stop signal; sending SIGKILL",
+              plan_.opts.shutdown_timeout);
+    kill_all();
+  }
+}
+
+void WorkerGroup::stop_all(int sig) {
+  for (auto& w : workers_)
+    if (w.running()) w.signal_group(sig);
+  if (!stopping_) {
+    stopping_ = true;
+    deadline_ = Clock::now() + seconds(plan_.opts.shutdown_timeout);
+  }
+}
+
+void WorkerGroup::kill_all() {
+  for (auto& w : workers_)
+    if (w.running()) w.signal_group(SIGKILL);
+  killed_ = true;
 }
 
 bool WorkerGroup::any_running() const {

@@ -19,7 +19,7 @@
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/placement.h"
-#include "meshtrain/comm/topology.h"
+#include "meshtrain/hw/topology_detect.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -80,7 +80,7 @@ uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
 // realises it. Skipped where NVML indices need not be CUDA's (CUDA_VISIBLE_DEVICES set) or without GPUs.
 void check_tp_placement(const comm::MeshShape& shape, const comm::WorldInfo& world, bool allow_slow_tp) {
   if (shape.size(comm::Dim::tp) == 1 || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return;
-  const comm::Topology topo = comm::detect_topology();
+  const hw::Topology topo = hw::detect_topology();
   if (topo.num_gpus() < world.local_world_size) return;
   const int node = world.rank / world.local_world_size;
   const comm::Placement p = comm::place_tp(topo, shape, world.local_world_size, node, allow_slow_tp);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "meshtrain/comm/mesh_shape.h"
-#include "meshtrain/comm/topology.h"
+#include "meshtrain/hw/topology.h"
 
 namespace meshtrain::comm {
 
@@ -24,7 +24,7 @@ struct Placement {
   std::string note;                         // why not, or "no GPUs" and the like; empty when all is well
 
   // One line per group: "tp group 0: local ranks 0,1 → GPUs 0,1 (NVLink)", then the note.
-  std::string describe(const Topology& topo) const;
+  std::string describe(const hw::Topology& topo) const;
 };
 
 // The groups along `dims` that hold ranks of node `node`, as local ranks, where a node's ranks are
@@ -37,11 +37,11 @@ std::vector<std::vector<int>> local_groups(const MeshShape& shape, DimSet dims, 
 // groups in messages ("parallel.tp = 4"). Throws UserError when local_world_size exceeds the GPU count, or
 // when some group cannot sit inside an NVLink clique and !allow_slow. A topology without GPUs gives the
 // identity with a note (CPU runs).
-Placement place_groups(const Topology& topo, const std::vector<std::vector<int>>& groups, int local_world_size,
+Placement place_groups(const hw::Topology& topo, const std::vector<std::vector<int>>& groups, int local_world_size,
                        bool allow_slow, const std::string& what);
 
 // The placement a worker uses: tp groups of `shape` on node `node`. A tp group spanning nodes is a UserError
 // unless allow_slow_tp.
-Placement place_tp(const Topology& topo, const MeshShape& shape, int local_world_size, int node, bool allow_slow_tp);
+Placement place_tp(const hw::Topology& topo, const MeshShape& shape, int local_world_size, int node, bool allow_slow_tp);
 
 }  // namespace meshtrain::comm

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "meshtrain/launch/sysfs_topology.h"
+#include "meshtrain/hw/sysfs_topology.h"
 
 namespace meshtrain::launch {
 
@@ -32,7 +32,7 @@ struct CpuBindingPlan {
 // launcher may use.
 CpuBindingPlan plan_cpu_binding(NumaBinding mode, const std::string& mode_name, int nproc,
                                 const std::optional<std::string>& cuda_visible_devices,
-                                const std::vector<int>& allowed, const SysfsTopology& topo);
+                                const std::vector<int>& allowed, const hw::SysfsTopology& topo);
 
 // This process's allowed CPUs (sched_getaffinity).
 std::vector<int> allowed_cpus();

@@ -26,6 +26,7 @@ struct LaunchOptions {
   std::string nnodes = "1";          // N or N:N (elastic ranges with min != max are not supported)
   int node_rank = 0;                 // this node's rank in [0, nnodes)
   std::string role = "default";      // ROLE_NAME
+  bool virtual_local_rank = false;   // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's GPU only
   // --- rendezvous ----------------------------------------------------------------------------------------
   std::string master_addr = "127.0.0.1";  // node 0's address; workers get it as MASTER_ADDR
   int master_port = 29500;                 // the store's port; 0 = any free port
@@ -34,6 +35,8 @@ struct LaunchOptions {
   std::string rdzv_backend = "static";     // accepted for compatibility: static | c10d
   std::string rdzv_endpoint;               // host[:port]; overrides --master-addr/--master-port
   double rdzv_timeout = 600;               // seconds to reach node 0's store and for every node to join
+  std::string rdzv_conf;                   // torchrun's K=V,... (torchrun_compat.h)
+  std::string local_addr;                  // this node's address; names it in failure reports
   // --- supervision ---------------------------------------------------------------------------------------
   int max_restarts = 0;            // whole-group restarts after a worker failure
   double monitor_interval = 0.1;   // seconds between liveness checks (SIGCHLD wakes us earlier)
@@ -44,11 +47,15 @@ struct LaunchOptions {
   std::string redirects = "0";     // 0 none, 1 stdout, 2 stderr, 3 both; or per local rank "0:1,1:3"
   std::string tee = "0";           // same syntax; tee = files and console
   std::string local_ranks_filter;  // "0,2": show only these local ranks on the console (files keep all)
+  std::string log_line_prefix_template;  // "${rank}"-style console prefix; empty = "[rank N]: "
+  std::string logs_specs;          // torchrun's LogsSpecs entry point: accepted, ignored
   // --- placement -----------------------------------------------------------------------------------------
   std::string numa_binding = "node";  // none | node | socket | exclusive (cpu_binding.h; why node: docs)
   // --- program -------------------------------------------------------------------------------------------
   bool no_python = false;
   bool module = false;
+  bool run_path = false;             // torchrun's runpy.run_path: run PROGRAM under python whatever else says
+  std::string start_method = "spawn";  // torchrun's multiprocessing start method: accepted
   std::string program;               // the first non-flag argument
   std::vector<std::string> program_args;
   bool help = false;
@@ -83,5 +90,9 @@ int std_streams_mask(const std::string& spec, int local_rank, const char* flag);
 
 // "0,2,5" → true for listed local ranks; an empty filter shows every rank.
 bool rank_shown(const std::string& filter, int local_rank);
+
+// UserError unless every rank in --local-ranks-filter is a local rank of `nproc` workers (a filter naming
+// none of them would hide every line without a word).
+void check_local_ranks_filter(const std::string& filter, int nproc);
 
 }  // namespace meshtrain::launch

@@ -35,12 +35,16 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
 // For a config program: loads it with the `--set` overrides among the program arguments, resolves and
 // validates it for the plan's world size (nnodes × nproc_per_node), so a bad config is one line and exit 2
 // before any worker starts; on a GPU node, more workers than GPUs is refused unless the config asks for the
-// CPU backend. No-op for other programs.
+// CPU backend (then the workers share the GPUs round-robin, said in one line). No-op for other programs.
 void validate_config_program(const LaunchPlan& plan);
 
 // UserError when a GPU node would get more workers than GPUs; `config_hint` says how the config could ask
 // for the CPU backend instead.
 void check_gpu_per_worker(const LaunchPlan& plan, const std::string& config_hint);
+
+// The one line said when a node's workers outnumber its GPUs and share them round-robin (a CPU backend);
+// empty when every worker has a GPU of its own or the node has none.
+std::string gpu_sharing_note(const LaunchPlan& plan);
 
 // Directory holding the running executable (/proc/self/exe).
 std::string self_exe_dir();

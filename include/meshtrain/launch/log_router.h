@@ -13,6 +13,7 @@ namespace meshtrain::launch {
 struct StreamRoute {
   int rank = 0;
   bool is_stderr = false;
+  std::string prefix;     // console prefix; empty = "[rank N]: " (--log-line-prefix-template)
   int console_fd = -1;    // 1 or 2; -1 = not shown (redirected or filtered out)
   std::string file_path;  // empty = no file
 };

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,17 @@ std::string describe_status(int wait_status);
 // torchrun's error file ({"message": {"message": ..., "extraInfo": {"py_callstack": ...}}}) or any text →
 // readable lines; empty when the file does not exist.
 std::string read_error_file(const std::string& path);
-// The multi-line summary printed to stderr.
-std::string format_root_cause(const WorkerFailure& f, int attempts, int world_size);
+// Whether the worker says it failed because a peer vanished (broken pipe, connection reset or closed by
+// the peer): then it is a consequence of another failure, not its cause.
+bool failed_because_peer_vanished(const WorkerFailure& f);
+// The "timestamp" of a torchrun error file (@record writes it), if any.
+std::optional<long long> error_file_timestamp(const std::string& path);
+// Of one attempt's failures, in the order they were reaped, the index of the root cause: a worker that did
+// not fail because a peer vanished before one that did, then the first in time by the error files'
+// timestamps, then the first reaped. `failures` must not be empty.
+size_t pick_root_cause(const std::vector<WorkerFailure>& failures);
+// The multi-line summary printed to stderr; `consequences` are listed after the root cause.
+std::string format_root_cause(const WorkerFailure& f, int attempts, int world_size,
+                              const std::vector<WorkerFailure>& consequences = {});
 
 }  // namespace meshtrain::launch

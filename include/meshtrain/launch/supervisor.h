@@ -8,22 +8,50 @@
 //     launcher gets a stop signal → forwarded to every group, SIGKILL after --shutdown-timeout, no
 //                                   restart, exit 128+N; a second SIGINT SIGKILLs at once
 //     SIGUSR1/SIGUSR2             → forwarded only; workers keep running (preemption notice)
+//
+// run() is the named steps below: start (store, other nodes, scratch), then per attempt run_attempt() (one
+// WorkerGroup) and decide() (restart, or the exit code with its summary).
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "meshtrain/launch/launch_plan.h"
+#include "meshtrain/launch/worker_group.h"
 
 namespace meshtrain::launch {
 
+class NodeCoordinator;
+class RendezvousHost;
+class ScratchDir;
+
 class Supervisor {
  public:
-  explicit Supervisor(LaunchPlan plan) : plan_(std::move(plan)) {}
+  explicit Supervisor(LaunchPlan plan);
+  ~Supervisor();
   // Runs to completion; returns the launcher's exit code.
   int run();
 
  private:
+  void start();
+  GroupResult run_attempt(int attempt);
+  GroupHooks hooks_for(int attempt);
+  // The exit code, or nullopt to restart.
+  std::optional<int> decide(int attempt, const GroupResult& r);
+  std::optional<int> decide_with_nodes(int attempt, const GroupResult& r);
+  void print_summary(const GroupResult& r, int attempt);
+  int interrupted();  // a stop signal received while waiting for other nodes, else 0
+
   LaunchPlan plan_;
+  int world_ = 1;
+  std::unique_ptr<SignalPipe> sigs_;
+  std::unique_ptr<RendezvousHost> store_;
+  std::unique_ptr<NodeCoordinator> nodes_;
+  std::unique_ptr<ScratchDir> scratch_;
+  std::string files_root_;
+  CpuBindingPlan binding_;
+  bool wrote_scratch_logs_ = false;
 };
 
 }  // namespace meshtrain::launch

@@ -21,6 +21,9 @@ struct WorkerIdentity {
   std::string run_id = "none";
   std::string error_file;         // TORCHELASTIC_ERROR_FILE
   std::string signals_to_handle;  // TORCHELASTIC_SIGNALS_TO_HANDLE
+  // --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to this worker's GPU (torchrun's
+  // _set_local_rank_env; with more workers than GPUs they share round-robin instead of failing).
+  bool virtual_local_rank = false;
 
   int rank() const { return group_rank * local_world_size + local_rank; }
   int world_size() const { return group_world_size * local_world_size; }
@@ -31,7 +34,8 @@ struct WorkerIdentity {
 // ROLE_NAME MASTER_ADDR MASTER_PORT TORCHELASTIC_RESTART_COUNT TORCHELASTIC_MAX_RESTARTS
 // TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_ERROR_FILE
 // TORCHELASTIC_SIGNALS_TO_HANDLE TORCH_NCCL_ASYNC_ERROR_HANDLING (inherited value, else 1)
-// OMP_NUM_THREADS (inherited value, else 1 when local_world_size > 1).
+// OMP_NUM_THREADS (inherited value, else 1 when local_world_size > 1); with virtual_local_rank,
+// LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES = entry (local_rank mod n) of the inherited list, else local_rank.
 // `inherited` is the launcher's environment as NAME → value.
 std::map<std::string, std::string> worker_env_overrides(const WorkerIdentity& w,
                                                         const std::map<std::string, std::string>& inherited);

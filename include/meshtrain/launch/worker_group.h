@@ -3,6 +3,7 @@
 // node failed, the store died). What happens next (restart, summary, exit code) is the Supervisor's call.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -19,12 +20,18 @@
 namespace meshtrain::launch {
 
 struct GroupResult {
-  std::optional<WorkerFailure> failure;  // first worker failure, if any
+  std::optional<WorkerFailure> failure;  // the root cause: the first worker failure in time, if any
+  // The other workers that failed in this attempt (not by our stop): consequences of the root cause, e.g.
+  // by their own words because a peer vanished (broken pipe, connection reset).
+  std::vector<WorkerFailure> consequences;
   int stop_signal = 0;                   // a stop signal the launcher received, if any
   std::string outside_stop;              // why the workers were stopped from outside (another node, the store)
   // A notice (SIGUSR1/SIGUSR2) forwarded to the workers. Workers that exit after it (the trainer checkpoints
   // and exits 128+SIGUSR1 on Slurm's preemption warning) are not restarted: the job is being preempted.
   int notice_signal = 0;
+  // Set when a worker exited at that notice (exit code 128+N, or killed by N): a requested stop, not a
+  // failure.
+  int requested_stop = 0;
 };
 
 // What an attempt tells the rest of the launcher, and asks it, while it runs (multi-node coordination and
@@ -35,7 +42,10 @@ struct GroupHooks {
   std::function<void(int)> on_stop_signal;               // the first stop signal to the launcher
 };
 
-// A scratch directory for error files when there is no --log-dir; removed at exit unless logs went there.
+// Watches the workers of one attempt. supervise() loops over four named steps until every worker is gone:
+// wait (poll on the signal pipe, the worker pipes and the next deadline), signals (forward, stop),
+// reaping (exits → root cause, consequences, requested stops), deadlines (the outside poll, SIGKILL after
+// --shutdown-timeout).
 class WorkerGroup {
  public:
   // Spawns the workers of attempt `attempt`; their files go under <files_root>/attempt_<k>/<rank>/.
@@ -46,11 +56,25 @@ class WorkerGroup {
   GroupResult supervise(const GroupHooks& hooks);
 
  private:
+  using Clock = std::chrono::steady_clock;
+  void spawn_one(int local_rank, const std::string& base, bool& wrote_scratch_logs, const CpuBindingPlan& b);
+  void wait_for_events();
+  void on_signals();
+  void reap();
+  void on_deadlines();
+  void settle_root_cause();
+  void stop_all(int sig);
+  void kill_all();
+  WorkerFailure failure_of(size_t i, int wait_status);
   bool any_running() const;
 
   const LaunchPlan& plan_;
   int attempt_;
   SignalPipe& sigs_;
+  const GroupHooks* hooks_ = nullptr;  // set for the duration of supervise()
+  GroupResult res_;
+  bool stopping_ = false, killed_ = false;
+  Clock::time_point deadline_{}, next_poll_{};
   std::vector<WorkerIdentity> ids_;
   // workers_ is declared after router_, so it is destroyed first: workers are SIGKILLed and reaped before
   // the router closes the pipes they write to, so no worker ever sees EPIPE from a launcher still alive.

@@ -156,6 +156,8 @@ def case_preemption_notice():
     check(m.returncode == 128 + 10, f"rc {m.returncode}\n{err}")
     check(len(records("sig10")) == 2 and len(records("env")) == 2, f"restarted after the notice\n{err}")
     check("no restart" in err, f"no word on the notice\n{err}")
+    # A requested stop is not a failure: no "failed with exit code 138", the stop is named as such.
+    check("failed with" not in err and "stopped at the requested SIGUSR1" in err, f"reported as a failure\n{err}")
     print("ok: SIGUSR1 forwarded, workers exited 138, no restart, meshrun exits 138")
 
 
@@ -416,6 +418,108 @@ def case_logs():
     print("ok: per-rank per-attempt log files, PET_MAX_RESTARTS honoured, --local-ranks-filter")
 
 
+def one_line_error(p, what):
+    check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and what in p.stderr, what, p)
+
+
+def case_bad_endpoint():
+    def launch(*flags, env=None):
+        return subprocess.run([MESHRUN, *flags, "--no-python", "true"], capture_output=True, text=True,
+                              env=env or ENV, timeout=60)
+    one_line_error(launch("--rdzv-endpoint", "127.0.0.1:99999"), "'99999' is not a TCP port (0..65535")
+    one_line_error(launch("--rdzv-endpoint", ":::::"), "--rdzv-endpoint ':::::' is not valid")
+    one_line_error(launch("--master-port", "65536"), "--master-port '65536' is not a TCP port")
+    one_line_error(launch(env=dict(ENV, PET_MASTER_PORT="99999")), "PET_MASTER_PORT '99999' is not a TCP port")
+    one_line_error(launch("--nproc-per-node", "2", "--local-ranks-filter", "5"),
+                   "local rank 5 does not exist; with 2 worker(s) per node the local ranks are 0..1")
+    print("ok: bad ports, bad endpoint and a filter naming no worker are one line and exit 2")
+
+
+def case_root_cause_first_in_time():
+    # Rank 1 fails (exit 2) but is slow to exit; rank 0 dies of the broken pipe (exit 1) and is reaped first.
+    p = run("--nproc-per-node", "2", "--shutdown-timeout", "5", mode="cascade")
+    check(p.returncode == 2, f"rc {p.returncode}, expected rank 1's 2", p)
+    for s in ["rank       : 1", "rng_state.1: truncated", "rank 0 also failed (exit code 1): a consequence, its peer "
+              "vanished", "meshrun exits with 2"]:
+        check(s in p.stderr, f"summary lacks {s!r}", p)
+    print(p.stderr)
+
+
+def case_tee_over_redirect():
+    logdir = os.path.join(OUT, "logs")
+    p = run("--nproc-per-node", "2", "--redirects", "3", "--tee", "3", "--log-dir", logdir, "--run-id", "t",
+            mode="fail", args=(9, 1, 0))
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    for r in range(2):
+        check(f"[rank {r}]: worker {r} attempt 0" in p.stdout, f"rank {r} not on the console", p)
+        with open(f"{logdir}/t/attempt_0/{r}/stdout.log") as f:
+            check(f.read() == f"worker {r} attempt 0\n", f"stdout.log of rank {r}")
+    p = run("--nproc-per-node", "2", "--redirects", "3", "--log-dir", logdir, "--run-id", "r", mode="fail",
+            args=(9, 1, 0))
+    check(p.returncode == 0 and "[rank" not in p.stdout, "redirect alone still shows the console", p)
+    print("ok: --tee wins over --redirects: console and files")
+
+
+def scratch_dirs(tmp):
+    return sorted(d for d in os.listdir(tmp) if d.startswith("meshrun-")) if os.path.isdir(tmp) else []
+
+
+def case_scratch_swept():
+    # A SIGKILLed meshrun strands its scratch directory; the next meshrun removes it.
+    tmp = os.path.join(OUT, "tmp")
+    os.makedirs(tmp)
+    env = dict(ENV, TMPDIR=tmp)
+    m = subprocess.Popen([MESHRUN, "--standalone", "--nproc-per-node", "1", WORKER, "hang", OUT],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    wait_for(lambda: len(records("ready")) == 1, what="worker ready")
+    pid = records("env")[(0, 0)]["pid"]
+    stranded = scratch_dirs(tmp)
+    check(len(stranded) == 1, f"scratch dirs {stranded}")
+    m.kill()
+    m.wait()
+    wait_for(lambda: not alive(pid), timeout=10, what="worker to die with meshrun")
+    check(scratch_dirs(tmp) == stranded, "nothing stranded: the test proves nothing")
+    p = run("--nproc-per-node", "1", env=env)
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    check(scratch_dirs(tmp) == [], f"left behind: {scratch_dirs(tmp)}", p)
+    check("removed 1 scratch directory" in p.stderr, "no word on the sweep", p)
+    print("ok: the scratch directory of a SIGKILLed meshrun is removed by the next one")
+
+
+def case_error_file_kept():
+    # Without --log-dir the error file the summary names lives in the scratch directory: it must outlive meshrun.
+    tmp = os.path.join(OUT, "tmp")
+    os.makedirs(tmp)
+    p = run("--nproc-per-node", "2", mode="errorfile", env=dict(ENV, TMPDIR=tmp))
+    check(p.returncode == 3, f"rc {p.returncode}", p)
+    path = [l.split(":", 1)[1].strip() for l in p.stderr.splitlines() if l.strip().startswith("error file :")]
+    check(len(path) == 1 and os.path.isfile(path[0]), f"error file {path} gone", p)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(path[0])))
+    check(os.listdir(root) == ["attempt_0"] and os.listdir(os.path.join(root, "attempt_0")) == ["0"],
+          f"more than the error file kept: {list(os.walk(root))}", p)
+    print(f"ok: {path[0]} kept, the rest of the scratch removed")
+
+
+def case_torchrun_flags():
+    p = run("--nproc-per-node", "2", "--start-method", "fork", "--logs-specs", "custom", "--rdzv-conf",
+            "join_timeout=30,read_timeout=5", "--local-addr", "127.0.0.1", "--log-line-prefix-template",
+            "<${rank}|${local_rank}> ", "--virtual-local-rank", "--run-path", "--no-python", mode="fail",
+            args=(9, 1, 0), env=dict(ENV, CUDA_VISIBLE_DEVICES="3,5"))
+    check(p.returncode == 0, f"rc {p.returncode}", p)
+    for r in range(2):
+        check(f"<{r}|{r}> worker {r} attempt 0" in p.stdout, f"prefix template for rank {r}", p)
+        e = records("env")[(r, 0)]
+        check(e["LOCAL_RANK"] == "0" and e["CUDA_VISIBLE_DEVICES"] == ["3", "5"][r], f"virtual local rank {e}", p)
+    for s in ["--start-method fork ignored", "--logs-specs custom ignored", "--rdzv-conf read_timeout ignored",
+              "--run-path wins over --no-python"]:
+        check(s in p.stderr, f"no line {s!r}", p)
+    h = subprocess.run([MESHRUN, "--help"], capture_output=True, text=True)
+    for flag in ["--run-path", "--start-method", "--rdzv-conf", "--log-line-prefix-template", "--local-addr",
+                 "--logs-specs", "--virtual-local-rank"]:
+        check(flag in h.stdout, f"--help lacks {flag}", h)
+    print("ok: torchrun's flags accepted, honoured or named as ignored, and in --help")
+
+
 CASES = {
     "env_1": lambda: case_env(1), "env_2": lambda: case_env(2), "env_4": lambda: case_env(4),
     "exit_code": case_exit_code, "signal_death": case_signal_death, "error_file": case_error_file,
@@ -426,6 +530,9 @@ CASES = {
     "multinode_gloo": case_multinode_gloo, "unreachable_master": case_unreachable_master,
     "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu,
     "multinode_stop": case_multinode_stop, "store_lost": case_store_lost, "preemption_notice": case_preemption_notice,
+    "bad_endpoint": case_bad_endpoint, "root_cause_first_in_time": case_root_cause_first_in_time,
+    "tee_over_redirect": case_tee_over_redirect, "scratch_swept": case_scratch_swept,
+    "error_file_kept": case_error_file_kept, "torchrun_flags": case_torchrun_flags,
 }
 
 if __name__ == "__main__":

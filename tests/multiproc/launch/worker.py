@@ -14,7 +14,7 @@ KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "G
         "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
         "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS",
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING"]
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING", "CUDA_VISIBLE_DEVICES"]
 
 
 def record(name, payload):
@@ -67,6 +67,19 @@ elif mode == "errorfile":  # rank 0 writes a torchrun-style error file, then exi
                                                  "timestamp": str(int(time.time()))}}}, f)
         sys.exit(3)
     time.sleep(60)
+elif mode == "cascade":  # rank 1 fails (slow to exit), rank 0 dies of the broken pipe and exits first
+    marker = os.path.join(out, f"broke.{attempt}")
+    if rank == 1:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # still cleaning up when the launcher stops the group
+        print("rng_state.1: truncated (12 of 5008 bytes)", file=sys.stderr, flush=True)
+        open(marker, "w").close()
+        time.sleep(1.0)
+        sys.exit(2)
+    if rank == 0:
+        while not os.path.exists(marker):
+            time.sleep(0.01)
+        print("BrokenPipeError: [Errno 32] Broken pipe", file=sys.stderr, flush=True)
+        sys.exit(1)
 elif mode == "hang":  # record signals received; `hang ignore` ignores SIGTERM
     def on(sig, _):
         record(f"sig{sig}", "")

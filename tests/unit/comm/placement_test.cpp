@@ -5,10 +5,12 @@
 #include <numeric>
 
 #include "meshtrain/comm/placement.h"
+#include "meshtrain/hw/topology_json.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
 using namespace meshtrain::comm;
+using namespace meshtrain::hw;
 using meshtrain::testing_support::user_error;
 
 namespace {

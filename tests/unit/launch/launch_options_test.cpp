@@ -7,6 +7,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/launch/launch_plan.h"
+#include "meshtrain/launch/torchrun_compat.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
@@ -78,7 +79,7 @@ TEST(LaunchOptions, PetEnvironmentFallsBackAndFlagsWin) {
 
 TEST(LaunchOptions, BadInputIsOneClearLine) {
   EXPECT_NE(user_error({"--bogus", "x.py"}).find("unknown flag '--bogus'"), std::string::npos);
-  EXPECT_NE(user_error({"--master-port", "http", "x.py"}).find("--master-port expects an integer"),
+  EXPECT_NE(user_error({"--master-port", "http", "x.py"}).find("--master-port 'http' is not a TCP port"),
             std::string::npos);
   EXPECT_NE(user_error({"--nnodes", "2", "--node-rank", "2", "x.py"}).find("outside [0, nnodes=2)"),
             std::string::npos);
@@ -97,6 +98,74 @@ TEST(LaunchOptions, RdzvEndpointOverridesMaster) {
   auto v6 = parse({"--rdzv-endpoint", "[fe80::1]:5", "x.py"});
   EXPECT_EQ(v6.master_addr, "fe80::1");
   EXPECT_EQ(v6.master_port, 5);
+}
+
+TEST(LaunchOptions, PortsAreCheckedWhereverTheyAreRead) {
+  // 99999 used to wrap to 34463 in htons; ":::::" used to be taken as a host.
+  EXPECT_NE(user_error({"--rdzv-endpoint", "127.0.0.1:99999", "x.py"}).find("'99999' is not a TCP port (0..65535"),
+            std::string::npos);
+  EXPECT_NE(user_error({"--rdzv-endpoint", ":::::", "x.py"}).find("--rdzv-endpoint ':::::' is not valid"),
+            std::string::npos);
+  EXPECT_NE(user_error({"--master-port", "70000", "x.py"}).find("--master-port '70000' is not a TCP port"),
+            std::string::npos);
+  EXPECT_NE(user_error({"--master-port", "-1", "x.py"}).find("is not a TCP port"), std::string::npos);
+  EXPECT_NE(user_error({"x.py"}, {{"PET_MASTER_PORT", "65536"}}).find("PET_MASTER_PORT '65536' is not a TCP port"),
+            std::string::npos);
+  EXPECT_NE(user_error({"--rdzv-endpoint", "[::1:29500", "x.py"}).find("no closing ']'"), std::string::npos);
+  EXPECT_NE(user_error({"--rdzv-endpoint", "[nothost]:1", "x.py"}).find("not an IPv6 address"), std::string::npos);
+  EXPECT_NE(user_error({"--rdzv-endpoint", ":29500", "x.py"}).find("has no host"), std::string::npos);
+  EXPECT_NE(user_error({"--master-addr", "a b", "x.py"}).find("--master-addr 'a b' is not a host name"),
+            std::string::npos);
+  EXPECT_EQ(parse({"--master-port", "0", "x.py"}).master_port, 0);  // any free port (single node)
+  EXPECT_EQ(parse({"--master-port", "65535", "x.py"}).master_port, 65535);
+  auto bare6 = parse({"--rdzv-endpoint", "::1", "x.py"});
+  EXPECT_EQ(bare6.master_addr, "::1");
+  EXPECT_EQ(bare6.master_port, 29500);
+  EXPECT_EQ(parse({"--master-addr", "[::1]", "x.py"}).master_addr, "::1");
+}
+
+TEST(LaunchOptions, TorchrunFlagsAreAccepted) {
+  auto o = parse({"--run-path", "--start-method", "fork", "--rdzv-conf", "join_timeout=42,read_timeout=5",
+                  "--log-line-prefix-template", "[${role_name}${rank}]:", "--local-addr", "10.1.2.3",
+                  "--logs-specs", "custom", "--virtual-local-rank", "--no-python", "x.py"});
+  EXPECT_TRUE(o.run_path);
+  EXPECT_TRUE(o.virtual_local_rank);
+  EXPECT_EQ(o.start_method, "fork");
+  EXPECT_DOUBLE_EQ(o.rdzv_timeout, 42);  // join_timeout → --rdzv-timeout
+  EXPECT_EQ(o.local_addr, "10.1.2.3");
+  EXPECT_EQ(o.log_line_prefix_template, "[${role_name}${rank}]:");
+  auto notes = torchrun_compat_notes(o);
+  ASSERT_EQ(notes.size(), 4u);
+  EXPECT_NE(notes[0].find("--rdzv-conf read_timeout ignored"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("--start-method fork ignored"), std::string::npos) << notes[1];
+  EXPECT_NE(notes[2].find("--logs-specs custom ignored"), std::string::npos) << notes[2];
+  EXPECT_NE(notes[3].find("--run-path wins over --no-python"), std::string::npos) << notes[3];
+  EXPECT_TRUE(torchrun_compat_notes(parse({"x.py"})).empty());
+  // --rdzv-timeout given itself wins over --rdzv-conf's timeout.
+  EXPECT_DOUBLE_EQ(parse({"--rdzv-timeout", "7", "--rdzv-conf", "timeout=42", "x.py"}).rdzv_timeout, 7);
+  EXPECT_NE(user_error({"--start-method", "thread", "x.py"}).find("spawn, fork or forkserver"), std::string::npos);
+  EXPECT_NE(user_error({"--rdzv-conf", "oops", "x.py"}).find("each entry must be KEY=VALUE"), std::string::npos);
+  EXPECT_EQ(parse({"x.py"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${rank}|"}}).log_line_prefix_template,
+            "${rank}|");
+  // --run-path runs a script under python even with --no-python (torchrun's precedence).
+  auto script = testing_support::temp_dir("run_path") / "s.py";
+  std::ofstream(script) << "print(1)\n";
+  auto plan = make_launch_plan(parse({"--run-path", "--no-python", script.string()}), "/bin", 0, 2);
+  EXPECT_EQ(plan.kind, ProgramKind::Python);
+  EXPECT_EQ(plan.command[1], "-u");
+  EXPECT_EQ(plan.command[2], script.string());
+}
+
+TEST(LaunchPlan, LocalRanksFilterNamesExistingRanks) {
+  auto plan = [](const std::string& filter) {
+    make_launch_plan(parse({"--nproc-per-node", "2", "--local-ranks-filter", filter, "--no-python", "true"}),
+                     "/bin", 0, 2);
+  };
+  EXPECT_NO_THROW(plan("0,1"));
+  std::string msg = testing_support::user_error([&] { plan("5"); });
+  EXPECT_NE(msg.find("--local-ranks-filter '5': local rank 5 does not exist; with 2 worker(s) per node the "
+                     "local ranks are 0..1"), std::string::npos) << msg;
+  EXPECT_NE(testing_support::user_error([&] { plan(","); }).find("names no local rank"), std::string::npos);
 }
 
 TEST(LaunchOptions, NprocPerNodeFollowsTorchrun) {
@@ -155,10 +224,15 @@ TEST(LaunchPlan, MoreWorkersThanGpusNeedsTheCpuBackend) {
   std::string msg = testing_support::user_error([&] { validate_config_program(plan); });
   EXPECT_NE(msg.find("--nproc-per-node 4 starts more workers than the 2 GPU(s) visible"), std::string::npos) << msg;
   EXPECT_NE(msg.find("parallel.backend: cpu"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NCCL needs a GPU of its own per rank"), std::string::npos) << msg;
   // The same config on the CPU backend, or as many workers as GPUs: accepted.
   auto cpu = make_launch_plan(parse({"--nproc-per-node", "4", cfg.string(), "--set", "parallel.backend=cpu"}),
                               bin, 2, 2);
   EXPECT_NO_THROW(validate_config_program(cpu));
+  EXPECT_EQ(gpu_sharing_note(cpu), "meshrun: 4 workers share the 2 GPU(s) of this node round-robin (local rank r "
+                                   "on GPU r mod 2): fine for the CPU backend, which does not need a GPU of its "
+                                   "own per rank");
   auto two = make_launch_plan(parse({"--nproc-per-node", "2", cfg.string()}), bin, 2, 2);
   EXPECT_NO_THROW(validate_config_program(two));
+  EXPECT_EQ(gpu_sharing_note(two), "");
 }

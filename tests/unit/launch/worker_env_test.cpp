@@ -49,3 +49,19 @@ TEST(RootCause, ExitCodesAndText) {
   EXPECT_NE(s.find("exit code 3"), std::string::npos);
   EXPECT_NE(s.find("ValueError: nan"), std::string::npos);
 }
+
+TEST(WorkerEnv, VirtualLocalRankNarrowsTheVisibleGpus) {
+  WorkerIdentity w;
+  w.local_rank = 1;
+  w.local_world_size = 2;
+  auto plain = worker_env_overrides(w, {{"CUDA_VISIBLE_DEVICES", "4,6"}});
+  EXPECT_EQ(plain["LOCAL_RANK"], "1");
+  EXPECT_EQ(plain.count("CUDA_VISIBLE_DEVICES"), 0u);  // inherited as is
+  w.virtual_local_rank = true;
+  auto v = worker_env_overrides(w, {{"CUDA_VISIBLE_DEVICES", "4,6"}});
+  EXPECT_EQ(v["LOCAL_RANK"], "0");
+  EXPECT_EQ(v["CUDA_VISIBLE_DEVICES"], "6");
+  EXPECT_EQ(worker_env_overrides(w, {})["CUDA_VISIBLE_DEVICES"], "1");  // torchrun: str(local_rank)
+  w.local_rank = 3;  // more workers than GPUs (CPU backend): round-robin
+  EXPECT_EQ(worker_env_overrides(w, {{"CUDA_VISIBLE_DEVICES", "4,6"}})["CUDA_VISIBLE_DEVICES"], "6");
+}

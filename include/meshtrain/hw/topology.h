@@ -1,8 +1,8 @@
-// Topology: how the GPUs of this node are wired (DESIGN.md "Topology"). A link matrix between local GPUs —
-// NVLink count (direct or through NVSwitch) and the PCIe path class — plus each GPU's NUMA node and CPU
-// affinity. Detected from NVML at run time (topology_detect.cpp: libnvidia-ml.so.1 is dlopen'ed, nothing
-// links it), falling back to sysfs when NVML is absent; loadable from / savable to JSON so that placement is
-// testable on machines without GPUs (fixtures in tests/fixtures/topology/).
+// Topology: how the GPUs of this node are wired (docs/hw.md). A link matrix between local GPUs — NVLink
+// count (direct or through NVSwitch) and the PCIe path class — plus each GPU's NUMA node and CPU affinity.
+// Detected from NVML at run time (topology_detect.h: libnvidia-ml.so.1 is dlopen'ed, nothing links it),
+// falling back to sysfs when NVML is absent; loadable from / savable to JSON (topology_json.h) so that
+// placement is testable on machines without GPUs (fixtures in tests/fixtures/topology/).
 //
 // GPU indices are NVML's, which enumerate by PCI bus id; CUDA's agree when CUDA_DEVICE_ORDER=PCI_BUS_ID
 // (meshrun sets it; CUDA's default "fastest first" order may differ on mixed-GPU machines).
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace meshtrain::comm {
+namespace meshtrain::hw {
 
 // PCIe path between two GPUs, nearest first: nvidia-smi topo's legend and NVML's nvmlGpuTopologyLevel_t.
 //   PIX  at most one PCIe bridge          PXB  several PCIe bridges, no host bridge
@@ -51,22 +51,4 @@ struct Topology {
   void check() const;
 };
 
-// This machine: NVML if libnvidia-ml.so.1 loads and reports GPUs, else NVIDIA display devices from sysfs
-// (NUMA node and local CPUs, links unknown), else no GPUs with `source` saying why. Never throws for a
-// missing driver.
-Topology detect_topology();
-
-// JSON form (fixtures; `meshtrain topo --json`). Throws UserError naming `name` and the bad key.
-Topology topology_from_json(const std::string& text, const std::string& name);
-std::string topology_to_json(const Topology& t);
-Topology load_topology(const std::string& path);  // UserError if unreadable or malformed
-void save_topology(const Topology& t, const std::string& path);
-
-// "0-15,64-79" ⇄ {0, …, 15, 64, …, 79}. parse throws UserError on malformed text.
-std::vector<int> parse_cpu_list(const std::string& s);
-std::string format_cpu_list(const std::vector<int>& cpus);
-
-// nvidia-smi topo -m style: the matrix (X, NV#, PIX, …), then CPU and NUMA affinity columns, and a legend.
-std::string format_topology_matrix(const Topology& t);
-
-}  // namespace meshtrain::comm
+}  // namespace meshtrain::hw

@@ -1,17 +1,13 @@
 // The node's CPU/NUMA/PCI topology as Linux shows it in sysfs, read under a root directory so tests can build
 // a fake tree (tests/unit/launch/cpu_binding_test.cpp builds a 2-socket, 4-NUMA-node, 8-GPU box). No CUDA,
 // no NVML: this works on any Linux, and in a launcher that must not initialise CUDA before forking workers.
+// The one sysfs reader of the launcher's CPU binding and of detect_topology()'s fallback.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace meshtrain::launch {
-
-// "0-3,8,10-11" → {0,1,2,3,8,10,11}; "" → {}. Throws Error on malformed text.
-std::vector<int> parse_cpulist(const std::string& text);
-// Sorted, deduplicated, ranges collapsed: {0,1,2,3,8} → "0-3,8".
-std::string format_cpulist(std::vector<int> cpus);
+namespace meshtrain::hw {
 
 class SysfsTopology {
  public:
@@ -34,4 +30,4 @@ class SysfsTopology {
   std::string root_;
 };
 
-}  // namespace meshtrain::launch
+}  // namespace meshtrain::hw

@@ -1,20 +1,17 @@
 // detect_topology(): NVML through dlopen (so no binary links libnvidia-ml and the CPU build runs anywhere),
-// else sysfs. The NVML declarations below are the few we call, copied from nvml.h's ABI (stable since R450):
-// handles are opaque pointers, return codes ints, NVML_SUCCESS = 0.
+// else sysfs (SysfsTopology). The NVML declarations below are the few we call, copied from nvml.h's ABI
+// (stable since R450): handles are opaque pointers, return codes ints, NVML_SUCCESS = 0.
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "meshtrain/comm/topology.h"
+#include "meshtrain/hw/topology_detect.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 
-namespace meshtrain::comm {
+namespace meshtrain::hw {
 
 namespace {
 
@@ -74,20 +71,8 @@ std::string normal_bus_id(const std::string& id) {
   return s;
 }
 
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  return s;
-}
-
 int sysfs_numa_node(const std::string& bus_id) {
-  const std::string s = read_line("/sys/bus/pci/devices/" + normal_bus_id(bus_id) + "/numa_node");
-  try {
-    return s.empty() ? -1 : std::max(-1, std::stoi(s));
-  } catch (const std::exception&) {
-    return -1;
-  }
+  return std::max(-1, SysfsTopology().numa_node_of_device(normal_bus_id(bus_id)));
 }
 
 PcieLevel level_from_nvml(int v) {
@@ -113,9 +98,8 @@ Topology empty_topology(int n, std::string source) {
   return t;
 }
 
-// Returns false (with `why`) when NVML is not usable here.
-bool detect_nvml(Topology* out, std::string* why) {
-  Nvml nv;
+// Loads libnvidia-ml.so.1 and initialises it; false (with `why`) when NVML is not usable here.
+bool open_nvml(Nvml& nv, std::string* why) {
   nv.lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!nv.lib) {
     *why = cat("libnvidia-ml.so.1 not loadable (", ::dlerror(), ")");
@@ -140,35 +124,30 @@ bool detect_nvml(Topology* out, std::string* why) {
     nv.shutdown = nullptr;  // nothing to shut down
     return false;
   }
-  unsigned count = 0;
-  if (nv.count(&count) != NVML_SUCCESS || count == 0) {
-    *why = "NVML reports no GPUs";
-    return false;
-  }
-  const int n = static_cast<int>(count);
-  Topology t = empty_topology(n, "nvml");
-  std::vector<nvmlDevice_t> dev(count);
-  for (unsigned i = 0; i < count; ++i) {
-    if (nv.handle(i, &dev[i]) != NVML_SUCCESS) {
-      *why = cat("nvmlDeviceGetHandleByIndex_v2(", i, ") failed");
-      return false;
-    }
-    GpuInfo& g = t.gpus[i];
-    char name[96] = {};
-    if (nv.name(dev[i], name, sizeof name) == NVML_SUCCESS) g.name = name;
-    NvmlPciInfo pci{};
-    if (nv.pci(dev[i], &pci) == NVML_SUCCESS) g.pci_bus_id = pci.busId;
-    g.numa_node = sysfs_numa_node(g.pci_bus_id);
-    unsigned long mask[64] = {};  // 4096 CPUs
-    if (nv.affinity(dev[i], 64, mask) == NVML_SUCCESS) {
-      for (int c = 0; c < 64 * 64; ++c) {
-        if ((mask[c / 64] >> (c % 64)) & 1ul) g.cpus.push_back(c);
-      }
+  return true;
+}
+
+// Name, bus id, NUMA node and CPU affinity of GPU i.
+void read_gpu(const Nvml& nv, nvmlDevice_t dev, GpuInfo& g) {
+  char name[96] = {};
+  if (nv.name(dev, name, sizeof name) == NVML_SUCCESS) g.name = name;
+  NvmlPciInfo pci{};
+  if (nv.pci(dev, &pci) == NVML_SUCCESS) g.pci_bus_id = pci.busId;
+  g.numa_node = sysfs_numa_node(g.pci_bus_id);
+  unsigned long mask[64] = {};  // 4096 CPUs
+  if (nv.affinity(dev, 64, mask) == NVML_SUCCESS) {
+    for (int c = 0; c < 64 * 64; ++c) {
+      if ((mask[c / 64] >> (c % 64)) & 1ul) g.cpus.push_back(c);
     }
   }
-  // NVLink counts: walk each GPU's links; a link ends at another GPU (direct) or at an NVSwitch.
+}
+
+// NVLink counts: walk each GPU's links; a link ends at another GPU (direct) or at an NVSwitch. Returns the
+// direct counts; switch links go into the GPUs' nvswitch_links.
+std::vector<std::vector<int>> walk_nvlinks(const Nvml& nv, const std::vector<nvmlDevice_t>& dev, Topology& t) {
+  const std::size_t count = dev.size();
   std::vector<std::vector<int>> direct(count, std::vector<int>(count, 0));
-  for (unsigned i = 0; i < count; ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     for (unsigned l = 0; l < kMaxNvLinks; ++l) {
       int active = 0;
       if (nv.link_state(dev[i], l, &active) != NVML_SUCCESS || active != NVML_FEATURE_ENABLED) continue;
@@ -178,7 +157,7 @@ bool detect_nvml(Topology* out, std::string* why) {
       int peer = -1;
       if (type != NVML_NVLINK_DEVICE_TYPE_SWITCH && nv.link_remote_pci &&
           nv.link_remote_pci(dev[i], l, &rp) == NVML_SUCCESS) {
-        for (unsigned j = 0; j < count; ++j) {
+        for (std::size_t j = 0; j < count; ++j) {
           if (j != i && normal_bus_id(rp.busId) == normal_bus_id(t.gpus[j].pci_bus_id)) peer = static_cast<int>(j);
         }
       }
@@ -189,8 +168,15 @@ bool detect_nvml(Topology* out, std::string* why) {
       }
     }
   }
-  for (unsigned i = 0; i < count; ++i) {
-    for (unsigned j = 0; j < count; ++j) {
+  return direct;
+}
+
+// Per pair: the PCIe class and the usable NVLinks; then the matrices made symmetric.
+void link_pairs(const Nvml& nv, const std::vector<nvmlDevice_t>& dev, const std::vector<std::vector<int>>& direct,
+                Topology& t) {
+  const std::size_t count = dev.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t j = 0; j < count; ++j) {
       if (i == j) continue;
       int level = -1;
       if (nv.ancestor(dev[i], dev[j], &level) == NVML_SUCCESS) t.pcie[i][j] = level_from_nvml(level);
@@ -206,43 +192,36 @@ bool detect_nvml(Topology* out, std::string* why) {
     }
   }
   // Make the matrix symmetric even if the driver answered asymmetrically (take the smaller side).
-  for (unsigned i = 0; i < count; ++i) {
-    for (unsigned j = i + 1; j < count; ++j) {
+  for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t j = i + 1; j < count; ++j) {
       t.nvlinks[i][j] = t.nvlinks[j][i] = std::min(t.nvlinks[i][j], t.nvlinks[j][i]);
       if (t.pcie[i][j] != t.pcie[j][i]) t.pcie[i][j] = t.pcie[j][i] = std::max(t.pcie[i][j], t.pcie[j][i]);
     }
   }
-  t.system = cat(n, "× ", t.gpus[0].name);
-  *out = std::move(t);
-  return true;
 }
 
-// NVIDIA display/3D controllers in sysfs: GPU count, NUMA node and local CPUs, no link information.
-Topology detect_sysfs(const std::string& nvml_why) {
-  std::vector<std::string> ids;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/devices", ec)) {
-    const std::string dir = e.path().string();
-    const std::string cls = read_line(dir + "/class");
-    if (read_line(dir + "/vendor") == "0x10de" && (cls.rfind("0x0300", 0) == 0 || cls.rfind("0x0302", 0) == 0))
-      ids.push_back(e.path().filename().string());
+// Returns false (with `why`) when NVML is not usable here.
+bool detect_nvml(Topology* out, std::string* why) {
+  Nvml nv;
+  if (!open_nvml(nv, why)) return false;
+  unsigned count = 0;
+  if (nv.count(&count) != NVML_SUCCESS || count == 0) {
+    *why = "NVML reports no GPUs";
+    return false;
   }
-  std::sort(ids.begin(), ids.end());  // NVML's order: by PCI bus id
-  if (ids.empty()) return empty_topology(0, cat("no NVIDIA GPU found (", nvml_why, "; none in /sys/bus/pci)"));
-  Topology t = empty_topology(static_cast<int>(ids.size()), cat("sysfs (", nvml_why, "; links unknown)"));
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    GpuInfo& g = t.gpus[i];
-    g.name = "NVIDIA GPU";
-    g.pci_bus_id = ids[i];
-    g.numa_node = sysfs_numa_node(ids[i]);
-    try {
-      g.cpus = parse_cpu_list(read_line("/sys/bus/pci/devices/" + ids[i] + "/local_cpulist"));
-    } catch (const std::exception&) {
-      g.cpus.clear();
+  Topology t = empty_topology(static_cast<int>(count), "nvml");
+  std::vector<nvmlDevice_t> dev(count);
+  for (unsigned i = 0; i < count; ++i) {
+    if (nv.handle(i, &dev[i]) != NVML_SUCCESS) {
+      *why = cat("nvmlDeviceGetHandleByIndex_v2(", i, ") failed");
+      return false;
     }
+    read_gpu(nv, dev[i], t.gpus[i]);
   }
-  t.system = cat(ids.size(), "× NVIDIA GPU (sysfs)");
-  return t;
+  link_pairs(nv, dev, walk_nvlinks(nv, dev, t), t);
+  t.system = cat(count, "× ", t.gpus[0].name);
+  *out = std::move(t);
+  return true;
 }
 
 }  // namespace
@@ -252,7 +231,27 @@ Topology detect_topology() {
   std::string why;
   if (detect_nvml(&t, &why)) return t;
   log::debug("topology: %s; falling back to sysfs", why.c_str());
-  return detect_sysfs(why);
+  return topology_from_sysfs(SysfsTopology(), why);
 }
 
-}  // namespace meshtrain::comm
+// NVIDIA GPUs in sysfs: count, NUMA node and local CPUs, no link information.
+Topology topology_from_sysfs(const SysfsTopology& sysfs, const std::string& nvml_why) {
+  const std::vector<std::string> ids = sysfs.nvidia_gpus();  // NVML's order: by PCI bus id
+  if (ids.empty()) return empty_topology(0, cat("no NVIDIA GPU found (", nvml_why, "; none in /sys/bus/pci)"));
+  Topology t = empty_topology(static_cast<int>(ids.size()), cat("sysfs (", nvml_why, "; links unknown)"));
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    GpuInfo& g = t.gpus[i];
+    g.name = "NVIDIA GPU";
+    g.pci_bus_id = ids[i];
+    g.numa_node = std::max(-1, sysfs.numa_node_of_device(ids[i]));
+    try {
+      g.cpus = sysfs.local_cpus_of_device(ids[i]);
+    } catch (const std::exception&) {
+      g.cpus.clear();
+    }
+  }
+  t.system = cat(ids.size(), "× NVIDIA GPU (sysfs)");
+  return t;
+}
+
+}  // namespace meshtrain::hw

@@ -4,11 +4,15 @@
 
 #include <fstream>
 
-#include "meshtrain/comm/topology.h"
+#include "meshtrain/hw/cpu_list.h"
+#include "meshtrain/hw/topology.h"
+#include "meshtrain/hw/topology_detect.h"
+#include "meshtrain/hw/topology_json.h"
+#include "meshtrain/hw/topology_matrix.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
-using namespace meshtrain::comm;
+using namespace meshtrain::hw;
 using meshtrain::testing_support::temp_dir;
 using meshtrain::testing_support::user_error;
 
