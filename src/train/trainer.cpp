@@ -21,6 +21,7 @@
 #include "meshtrain/comm/placement.h"
 #include "meshtrain/comm/topology.h"
 #include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
@@ -36,12 +37,6 @@
 
 namespace meshtrain::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // bf16 autocast on the training device for the guard's lifetime (fp32 master weights stay fp32).
 class AutocastGuard {
