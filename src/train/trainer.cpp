@@ -15,6 +15,7 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/replica_writers.h"
+#include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/mesh.h"
@@ -104,6 +105,13 @@ class TrainingRun {
   void setup_model_and_optimizer();
   void setup_data();
   void resume_if_asked();
+  // The checkpoints a resume may start from, best first: the given path, or (auto) the usable ones, newest
+  // first; none for a fresh start. UserError when auto finds checkpoints but none is usable.
+  std::vector<std::string> resume_candidates();
+  // Fills this rank's model and optimizer blocks from `dir`. UserError when it cannot (a damaged shard).
+  void load_training_state(const std::string& dir, const ckpt::CheckpointMeta& meta);
+  // Step, data position and generators from `dir` (UserError when its generator states cannot be read).
+  void restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta);
   // The next training micro-batch on the device: from the loader, or random tokens (data.train: synthetic).
   data::Batch next_batch();
   // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, AdamW. Returns the summed
@@ -240,12 +248,50 @@ void TrainingRun::setup_data() {
 }
 
 void TrainingRun::resume_if_asked() {
-  std::optional<std::string> from;
-  if (cfg_.checkpoint.resume == "auto") from = ckpts_->latest();
-  else if (cfg_.checkpoint.resume != "none") from = cfg_.checkpoint.resume;
-  if (!from) return init_from_weights();
-  const std::string dir = ckpt::resolve_checkpoint_dir(*from);
-  const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
+  const std::vector<std::string> candidates = resume_candidates();
+  if (candidates.empty()) return init_from_weights();
+  const bool fall_back = cfg_.checkpoint.resume == "auto";
+  for (const auto& dir : candidates) {
+    const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
+    MT_USER_CHECK(meta.step < cfg_.train.steps, dir, ": saved at step ", meta.step, " but train.steps is ",
+                  cfg_.train.steps, ": nothing left to train (raise train.steps to go on from it)");
+    std::string failure;
+    try {
+      load_training_state(dir, meta);
+      restore_position(dir, meta);
+    } catch (const UserError& e) {
+      if (!fall_back) throw;
+      failure = e.what();
+    }
+    // A rank may find a damaged shard the others never read: all of them move on to the next together (a
+    // later load overwrites everything this one filled).
+    if (mean_over_ranks(failure.empty() ? 0.0 : 1.0) == 0.0) {
+      log::progress("resumed from %s at step %lld (saved by %d rank(s): %s)", dir.c_str(),
+                    static_cast<long long>(start_step_), meta.world_size,
+                    meta.mesh.value("layout", std::string("?")).c_str());
+      return;
+    }
+    log::warn("checkpoint.resume=auto: skipping %s: %s", dir.c_str(),
+              failure.empty() ? "another rank could not load its blocks" : failure.c_str());
+  }
+  throw UserError(cat("checkpoint.resume=auto: no checkpoint in ", cfg_.checkpoint.dir, " loads (why: the warnings "
+                      "above); repair or remove them, or give checkpoint.resume a path"));
+}
+
+std::vector<std::string> TrainingRun::resume_candidates() {
+  if (cfg_.checkpoint.resume == "none") return {};
+  if (cfg_.checkpoint.resume != "auto") return {ckpt::resolve_checkpoint_dir(cfg_.checkpoint.resume)};
+  const ckpt::ResumeCandidates found = ckpt::find_resume_candidates(cfg_.checkpoint.dir);
+  // A fresh start writes step directories and `latest` over whatever is there: only where nothing is.
+  MT_USER_CHECK(!found.usable.empty() || !found.holds_checkpoints, "checkpoint.resume=auto: ", cfg_.checkpoint.dir,
+                " holds checkpoints but none is usable (", found.describe_skipped(), "); starting at step 0 would "
+                "overwrite them: repair or remove them, or give checkpoint.resume a path");
+  for (const auto& s : found.skipped)
+    log::warn("checkpoint.resume=auto: skipping %s: %s", s.dir.c_str(), s.why.c_str());
+  return found.usable;
+}
+
+void TrainingRun::load_training_state(const std::string& dir, const ckpt::CheckpointMeta& meta) {
   MT_USER_CHECK(meta.state.contains("data"), dir, ": no data position or optimizer state (not a training "
                 "checkpoint; checkpoint.init_from starts a run from its weights)");
   // This rank's blocks of the model and optimizer state, read from whatever layout saved them.
@@ -253,6 +299,9 @@ void TrainingRun::resume_if_asked() {
   auto wanted = optimizer_blocks(model, *opt_);
   wanted.insert(wanted.begin(), model.begin(), model.end());
   ckpt::load_into(dir, wanted);
+}
+
+void TrainingRun::restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta) {
   start_step_ = meta.step;
   if (train_loader_)
     train_loader_->restore({meta.state["data"].at("epoch").get<int64_t>(), meta.state["data"].at("cursor").get<int64_t>()});
@@ -260,8 +309,6 @@ void TrainingRun::resume_if_asked() {
   const std::string note = restore_rng(dir, meta, world_.rank, streams,
                                        static_cast<uint64_t>(cfg_.train.seed + 1000003 * start_step_));
   if (!note.empty()) log::warn("%s", note.c_str());
-  log::progress("resumed from %s at step %lld (saved by %d rank(s): %s)", dir.c_str(),
-                static_cast<long long>(start_step_), meta.world_size, meta.mesh.value("layout", std::string("?")).c_str());
 }
 
 void TrainingRun::init_from_weights() {

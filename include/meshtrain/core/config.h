@@ -110,7 +110,8 @@ namespace meshtrain {
   F(std::string, dir, "", "Checkpoint directory; empty = <train.out_dir>/checkpoints")                       \
   F(int64_t, every, 0, "Save every N steps (and at the end); 0 = only at the end")                           \
   F(int64_t, keep, 3, "Keep the newest K checkpoints; 0 keeps all")                                          \
-  F(std::string, resume, "none", "Resume from; one of: none | auto (latest if present) | a checkpoint path") \
+  F(std::string, resume, "none", "Resume from; one of: none | auto (the newest usable checkpoint in "       \
+    "checkpoint.dir; a fresh start only where it holds none) | a checkpoint path")                           \
   F(std::string, init_from, "", "Fine-tuning: the model's weights from this checkpoint (e.g. made by "      \
     "`meshtrain import` of a Hugging Face model, or any layout's training checkpoint) at step 0, with fresh "  \
     "optimizer state; ignored when a resume finds a checkpoint; empty = seeded initialisation")              \
