@@ -114,9 +114,19 @@ class TrainingRun {
   void restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta);
   // The next training micro-batch on the device: from the loader, or random tokens (data.train: synthetic).
   data::Batch next_batch();
-  // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, AdamW. Returns the summed
-  // micro-batch losses and the pre-clip gradient norm, both still on the device (no host sync).
-  std::pair<at::Tensor, at::Tensor> train_step(int64_t step);
+  struct StepOutcome {
+    at::Tensor loss_sum, grad_norm;  // summed micro-batch losses, pre-clip gradient norm (on the device)
+    bool applied;                    // false: non-finite, the update was skipped
+  };
+  // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, then AdamW — unless the
+  // loss or gradient norm is non-finite on any rank, when every rank skips the update.
+  StepOutcome train_step(int64_t step);
+  // Whether every rank's loss and the (global) gradient norm are finite. One host read per step.
+  bool step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm);
+  // After a skipped update: a warning, and a UserError once train.max_nonfinite_steps are skipped in a row.
+  void check_nonfinite_streak(int64_t done);
+  // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
+  void check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks);
   void log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm,
                 double lr);
   double evaluate();
@@ -151,6 +161,7 @@ class TrainingRun {
   std::unique_ptr<MetricsLog> metrics_;
   StopSignals stop_signals_;
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
+  int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
   double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
   Clock::time_point run_start_;
   TrainResult result_;
@@ -341,7 +352,7 @@ data::Batch TrainingRun::next_batch() {
           batch.targets.pin_memory().to(device_, /*non_blocking=*/true)};
 }
 
-std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
+TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   const int64_t A = cfg_.train.grad_accum;
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
   for (int64_t micro = 0; micro < A; ++micro) {
@@ -356,9 +367,36 @@ std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
     loss_sum += loss.detach();
   }
   at::Tensor grad_norm = par_->clip_grad_norm(cfg_.optimizer.grad_clip);
-  opt_->step(schedule_->at(step));
+  // A skipped update leaves parameters and optimizer state (step counters too) as they were; the gradients
+  // are cleared as after any step.
+  const bool applied = step_is_finite(loss_sum, grad_norm);
+  if (applied) opt_->step(schedule_->at(step));
   par_->after_optimizer_step();
-  return {loss_sum, grad_norm};
+  return {loss_sum, grad_norm, applied};
+}
+
+bool TrainingRun::step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
+  // Waits for the step's backward (the loop synchronises every step for its timing anyway); the optimizer
+  // kernels are queued after it.
+  const at::Tensor both = at::stack({loss_sum.to(at::kFloat), grad_norm.to(loss_sum.device(), at::kFloat)});
+  const bool finite = at::isfinite(both).all().item<bool>();
+  // The gradient norm is global, but the loss is this rank's: every rank must skip the same steps.
+  return mean_over_ranks(finite ? 0.0 : 1.0) == 0.0;
+}
+
+void TrainingRun::check_nonfinite_streak(int64_t done) {
+  log::warn("step %lld: non-finite loss or gradient norm: update skipped (%lld in a row, %lld in this run; the run "
+            "stops at train.max_nonfinite_steps = %lld in a row)",
+            static_cast<long long>(done), static_cast<long long>(nonfinite_streak_),
+            static_cast<long long>(nonfinite_skipped_), static_cast<long long>(cfg_.train.max_nonfinite_steps));
+  if (nonfinite_streak_ < cfg_.train.max_nonfinite_steps) return;
+  ckpts_->wait();  // the last save (of finite state) is committed before the run stops
+  const auto latest = ckpts_->latest();
+  throw UserError(cat("step ", done, ": the loss or gradient norm was non-finite for ", nonfinite_streak_,
+                      " steps in a row (train.max_nonfinite_steps = ", cfg_.train.max_nonfinite_steps,
+                      "): stopping; the parameters are those of step ", done - nonfinite_streak_,
+                      ", the newest checkpoint is ", latest ? *latest : std::string("none"),
+                      " (lower optimizer.lr, set optimizer.grad_clip, or check the data)"));
 }
 
 void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm_t,
@@ -379,7 +417,8 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
                         {"lr", lr},              {"grad_norm", grad_norm},
                         {"tokens_per_s", tok_s}, {"step_time_s", step_s},
                         {"tokens", done * tokens_per_step_}, {"elapsed_s", seconds_since(run_start_)},
-                        {"peak_memory_bytes", peak_memory_bytes(cuda_, device_.index())}};
+                        {"peak_memory_bytes", peak_memory_bytes(cuda_, device_.index())},
+                        {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
   metrics_->write(rec);
 }
@@ -428,6 +467,7 @@ void TrainingRun::save(int64_t step) {
     for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
   }
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i].write = ckpt_writes_[i];
+  check_state_finite(step, blocks);
   auto rng = rng_blocks(world_.rank, rng_streams());  // per rank: always its own
   blocks.insert(blocks.end(), rng.begin(), rng.end());
   const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
@@ -440,6 +480,24 @@ void TrainingRun::save(int64_t step) {
   log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing %.1f MB from this "
                 "rank in the background",
                 ckpts_->step_dir(step).c_str(), stats.blocked_s, stats.wait_s, static_cast<double>(stats.bytes) / 1e6);
+}
+
+void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks) {
+  // One host read for all blocks; the name is looked for only when something is wrong.
+  at::Tensor ok = at::ones({}, at::TensorOptions(at::kBool).device(device_));
+  for (const auto& b : blocks)
+    if (b.local.is_floating_point()) ok = ok.logical_and(at::isfinite(b.local).all().to(device_));
+  std::string bad;
+  if (!ok.item<bool>()) {
+    for (const auto& b : blocks)
+      if (b.local.is_floating_point() && !at::isfinite(b.local).all().item<bool>()) bad = b.name;
+  }
+  if (mean_over_ranks(bad.empty() ? 0.0 : 1.0) == 0.0) return;
+  const auto latest = ckpts_->latest();
+  throw UserError(cat("step ", step, ": no checkpoint written: ",
+                      bad.empty() ? "another rank's model or optimizer state" : "'" + bad + "'",
+                      " holds inf or nan values; the newest checkpoint stays ",
+                      latest ? *latest : std::string("none"), " (lower optimizer.lr or set optimizer.grad_clip)"));
 }
 
 void TrainingRun::sample() {
@@ -457,7 +515,7 @@ TrainResult TrainingRun::run() {
   run_start_ = Clock::now();
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
     const auto t0 = Clock::now();
-    auto [loss_sum, grad_norm] = train_step(step);
+    auto [loss_sum, grad_norm, applied] = train_step(step);
     if (cuda_) torch::cuda::synchronize(device_.index());
     const double step_s = seconds_since(t0);
     result_.step_seconds.push_back(step_s);
@@ -466,8 +524,11 @@ TrainResult TrainingRun::run() {
 
     const int64_t done = step + 1;
     const bool last = done == cfg_.train.steps;
-    if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_)
+    nonfinite_streak_ = applied ? 0 : nonfinite_streak_ + 1;
+    nonfinite_skipped_ += applied ? 0 : 1;
+    if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_ || !applied)
       log_step(done, step_s, loss_sum, grad_norm, schedule_->at(step));
+    if (!applied) check_nonfinite_streak(done);
     if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
       if (const double val = evaluate(); val >= 0) {
         result_.last_val_loss = val;

@@ -101,6 +101,8 @@ namespace meshtrain {
     "CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, as eager PyTorch runs them")                 \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
+  F(int64_t, max_nonfinite_steps, 3, "Steps in a row whose loss or gradient norm is inf/nan (their update is "  \
+    "skipped, counted in the metrics' skipped_steps) before the run stops with an error")                     \
   F(int64_t, sample_tokens, 0, "Tokens of text generated at the end of training; 0 disables")               \
   F(std::string, sample_prompt, "", "Prompt for the end-of-training sample")                                \
   F(int64_t, threads, 0, "CPU threads per worker for intra-op parallelism; 0 = torch default")              \
