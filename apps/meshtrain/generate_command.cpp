@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/model/generate.h"
@@ -26,16 +27,19 @@ int cmd_generate(int argc, char** argv) {
   o.positional_help("CHECKPOINT");
   auto r = parse(o, argc, argv);
   MT_USER_CHECK(r.count("checkpoint") == 1, "meshtrain generate: expected one CHECKPOINT directory");
-  auto ck = ckpt::CheckpointManager::load(strings(r, "checkpoint")[0]);
+  const std::string dir = ckpt::resolve_checkpoint_dir(strings(r, "checkpoint")[0]);
+  const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
   // The config is meta.json's own (format 2); earlier trainers kept it in the state.
-  const nlohmann::json& cj = !ck.config.empty() ? ck.config : ck.state.value("config", ck.config);
-  MT_USER_CHECK(!cj.empty(), ck.path, ": checkpoint carries no config");
-  Config cfg = parse_config(cj.dump(), ck.path + "/meta.json", /*json=*/true);
+  const nlohmann::json& cj = !meta.config.empty() ? meta.config : meta.state.value("config", meta.config);
+  MT_USER_CHECK(!cj.empty(), dir, ": checkpoint carries no config");
+  Config cfg = parse_config(cj.dump(), dir + "/meta.json", /*json=*/true);
   model::Transformer net(cfg.model);
-  {
-    at::NoGradGuard no_grad;
-    for (auto& item : net->named_parameters()) item.value().copy_(ck.tensors.at("model." + item.key()));
-  }
+  // The model's tensors only (never the optimizer state); one that meta.json lacks is named.
+  std::vector<ShardedTensor> wanted;
+  for (auto& item : net->named_parameters())
+    wanted.push_back({"model." + item.key(), item.value().sizes().vec(),
+                      std::vector<int64_t>(static_cast<size_t>(item.value().dim()), 0), item.value(), true});
+  ckpt::load_into(dir, wanted);
   auto out = model::generate(net, data::encode_bytes(r["prompt"].as<std::string>()),
                              {.max_new_tokens = r["tokens"].as<int64_t>(), .temperature = r["temperature"].as<double>(),
                               .top_k = r["top-k"].as<int64_t>(), .seed = r["seed"].as<uint64_t>()});

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +15,7 @@
 #include "meshtrain/ckpt/crash_point.h"
 #include "meshtrain/ckpt/gather_strings.h"
 #include "meshtrain/ckpt/safetensors.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
@@ -24,9 +24,6 @@ namespace fs = std::filesystem;
 
 namespace meshtrain::ckpt {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string step_name(int64_t step) { return log::sprintf("step_%08lld", static_cast<long long>(step)); }
 std::string rank_file(int rank) { return log::sprintf("rank_%05d.safetensors", rank); }

@@ -1,8 +1,11 @@
 #include "meshtrain/ckpt/checkpoint_meta.h"
 
+#include <c10/core/ScalarType.h>
+
 #include <filesystem>
 #include <fstream>
 
+#include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
 
 namespace fs = std::filesystem;
@@ -18,8 +21,12 @@ nlohmann::json shard_json(const ShardRecord& s) {
 ShardRecord shard_from(const nlohmann::json& j) {
   ShardRecord s;
   s.file = j.at("file").get<std::string>();
-  s.begin = j.at("byte_range").at(0).get<uint64_t>();
-  s.end = j.at("byte_range").at(1).get<uint64_t>();
+  // Read signed, so a negative value is reported as given rather than wrapped around (check_tensor).
+  const auto begin = j.at("byte_range").at(0).get<int64_t>(), end = j.at("byte_range").at(1).get<int64_t>();
+  MT_USER_CHECK(begin >= 0 && end >= begin, "shard in ", s.file, " has byte_range [", begin, ", ", end,
+                ") (valid: 0 ≤ begin ≤ end)");
+  s.begin = static_cast<uint64_t>(begin);
+  s.end = static_cast<uint64_t>(end);
   s.offsets = j.at("offsets").get<std::vector<int64_t>>();
   s.shape = j.at("shape").get<std::vector<int64_t>>();
   s.castagnoli = j.contains("crc32c");
@@ -38,6 +45,33 @@ bool overlap(const ShardRecord& a, const ShardRecord& b) {
     if (a.offsets[d] >= b.offsets[d] + b.shape[d] || b.offsets[d] >= a.offsets[d] + a.shape[d]) return false;
   }
   return true;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// What the reader relies on, checked once here so every later error is about the data, not the metadata:
+// a dtype meshtrain reads, shards of the tensor's rank inside the global shape, byte ranges as long as
+// their shape and dtype need.
+void check_tensor(const std::string& where, const std::string& name, const TensorRecord& t) {
+  const auto elem = static_cast<int64_t>(
+      c10::elementSize(dtype_from_safetensors(t.dtype, cat(where, ": tensor '", name, "'"))));
+  for (int64_t d : t.shape) MT_USER_CHECK(d >= 0, where, ": tensor '", name, "' has shape ", shape_str(t.shape), " (valid: sizes ≥ 0)");
+  for (const auto& s : t.shards) {
+    MT_USER_CHECK(s.offsets.size() == t.shape.size() && s.shape.size() == t.shape.size(), where, ": tensor '", name,
+                  "' has a shard whose rank differs from the tensor's");
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      MT_USER_CHECK(s.offsets[d] >= 0 && s.shape[d] >= 0 && s.offsets[d] + s.shape[d] <= t.shape[d], where,
+                    ": tensor '", name, "': the shard in ", s.file, " at offsets ", shape_str(s.offsets), " with shape ",
+                    shape_str(s.shape), " lies outside the global shape ", shape_str(t.shape));
+    const auto need = static_cast<uint64_t>(numel(s.shape) * elem);
+    MT_USER_CHECK(s.end - s.begin == need, where, ": tensor '", name, "': the shard in ", s.file, " has byte_range [",
+                  s.begin, ", ", s.end, ") = ", s.end - s.begin, " bytes, its shape ", shape_str(s.shape), " and dtype ",
+                  t.dtype, " need ", need);
+  }
 }
 
 }  // namespace
@@ -61,6 +95,8 @@ CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& where)
                 " is not supported (valid: 1, ", kFormatVersion, ")");
   try {
     m.step = j.at("step").get<int64_t>();
+    MT_USER_CHECK(m.step >= 0, where, ": step ", m.step, " is negative (valid: the step saved, ≥ 0; the file was edited "
+                  "or is damaged)");
     m.world_size = j.value("world_size", 1);
     m.state = j.value("state", nlohmann::json::object());
     // Version 1 kept the config inside the trainer state.
@@ -70,10 +106,14 @@ CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& where)
       TensorRecord t;
       t.shape = tj.at("shape").get<std::vector<int64_t>>();
       t.dtype = tj.at("dtype").get<std::string>();
-      for (const auto& sj : tj.at("shards")) t.shards.push_back(shard_from(sj));
-      for (const auto& s : t.shards)
-        MT_USER_CHECK(s.offsets.size() == t.shape.size() && s.shape.size() == t.shape.size(), where,
-                      ": tensor '", name, "' has a shard whose rank differs from the tensor's");
+      for (const auto& sj : tj.at("shards")) {
+        try {
+          t.shards.push_back(shard_from(sj));
+        } catch (const UserError& e) {
+          throw UserError(cat(where, ": tensor '", name, "': ", e.what()));
+        }
+      }
+      check_tensor(where, name, t);
       m.tensors.emplace(name, std::move(t));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -83,8 +83,8 @@ LoadedCheckpoint load_into(const std::string& path, std::vector<ShardedTensor>& 
   };
   for (auto& w : wanted) {
     auto it = out.meta.tensors.find(w.name);
-    MT_USER_CHECK(it != out.meta.tensors.end(), out.path, ": tensor '", w.name, "' is missing from the checkpoint (",
-                  out.meta.tensors.size(), " tensors saved; a different model or optimizer?)");
+    MT_USER_CHECK(it != out.meta.tensors.end(), out.path, "/meta.json: tensor '", w.name, "' is missing from the "
+                  "checkpoint (", out.meta.tensors.size(), " tensors saved; a different model or optimizer?)");
     const TensorRecord& rec = it->second;
     MT_USER_CHECK(rec.shape == w.global_shape, out.path, ": tensor '", w.name, "' has global shape ",
                   shape_str(rec.shape), " in the checkpoint, the current run needs ", shape_str(w.global_shape));

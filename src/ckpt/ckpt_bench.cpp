@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/safetensors.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
@@ -20,9 +20,6 @@ namespace fs = std::filesystem;
 
 namespace meshtrain::ckpt {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Drops a file's clean pages from the page cache, so the next read comes from the disk (no root needed).
 void drop_cache(const fs::path& p) {
@@ -52,7 +49,7 @@ double disk_write(const fs::path& p, uint64_t bytes) {
   }
   SYS_CHECK(::fsync(fd), "fsync ", p.string());
   ::close(fd);
-  return since(t0);
+  return seconds_since(t0);
 }
 
 double disk_read(const fs::path& p, uint64_t bytes) {
@@ -69,7 +66,7 @@ double disk_read(const fs::path& p, uint64_t bytes) {
     done += static_cast<uint64_t>(r);
   }
   ::close(fd);
-  return since(t0);
+  return seconds_since(t0);
 }
 
 // Where a save's time goes, each phase alone over the same tensors: a host copy into fresh pages (what the
@@ -82,11 +79,11 @@ void measure_phases(const std::vector<ShardedTensor>& state, const fs::path& p, 
   auto t0 = Clock::now();
   std::vector<at::Tensor> host;
   for (const auto& s : state) host.push_back(at::empty_like(s.local, s.local.options().device(at::kCPU)).copy_(s.local));
-  ph.copy = std::min(ph.copy, since(t0));
+  ph.copy = std::min(ph.copy, seconds_since(t0));
   t0 = Clock::now();
   uint32_t crc = 0;
   for (const auto& h : host) crc = crc32c(h.data_ptr(), static_cast<size_t>(h.numel()) * h.element_size(), crc);
-  ph.crc = std::min(ph.crc, since(t0));
+  ph.crc = std::min(ph.crc, seconds_since(t0));
   (void)crc;  // timed only (an out-of-line call: not optimised away)
   int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   SYS_CHECK(fd, "open ", p.string());
@@ -100,10 +97,10 @@ void measure_phases(const std::vector<ShardedTensor>& state, const fs::path& p, 
       n -= static_cast<size_t>(w);
     }
   }
-  ph.write = std::min(ph.write, since(t0));
+  ph.write = std::min(ph.write, seconds_since(t0));
   t0 = Clock::now();
   SYS_CHECK(::fsync(fd), "fsync ", p.string());
-  ph.fsync = std::min(ph.fsync, since(t0));
+  ph.fsync = std::min(ph.fsync, seconds_since(t0));
   ::close(fd);
 }
 
@@ -139,11 +136,11 @@ std::vector<CkptBenchRow> run_ckpt_bench(const CkptBenchOptions& o) {
       CheckpointManager m(dir, 1, nullptr);
       auto t0 = Clock::now();
       m.save(2 * rep + 1, state, {});
-      save = std::min(save, since(t0));
+      save = std::min(save, seconds_since(t0));
       t0 = Clock::now();
       const auto stats = m.save_async(2 * rep + 2, state, {});
       m.wait();
-      async_total = std::min(async_total, since(t0));
+      async_total = std::min(async_total, seconds_since(t0));
       blocked = std::min(blocked, stats.blocked_s);
     }
     std::vector<ShardedTensor> into;
@@ -151,7 +148,7 @@ std::vector<CkptBenchRow> run_ckpt_bench(const CkptBenchOptions& o) {
     drop_tree_cache(dir);
     const auto t0 = Clock::now();
     load_into(dir, into);
-    load = std::min(load, since(t0));
+    load = std::min(load, seconds_since(t0));
     MT_CHECK(at::equal(into.back().local, state.back().local), "bench ckpt: loaded data differs");
     remove_tree(dir);
   }

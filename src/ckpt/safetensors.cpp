@@ -62,13 +62,28 @@ std::string dtype_to_safetensors(at::ScalarType t) {
   }
 }
 
-at::ScalarType dtype_from_safetensors(const std::string& s) {
+namespace {
+
+const std::map<std::string, at::ScalarType>& dtype_names() {
   static const std::map<std::string, at::ScalarType> k = {
       {"F32", at::kFloat}, {"BF16", at::kBFloat16}, {"F16", at::kHalf}, {"F64", at::kDouble},
       {"I64", at::kLong},  {"I32", at::kInt},       {"U8", at::kByte},  {"BOOL", at::kBool}};
-  auto it = k.find(s);
-  MT_USER_CHECK(it != k.end(), "safetensors: unsupported dtype '", s, "'");
+  return k;
+}
+
+}  // namespace
+
+at::ScalarType dtype_from_safetensors(const std::string& s, const std::string& where) {
+  auto it = dtype_names().find(s);
+  MT_USER_CHECK(it != dtype_names().end(), where, where.empty() ? "" : ": ", "unsupported dtype '", s,
+                "' (valid: ", safetensors_dtype_names(), ")");
   return it->second;
+}
+
+std::string safetensors_dtype_names() {
+  std::string out;
+  for (const auto& [name, t] : dtype_names()) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 namespace {
@@ -264,7 +279,7 @@ at::Tensor SafetensorsReader::read(const std::string& name) const {
   auto it = entries_.find(name);
   MT_USER_CHECK(it != entries_.end(), path_, ": no tensor '", name, "'");
   const auto& e = it->second;
-  auto t = at::empty(e.shape, at::TensorOptions().dtype(dtype_from_safetensors(e.dtype)));
+  auto t = at::empty(e.shape, at::TensorOptions().dtype(dtype_from_safetensors(e.dtype, cat(path_, ": tensor '", name, "'"))));
   const uint64_t n = e.end - e.begin;
   MT_USER_CHECK(n == static_cast<uint64_t>(t.numel()) * t.element_size(), path_, ": tensor '", name, "' has ", n,
                 " bytes, its shape and dtype need ", t.numel() * t.element_size());

@@ -15,12 +15,14 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/replica_writers.h"
+#include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/placement.h"
 #include "meshtrain/hw/topology_detect.h"
 #include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
@@ -36,12 +38,6 @@
 
 namespace meshtrain::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // bf16 autocast on the training device for the guard's lifetime (fp32 master weights stay fp32).
 class AutocastGuard {
@@ -109,11 +105,28 @@ class TrainingRun {
   void setup_model_and_optimizer();
   void setup_data();
   void resume_if_asked();
+  // The checkpoints a resume may start from, best first: the given path, or (auto) the usable ones, newest
+  // first; none for a fresh start. UserError when auto finds checkpoints but none is usable.
+  std::vector<std::string> resume_candidates();
+  // Fills this rank's model and optimizer blocks from `dir`. UserError when it cannot (a damaged shard).
+  void load_training_state(const std::string& dir, const ckpt::CheckpointMeta& meta);
+  // Step, data position and generators from `dir` (UserError when its generator states cannot be read).
+  void restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta);
   // The next training micro-batch on the device: from the loader, or random tokens (data.train: synthetic).
   data::Batch next_batch();
-  // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, AdamW. Returns the summed
-  // micro-batch losses and the pre-clip gradient norm, both still on the device (no host sync).
-  std::pair<at::Tensor, at::Tensor> train_step(int64_t step);
+  struct StepOutcome {
+    at::Tensor loss_sum, grad_norm;  // summed micro-batch losses, pre-clip gradient norm (on the device)
+    bool applied;                    // false: non-finite, the update was skipped
+  };
+  // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, then AdamW — unless the
+  // loss or gradient norm is non-finite on any rank, when every rank skips the update.
+  StepOutcome train_step(int64_t step);
+  // Whether every rank's loss and the (global) gradient norm are finite. One host read per step.
+  bool step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm);
+  // After a skipped update: a warning, and a UserError once train.max_nonfinite_steps are skipped in a row.
+  void check_nonfinite_streak(int64_t done);
+  // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
+  void check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks);
   void log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm,
                 double lr);
   double evaluate();
@@ -148,6 +161,7 @@ class TrainingRun {
   std::unique_ptr<MetricsLog> metrics_;
   StopSignals stop_signals_;
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
+  int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
   double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
   Clock::time_point run_start_;
   TrainResult result_;
@@ -245,12 +259,50 @@ void TrainingRun::setup_data() {
 }
 
 void TrainingRun::resume_if_asked() {
-  std::optional<std::string> from;
-  if (cfg_.checkpoint.resume == "auto") from = ckpts_->latest();
-  else if (cfg_.checkpoint.resume != "none") from = cfg_.checkpoint.resume;
-  if (!from) return init_from_weights();
-  const std::string dir = ckpt::resolve_checkpoint_dir(*from);
-  const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
+  const std::vector<std::string> candidates = resume_candidates();
+  if (candidates.empty()) return init_from_weights();
+  const bool fall_back = cfg_.checkpoint.resume == "auto";
+  for (const auto& dir : candidates) {
+    const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
+    MT_USER_CHECK(meta.step < cfg_.train.steps, dir, ": saved at step ", meta.step, " but train.steps is ",
+                  cfg_.train.steps, ": nothing left to train (raise train.steps to go on from it)");
+    std::string failure;
+    try {
+      load_training_state(dir, meta);
+      restore_position(dir, meta);
+    } catch (const UserError& e) {
+      if (!fall_back) throw;
+      failure = e.what();
+    }
+    // A rank may find a damaged shard the others never read: all of them move on to the next together (a
+    // later load overwrites everything this one filled).
+    if (mean_over_ranks(failure.empty() ? 0.0 : 1.0) == 0.0) {
+      log::progress("resumed from %s at step %lld (saved by %d rank(s): %s)", dir.c_str(),
+                    static_cast<long long>(start_step_), meta.world_size,
+                    meta.mesh.value("layout", std::string("?")).c_str());
+      return;
+    }
+    log::warn("checkpoint.resume=auto: skipping %s: %s", dir.c_str(),
+              failure.empty() ? "another rank could not load its blocks" : failure.c_str());
+  }
+  throw UserError(cat("checkpoint.resume=auto: no checkpoint in ", cfg_.checkpoint.dir, " loads (why: the warnings "
+                      "above); repair or remove them, or give checkpoint.resume a path"));
+}
+
+std::vector<std::string> TrainingRun::resume_candidates() {
+  if (cfg_.checkpoint.resume == "none") return {};
+  if (cfg_.checkpoint.resume != "auto") return {ckpt::resolve_checkpoint_dir(cfg_.checkpoint.resume)};
+  const ckpt::ResumeCandidates found = ckpt::find_resume_candidates(cfg_.checkpoint.dir);
+  // A fresh start writes step directories and `latest` over whatever is there: only where nothing is.
+  MT_USER_CHECK(!found.usable.empty() || !found.holds_checkpoints, "checkpoint.resume=auto: ", cfg_.checkpoint.dir,
+                " holds checkpoints but none is usable (", found.describe_skipped(), "); starting at step 0 would "
+                "overwrite them: repair or remove them, or give checkpoint.resume a path");
+  for (const auto& s : found.skipped)
+    log::warn("checkpoint.resume=auto: skipping %s: %s", s.dir.c_str(), s.why.c_str());
+  return found.usable;
+}
+
+void TrainingRun::load_training_state(const std::string& dir, const ckpt::CheckpointMeta& meta) {
   MT_USER_CHECK(meta.state.contains("data"), dir, ": no data position or optimizer state (not a training "
                 "checkpoint; checkpoint.init_from starts a run from its weights)");
   // This rank's blocks of the model and optimizer state, read from whatever layout saved them.
@@ -258,6 +310,9 @@ void TrainingRun::resume_if_asked() {
   auto wanted = optimizer_blocks(model, *opt_);
   wanted.insert(wanted.begin(), model.begin(), model.end());
   ckpt::load_into(dir, wanted);
+}
+
+void TrainingRun::restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta) {
   start_step_ = meta.step;
   if (train_loader_)
     train_loader_->restore({meta.state["data"].at("epoch").get<int64_t>(), meta.state["data"].at("cursor").get<int64_t>()});
@@ -265,8 +320,6 @@ void TrainingRun::resume_if_asked() {
   const std::string note = restore_rng(dir, meta, world_.rank, streams,
                                        static_cast<uint64_t>(cfg_.train.seed + 1000003 * start_step_));
   if (!note.empty()) log::warn("%s", note.c_str());
-  log::progress("resumed from %s at step %lld (saved by %d rank(s): %s)", dir.c_str(),
-                static_cast<long long>(start_step_), meta.world_size, meta.mesh.value("layout", std::string("?")).c_str());
 }
 
 void TrainingRun::init_from_weights() {
@@ -299,7 +352,7 @@ data::Batch TrainingRun::next_batch() {
           batch.targets.pin_memory().to(device_, /*non_blocking=*/true)};
 }
 
-std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
+TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   const int64_t A = cfg_.train.grad_accum;
   at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
   for (int64_t micro = 0; micro < A; ++micro) {
@@ -314,9 +367,36 @@ std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
     loss_sum += loss.detach();
   }
   at::Tensor grad_norm = par_->clip_grad_norm(cfg_.optimizer.grad_clip);
-  opt_->step(schedule_->at(step));
+  // A skipped update leaves parameters and optimizer state (step counters too) as they were; the gradients
+  // are cleared as after any step.
+  const bool applied = step_is_finite(loss_sum, grad_norm);
+  if (applied) opt_->step(schedule_->at(step));
   par_->after_optimizer_step();
-  return {loss_sum, grad_norm};
+  return {loss_sum, grad_norm, applied};
+}
+
+bool TrainingRun::step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
+  // Waits for the step's backward (the loop synchronises every step for its timing anyway); the optimizer
+  // kernels are queued after it.
+  const at::Tensor both = at::stack({loss_sum.to(at::kFloat), grad_norm.to(loss_sum.device(), at::kFloat)});
+  const bool finite = at::isfinite(both).all().item<bool>();
+  // The gradient norm is global, but the loss is this rank's: every rank must skip the same steps.
+  return mean_over_ranks(finite ? 0.0 : 1.0) == 0.0;
+}
+
+void TrainingRun::check_nonfinite_streak(int64_t done) {
+  log::warn("step %lld: non-finite loss or gradient norm: update skipped (%lld in a row, %lld in this run; the run "
+            "stops at train.max_nonfinite_steps = %lld in a row)",
+            static_cast<long long>(done), static_cast<long long>(nonfinite_streak_),
+            static_cast<long long>(nonfinite_skipped_), static_cast<long long>(cfg_.train.max_nonfinite_steps));
+  if (nonfinite_streak_ < cfg_.train.max_nonfinite_steps) return;
+  ckpts_->wait();  // the last save (of finite state) is committed before the run stops
+  const auto latest = ckpts_->latest();
+  throw UserError(cat("step ", done, ": the loss or gradient norm was non-finite for ", nonfinite_streak_,
+                      " steps in a row (train.max_nonfinite_steps = ", cfg_.train.max_nonfinite_steps,
+                      "): stopping; the parameters are those of step ", done - nonfinite_streak_,
+                      ", the newest checkpoint is ", latest ? *latest : std::string("none"),
+                      " (lower optimizer.lr, set optimizer.grad_clip, or check the data)"));
 }
 
 void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm_t,
@@ -337,7 +417,8 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
                         {"lr", lr},              {"grad_norm", grad_norm},
                         {"tokens_per_s", tok_s}, {"step_time_s", step_s},
                         {"tokens", done * tokens_per_step_}, {"elapsed_s", seconds_since(run_start_)},
-                        {"peak_memory_bytes", peak_memory_bytes(cuda_, device_.index())}};
+                        {"peak_memory_bytes", peak_memory_bytes(cuda_, device_.index())},
+                        {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
   metrics_->write(rec);
 }
@@ -386,6 +467,7 @@ void TrainingRun::save(int64_t step) {
     for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
   }
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i].write = ckpt_writes_[i];
+  check_state_finite(step, blocks);
   auto rng = rng_blocks(world_.rank, rng_streams());  // per rank: always its own
   blocks.insert(blocks.end(), rng.begin(), rng.end());
   const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
@@ -398,6 +480,24 @@ void TrainingRun::save(int64_t step) {
   log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing %.1f MB from this "
                 "rank in the background",
                 ckpts_->step_dir(step).c_str(), stats.blocked_s, stats.wait_s, static_cast<double>(stats.bytes) / 1e6);
+}
+
+void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks) {
+  // One host read for all blocks; the name is looked for only when something is wrong.
+  at::Tensor ok = at::ones({}, at::TensorOptions(at::kBool).device(device_));
+  for (const auto& b : blocks)
+    if (b.local.is_floating_point()) ok = ok.logical_and(at::isfinite(b.local).all().to(device_));
+  std::string bad;
+  if (!ok.item<bool>()) {
+    for (const auto& b : blocks)
+      if (b.local.is_floating_point() && !at::isfinite(b.local).all().item<bool>()) bad = b.name;
+  }
+  if (mean_over_ranks(bad.empty() ? 0.0 : 1.0) == 0.0) return;
+  const auto latest = ckpts_->latest();
+  throw UserError(cat("step ", step, ": no checkpoint written: ",
+                      bad.empty() ? "another rank's model or optimizer state" : "'" + bad + "'",
+                      " holds inf or nan values; the newest checkpoint stays ",
+                      latest ? *latest : std::string("none"), " (lower optimizer.lr or set optimizer.grad_clip)"));
 }
 
 void TrainingRun::sample() {
@@ -415,7 +515,7 @@ TrainResult TrainingRun::run() {
   run_start_ = Clock::now();
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
     const auto t0 = Clock::now();
-    auto [loss_sum, grad_norm] = train_step(step);
+    auto [loss_sum, grad_norm, applied] = train_step(step);
     if (cuda_) torch::cuda::synchronize(device_.index());
     const double step_s = seconds_since(t0);
     result_.step_seconds.push_back(step_s);
@@ -424,8 +524,11 @@ TrainResult TrainingRun::run() {
 
     const int64_t done = step + 1;
     const bool last = done == cfg_.train.steps;
-    if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_)
+    nonfinite_streak_ = applied ? 0 : nonfinite_streak_ + 1;
+    nonfinite_skipped_ += applied ? 0 : 1;
+    if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_ || !applied)
       log_step(done, step_s, loss_sum, grad_norm, schedule_->at(step));
+    if (!applied) check_nonfinite_streak(done);
     if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
       if (const double val = evaluate(); val >= 0) {
         result_.last_val_loss = val;

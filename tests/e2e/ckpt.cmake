@@ -31,3 +31,11 @@ add_test(NAME e2e.trainer_resume_gpu
          COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
                  ${CMAKE_SOURCE_DIR} gpu)
 set_tests_properties(e2e.trainer_resume_gpu PROPERTIES LABELS "e2e;ckpt;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# Nothing lost (tests/e2e/ckpt/{resume_auto,nonfinite,random_kill}_test.py): `resume: auto` over damaged checkpoint
+# directories, non-finite steps skipped and never saved, workers killed at random steps resuming bit-exactly.
+foreach(name resume_auto nonfinite random_kill)
+  add_test(NAME e2e.ckpt_${name}
+           COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/${name}_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(e2e.ckpt_${name} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 300)
+endforeach()

@@ -46,7 +46,11 @@ class SafetensorsReader {
 };
 
 std::string dtype_to_safetensors(at::ScalarType t);
-at::ScalarType dtype_from_safetensors(const std::string& s);
+// UserError "WHERE: unsupported dtype 'I8' (valid: …)" for a name meshtrain does not read; `where` names the
+// file and tensor.
+at::ScalarType dtype_from_safetensors(const std::string& s, const std::string& where = "");
+// The dtype names dtype_from_safetensors accepts: "BF16, BOOL, F16, …".
+std::string safetensors_dtype_names();
 
 // CRC-32 (IEEE, zlib's): format-1 checkpoints store it per tensor.
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);

@@ -101,6 +101,8 @@ namespace meshtrain {
     "CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, as eager PyTorch runs them")                 \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
+  F(int64_t, max_nonfinite_steps, 3, "Steps in a row whose loss or gradient norm is inf/nan (their update is "  \
+    "skipped, counted in the metrics' skipped_steps) before the run stops with an error")                     \
   F(int64_t, sample_tokens, 0, "Tokens of text generated at the end of training; 0 disables")               \
   F(std::string, sample_prompt, "", "Prompt for the end-of-training sample")                                \
   F(int64_t, threads, 0, "CPU threads per worker for intra-op parallelism; 0 = torch default")              \
@@ -110,7 +112,8 @@ namespace meshtrain {
   F(std::string, dir, "", "Checkpoint directory; empty = <train.out_dir>/checkpoints")                       \
   F(int64_t, every, 0, "Save every N steps (and at the end); 0 = only at the end")                           \
   F(int64_t, keep, 3, "Keep the newest K checkpoints; 0 keeps all")                                          \
-  F(std::string, resume, "none", "Resume from; one of: none | auto (latest if present) | a checkpoint path") \
+  F(std::string, resume, "none", "Resume from; one of: none | auto (the newest usable checkpoint in "       \
+    "checkpoint.dir; a fresh start only where it holds none) | a checkpoint path")                           \
   F(std::string, init_from, "", "Fine-tuning: the model's weights from this checkpoint (e.g. made by "      \
     "`meshtrain import` of a Hugging Face model, or any layout's training checkpoint) at step 0, with fresh "  \
     "optimizer state; ignored when a resume finds a checkpoint; empty = seeded initialisation")              \

@@ -3,7 +3,9 @@
 //   setup:  world from the launcher's env → store → communicator → model (seeded init, identical on every
 //           rank, then broadcast from rank 0) → AdamW → data loaders → resume from a checkpoint if asked
 //   step:   grad_accum × (batch → forward → loss / grad_accum → backward) → average gradients over ranks →
-//           clip global norm → AdamW at the scheduled lr → metrics (JSONL; console line with ETA on rank 0)
+//           clip global norm → AdamW at the scheduled lr (skipped on every rank when the loss or gradient
+//           norm is inf/nan; train.max_nonfinite_steps in a row stop the run) → metrics (JSONL; console line
+//           with ETA on rank 0)
 //   every N: validation loss, checkpoint;  at the end: validation, checkpoint, a text sample, and a
 //           checksum of the parameters on every rank (replicas must agree bit for bit).
 //   signals: SIGTERM / SIGINT / SIGUSR1 → checkpoint at the next step boundary and stop (stop_signals.h).

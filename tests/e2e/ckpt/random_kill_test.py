@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Workers SIGKILLed at random steps, several times in one run (tier 4). One meshrun --standalone group of two DDP
+workers (--max-restarts 3, `checkpoint.resume: auto`, a checkpoint every 2 steps) is watched; three times a random
+rank is SIGKILLed as soon as the run reaches a random step — mid-step, mid-save or mid-resume, wherever the kill
+lands. meshrun restarts the group each time and it resumes from its newest usable checkpoint. The final parameters
+must be bit-identical to an uninterrupted run's. The seed is printed (MESHTRAIN_TEST_SEED=N repeats a run).
+Usage: random_kill_test.py BIN_DIR SOURCE_DIR
+"""
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+bin_dir, src = sys.argv[1], sys.argv[2]
+meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
+config = os.path.join(src, "configs", "quickstart.yaml")
+work = tempfile.mkdtemp(prefix="meshtrain_random_kill_")
+prefix = os.path.join(work, "kjv")
+subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix],
+               check=True, stdout=subprocess.DEVNULL)
+STEPS, KILLS = 16, 3
+seed = int(os.environ.get("MESHTRAIN_TEST_SEED", random.randrange(1 << 30)))
+rng = random.Random(seed)
+# Increasing steps, so every kill is reached after the previous restart. From step 5 on, the step-2 checkpoint is
+# committed (the step-4 save waited for it), so every restart resumes; none in the last steps (a group killed after
+# its final checkpoint has nothing left to train when restarted, which is an error by design).
+plan = sorted(rng.sample(range(5, STEPS - 5), KILLS))
+ranks = [rng.randrange(2) for _ in plan]
+print(f"seed {seed}: kill rank {ranks} at steps {plan}", flush=True)
+
+
+def command(out, restarts):
+    sets = [f"data.train={prefix}_train.bin", "data.val=", "model.n_layer=2", "data.seq_len=64",
+            "train.micro_batch_size=8", "train.threads=1", "logging.every=1", "train.eval_every=0",
+            "train.sample_tokens=0", f"train.steps={STEPS}", "checkpoint.every=2", "schedule.warmup_steps=2",
+            f"train.out_dir={out}", "checkpoint.resume=auto", "logging.all_ranks=true"]
+    return [meshrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", str(restarts), config,
+            *[f"--set={s}" for s in sets]]
+
+
+def checksums(log):
+    return sorted(set(re.findall(r"\[rank (\d+)\].*parameter checksum ([0-9a-f]{8}) after step (\d+)", log)))
+
+
+def worker_pid(launcher, rank):
+    """The pid of `launcher`'s child whose RANK is `rank`, or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != launcher:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"RANK={rank}".encode() in f.read().split(b"\0"):
+                    return int(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+ref = subprocess.run(command(os.path.join(work, "ref"), 0), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                     text=True, timeout=300)
+assert ref.returncode == 0, ref.stdout[-4000:]
+want = checksums(ref.stdout)
+assert len(want) == 2 and want[0][1] == want[1][1] and want[0][2] == str(STEPS), want
+
+p = subprocess.Popen(command(os.path.join(work, "run"), KILLS), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                     text=True)
+lines, kills = [], []
+for line in p.stdout:
+    lines.append(line)
+    m = re.search(r"step +(\d+)/%d \|" % STEPS, line)
+    if m and len(kills) < KILLS and int(m.group(1)) >= plan[len(kills)]:
+        pid = worker_pid(p.pid, ranks[len(kills)])
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            kills.append((ranks[len(kills)], int(m.group(1))))
+            print(f"killed rank {kills[-1][0]} (pid {pid}) at step {kills[-1][1]}", flush=True)
+p.wait(timeout=300)
+log = "".join(lines)
+print(log[-3000:])
+assert p.returncode == 0, f"meshrun exited {p.returncode} (seed {seed})"
+assert len(kills) == KILLS, f"only {len(kills)} kills landed (seed {seed})"
+assert log.count("resumed from") >= 2 * KILLS, "every restart must resume (both ranks log it)"
+got = checksums(log.split("resumed from")[-1])
+assert got == want, f"parameters after {KILLS} kills {got} differ from the uninterrupted run's {want} (seed {seed})"
+shutil.rmtree(work, ignore_errors=True)  # kept only when the test fails
+print(f"{KILLS} random kills {kills}: parameters equal the uninterrupted run ({want[0][1]}): ok")
