@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
 
@@ -21,6 +20,7 @@
 #include "meshtrain/comm/placement.h"
 #include "meshtrain/comm/topology.h"
 #include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
@@ -42,26 +42,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// bf16 autocast on the training device for the guard's lifetime (fp32 master weights stay fp32).
-class AutocastGuard {
- public:
-  AutocastGuard(bool on, at::DeviceType dev) : on_(on), dev_(dev) {
-    if (!on_) return;
-    prev_ = at::autocast::is_autocast_enabled(dev_);
-    at::autocast::set_autocast_enabled(dev_, true);
-    at::autocast::set_autocast_dtype(dev_, at::kBFloat16);
-  }
-  ~AutocastGuard() {
-    if (!on_) return;
-    at::autocast::set_autocast_enabled(dev_, prev_);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool on_, prev_ = false;
-  at::DeviceType dev_;
-};
 
 // CRC-32 of this rank's parameters (the whole model, or its shards).
 uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
@@ -111,7 +91,7 @@ class TrainingRun {
   void resume_if_asked();
   // The next training micro-batch on the device: from the loader, or random tokens (data.train: synthetic).
   data::Batch next_batch();
-  // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, AdamW. Returns the summed
+  // grad_accum micro-batches through the layout's forward_backward, clipping, AdamW. Returns the summed
   // micro-batch losses and the pre-clip gradient norm, both still on the device (no host sync).
   std::pair<at::Tensor, at::Tensor> train_step(int64_t step);
   void log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm,
@@ -125,6 +105,8 @@ class TrainingRun {
   double mean_over_ranks(double v);
   // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
   int agreed_stop_signal();
+  // The end-of-training sample; every rank calls it (the layout's generation scope is collective), rank 0
+  // prints it.
   void sample();
 
   const Config& cfg_;
@@ -201,7 +183,7 @@ void TrainingRun::setup_device() {
   MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
   cuda_ = name == "cuda";
   device_ = cuda_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world_.local_rank)) : at::Device(at::kCPU);
-  bf16_ = cfg_.train.dtype == "bf16" || (cfg_.train.dtype == "auto" && cuda_);
+  bf16_ = compute_dtype(cfg_.train, cuda_) == Dtype::bf16;
 }
 
 void TrainingRun::setup_model_and_optimizer() {
@@ -300,19 +282,13 @@ data::Batch TrainingRun::next_batch() {
 }
 
 std::pair<at::Tensor, at::Tensor> TrainingRun::train_step(int64_t step) {
-  const int64_t A = cfg_.train.grad_accum;
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
-  for (int64_t micro = 0; micro < A; ++micro) {
+  std::vector<parallel::ParallelModel::MicroBatch> batches;
+  for (int64_t micro = 0; micro < cfg_.train.grad_accum; ++micro) {
     auto batch = next_batch();
-    at::Tensor loss;
-    {
-      AutocastGuard ac(bf16_, device_.type());
-      loss = par_->loss(batch.inputs, batch.targets);
-    }
-    // Gradients are reduced over ranks on the last micro-batch only (overlapped with its backward).
-    par_->backward(loss / static_cast<double>(A), /*sync=*/micro == A - 1);
-    loss_sum += loss.detach();
+    batches.push_back({batch.inputs, batch.targets});
   }
+  // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h).
+  at::Tensor loss_sum = par_->forward_backward(batches);
   at::Tensor grad_norm = par_->clip_grad_norm(cfg_.optimizer.grad_clip);
   opt_->step(schedule_->at(step));
   par_->after_optimizer_step();
@@ -366,8 +342,7 @@ double TrainingRun::evaluate() {
   const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
   for (int64_t i = 0; i < n; ++i) {
     auto batch = val_loader_->next();
-    AutocastGuard ac(bf16_, device_.type());
-    sum += par_->loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
+    sum += par_->eval_loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
   }
   net_->train();
   return mean_over_ranks(n > 0 ? sum / static_cast<double>(n) : -1);
@@ -401,11 +376,12 @@ void TrainingRun::save(int64_t step) {
 }
 
 void TrainingRun::sample() {
+  // Full parameters and plain TP while generating (collective: every rank); under TP every rank generates.
+  const auto scope = par_->generation_scope();
+  if (world_.rank != 0 && !scope.every_rank_generates()) return;
   const auto prompt = data::encode_bytes(cfg_.train.sample_prompt.empty() ? "\n" : cfg_.train.sample_prompt);
   model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
                           .seed = static_cast<uint64_t>(cfg_.train.seed)};
-  // One token at a time cannot be split over the tp group: plain TP while generating.
-  parallel::TensorParallel::SequenceParallelOff plain_tp(par_->tensor_parallel());
   auto out = model::generate(net_, prompt, so);
   log::progress("sample (temperature 0.8, top-k 40):\n%s", data::decode_bytes(out).c_str());
 }
@@ -456,12 +432,7 @@ TrainResult TrainingRun::run() {
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,
             static_cast<long long>(result_.steps_done));
-  if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) {
-    par_->gather_full_parameters();  // collective; generation runs the module without the layout's runner
-    // Under TP the module's layers are collectives over the tp group: every rank runs the generation (each
-    // group the same one: identical gathered logits, same seed); rank 0 prints it.
-    if (world_.rank == 0 || par_->tensor_parallel()) sample();
-  }
+  if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) sample();  // every rank: see sample()
   if (comm_) comm_->barrier();
   return result_;
 }
