@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
 
@@ -100,6 +101,7 @@ class Validator {
       return true;
     }();
     (void)tables_ok;
+    check_typed_values();  // first: "host is not built yet" rather than "valid device"
     for (const FieldInfo& f : config_fields()) check_field(f);
     check_model();
     check_data();
@@ -158,6 +160,17 @@ class Validator {
     if (!c.init_from.empty() && c.resume != "none" && c.resume != "auto")
       fail("checkpoint.init_from", cat("given '", c.init_from, "' with checkpoint.resume '", c.resume,
                                        "'; valid with resume none or auto (a resumed run already has its weights)"));
+  }
+
+  // String settings that consumers take as enums or lists (core/config_enums.h): their own rules, reported
+  // with the file name like every other rule here.
+  void check_typed_values() {
+    try {
+      (void)parse_master_location(cfg_.parallel.master_location);
+      (void)freeze_patterns(cfg_.train);
+    } catch (const UserError& e) {
+      throw UserError(cat(name_, ": ", e.what()));
+    }
   }
 
   void check_parallel() {

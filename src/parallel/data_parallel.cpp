@@ -17,12 +17,24 @@ int64_t mib_to_bytes(double mb) { return std::max<int64_t>(1, static_cast<int64_
 DataParallel::DataParallel(std::vector<Param> params, comm::CommPtr comm, DataParallelOptions opts)
     : params_(std::move(params)), comm_(std::move(comm)), opts_(opts) {
   MT_CHECK(comm_, "DataParallel needs a communicator");
-  // Bucket assignment: reverse registration order, a new bucket when full or when dtype/device change.
+  for (const auto& p : params_)
+    MT_CHECK(p.param.is_leaf(), "DataParallel: '", p.name, "' is not a leaf parameter");
+  views_.resize(params_.size());
+  bucket_of_.resize(params_.size());
+  seen_.assign(params_.size(), 0);
+  assign_buckets();
+  reset_counts();
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (bucketed(k)) set_post_accumulate_hook(params_[k].param, [this, k] { on_gradient(k); });
+}
+
+void DataParallel::assign_buckets() {
+  // Reverse registration order, a new bucket when full or when dtype/device change.
   std::vector<std::vector<size_t>> groups;
   int64_t bytes = 0;
   for (size_t k = params_.size(); k-- > 0;) {
     const auto& p = params_[k].param;
-    MT_CHECK(p.is_leaf() && p.requires_grad(), "DataParallel: '", params_[k].name, "' is not a trainable leaf");
+    if (!p.requires_grad()) continue;  // frozen: no gradient to reduce
     const int64_t nb = p.numel() * p.element_size();
     const int64_t cap = mib_to_bytes(groups.size() <= 1 ? opts_.first_bucket_mb : opts_.bucket_mb);
     const bool same_kind = !groups.empty() && params_[groups.back().front()].param.scalar_type() == p.scalar_type() &&
@@ -34,9 +46,6 @@ DataParallel::DataParallel(std::vector<Param> params, comm::CommPtr comm, DataPa
     groups.back().push_back(k);
     bytes += nb;
   }
-  views_.resize(params_.size());
-  bucket_of_.resize(params_.size());
-  seen_.assign(params_.size(), 0);
   for (auto& g : groups) {
     Bucket b;
     b.params = std::move(g);
@@ -55,13 +64,11 @@ DataParallel::DataParallel(std::vector<Param> params, comm::CommPtr comm, DataPa
     }
     buckets_.push_back(std::move(b));
   }
-  reset_counts();
-  for (size_t k = 0; k < params_.size(); ++k)
-    set_post_accumulate_hook(params_[k].param, [this, k] { on_gradient(k); });
 }
 
 DataParallel::~DataParallel() {
-  for (auto& p : params_) clear_post_accumulate_hook(p.param);
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (bucketed(k)) clear_post_accumulate_hook(params_[k].param);
 }
 
 void DataParallel::reset_counts() {
@@ -101,7 +108,7 @@ void DataParallel::finish_gradient_sync() {
   if (synced_) return;
   // Buckets still waiting hold parameters whose gradient never landed.
   for (size_t k = 0; k < params_.size(); ++k) {
-    if (seen_[k]) continue;
+    if (seen_[k] || !bucketed(k)) continue;
     MT_USER_CHECK(opts_.allow_unused, "data parallel: parameter '", params_[k].name,
                   "' received no gradient in this backward pass; every parameter must take part in the loss "
                   "(or set parallel.allow_unused_params: true)");
@@ -127,7 +134,8 @@ void DataParallel::finish_gradient_sync() {
 void DataParallel::zero_grad() {
   at::NoGradGuard no_grad;
   for (auto& b : buckets_) b.buffer.zero_();
-  for (size_t k = 0; k < params_.size(); ++k) params_[k].param.mutable_grad() = views_[k];
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (bucketed(k)) params_[k].param.mutable_grad() = views_[k];
 }
 
 void DataParallel::broadcast_parameters() {

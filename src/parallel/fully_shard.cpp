@@ -4,6 +4,7 @@
 #include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <map>
 
 #include "meshtrain/core/error.h"
@@ -70,13 +71,6 @@ class PreBackward : public torch::autograd::Function<PreBackward> {
   }
 };
 
-// "blocks.7.attn.wq.weight" → 7; anything else → root.
-size_t unit_of(const std::string& name, size_t root) {
-  const std::string prefix = "blocks.";
-  if (name.rfind(prefix, 0) != 0) return root;
-  return static_cast<size_t>(std::stoll(name.substr(prefix.size(), name.find('.', prefix.size()) - prefix.size())));
-}
-
 }  // namespace
 
 FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Device& device, comm::CommPtr shard,
@@ -85,42 +79,81 @@ FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Devi
       opts_(opts), device_(device) {
   MT_CHECK(shard_, "FullyShard needs a shard communicator");
   MT_CHECK(opts_.zero_stage >= 1 && opts_.zero_stage <= 3, "FullyShard: zero_stage ", opts_.zero_stage);
+  // The option exists so that offload arrives as a new piece; config validation rejects host today.
+  MT_CHECK(opts_.master_location == MasterLocation::device, "FullyShard: master shards on the host are not built");
   if (replicate_ && replicate_->size() == 1) replicate_.reset();
+  assign_units(net);
+  init_shards(net, seed);
+  install_parameters(net);
+  for (auto& b : net.buffers()) b.set_data(b.to(device_));
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (units_[params_[k].unit].trains) set_post_accumulate_hook(params_[k].full, [this, k] { on_gradient(k); });
+}
+
+void FullyShard::assign_units(model::TransformerImpl& net) {
   const int64_t W = shard_->size(), r = shard_->rank();
-  units_.resize(root_ + 1);
-  for (const auto& item : net.named_parameters()) {
-    const size_t u = unit_of(item.key(), root_);
-    MT_CHECK(u <= root_, "FullyShard: parameter ", item.key(), " of no block");
-    Param p{item.key(), at::Tensor(), Dim0Shard(item.value().sizes().vec(), r, W), units_[u].numel, {}, {}};
+  // Which block owns each parameter, from the model's block list (the rest belongs to the root).
+  std::map<const c10::TensorImpl*, size_t> block_of;
+  for (size_t i = 0; i < root_; ++i)
+    for (const auto& t : net.blocks->ptr(i)->parameters()) block_of[t.unsafeGetTensorImpl()] = i;
+  const auto named = net.named_parameters();
+  std::vector<std::pair<size_t, bool>> key;  // per parameter: (block, trains)
+  for (const auto& item : named) {
+    const auto it = block_of.find(item.value().unsafeGetTensorImpl());
+    key.emplace_back(it == block_of.end() ? root_ : it->second, item.value().requires_grad());
+  }
+  // Units in block order (the root last), a block's trainable unit before its frozen one.
+  std::map<std::pair<size_t, bool>, size_t> unit_of;
+  block_units_.resize(root_ + 1);
+  for (size_t b = 0; b <= root_; ++b)
+    for (bool trains : {true, false}) {
+      if (std::find(key.begin(), key.end(), std::pair{b, trains}) == key.end()) continue;
+      unit_of[{b, trains}] = units_.size();
+      block_units_[b].push_back(units_.size());
+      units_.emplace_back();
+      units_.back().block = b;
+      units_.back().trains = trains;
+    }
+  size_t i = 0;
+  for (const auto& item : named) {
+    const size_t u = unit_of.at(key[i++]);
+    Unit& unit = units_[u];
+    Param p{item.key(), at::Tensor(), Dim0Shard(item.value().sizes().vec(), r, W), unit.numel, {}, {}};
     p.unit = u;
-    units_[u].numel += p.layout.padded_numel();
-    units_[u].params.push_back(params_.size());
+    unit.numel += p.layout.padded_numel();
+    unit.params.push_back(params_.size());
     params_.push_back(std::move(p));
   }
+}
+
+void FullyShard::init_shards(model::TransformerImpl& net, int64_t seed) {
   at::NoGradGuard no_grad;
   const auto fp32 = at::TensorOptions().dtype(at::kFloat).device(device_);
   for (auto& unit : units_) {
     unit.shard_flat = at::zeros({unit.numel}, fp32);
-    unit.grad_flat = at::zeros({unit.numel}, fp32);
-    unit.pending = unit.params.size();
+    if (unit.trains) unit.grad_flat = at::zeros({unit.numel}, fp32);
+    unit.pending = unit.trains ? unit.params.size() : 0;
   }
   std::map<std::string, at::Tensor> current;  // materialised parameters are sharded from their values
   for (const auto& item : net.named_parameters())
     if (!item.value().is_meta()) current[item.key()] = item.value().detach();
-  std::map<std::string, size_t> index;
-  for (size_t k = 0; k < params_.size(); ++k) {
-    Param& p = params_[k];
-    index[p.name] = k;
+  for (Param& p : params_) {
     Unit& unit = units_[p.unit];
     p.shard = unit.shard_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
-    p.shard_grad = unit.grad_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
+    if (unit.trains)
+      p.shard_grad = unit.grad_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
     if (p.layout.local_rows == 0) continue;
     if (auto it = current.find(p.name); it != current.end())
       p.shard.copy_(it->second.narrow(0, p.layout.row_begin, p.layout.local_rows));
     else
       model::init_parameter_block(net.config(), p.name, global_shape(p), global_offsets(p), p.shard, seed);
   }
-  alias_ = W == 1 && !replicate_ && opts_.param_dtype == at::kFloat;
+}
+
+void FullyShard::install_parameters(model::TransformerImpl& net) {
+  std::map<std::string, size_t> index;
+  for (size_t k = 0; k < params_.size(); ++k) index[params_[k].name] = k;
+  alias_ = shard_->size() == 1 && !replicate_ && opts_.param_dtype == at::kFloat;
   // The module's parameters become full-shape tensors in param_dtype whose storage exists only while gathered
   // (or, aliased, the shards themselves with the flat gradients as their .grad).
   model::replace_parameters(net, [&](const std::string& name, const at::Tensor& cur) {
@@ -134,24 +167,23 @@ FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Devi
     p.full = full;
     return full;
   });
-  if (alias_) {
-    for (auto& p : params_) p.full.mutable_grad() = p.shard_grad.view(p.full.sizes());
-    for (auto& unit : units_) unit.gathered = true, unit.stale = false;
-  }
-  for (auto& b : net.buffers()) b.set_data(b.to(device_));
-  for (size_t k = 0; k < params_.size(); ++k)
-    set_post_accumulate_hook(params_[k].full, [this, k] { on_gradient(k); });
+  if (!alias_) return;
+  for (auto& p : params_)
+    if (p.shard_grad.defined()) p.full.mutable_grad() = p.shard_grad.view(p.full.sizes());
+  for (auto& unit : units_) unit.gathered = true, unit.stale = false;
 }
 
 FullyShard::~FullyShard() {
-  for (auto& p : params_) clear_post_accumulate_hook(p.full);
+  for (auto& p : params_)
+    if (units_[p.unit].trains) clear_post_accumulate_hook(p.full);
 }
 
 void FullyShard::zero_grad() {
   fresh_grads_ = true;
   if (alias_) {
     at::NoGradGuard no_grad;
-    for (auto& unit : units_) unit.grad_flat.zero_();  // autograd accumulates into them
+    for (auto& unit : units_)
+      if (unit.trains) unit.grad_flat.zero_();  // autograd accumulates into them
   }
 }
 
@@ -196,12 +228,33 @@ void FullyShard::free_unit(size_t u) {
   unit.gathered = false;
 }
 
-at::Tensor FullyShard::run_block(size_t u, const at::Tensor& x, const model::BlockFn& run) {
-  ensure_gathered(u);
-  if (u + 1 < root_ && !(units_[u + 1].gathered && !units_[u + 1].stale)) start_gather(u + 1);  // prefetch
+bool FullyShard::block_gathered(size_t b) const {
+  for (size_t u : block_units_[b])
+    if (!units_[u].gathered || units_[u].stale) return false;
+  return true;
+}
+
+void FullyShard::start_gather_block(size_t b) {
+  for (size_t u : block_units_[b])
+    if (!units_[u].gathered || units_[u].stale) start_gather(u);
+}
+
+void FullyShard::ensure_block_gathered(size_t b) {
+  start_gather_block(b);  // every unit in flight before the first wait
+  for (size_t u : block_units_[b]) ensure_gathered(u);
+}
+
+void FullyShard::free_block(size_t b, bool frozen_only) {
+  for (size_t u : block_units_[b])
+    if (!frozen_only || !units_[u].trains) free_unit(u);
+}
+
+at::Tensor FullyShard::run_block(size_t b, const at::Tensor& x, const model::BlockFn& run) {
+  ensure_block_gathered(b);
+  if (b + 1 < root_ && !block_gathered(b + 1)) start_gather_block(b + 1);  // prefetch
   at::Tensor y = run(x);
-  if (opts_.reshard_after_forward) free_unit(u);
-  if (at::GradMode::is_enabled() && y.requires_grad()) y = PreBackward::apply(y, c10::make_intrusive<UnitRef>(this, u));
+  if (opts_.reshard_after_forward) free_block(b, /*frozen_only=*/false);
+  if (at::GradMode::is_enabled() && y.requires_grad()) y = PreBackward::apply(y, c10::make_intrusive<UnitRef>(this, b));
   return y;
 }
 
@@ -212,16 +265,18 @@ model::BlockRunner FullyShard::block_runner() {
   };
 }
 
-void FullyShard::pre_backward(size_t u) {
-  ensure_gathered(u);
-  if (u > 0 && !(units_[u - 1].gathered && !units_[u - 1].stale)) start_gather(u - 1);  // prefetch
+void FullyShard::pre_backward(size_t b) {
+  // Block b + 1's backward is done (its input gradient reached here): its frozen units are needed no more.
+  if (opts_.zero_stage == 3 && b + 1 < root_) free_block(b + 1, /*frozen_only=*/true);
+  ensure_block_gathered(b);
+  if (b > 0 && !block_gathered(b - 1)) start_gather_block(b - 1);  // prefetch
 }
 
 void FullyShard::pre_forward() {
   if (alias_) return;
   if (opts_.zero_stage == 3) {
-    if (root_ > 0 && !(units_[0].gathered && !units_[0].stale)) start_gather(0);  // prefetch the first block
-    ensure_gathered(root_);
+    if (root_ > 0 && !block_gathered(0)) start_gather_block(0);  // prefetch the first block
+    ensure_block_gathered(root_);
     return;
   }
   for (size_t u = 0; u < units_.size(); ++u)
@@ -278,7 +333,7 @@ void FullyShard::finish_gradient_sync() {
   if (synced_ || (opts_.zero_stage == 1 && !requires_sync_)) return;
   for (size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
-    if (unit.reduce_started) continue;
+    if (unit.reduce_started || !unit.trains) continue;
     for (size_t k : unit.params) {
       Param& p = params_[k];
       if (p.seen) continue;
@@ -294,10 +349,16 @@ void FullyShard::finish_gradient_sync() {
   for (auto& unit : units_) unit.reduce.finish();
   if (replicate_) {
     std::vector<PendingCollective> ops;
-    for (auto& unit : units_) ops.push_back(PendingCollective::all_reduce(*replicate_, unit.rs_out, comm::ReduceOp::Avg));
+    for (auto& unit : units_)
+      if (unit.trains) ops.push_back(PendingCollective::all_reduce(*replicate_, unit.rs_out, comm::ReduceOp::Avg));
     for (auto& op : ops) op.finish();
   }
   for (auto& unit : units_) {
+    if (!unit.trains) {
+      // Frozen: nothing reduced; under FSDP its parameters are needed no more once backward is over.
+      if (opts_.zero_stage == 3) free_unit(static_cast<size_t>(&unit - units_.data()));
+      continue;
+    }
     if (alias_ || unit.rs_out.is_same(unit.grad_flat)) {
       // accumulated or reduced in place
     } else if (fresh_grads_) {
@@ -312,6 +373,7 @@ void FullyShard::finish_gradient_sync() {
   }
   for (auto& p : params_) {
     p.seen = false;
+    if (!units_[p.unit].trains) continue;
     if (!p.shard.grad().defined()) p.shard.mutable_grad() = p.shard_grad;
     const at::Tensor& g = p.full.grad();
     if (alias_ && (!g.defined() || g.data_ptr() != p.shard_grad.data_ptr())) {
@@ -328,7 +390,7 @@ void FullyShard::finish_gradient_sync() {
 
 void FullyShard::mark_parameters_stale() {
   if (alias_) return;  // the optimizer updated the module's parameters themselves
-  for (auto& unit : units_) unit.stale = true;
+  for (auto& unit : units_) unit.stale = unit.stale || unit.trains;  // frozen shards never change
 }
 
 void FullyShard::gather_all() {
@@ -339,7 +401,7 @@ void FullyShard::gather_all() {
 
 std::vector<FullyShard::ShardParam> FullyShard::shard_parameters() const {
   std::vector<ShardParam> out;
-  for (const auto& p : params_) out.push_back({p.name, p.shard});
+  for (const auto& p : params_) out.push_back({p.name, p.shard, units_[p.unit].trains});
   return out;
 }
 
@@ -368,11 +430,12 @@ at::Tensor FullyShard::grad_norm_squared() {
   at::NoGradGuard no_grad;
   auto sq = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device_));
   if (!tp_ || tp_->group()->rank() == 0) {
-    for (auto& unit : units_) sq += unit.grad_flat.pow(2).sum();
+    for (auto& unit : units_)
+      if (unit.trains) sq += unit.grad_flat.pow(2).sum();
   } else {  // this rank counts only its TP-sharded blocks; tp rank 0 counts the replicated parameters
     std::vector<at::Tensor> counted;
     for (const auto& p : params_)
-      if (tp_->counts(p.name) && p.shard_grad.numel() > 0) counted.push_back(p.shard_grad);
+      if (tp_->counts(p.name) && p.shard_grad.defined() && p.shard_grad.numel() > 0) counted.push_back(p.shard_grad);
     if (!counted.empty()) sq += at::stack(at::_foreach_norm(counted, 2)).pow(2).sum();
   }
   // Over the shard group first: its ranks share this rank's tp coordinate, so they count the same parameters.

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include "meshtrain/core/error.h"
+#include "meshtrain/parallel/autocast_guard.h"
+
 namespace meshtrain::parallel {
 
 void ParallelModel::clip_to(const std::vector<at::Tensor>& grads, const at::Tensor& total, double max_norm) {
@@ -9,6 +12,35 @@ void ParallelModel::clip_to(const std::vector<at::Tensor>& grads, const at::Tens
   at::NoGradGuard no_grad;
   auto scale = at::clamp_max(max_norm / (total + 1e-6), 1.0);
   at::_foreach_mul_(grads, scale);
+}
+
+at::Tensor ParallelModel::forward_backward(const std::vector<MicroBatch>& batches) {
+  MT_CHECK(!batches.empty(), "forward_backward: no micro-batches");
+  const double count = static_cast<double>(batches.size());
+  at::Tensor loss_sum;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    at::Tensor l;
+    {
+      AutocastGuard ac(autocast_, autocast_device_);
+      l = loss(batches[i].tokens, batches[i].targets);
+    }
+    // Gradients are reduced over ranks on the last micro-batch only (overlapped with its backward).
+    backward(l / count, /*sync=*/i + 1 == batches.size());
+    if (!loss_sum.defined()) loss_sum = at::zeros({}, l.options().dtype(at::kFloat));
+    loss_sum += l.detach();
+  }
+  return loss_sum;
+}
+
+at::Tensor ParallelModel::eval_loss(const at::Tensor& tokens, const at::Tensor& targets) {
+  at::NoGradGuard no_grad;
+  AutocastGuard ac(autocast_, autocast_device_);
+  return loss(tokens, targets);
+}
+
+GenerationScope ParallelModel::generation_scope() {
+  gather_full_parameters();
+  return GenerationScope(tp_.get());
 }
 
 std::string ParallelModel::tp_prefix() const { return tp_ ? tp_->describe() + " × " : ""; }

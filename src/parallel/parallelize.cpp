@@ -1,6 +1,7 @@
 #include "meshtrain/parallel/parallelize.h"
 
 #include "meshtrain/comm/fake_communicator.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/parallel/replicated_model.h"
@@ -9,7 +10,9 @@
 namespace meshtrain::parallel {
 namespace {
 
-at::ScalarType parse_dtype(const std::string& s) { return s == "bf16" ? at::kBFloat16 : at::kFloat; }
+at::ScalarType at_dtype(const std::string& value, const std::string& key) {
+  return parse_dtype(value, key) == Dtype::bf16 ? at::kBFloat16 : at::kFloat;
+}
 
 // A group of one when the world is a single process: every collective is then the identity.
 comm::CommPtr or_single(const comm::CommPtr& c) { return c ? c : comm::make_fake_communicator(0, 1); }
@@ -23,6 +26,11 @@ int effective_zero_stage(const ParallelConfig& p) {
 
 std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
                                            const at::Device& device) {
+  return parallelize(std::move(net), groups, cfg, device, TrainablePolicy::from_config(cfg.train));
+}
+
+std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
+                                           const at::Device& device, const TrainablePolicy& policy) {
   const ParallelConfig& p = cfg.parallel;
   const int stage = effective_zero_stage(p);
   const bool distributed = groups.world && groups.world->size() > 1;
@@ -35,10 +43,13 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
              " without a tp group of that size");
     tp = apply_tensor_parallel(*net, groups.tp, cfg, stage == 0 ? device : at::Device(at::kMeta));
   }
-  // 2. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.
+  // 2. Which parameters train: marked once on the module; every wrapper below follows the mark.
+  policy.apply(*net);
+  // 3. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.
   model::BlockRunner ac = cfg.train.activation_checkpointing ? model::activation_checkpointing_runner()
                                                              : model::BlockRunner();
-  // 3. FSDP / ZeRO or DDP, over the TP blocks.
+  // 4. FSDP / ZeRO or DDP, over the TP blocks.
+  std::unique_ptr<ParallelModel> out;
   if (stage == 0) {
     net->materialize(device, cfg.train.seed);
     net->set_block_runner(ac);
@@ -46,16 +57,22 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
     const bool reduce = distributed && (groups.dp->size() > 1 || !tp);
     comm::CommPtr dp = reduce ? groups.dp : p.force_wrapper ? or_single(groups.dp) : nullptr;
     DataParallelOptions o{.bucket_mb = p.bucket_mb, .first_bucket_mb = p.bucket_first_mb,
-                          .reduce_dtype = parse_dtype(p.reduce_dtype), .allow_unused = p.allow_unused_params};
-    return std::make_unique<ReplicatedModel>(std::move(net), std::move(dp), o, std::move(tp));
+                          .reduce_dtype = at_dtype(p.reduce_dtype, "parallel.reduce_dtype"),
+                          .allow_unused = p.allow_unused_params};
+    out = std::make_unique<ReplicatedModel>(std::move(net), std::move(dp), o, std::move(tp));
+  } else {
+    comm::CommPtr shard = or_single(p.fsdp > 1 ? groups.fsdp : groups.dp);
+    comm::CommPtr replicate = p.fsdp > 1 ? groups.dp : nullptr;
+    FullyShardOptions o{.zero_stage = stage, .reshard_after_forward = p.fsdp_reshard_after_forward,
+                        .param_dtype = at_dtype(p.param_dtype, "parallel.param_dtype"),
+                        .reduce_dtype = at_dtype(p.reduce_dtype, "parallel.reduce_dtype"),
+                        .allow_unused = p.allow_unused_params,
+                        .master_location = parse_master_location(p.master_location)};
+    out = std::make_unique<ShardedModel>(std::move(net), cfg.train.seed, device, std::move(shard),
+                                         std::move(replicate), o, std::move(ac), std::move(tp));
   }
-  comm::CommPtr shard = or_single(p.fsdp > 1 ? groups.fsdp : groups.dp);
-  comm::CommPtr replicate = p.fsdp > 1 ? groups.dp : nullptr;
-  FullyShardOptions o{.zero_stage = stage, .reshard_after_forward = p.fsdp_reshard_after_forward,
-                      .param_dtype = parse_dtype(p.param_dtype), .reduce_dtype = parse_dtype(p.reduce_dtype),
-                      .allow_unused = p.allow_unused_params};
-  return std::make_unique<ShardedModel>(std::move(net), cfg.train.seed, device, std::move(shard),
-                                        std::move(replicate), o, std::move(ac), std::move(tp));
+  out->set_compute_dtype(compute_dtype(cfg.train, device.is_cuda()), device.type());
+  return out;
 }
 
 }  // namespace meshtrain::parallel

@@ -33,7 +33,8 @@ void ReplicatedModel::backward(const at::Tensor& loss, bool sync) {
 
 std::vector<ParallelModel::OptimParam> ReplicatedModel::optimizer_params() const {
   std::vector<OptimParam> out;
-  for (const auto& [name, p] : params_) out.push_back({name, p, decays(name, p.dim())});
+  for (const auto& [name, p] : params_)
+    if (p.requires_grad()) out.push_back({name, p, decays(name, p.dim())});  // frozen: nothing to update
   return out;
 }
 

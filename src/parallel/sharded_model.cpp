@@ -34,13 +34,14 @@ void ShardedModel::backward(const at::Tensor& loss, bool sync) {
   shard_->finish_gradient_sync();
   if (!sync || !tp_ || tp_->partial_gradients().empty()) return;
   std::map<std::string, at::Tensor> grads;
-  for (const auto& p : shard_->shard_parameters()) grads[p.name] = p.shard.grad();
+  for (const auto& p : shard_->shard_parameters()) grads[p.name] = p.trains ? p.shard.grad() : at::Tensor();
   tp_->finish_gradients([&](const std::string& name) { return grads.at(name); });
 }
 
 std::vector<ParallelModel::OptimParam> ShardedModel::optimizer_params() const {
   std::vector<OptimParam> out;
-  for (const auto& p : shard_->shard_parameters()) out.push_back({p.name, p.shard, decays(p.name, p.shard.dim())});
+  for (const auto& p : shard_->shard_parameters())
+    if (p.trains) out.push_back({p.name, p.shard, decays(p.name, p.shard.dim())});  // frozen: nothing to update
   return out;
 }
 
@@ -48,7 +49,7 @@ at::Tensor ShardedModel::clip_grad_norm(double max_norm) {
   auto total = shard_->grad_norm_squared().sqrt();
   std::vector<at::Tensor> grads;
   for (const auto& p : shard_->shard_parameters())
-    if (p.shard.grad().defined() && p.shard.numel() > 0) grads.push_back(p.shard.grad());
+    if (p.trains && p.shard.grad().defined() && p.shard.numel() > 0) grads.push_back(p.shard.grad());
   clip_to(grads, total, max_norm);
   return total;
 }

@@ -150,7 +150,12 @@ TensorParallel::TensorParallel(comm::CommPtr tp, std::shared_ptr<bool> sp, std::
 void TensorParallel::finish_gradients(const model::TransformerImpl& model) const {
   if (partial_grads_.empty()) return;
   const auto params = model.named_parameters();
-  finish_gradients([&](const std::string& name) { return params[name].grad(); });
+  finish_gradients([&](const std::string& name) {
+    const at::Tensor& p = params[name];
+    MT_CHECK(!p.requires_grad() || p.grad().defined(), "tensor parallel: '", name,
+             "' has no gradient; call finish_gradients after backward");
+    return p.requires_grad() ? p.grad() : at::Tensor();
+  });
 }
 
 void TensorParallel::finish_gradients(const std::function<at::Tensor(const std::string& name)>& grad_of) const {
@@ -158,11 +163,12 @@ void TensorParallel::finish_gradients(const std::function<at::Tensor(const std::
   std::vector<at::Tensor> grads, flat_parts;
   for (const auto& name : partial_grads_) {
     const at::Tensor g = grad_of(name);
-    MT_CHECK(g.defined(), "tensor parallel: '", name, "' has no gradient; call finish_gradients after backward");
+    if (!g.defined()) continue;  // a frozen parameter: no gradient to finish
     grads.push_back(g);
     flat_parts.push_back(g.reshape({-1}));
   }
-  // One all-reduce for all of them (they are small: norms and biases).
+  if (grads.empty()) return;
+  // One all-reduce for all of them (they are small: norms and biases); every TP rank freezes the same ones.
   auto flat = detail::all_reduce(at::cat(flat_parts, 0), *tp_);
   at::NoGradGuard no_grad;
   int64_t offset = 0;

@@ -26,6 +26,7 @@ std::vector<ShardedTensor> optimizer_blocks(const std::vector<ShardedTensor>& mo
   std::vector<ShardedTensor> out;
   for (const auto& m : model) {
     const std::string param = m.name.substr(6);  // without "model."
+    if (!state.count(param + ".exp_avg")) continue;  // a frozen parameter: no optimizer state
     for (const char* k : {".exp_avg", ".exp_avg_sq"}) {
       const at::Tensor& t = state.at(param + k);
       MT_CHECK(t.sizes() == m.local.sizes(), "optimizer state ", param, k, " has shape ", t.sizes(),

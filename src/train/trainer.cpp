@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
 
@@ -23,6 +22,7 @@
 #include "meshtrain/hw/topology_detect.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/clock.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
@@ -39,25 +39,6 @@
 namespace meshtrain::train {
 namespace {
 
-// bf16 autocast on the training device for the guard's lifetime (fp32 master weights stay fp32).
-class AutocastGuard {
- public:
-  AutocastGuard(bool on, at::DeviceType dev) : on_(on), dev_(dev) {
-    if (!on_) return;
-    prev_ = at::autocast::is_autocast_enabled(dev_);
-    at::autocast::set_autocast_enabled(dev_, true);
-    at::autocast::set_autocast_dtype(dev_, at::kBFloat16);
-  }
-  ~AutocastGuard() {
-    if (!on_) return;
-    at::autocast::set_autocast_enabled(dev_, prev_);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool on_, prev_ = false;
-  at::DeviceType dev_;
-};
 
 // CRC-32 of this rank's parameters (the whole model, or its shards).
 uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
@@ -118,8 +99,8 @@ class TrainingRun {
     at::Tensor loss_sum, grad_norm;  // summed micro-batch losses, pre-clip gradient norm (on the device)
     bool applied;                    // false: non-finite, the update was skipped
   };
-  // Forward/backward over grad_accum micro-batches, gradient averaging, clipping, then AdamW — unless the
-  // loss or gradient norm is non-finite on any rank, when every rank skips the update.
+  // grad_accum micro-batches through the layout's forward_backward, clipping, then AdamW — unless the loss
+  // or gradient norm is non-finite on any rank, when every rank skips the update.
   StepOutcome train_step(int64_t step);
   // Whether every rank's loss and the (global) gradient norm are finite. One host read per step.
   bool step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm);
@@ -138,6 +119,8 @@ class TrainingRun {
   double mean_over_ranks(double v);
   // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
   int agreed_stop_signal();
+  // The end-of-training sample; every rank calls it (the layout's generation scope is collective), rank 0
+  // prints it.
   void sample();
 
   const Config& cfg_;
@@ -215,7 +198,7 @@ void TrainingRun::setup_device() {
   MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
   cuda_ = name == "cuda";
   device_ = cuda_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world_.local_rank)) : at::Device(at::kCPU);
-  bf16_ = cfg_.train.dtype == "bf16" || (cfg_.train.dtype == "auto" && cuda_);
+  bf16_ = compute_dtype(cfg_.train, cuda_) == Dtype::bf16;
 }
 
 void TrainingRun::setup_model_and_optimizer() {
@@ -353,19 +336,13 @@ data::Batch TrainingRun::next_batch() {
 }
 
 TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
-  const int64_t A = cfg_.train.grad_accum;
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().device(device_));
-  for (int64_t micro = 0; micro < A; ++micro) {
+  std::vector<parallel::ParallelModel::MicroBatch> batches;
+  for (int64_t micro = 0; micro < cfg_.train.grad_accum; ++micro) {
     auto batch = next_batch();
-    at::Tensor loss;
-    {
-      AutocastGuard ac(bf16_, device_.type());
-      loss = par_->loss(batch.inputs, batch.targets);
-    }
-    // Gradients are reduced over ranks on the last micro-batch only (overlapped with its backward).
-    par_->backward(loss / static_cast<double>(A), /*sync=*/micro == A - 1);
-    loss_sum += loss.detach();
+    batches.push_back({batch.inputs, batch.targets});
   }
+  // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h).
+  at::Tensor loss_sum = par_->forward_backward(batches);
   at::Tensor grad_norm = par_->clip_grad_norm(cfg_.optimizer.grad_clip);
   // A skipped update leaves parameters and optimizer state (step counters too) as they were; the gradients
   // are cleared as after any step.
@@ -447,8 +424,7 @@ double TrainingRun::evaluate() {
   const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
   for (int64_t i = 0; i < n; ++i) {
     auto batch = val_loader_->next();
-    AutocastGuard ac(bf16_, device_.type());
-    sum += par_->loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
+    sum += par_->eval_loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
   }
   net_->train();
   return mean_over_ranks(n > 0 ? sum / static_cast<double>(n) : -1);
@@ -501,11 +477,12 @@ void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTens
 }
 
 void TrainingRun::sample() {
+  // Full parameters and plain TP while generating (collective: every rank); under TP every rank generates.
+  const auto scope = par_->generation_scope();
+  if (world_.rank != 0 && !scope.every_rank_generates()) return;
   const auto prompt = data::encode_bytes(cfg_.train.sample_prompt.empty() ? "\n" : cfg_.train.sample_prompt);
   model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
                           .seed = static_cast<uint64_t>(cfg_.train.seed)};
-  // One token at a time cannot be split over the tp group: plain TP while generating.
-  parallel::TensorParallel::SequenceParallelOff plain_tp(par_->tensor_parallel());
   auto out = model::generate(net_, prompt, so);
   log::progress("sample (temperature 0.8, top-k 40):\n%s", data::decode_bytes(out).c_str());
 }
@@ -559,12 +536,7 @@ TrainResult TrainingRun::run() {
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,
             static_cast<long long>(result_.steps_done));
-  if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) {
-    par_->gather_full_parameters();  // collective; generation runs the module without the layout's runner
-    // Under TP the module's layers are collectives over the tp group: every rank runs the generation (each
-    // group the same one: identical gathered logits, same seed); rank 0 prints it.
-    if (world_.rank == 0 || par_->tensor_parallel()) sample();
-  }
+  if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) sample();  // every rank: see sample()
   if (comm_) comm_->barrier();
   return result_;
 }

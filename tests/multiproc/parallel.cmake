@@ -22,6 +22,8 @@ parallel_reference(gpt2 --family gpt2)
 parallel_reference(llama --family llama)
 parallel_reference(gpt2_tpm --family gpt2 --tp-model)
 parallel_reference(llama_tpm --family llama --tp-model)
+parallel_reference(gpt2_freeze --family gpt2 --freeze-half)
+parallel_reference(llama_tpm_freeze --family llama --tp-model --freeze-half)
 
 # parallel_layout(NAME NPROC REF worker-args...)
 function(parallel_layout name nproc ref)
@@ -58,6 +60,17 @@ parallel_layout(fsdp2_tp2 4 llama_tpm --family llama --tp-model --layout fsdp --
 parallel_layout(fsdp2_tp2_sp_ac 4 gpt2_tpm --family gpt2 --tp-model --layout fsdp --tp 2 --sp --ac)
 parallel_layout(zero1_tp2_sp_accum2 4 llama_tpm --family llama --tp-model --layout zero1 --tp 2 --sp
                 --accum 2)
+# Frozen parameters (train.freeze: block 1 whole, block 2's attention): under DDP, ZeRO-1/2, FSDP, HSDP (a block
+# with a trainable and a frozen unit, and a block of frozen units only), TP and FSDP × TP they end
+# bit-identical to their initial values (the worker checks) and the trainable ones match the single process
+# with the same freeze, clipping counting only trainable gradients.
+parallel_layout(ddp2_freeze 2 gpt2_freeze --family gpt2 --layout ddp --freeze-half)
+parallel_layout(zero1_freeze 2 gpt2_freeze --family gpt2 --layout zero1 --freeze-half --accum 2)
+parallel_layout(zero2_freeze 2 gpt2_freeze --family gpt2 --layout zero2 --freeze-half)
+parallel_layout(fsdp2_freeze 2 gpt2_freeze --family gpt2 --layout fsdp --freeze-half --accum 2)
+parallel_layout(hsdp2x2_freeze 4 gpt2_freeze --family gpt2 --layout hsdp --fsdp 2 --freeze-half --ac)
+parallel_layout(tp2_freeze 2 llama_tpm_freeze --family llama --tp-model --layout ddp --tp 2 --sp --freeze-half)
+parallel_layout(fsdp2_tp2_freeze 4 llama_tpm_freeze --family llama --tp-model --layout fsdp --tp 2 --freeze-half)
 # bf16 reduction: same run within bf16's tolerance.
 parallel_layout(ddp2_bf16_reduce 2 gpt2 --family gpt2 --layout ddp --bf16-reduce)
 

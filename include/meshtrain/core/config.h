@@ -60,6 +60,8 @@ namespace meshtrain {
     "one of: fp32 | bf16")                                                                                   \
   F(bool, allow_unused_params, false, "Treat a parameter that gets no gradient as a zero gradient instead "   \
     "of an error")                                                                                           \
+  F(std::string, master_location, "device", "FSDP/ZeRO: where the fp32 master shards and the optimizer state " \
+    "live; one of: device (host, pinned host memory for offload, is not built yet)")                        \
   F(bool, force_wrapper, false, "Apply the data-parallel / sharding wrapper in a single process too "         \
     "(to measure its overhead; results are unchanged)")                                                      \
   F(double, timeout_s, 300.0, "Seconds a collective may take before it is an error (never a hang)")
@@ -94,6 +96,9 @@ namespace meshtrain {
   F(int64_t, seed, 1337, "Seed for initialisation, data order and sampling")                                 \
   F(std::string, device, "auto", "Where to train; one of: auto | cpu | cuda (auto: cuda if present)")       \
   F(std::string, dtype, "auto", "Compute precision; one of: auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)") \
+  F(std::string, freeze, "", "Parameters that do not train: comma-separated globs over parameter names "     \
+    "(e.g. `blocks.0.*,tok_embed.weight`; `*` matches any characters, dots included); each must match a "    \
+    "parameter. Frozen parameters keep their values, get no gradient and no optimizer state; empty = all train") \
   F(bool, activation_checkpointing, false, "Recompute each block's activations in backward")                \
   F(int64_t, loss_chunk_mb, 0, "MiB of fp32 logits per chunk of the fused head + loss, which never holds the " \
     "full logits (less memory: docs/PERFORMANCE.md); 0 = full logits, as plain PyTorch computes them")        \

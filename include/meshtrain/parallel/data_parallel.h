@@ -9,6 +9,9 @@
 // order on every rank (a ready bucket waits for the ones before it), which keeps the collective order
 // identical across ranks.
 //
+// Only trainable parameters (requires_grad; parallel/trainable_policy.h decides) are bucketed and reduced;
+// frozen ones take part in broadcast_parameters() alone.
+//
 // On accumulation micro-steps (set_requires_sync(false)) nothing is reduced: gradients just accumulate in the
 // buckets. finish_gradient_sync() waits for every bucket; a parameter that got no gradient in a synced
 // backward is a UserError naming it (unless allow_unused, which treats it as a zero gradient).
@@ -66,12 +69,15 @@ class DataParallel {
     PendingCollective op;
   };
 
+  // Groups the trainable parameters into buckets (see the file comment) and points their .grad into them.
+  void assign_buckets();
+  bool bucketed(size_t k) const { return views_[k].defined(); }
   void on_gradient(size_t index);  // from the post-accumulate hook of params_[index]
   void launch_ready_buckets();
   void reset_counts();
 
   std::vector<Param> params_;
-  std::vector<at::Tensor> views_;       // per parameter: its slice of its bucket, shaped like it
+  std::vector<at::Tensor> views_;       // per parameter: its slice of its bucket, shaped like it (frozen: none)
   std::vector<size_t> bucket_of_;       // per parameter
   std::vector<char> seen_;              // per parameter: gradient landed in this backward
   std::vector<Bucket> buckets_;

@@ -1,8 +1,10 @@
 // FullyShard: parameters, gradients and optimizer state sharded over a group (ZeRO stages 1-3 / FSDP2),
 // optionally replicated over a second group (HSDP: replicate × shard on a 2-D mesh).
 //
-// Units: each transformer block is one unit; everything else (embeddings, final norm, head) is the root
-// unit. Every parameter is split by rows of dim 0 (parallel/dim0_shard.h); a unit's pieces sit in one flat
+// Units: each transformer block of the model's block list is one unit; everything else (embeddings, final
+// norm, head) is the root unit. Frozen parameters (requires_grad false; parallel/trainable_policy.h) of a
+// block or the root form a unit of their own, parameter-only: no gradient buffer, no reduce-scatter, gathered
+// and freed with their block (stage 3: freed once the backward has moved past the block), never stale. Every parameter is split by rows of dim 0 (parallel/dim0_shard.h); a unit's pieces sit in one flat
 // fp32 buffer per rank (the master shard the optimizer updates), so a unit moves with one all-gather (params,
 // in param_dtype) and one reduce-scatter (gradients, in reduce_dtype).
 //
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "meshtrain/comm/communicator.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/model/block_runner.h"
 #include "meshtrain/model/transformer.h"
@@ -48,6 +51,7 @@ struct FullyShardOptions {
   at::ScalarType param_dtype = at::kFloat;   // gathered parameters (compute); the shards stay fp32
   at::ScalarType reduce_dtype = at::kFloat;  // gradient reduce-scatter / all-reduce
   bool allow_unused = false;                 // a parameter without a gradient counts as zeros
+  MasterLocation master_location = MasterLocation::device;  // fp32 shards and optimizer state (device only)
 };
 
 class FullyShard {
@@ -82,6 +86,7 @@ class FullyShard {
   struct ShardParam {
     std::string name;
     at::Tensor shard;  // this rank's rows (a view into the unit's fp32 flat shard); .grad set after a sync
+    bool trains;       // false: frozen (no gradient, not for the optimizer)
   };
   std::vector<ShardParam> shard_parameters() const;
   // Each shard as a block of its global parameter; `write` on replica 0 (HSDP) and, for TP-replicated
@@ -106,9 +111,11 @@ class FullyShard {
   };
   struct Unit {
     std::vector<size_t> params;
+    size_t block = 0;            // index in the model's block list; the root's is the block count
+    bool trains = true;          // false: frozen parameters only (no grad_flat, nothing reduced)
     int64_t numel = 0;           // S: per-rank flat size
     at::Tensor shard_flat;       // fp32 [S]
-    at::Tensor grad_flat;        // fp32 [S]
+    at::Tensor grad_flat;        // fp32 [S]; undefined for a frozen unit
     bool gathered = false, stale = true;
     at::Tensor gather_out;       // [W × S] param_dtype, while a gather is in flight
     PendingCollective gather;
@@ -118,15 +125,24 @@ class FullyShard {
     PendingCollective reduce;
   };
 
+  // Construction steps: units from the block list, shards initialised, module parameters replaced.
+  void assign_units(model::TransformerImpl& net);
+  void init_shards(model::TransformerImpl& net, int64_t seed);
+  void install_parameters(model::TransformerImpl& net);
+  // Units of block b (the root: b = root_); gathered = every one of them up to date.
+  bool block_gathered(size_t b) const;
+  void start_gather_block(size_t b);
+  void ensure_block_gathered(size_t b);
+  void free_block(size_t b, bool frozen_only);
   void start_gather(size_t u);
   void ensure_gathered(size_t u);
   void free_unit(size_t u);
   void on_gradient(size_t k);
   void start_reduce(size_t u);
-  at::Tensor run_block(size_t u, const at::Tensor& x, const model::BlockFn& run);
+  at::Tensor run_block(size_t b, const at::Tensor& x, const model::BlockFn& run);
 
  public:
-  void pre_backward(size_t u);  // from the identity node at a block's output
+  void pre_backward(size_t b);  // from the identity node at block b's output
 
  private:
   // Global shape and offsets of p's shard (composed with the TP block's).
@@ -134,7 +150,8 @@ class FullyShard {
   std::vector<int64_t> global_offsets(const Param& p) const;
 
   std::vector<Param> params_;
-  std::vector<Unit> units_;  // blocks 0..L-1, then the root unit
+  std::vector<Unit> units_;
+  std::vector<std::vector<size_t>> block_units_;  // per block 0..L-1, then the root: its units
   size_t root_;
   comm::CommPtr shard_, replicate_;
   std::shared_ptr<const TensorParallel> tp_;

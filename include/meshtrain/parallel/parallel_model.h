@@ -2,8 +2,11 @@
 // DDP, ZeRO-1/2, FSDP, HSDP; each optionally over tensor-parallel blocks). Built by parallelize()
 // (parallel/parallelize.h).
 //
-// Per step:  for each micro-batch { l = loss(x, y); backward(l / A, sync = last micro-batch) }
-//            clip_grad_norm(max) → optimizer.step() on optimizer_params() → after_optimizer_step()
+// Per step:  forward_backward(micro-batches) → clip_grad_norm(max) → optimizer.step() on optimizer_params()
+//            → after_optimizer_step()
+// forward_backward is the step seam: its default runs today's loop — for each micro-batch { l = loss(x, y)
+// under autocast; backward(l / A, sync = last micro-batch) } — and a pipeline schedule overrides it alone.
+// Only trainable parameters (parallel/trainable_policy.h) get gradients, optimizer entries and norm terms.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/model/transformer.h"
+#include "meshtrain/parallel/generation_scope.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 
 namespace meshtrain::parallel {
@@ -25,11 +30,29 @@ class ParallelModel {
     at::Tensor param;  // what the optimizer updates in place: the parameter, or this rank's fp32 shard of it
     bool decay;        // ≥ 2-D and not an embedding (GPT-2 / nanoGPT rule)
   };
+  struct MicroBatch {
+    at::Tensor tokens, targets;  // [B, T] on the training device
+  };
 
   virtual ~ParallelModel() = default;
 
   model::TransformerImpl& module() { return *net_; }
   const model::Transformer& net() const { return net_; }
+
+  // The step's forward and backward over `batches` (grad_accum micro-batches): each loss scaled by 1 / count,
+  // reductions skipped on all but the last. Returns the sum of the micro-batch losses as a device scalar
+  // (no host sync). Afterwards the optimizer parameters' .grad hold the global average.
+  virtual at::Tensor forward_backward(const std::vector<MicroBatch>& batches);
+  // Mean loss of one micro-batch for evaluation: no gradients, the training precision.
+  at::Tensor eval_loss(const at::Tensor& tokens, const at::Tensor& targets);
+  // Full parameters in the module and plain TP until the scope ends (collective: every rank calls it); see
+  // parallel/generation_scope.h.
+  GenerationScope generation_scope();
+  // bf16 compute: autocast on `device` around every forward (parallelize() sets it from train.dtype).
+  void set_compute_dtype(Dtype compute, c10::DeviceType device) {
+    autocast_ = compute == Dtype::bf16;
+    autocast_device_ = device;
+  }
 
   // Mean next-token cross-entropy of one micro-batch, with whatever the layout needs before a forward.
   virtual at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) = 0;
@@ -44,16 +67,11 @@ class ParallelModel {
   virtual void after_optimizer_step() = 0;
   // Makes replicas identical (rank 0's values) after loading; a no-op where nothing is replicated.
   virtual void broadcast_parameters() {}
-  // Full parameters in the module until the next step (generation runs the module directly). Under tensor
-  // parallelism "full" means this rank's TP blocks: every rank of the TP group must then run the module.
-  virtual void gather_full_parameters() {}
   // This rank's parameters as blocks of the global tensors (checkpoints; core/sharded_tensor.h). `local` is
   // the live tensor the optimizer updates, so optimizer state of the same shape shares the block layout.
   virtual std::vector<ShardedTensor> sharded_parameters() const = 0;
   // Every rank holds every parameter whole (plain, DDP without TP): no gathering needed to see them.
   virtual bool replicated() const { return false; }
-  // The tensor-parallel layout the model was cut into; null without tensor parallelism.
-  const TensorParallel* tensor_parallel() const { return tp_.get(); }
   // "ddp over 4 ranks, 3 buckets", for the log.
   virtual std::string describe() const = 0;
 
@@ -65,9 +83,14 @@ class ParallelModel {
   static void clip_to(const std::vector<at::Tensor>& grads, const at::Tensor& total, double max_norm);
   // "tp 2 × " when tensor parallel, else "": prefixes describe().
   std::string tp_prefix() const;
+  // Full parameters in the module until the next step (generation runs the module directly). Under tensor
+  // parallelism "full" means this rank's TP blocks.
+  virtual void gather_full_parameters() {}
 
   model::Transformer net_;
   std::shared_ptr<const TensorParallel> tp_;
+  bool autocast_ = false;
+  c10::DeviceType autocast_device_ = c10::DeviceType::CPU;
 };
 
 }  // namespace meshtrain::parallel

@@ -1,5 +1,5 @@
-// parallelize(): applies the layout the config asks for, in the fixed order of DESIGN.md —
-//   tensor parallelism → activation checkpointing → FSDP/ZeRO or DDP
+// parallelize(): applies the layout the config asks for, in a fixed order (docs/architecture.md) —
+//   tensor parallelism → which parameters train → activation checkpointing → FSDP/ZeRO or DDP
 // and returns the model as the trainer drives it (parallel/parallel_model.h).
 //
 // Layout from parallel.{dp, fsdp, tp, zero_stage}:
@@ -19,12 +19,17 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/parallel/parallel_groups.h"
 #include "meshtrain/parallel/parallel_model.h"
+#include "meshtrain/parallel/trainable_policy.h"
 
 namespace meshtrain::parallel {
 
 // `net` is built on the meta device (model::Transformer(cfg.model, TensorOptions().device(kMeta))); its
 // parameters are materialised here — whole, or only this rank's shards — for cfg.train.seed on `device`.
-// `cfg` resolved and validated for the world size of `groups`.
+// `cfg` resolved and validated for the world size of `groups`. `policy` decides which parameters train
+// (parallel/trainable_policy.h; UserError for a pattern that matches no parameter); the overload without it
+// takes train.freeze. Compute runs in train.dtype (auto: bf16 on CUDA) under autocast.
+std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
+                                           const at::Device& device, const TrainablePolicy& policy);
 std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
                                            const at::Device& device);
 

@@ -23,11 +23,13 @@ class ShardedModel : public ParallelModel {
   std::vector<OptimParam> optimizer_params() const override;
   at::Tensor clip_grad_norm(double max_norm) override;
   void after_optimizer_step() override;
-  void gather_full_parameters() override { shard_->gather_all(); }
   std::vector<ShardedTensor> sharded_parameters() const override { return shard_->sharded_parameters(); }
   std::string describe() const override { return describe_; }
 
   FullyShard& fully_shard() { return *shard_; }
+
+ protected:
+  void gather_full_parameters() override { shard_->gather_all(); }
 
  private:
   std::unique_ptr<FullyShard> shard_;

@@ -81,7 +81,8 @@ class TensorParallel {
   // the data-parallel reduction, so before or after DDP's all-reduce / FSDP's reduce-scatter are both right.
   void finish_gradients(const model::TransformerImpl& model) const;
   // The same on gradients that live elsewhere (FSDP's shard gradients): `grad_of(name)` is the tensor to sum
-  // in place. A replicated parameter is sharded identically on every TP rank, so its shards sum like wholes.
+  // in place, undefined for a frozen parameter (skipped). A replicated parameter is sharded identically on
+  // every TP rank, so its shards sum like wholes.
   void finish_gradients(const std::function<at::Tensor(const std::string& name)>& grad_of) const;
   // True where this rank contributes `name` to a sum over the TP group that must count every element once
   // (global gradient norm, checkpoint writers): TP-sharded blocks on every rank, replicated ones on rank 0.

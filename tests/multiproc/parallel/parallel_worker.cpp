@@ -5,11 +5,13 @@
 //
 //   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--tp N [--sp]] [--tp-model]
 //                   [--steps N] [--accum A] [--ac] [--no-reshard] [--family gpt2|llama] [--bf16-reduce]
-//                   (--out FILE | --compare FILE)
+//                   [--freeze-half] (--out FILE | --compare FILE)
 //   --tp N: tensor parallelism over N ranks under the layout (ddp: DDP over world / N TP-sharded replicas, a
 //           plain TP model when N = world; fsdp: FSDP over world / N ranks of each TP block); --sp: sequence
 //           parallelism. --tp-model: the model TP 2 and 4 can split (8 query / 4 key-value heads, d_ff 64),
 //           for the TP layouts and their single-process reference alike.
+//   --freeze-half: train.freeze "blocks.1.*,blocks.2.attn.*" (a whole block and half of another: 1.5 of the
+//           3 blocks); the frozen parameters must end bit-identical to their initial values, on every layout.
 //   parallel_worker --layout ddp --desync   the last rank skips one gradient reduction: the others must fail
 //                                           with the communicator's timeout error within the timeout
 //
@@ -28,7 +30,7 @@
 #include <thread>
 
 #include "meshtrain/ckpt/safetensors.h"
-#include "meshtrain/comm/mesh_shape.h"
+#include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/store.h"
 #include "meshtrain/comm/world_info.h"
@@ -46,7 +48,8 @@ namespace {
 struct Args {
   std::string layout = "single", family = "gpt2", out, compare;
   int64_t fsdp = 2, tp = 1, steps = 5, accum = 1;
-  bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false;
+  bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
+       freeze_half = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -67,6 +70,7 @@ Config make_config(const Args& a, int world) {
   c.data.train = "unused";
   c.train.seed = 1234;
   c.train.activation_checkpointing = a.ac;
+  if (a.freeze_half) c.train.freeze = "blocks.1.*,blocks.2.attn.*";
   c.parallel.tp = a.tp;
   c.parallel.sequence_parallel = a.sp;
   c.parallel.fsdp = a.layout == "fsdp" ? world / a.tp : a.layout == "hsdp" ? a.fsdp : 1;
@@ -135,7 +139,9 @@ int run(const Args& a) {
                                        world.world_size, "world", timeout);
   const Config cfg = make_config(a, world.world_size);
   model::Transformer net(cfg.model, at::TensorOptions().device(at::kMeta));
-  auto par = parallel::parallelize(net, parallel::make_parallel_groups(comm, cfg.parallel), cfg, at::Device(at::kCPU));
+  std::unique_ptr<comm::Mesh> mesh = comm ? std::make_unique<comm::Mesh>(cfg, comm) : nullptr;
+  auto par = parallel::parallelize(net, mesh ? parallel::make_parallel_groups(*mesh) : parallel::ParallelGroups{}, cfg,
+                                   at::Device(at::kCPU));
   std::printf("rank %d: %s\n", world.rank, par->describe().c_str());
   std::vector<train::AdamW::Param> opt_params;
   for (const auto& p : par->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
@@ -143,6 +149,11 @@ int run(const Args& a) {
 
   // This rank's data-parallel index: its group along dp × fsdp (TP ranks of one group share it).
   const auto shape = comm::MeshShape::from_config(cfg.parallel, world.world_size);
+  comm::Communicator* gather = par->replicated() ? nullptr : comm.get();
+  const auto policy = parallel::TrainablePolicy::from_config(cfg.train);
+  std::map<std::string, at::Tensor> frozen_before;  // whole initial values of the frozen parameters
+  for (const auto& s : par->sharded_parameters())
+    if (!policy.trains(s.name)) frozen_before[s.name] = parallel::assemble_full(s, gather).clone();
   const int64_t data_ranks = shape.size({comm::Dim::dp, comm::Dim::fsdp});
   const int64_t data_rank = shape.index_in_group(world.rank, {comm::Dim::dp, comm::Dim::fsdp});
   const int64_t chunks = data_ranks * a.accum, rows = kGlobalBatch / chunks;
@@ -150,21 +161,19 @@ int run(const Args& a) {
   std::vector<double> losses;
   for (int64_t step = 0; step < a.steps; ++step) {
     auto tokens = step_tokens(step);
-    double loss_sum = 0;
+    std::vector<parallel::ParallelModel::MicroBatch> batches;
     for (int64_t m = 0; m < a.accum; ++m) {
       auto chunk = tokens.narrow(0, (data_rank * a.accum + m) * rows, rows);
-      auto loss = par->loss(chunk.narrow(1, 0, kSeq), chunk.narrow(1, 1, kSeq));
-      bool sync = m == a.accum - 1;
-      if (a.desync && step == 1 && world.rank == world.world_size - 1) {
-        // This rank skips the gradient all-reduce the others are waiting in, then stays away past the timeout.
-        sync = false;
-        par->backward(loss / static_cast<double>(a.accum), sync);
-        std::this_thread::sleep_for(2 * timeout);
-        return 0;
-      }
-      par->backward(loss / static_cast<double>(a.accum), sync);
-      loss_sum += loss.item<double>() / static_cast<double>(a.accum);
+      batches.push_back({chunk.narrow(1, 0, kSeq), chunk.narrow(1, 1, kSeq)});
     }
+    if (a.desync && step == 1 && world.rank == world.world_size - 1) {
+      // This rank skips the gradient all-reduce the others are waiting in, then stays away past the timeout.
+      auto loss = par->loss(batches[0].tokens, batches[0].targets);
+      par->backward(loss, /*sync=*/false);
+      std::this_thread::sleep_for(2 * timeout);
+      return 0;
+    }
+    const double loss_sum = par->forward_backward(batches).item<double>() / static_cast<double>(a.accum);
     par->clip_grad_norm(cfg.optimizer.grad_clip);
     opt.step(cfg.optimizer.lr);
     par->after_optimizer_step();
@@ -174,8 +183,16 @@ int run(const Args& a) {
   }
 
   std::map<std::string, at::Tensor> result;
-  comm::Communicator* gather = par->replicated() ? nullptr : comm.get();
-  for (const auto& s : par->sharded_parameters()) result["param." + s.name] = parallel::assemble_full(s, gather).clone();
+  int changed = 0;
+  for (const auto& s : par->sharded_parameters()) {
+    result["param." + s.name] = parallel::assemble_full(s, gather).clone();
+    if (frozen_before.count(s.name) && !at::equal(frozen_before[s.name], result["param." + s.name])) {
+      std::fprintf(stderr, "FAIL frozen %s changed in training\n", s.name.c_str());
+      ++changed;
+    }
+  }
+  if (a.freeze_half && world.rank == 0)
+    std::printf("%zu frozen parameters, %d changed\n", frozen_before.size(), changed);
   result["loss"] = at::tensor(losses, at::kDouble);
   if (comm) comm->barrier();
   if (world.rank != 0) return 0;
@@ -183,6 +200,7 @@ int run(const Args& a) {
   for (double l : losses) std::printf(" %.6f", l);
   std::printf("\n");
   if (!a.out.empty()) ckpt::write_safetensors(a.out, result);
+  if (changed > 0) return 1;
   return a.compare.empty() ? 0 : compare(result, a.compare, a.bf16_reduce);
 }
 
@@ -211,6 +229,7 @@ int main(int argc, char** argv) {
       else if (k == "--no-reshard") a.reshard = false;
       else if (k == "--desync") a.desync = true;
       else if (k == "--bf16-reduce") a.bf16_reduce = true;
+      else if (k == "--freeze-half") a.freeze_half = true;
       else throw UserError(cat("parallel_worker: unknown option '", k, "' (see the comment at the top of the file)"));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s\n", e.what());

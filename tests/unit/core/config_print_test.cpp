@@ -68,7 +68,8 @@ TEST(ConfigSchema, EnumerationsComeFromTheDocs) {
   for (const FieldInfo& f : config_fields())
     if (!f.choices.empty()) enums.push_back(f.path());
   EXPECT_EQ(enums, (std::vector<std::string>{"model.preset", "model.family", "parallel.backend",
-                                             "parallel.param_dtype", "parallel.reduce_dtype", "data.format",
+                                             "parallel.param_dtype", "parallel.reduce_dtype", "parallel.master_location",
+                                             "data.format",
                                              "optimizer.name", "schedule.kind", "train.device", "train.dtype",
                                              "logging.level"}));
   const FieldInfo* preset = find_config_field("model", "preset");

@@ -79,3 +79,21 @@ TEST(DataParallel, UnusedParameterAllowedCountsAsZero) {
   EXPECT_TRUE(at::equal(ps[1].param.grad(), at::zeros({10})));
   EXPECT_TRUE(at::allclose(ps[2].param.grad(), at::full({10}, 3.0)));
 }
+
+// Frozen parameters (requires_grad false, as TrainablePolicy marks them) are neither bucketed nor waited for:
+// a synced backward without their gradients is no error, and they keep no .grad.
+TEST(DataParallel, FrozenParametersAreNotBucketed) {
+  auto ps = params(4, 10);
+  ps[1].param.set_requires_grad(false);
+  ps[2].param.set_requires_grad(false);
+  DataParallel dp(ps, comm::make_fake_communicator(0, 2), {.bucket_mb = 1.0, .first_bucket_mb = 1.0});
+  std::vector<std::string> bucketed;
+  for (const auto& b : dp.bucket_names()) bucketed.insert(bucketed.end(), b.begin(), b.end());
+  EXPECT_EQ(bucketed, (std::vector<std::string>{"p3", "p0"}));
+  loss_of(ps).backward();
+  dp.finish_gradient_sync();
+  EXPECT_TRUE(at::allclose(ps[0].param.grad(), at::full({10}, 1.0)));
+  EXPECT_TRUE(at::allclose(ps[3].param.grad(), at::full({10}, 4.0)));
+  EXPECT_FALSE(ps[1].param.grad().defined());
+  EXPECT_FALSE(ps[2].param.grad().defined());
+}

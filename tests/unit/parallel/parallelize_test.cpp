@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "meshtrain/comm/fake_communicator.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/parallel/full_tensor.h"
 #include "support/test_support.h"
 #include "support/tiny_model.h"
@@ -54,7 +55,7 @@ TEST(Parallelize, TensorParallelShardsTileEveryParameterOnce) {
         g.tp = comm::make_fake_communicator(tp, 2);
         auto pm = parallel::parallelize(meta(c), g, c, at::Device(at::kCPU));
         EXPECT_FALSE(pm->replicated());
-        ASSERT_NE(pm->tensor_parallel(), nullptr);
+        EXPECT_EQ(pm->describe().rfind("tp 2", 0), 0u) << pm->describe();
         for (const auto& s : pm->sharded_parameters()) {
           SCOPED_TRACE(cat(layout, " dp/fsdp ", dp, " tp ", tp, " ", s.name));
           const at::Tensor full = whole->named_parameters()[s.name];
@@ -135,4 +136,76 @@ TEST(Parallelize, WorldOfOneShardedLayoutsTrainLikeThePlainModel) {
     for (const auto& [name, t] : want_params)
       EXPECT_TRUE(at::allclose(params.at(name), t, 1e-5, 1e-7)) << name << " stage " << stage;
   }
+}
+
+// train.freeze, decided once in parallelize(): on the plain model, ZeRO-1/2 and FSDP (aliased fp32 shards, and
+// gathered bf16 parameters) the frozen parameters leave the optimizer and the gradient norm, stay
+// bit-identical through forward_backward and an update, and still appear once in sharded_parameters().
+TEST(Parallelize, FrozenParametersKeepTheirValuesOnEveryLayout) {
+  for (int stage : {0, 1, 2, 3})
+    for (const char* param_dtype : {"fp32", "bf16"}) {
+      if (stage == 0 && std::string(param_dtype) == "bf16") continue;
+      SCOPED_TRACE(cat("stage ", stage, " param_dtype ", param_dtype));
+      Config c = tiny();
+      c.parallel.zero_stage = stage;
+      c.parallel.force_wrapper = true;
+      c.parallel.param_dtype = param_dtype;
+      c.train.freeze = "blocks.0.*, tok_embed.weight";
+      resolve(c, 1);
+      validate(c, 1);
+      auto pm = parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU));
+      auto frozen = [](const std::string& n) { return n.rfind("blocks.0.", 0) == 0 || n == "tok_embed.weight"; };
+      std::map<std::string, at::Tensor> before;
+      for (const auto& s : pm->sharded_parameters()) before[s.name] = s.local.detach().clone();
+      EXPECT_EQ(before.size(), meta(c)->named_parameters().size());
+      for (const auto& p : pm->optimizer_params()) EXPECT_FALSE(frozen(p.name)) << p.name;
+      auto tokens = at::randint(64, {2, 8}, at::kLong);
+      const auto loss_sum = pm->forward_backward({{tokens, tokens.roll(1, 1)}, {tokens.flip({1}), tokens}});
+      EXPECT_GT(loss_sum.item<double>(), 0);
+      EXPECT_GT(pm->clip_grad_norm(0.1).item<double>(), 0);
+      {
+        at::NoGradGuard no_grad;
+        for (const auto& p : pm->optimizer_params()) p.param.sub_(p.param.grad() * 0.1);
+      }
+      pm->after_optimizer_step();
+      // (A trainable parameter may keep its value where its gradient is exactly 0, as gpt2's key biases can.)
+      size_t trainable = 0, changed = 0;
+      for (const auto& s : pm->sharded_parameters()) {
+        const bool same = at::equal(s.local.detach(), before.at(s.name));
+        if (frozen(s.name)) EXPECT_TRUE(same) << s.name;
+        else trainable += 1, changed += same ? 0 : 1;
+      }
+      EXPECT_GT(changed, trainable / 2);
+    }
+}
+
+TEST(Parallelize, FreezePatternsAreChecked) {
+  Config c = tiny();
+  c.train.freeze = "blocks.0.*,blocks.9.*";
+  resolve(c, 1);
+  EXPECT_EQ(testing_support::user_error([&] { parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU)); }),
+            "train.freeze: pattern 'blocks.9.*' matches no parameter (names look like tok_embed.weight or "
+            "blocks.0.attn.wq.weight; '*' matches any characters)");
+  c.train.freeze = "*";
+  EXPECT_NE(testing_support::user_error([&] { parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU)); })
+                .find("train.freeze: the patterns freeze all"),
+            std::string::npos);
+  c.train.freeze = "blocks.0.*,";
+  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("test.yaml: train.freeze: given 'blocks.0.*,'"),
+            std::string::npos);
+}
+
+TEST(Parallelize, MasterLocationAndDtypesAreTyped) {
+  Config c = tiny();
+  c.parallel.master_location = "host";
+  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); })
+                .find("test.yaml: parallel.master_location: given 'host', which is not built yet"),
+            std::string::npos);
+  EXPECT_EQ(parse_master_location("device"), MasterLocation::device);
+  EXPECT_EQ(parse_dtype("bf16", "parallel.param_dtype"), Dtype::bf16);
+  EXPECT_EQ(testing_support::user_error([&] { parse_dtype("bfloat16", "parallel.param_dtype"); }),
+            "parallel.param_dtype: given 'bfloat16'; valid fp32 | bf16");
+  c.train.dtype = "auto";
+  EXPECT_EQ(compute_dtype(c.train, /*cuda=*/true), Dtype::bf16);
+  EXPECT_EQ(compute_dtype(c.train, /*cuda=*/false), Dtype::fp32);
 }

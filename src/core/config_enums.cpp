@@ -1,0 +1,43 @@
+// Typed values of string settings; see config_enums.h.
+#include "meshtrain/core/config_enums.h"
+
+#include <sstream>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+
+Dtype parse_dtype(const std::string& value, const std::string& key) {
+  if (value == "fp32") return Dtype::fp32;
+  if (value == "bf16") return Dtype::bf16;
+  throw UserError(cat(key, ": given '", value, "'; valid fp32 | bf16"));
+}
+
+Dtype compute_dtype(const TrainConfig& t, bool cuda) {
+  if (t.dtype == "auto") return cuda ? Dtype::bf16 : Dtype::fp32;
+  return parse_dtype(t.dtype, "train.dtype");
+}
+
+MasterLocation parse_master_location(const std::string& value) {
+  MT_USER_CHECK(value != "host", "parallel.master_location: given 'host', which is not built yet (pinned host "
+                "memory for offload); valid device");
+  MT_USER_CHECK(value == "device", "parallel.master_location: given '", value, "'; valid device");
+  return MasterLocation::device;
+}
+
+std::vector<std::string> freeze_patterns(const TrainConfig& t) {
+  std::vector<std::string> out;
+  if (t.freeze.find_first_not_of(" \t") == std::string::npos) return out;
+  std::stringstream ss(t.freeze);
+  for (std::string part; std::getline(ss, part, ',');) {
+    const size_t b = part.find_first_not_of(" \t"), e = part.find_last_not_of(" \t");
+    MT_USER_CHECK(b != std::string::npos, "train.freeze: given '", t.freeze,
+                  "'; valid comma-separated globs over parameter names, none empty (e.g. blocks.0.*,tok_embed.weight)");
+    out.push_back(part.substr(b, e - b + 1));
+  }
+  MT_USER_CHECK(t.freeze[t.freeze.find_last_not_of(" \t")] != ',', "train.freeze: given '", t.freeze,
+                "'; valid comma-separated globs, none empty (a trailing comma leaves one empty)");
+  return out;
+}
+
+}  // namespace meshtrain
