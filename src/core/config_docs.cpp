@@ -64,7 +64,7 @@ Mistakes are one line naming the file and, for YAML, the line and column:
 - an unknown section or key: `cfg.yaml:7:3: unknown key 'optimizer.lrr'; did you mean 'optimizer.lr'?`
   (the valid keys of the section are listed when nothing is close);
 - a repeated key: `cfg.yaml:8:3: duplicate key 'optimizer.lr' (first at line 7)`;
-- a value of the wrong type: `cfg.yaml:7:7: optimizer.lr: expected a number, got 'abc'`. YAML scalars are
+- a value of the wrong type: `cfg.yaml:7:7: optimizer.lr: expected a finite number, got 'abc'`. YAML scalars are
   read by the key's type (`int`: an integer literal, `float`: any number, `bool`: true/false, `string`: any
   scalar; null is the empty string). JSON values must have the JSON type that fits (an `int` key takes `8`,
   not `8.0` or `"8"`).

@@ -14,6 +14,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/model_size.h"
 
 namespace meshtrain {
 namespace {
@@ -125,6 +126,9 @@ class Validator {
     }
     if (auto it = kRequired.find(path); it != kRequired.end() && std::get<std::string>(v).empty())
       fail(path, cat("required (", it->second, ")"));
+    // Configs built in code skip the loader's parsing, which already refuses inf and nan.
+    if (f.type == FieldType::Double && !std::isfinite(std::get<double>(v)))
+      fail(path, cat("given ", given(v), "; valid a finite number"));
     for (const Bound& b : kBounds) {
       if (b.path != path) continue;
       double x = f.type == FieldType::Int ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
@@ -144,6 +148,8 @@ class Validator {
     if (m.family == "llama" && (m.d_model / m.n_head) % 2 != 0)
       fail("model.d_model", cat("given ", m.d_model, "; valid a head size d_model / n_head that is even for RoPE: ",
                                 m.d_model, " / ", m.n_head, " = ", m.d_model / m.n_head));
+    // Sizes LibTorch could not even count (the device's memory is checked where the device is known).
+    check_model_sizes(cfg_);
   }
 
   void check_data() {
