@@ -133,6 +133,9 @@ TEST(ConfigValidate, NumberRanges) {
       {[](Config& c) { c.model.rope_theta = -1; }, "model.rope_theta: given -1.0; valid > 0"},
       {[](Config& c) { c.parallel.bucket_mb = 0; }, "parallel.bucket_mb: given 0.0; valid > 0"},
       {[](Config& c) { c.parallel.timeout_s = 0; }, "parallel.timeout_s: given 0.0; valid > 0"},
+      {[](Config& c) { c.model.bos_token_id = -2; }, "model.bos_token_id: given -2; valid ≥ -1"},
+      {[](Config& c) { c.model.eos_token_id = 256; },
+       "model.eos_token_id: given 256; valid -1 (none) or an id below model.vocab_size (256)"},
       {[](Config& c) { c.optimizer.lr = std::nan(""); }, "optimizer.lr: given nan; valid a finite number"},
       // Fields with no upper bound: an infinite value passed every bound once.
       {[](Config& c) { c.optimizer.lr = HUGE_VAL; }, "optimizer.lr: given inf; valid a finite number"},
