@@ -44,6 +44,10 @@
 
 using namespace meshtrain;
 
+namespace meshtrain::cli {
+int cmd_eval(int argc, char** argv);  // eval_command.cpp
+}
+
 namespace {
 
 constexpr const char* kUsage =
@@ -472,6 +476,7 @@ int main(int argc, char** argv) {
     if (cmd == "topo") return cmd_topo(argc - 1, argv + 1);
     if (cmd == "export") return cmd_export(argc - 1, argv + 1);
     if (cmd == "import") return cmd_import(argc - 1, argv + 1);
+    if (cmd == "eval") return cli::cmd_eval(argc - 1, argv + 1);
     std::fprintf(stderr, "meshtrain: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const UserError& e) {
