@@ -38,6 +38,9 @@ constexpr const char* kUsage =
     "                                              write a Hugging Face model directory (Llama, GPT-2)\n"
     "  import HF_DIR OUT_DIR                       a Hugging Face Llama/GPT-2 as a meshtrain checkpoint\n"
     "                                              (OUT_DIR/step_00000000) + OUT_DIR/config.yaml\n"
+    "  eval CHECKPOINT --data SHARDS [--batches N] [--json]\n"
+    "                                              loss, perplexity and tokens evaluated (under meshrun for\n"
+    "                                              a sharded model)\n"
     "\n"
     "Run `meshtrain <command> --help` for a command's options. Exit codes: 0 ok, 1 runtime error,\n"
     "2 invalid input (config, flag, file).\n";
@@ -63,7 +66,7 @@ int cmd_bench(int argc, char** argv) {
 constexpr Command kCommands[] = {
     {"train", cli::cmd_train},   {"config", cli::cmd_config}, {"prepare", cli::cmd_prepare},
     {"generate", cli::cmd_generate}, {"bench", cmd_bench},    {"topo", cli::cmd_topo},
-    {"export", cli::cmd_export}, {"import", cli::cmd_import},
+    {"export", cli::cmd_export}, {"import", cli::cmd_import}, {"eval", cli::cmd_eval},
 };
 
 int dispatch(const std::string& cmd, int argc, char** argv) {

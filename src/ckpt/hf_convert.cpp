@@ -40,6 +40,17 @@ T get_or(const nlohmann::json& j, const std::string& k, T def) {
   return j.contains(k) && !j[k].is_null() ? j[k].get<T>() : def;
 }
 
+// meshtrain's -1 is HF's null.
+nlohmann::json token_id_json(int64_t id) { return id >= 0 ? nlohmann::json(id) : nlohmann::json(nullptr); }
+
+// HF's bos/eos: an id, null, or (several end tokens, as Llama 3 instruct models have) a list, whose first
+// id meshtrain keeps.
+int64_t token_id_from(const nlohmann::json& hf, const std::string& key) {
+  const nlohmann::json v = get_or<nlohmann::json>(hf, key, nullptr);
+  if (v.is_array()) return v.empty() ? -1 : v.front().get<int64_t>();
+  return v.is_null() ? -1 : v.get<int64_t>();
+}
+
 }  // namespace
 
 nlohmann::json hf_config_from(const ModelConfig& m, const std::string& dtype) {
@@ -71,8 +82,8 @@ nlohmann::json hf_config_from(const ModelConfig& m, const std::string& dtype) {
             {"mlp_bias", false},
             {"attention_dropout", m.dropout},
             {"tie_word_embeddings", m.tie_embeddings},
-            {"bos_token_id", nullptr},
-            {"eos_token_id", nullptr},
+            {"bos_token_id", token_id_json(m.bos_token_id)},
+            {"eos_token_id", token_id_json(m.eos_token_id)},
             {"torch_dtype", dtype},
             {"dtype", dtype}};
   }
@@ -91,8 +102,8 @@ nlohmann::json hf_config_from(const ModelConfig& m, const std::string& dtype) {
           {"embd_pdrop", m.dropout},
           {"attn_pdrop", m.dropout},
           {"tie_word_embeddings", m.tie_embeddings},
-          {"bos_token_id", nullptr},
-          {"eos_token_id", nullptr},
+          {"bos_token_id", token_id_json(m.bos_token_id)},
+          {"eos_token_id", token_id_json(m.eos_token_id)},
           {"torch_dtype", dtype},
           {"dtype", dtype}};
 }
@@ -101,6 +112,8 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
   ModelConfig m;
   const std::string type = get_or<std::string>(hf, "model_type", "");
   try {
+    m.bos_token_id = token_id_from(hf, "bos_token_id");
+    m.eos_token_id = token_id_from(hf, "eos_token_id");
     if (type == "llama") {
       m.family = "llama";
       m.vocab_size = hf.at("vocab_size").get<int64_t>();
@@ -112,6 +125,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
       m.max_seq_len = get_or<int64_t>(hf, "max_position_embeddings", 2048);
       m.norm_eps = get_or<double>(hf, "rms_norm_eps", 1e-6);
       m.tie_embeddings = get_or<bool>(hf, "tie_word_embeddings", false);
+      m.dropout = get_or<double>(hf, "attention_dropout", 0.0);
       const nlohmann::json rope = get_or<nlohmann::json>(hf, "rope_parameters", nlohmann::json::object());
       m.rope_theta = get_or<double>(rope, "rope_theta", get_or<double>(hf, "rope_theta", 10000.0));
       MT_USER_CHECK(get_or<int64_t>(hf, "head_dim", m.d_model / m.n_head) == m.d_model / m.n_head, where,
@@ -147,6 +161,9 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
       m.max_seq_len = hf.at("n_positions").get<int64_t>();
       m.norm_eps = get_or<double>(hf, "layer_norm_epsilon", 1e-5);
       m.tie_embeddings = get_or<bool>(hf, "tie_word_embeddings", true);
+      // One probability for meshtrain's embedding, attention and residual dropout: the residual one (HF's
+      // default 0.1, which its embd_pdrop and attn_pdrop share unless a config sets them apart).
+      m.dropout = get_or<double>(hf, "resid_pdrop", 0.1);
       const std::string act = get_or<std::string>(hf, "activation_function", "gelu_new");
       MT_USER_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", where, ": activation_function '", act,
                     "' is not supported (valid: gelu_new, gelu_pytorch_tanh)");
@@ -159,7 +176,6 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
   } catch (const nlohmann::json::exception& e) {
     throw UserError(cat(where, ": ", e.what()));
   }
-  m.dropout = 0.0;
   MT_USER_CHECK(m.n_head > 0 && m.d_model % m.n_head == 0 && m.n_kv_head > 0 && m.n_head % m.n_kv_head == 0, where,
                 ": hidden size ", m.d_model, ", ", m.n_head, " heads and ", m.n_kv_head, " key/value heads do not divide");
   return m;

@@ -123,14 +123,22 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir) {
   std::map<std::string, at::Tensor> tensors;
   for (auto& [name, t] : ours) tensors["model." + name] = t.to(at::kFloat).contiguous();
   cfg.source = (dir / "config.json").string();
+  Config saved = cfg;
+  saved.checkpoint.init_from = fs::absolute(out_dir).string();
   resolve(cfg, 1);
   const nlohmann::json cfg_json = nlohmann::json::parse(to_json(cfg));
   CheckpointManager m(out_dir, 0, nullptr);
   ImportResult res;
   res.checkpoint = m.save(0, tensors, {{"config", cfg_json}, {"imported_from", fs::absolute(dir).string()}});
   res.config_yaml = (fs::path(out_dir) / "config.yaml").string();
-  write_text(res.config_yaml, "# Imported from " + fs::absolute(dir).string() +
-                                  "; set data.train (and data.val) before training.\n" + to_yaml(cfg));
+  // Only what the HF model determines, and its weights as init_from: resolved values (parallel.dp,
+  // checkpoint.dir, …) would pin this machine's world size and run directory on every later run.
+  write_text(res.config_yaml,
+             cat("# Imported from ", fs::absolute(dir).string(), " by `meshtrain import`: the model section is what\n"
+                 "# that model determines and checkpoint.init_from its weights; every other key keeps meshtrain's\n"
+                 "# default (docs/config.md) until you uncomment it here or pass --set section.key=value.\n"
+                 "# Training needs data.train at least.\n",
+                 to_yaml_template(saved, {"model", "checkpoint.init_from"})));
   res.family = cfg.model.family;
   res.tensors = static_cast<int64_t>(tensors.size());
   return res;

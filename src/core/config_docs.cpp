@@ -64,10 +64,18 @@ Mistakes are one line naming the file and, for YAML, the line and column:
 - an unknown section or key: `cfg.yaml:7:3: unknown key 'optimizer.lrr'; did you mean 'optimizer.lr'?`
   (the valid keys of the section are listed when nothing is close);
 - a repeated key: `cfg.yaml:8:3: duplicate key 'optimizer.lr' (first at line 7)`;
-- a value of the wrong type: `cfg.yaml:7:7: optimizer.lr: expected a number, got 'abc'`. YAML scalars are
-  read by the key's type (`int`: an integer literal, `float`: any number, `bool`: true/false, `string`: any
+- a value of the wrong type: `cfg.yaml:7:7: optimizer.lr: expected a finite number, got 'abc'`. YAML scalars are
+  read by the key's type (`int`: an integer literal, `float`: any finite number — `inf`, `.inf`, `nan` and
+  literals beyond a double are refused, in files and `--set` alike —, `bool`: true/false, `string`: any
   scalar; null is the empty string). JSON values must have the JSON type that fits (an `int` key takes `8`,
-  not `8.0` or `"8"`).
+  not `8.0` or `"8"`);
+- a second YAML document (`---` followed by more keys): refused, since it would be ignored; nesting deeper
+  than the YAML parser's limit is reported as such;
+- a model too large to count: `cfg.yaml: model: 1.45e+25 parameters = tok_embed vocab_size(256) × …; their
+  training state (16 bytes each) would be … bytes, more than 64-bit sizes hold` (the same for one
+  micro-batch's logits). The trainer and `meshtrain eval` also compare this rank's share of the weights
+  (training: + gradients and AdamW moments, as the layout shards them) with the device's memory before
+  allocating anything (src/core/model_size.cpp).
 
 ## Order of application
 

@@ -6,11 +6,13 @@
 // (known yaml-cpp/GCC issue); the header is not ours, so silence that one warning for it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include <yaml-cpp/depthguard.h>  // YAML::DeepRecursion
 #include <yaml-cpp/yaml.h>
 #pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -101,13 +103,28 @@ FieldValue from_yaml(const std::string& origin, const FieldInfo& f, const YAML::
   return v;
 }
 
-std::vector<Assignment> read_yaml(const std::string& text, const std::string& name) {
-  YAML::Node root;
+// The file's one document. A second one (after `---`) would be dropped by YAML::Load without a word, so it is
+// refused; an empty trailing document (a final `---`) holds nothing to lose. yaml-cpp reports running out of
+// nesting depth as "bad file", which names neither cause nor limit: say both.
+YAML::Node load_one_document(const std::string& text, const std::string& name) {
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(text);
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw UserError(cat(yaml_where(name, e.mark), ": nested ", e.depth(), " levels deep, beyond the YAML parser's "
+                        "limit; a config has two levels (section: then key: value)"));
   } catch (const YAML::Exception& e) {
     throw UserError(cat(yaml_where(name, e.mark), ": ", e.msg));
   }
+  for (size_t i = 1; i < docs.size(); ++i)
+    if (!docs[i].IsNull())
+      throw UserError(cat(yaml_where(name, docs[i].Mark()), ": a second YAML document (after '---'); a config is "
+                          "one document: merge them, or override values with --set"));
+  return docs.empty() ? YAML::Node() : docs.front();
+}
+
+std::vector<Assignment> read_yaml(const std::string& text, const std::string& name) {
+  const YAML::Node root = load_one_document(text, name);
   std::vector<Assignment> out;
   if (root.IsNull()) return out;  // an empty file: every default
   if (!root.IsMap())
@@ -170,7 +187,8 @@ FieldValue from_json(const std::string& origin, const FieldInfo& f, const Json& 
       if (!j.is_number_integer()) wrong_type(origin, f, describe(j));
       return j.get<int64_t>();
     case FieldType::Double:
-      if (!j.is_number()) wrong_type(origin, f, describe(j));
+      // A literal too large for a double (1e999) reads as inf.
+      if (!j.is_number() || !std::isfinite(j.get<double>())) wrong_type(origin, f, describe(j));
       return j.get<double>();
     case FieldType::Bool:
       if (!j.is_boolean()) wrong_type(origin, f, describe(j));
@@ -225,6 +243,10 @@ Json parse_json(const std::string& text, const std::string& name) {
     return Json::parse(text, callback, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const Json::parse_error& e) {
     throw UserError(cat(json_where(name, text, e.byte), ": ", json_message(e.what())));
+  } catch (const Json::out_of_range& e) {
+    // A literal beyond a double (1e999): "[json.exception.out_of_range.406] number overflow parsing '1e999'".
+    const std::string what = e.what();
+    throw UserError(cat(name, ": ", what.substr(what.find(']') + 2), "; valid: finite numbers"));
   }
 }
 

@@ -46,6 +46,32 @@ std::string to_yaml(const Config& cfg) {
   return out;
 }
 
+std::string to_yaml_template(const Config& cfg, const std::vector<std::string>& written) {
+  auto is_written = [&](const FieldInfo& f) {
+    for (const std::string& w : written)
+      if (w == f.section || w == f.path()) return true;
+    return false;
+  };
+  auto text = [](const FieldInfo& f, const FieldValue& v) {
+    return f.type == FieldType::String ? yaml_string(std::get<std::string>(v)) : format_field_value(v);
+  };
+  std::string out;
+  std::string_view section;
+  bool section_written = false;
+  for (const FieldInfo& f : config_fields()) {
+    if (f.section != section) {
+      section = f.section;
+      section_written = false;
+      for (const FieldInfo& g : config_fields())
+        if (g.section == section && is_written(g)) section_written = true;
+      out += cat(section_written ? "" : "# ", section, ":\n");
+    }
+    if (is_written(f)) out += cat("  ", f.key, ": ", text(f, f.get(cfg)), "\n");
+    else out += cat(section_written ? "  # " : "#   ", f.key, ": ", text(f, f.default_value()), "  # ", f.doc, "\n");
+  }
+  return out;
+}
+
 std::string to_json(const Config& cfg) {
   nlohmann::ordered_json root = nlohmann::ordered_json::object();
   for (const FieldInfo& f : config_fields()) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <type_traits>
 #include <utility>
 
@@ -183,7 +184,7 @@ std::string_view field_type_name(FieldType t) {
 std::string_view field_type_expectation(FieldType t) {
   switch (t) {
     case FieldType::Int: return "an integer";
-    case FieldType::Double: return "a number";
+    case FieldType::Double: return "a finite number";
     case FieldType::Bool: return "true or false";
     case FieldType::String: return "a string";
   }
@@ -226,9 +227,11 @@ bool parse_field_scalar(FieldType t, std::string_view text, FieldValue& out) {
       return true;
     }
     case FieldType::Double: {
+      // from_chars reads "inf" and "nan" (YAML spells them .inf and .nan); no setting means either, so
+      // neither spelling is a number here.
       double v = 0;
       auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
-      if (num.empty() || ec != std::errc() || p != num.data() + num.size()) return false;
+      if (num.empty() || ec != std::errc() || p != num.data() + num.size() || !std::isfinite(v)) return false;
       out = v;
       return true;
     }

@@ -15,6 +15,7 @@
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/model_size.h"
 
 namespace meshtrain {
 namespace {
@@ -35,7 +36,7 @@ const Bound kBounds[] = {
   {"model.vocab_size", 1, false},       {"model.n_layer", 1, false},        {"model.n_head", 1, false},
   {"model.n_kv_head", 0, false},        {"model.d_model", 1, false},        {"model.d_ff", 0, false},
   {"model.max_seq_len", 1, false},      {"model.norm_eps", 0, true},        {"model.rope_theta", 0, true},
-  {"model.dropout", 0, false, 1, true},
+  {"model.dropout", 0, false, 1, true}, {"model.bos_token_id", -1, false}, {"model.eos_token_id", -1, false},
   {"parallel.dp", 0, false},            {"parallel.fsdp", 1, false},        {"parallel.tp", 1, false},
   {"parallel.pp", 1, false},            {"parallel.bucket_mb", 0, true},    {"parallel.timeout_s", 0, true},
   {"parallel.bucket_first_mb", 0, true}, {"parallel.zero_stage", 0, false, 3, false},
@@ -127,6 +128,9 @@ class Validator {
     }
     if (auto it = kRequired.find(path); it != kRequired.end() && std::get<std::string>(v).empty())
       fail(path, cat("required (", it->second, ")"));
+    // Configs built in code skip the loader's parsing, which already refuses inf and nan.
+    if (f.type == FieldType::Double && !std::isfinite(std::get<double>(v)))
+      fail(path, cat("given ", given(v), "; valid a finite number"));
     for (const Bound& b : kBounds) {
       if (b.path != path) continue;
       double x = f.type == FieldType::Int ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
@@ -146,6 +150,11 @@ class Validator {
     if (m.family == "llama" && (m.d_model / m.n_head) % 2 != 0)
       fail("model.d_model", cat("given ", m.d_model, "; valid a head size d_model / n_head that is even for RoPE: ",
                                 m.d_model, " / ", m.n_head, " = ", m.d_model / m.n_head));
+    for (auto [key, id] : {std::pair{"model.bos_token_id", m.bos_token_id}, std::pair{"model.eos_token_id", m.eos_token_id}})
+      if (id >= m.vocab_size)
+        fail(key, cat("given ", id, "; valid -1 (none) or an id below model.vocab_size (", m.vocab_size, ")"));
+    // Sizes LibTorch could not even count (the device's memory is checked where the device is known).
+    check_model_sizes(cfg_);
   }
 
   void check_data() {

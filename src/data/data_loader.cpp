@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/glob.h"
 
@@ -58,6 +60,19 @@ void DataLoader::restore(const LoaderState& st) {
   if (new_epoch) make_order();
 }
 
+void DataLoader::check_ids(const TokenShard& shard, int64_t start, const int64_t* ids, int64_t n) const {
+  // A branch-free count first (vectorised; ~2 µs for 8 × 1025 ids, ~1.5 ms for 64 × 8193, the same order as
+  // the copy itself); the search only runs for a bad window.
+  const int64_t vocab = opts_.vocab_size;  // a local: `ids` could alias a member, which blocks vectorising
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += ids[i] >= vocab;
+  if (bad == 0) return;
+  const int64_t i = std::find_if(ids, ids + n, [&](int64_t t) { return t >= vocab; }) - ids;
+  throw UserError(cat(shard.path(), ": token ", start + i, " (counting from 0 after any header) is ", ids[i],
+                      ", not below model.vocab_size ", opts_.vocab_size, " (", opts_.what, "; were the shards "
+                      "made with another tokenizer, or is data.format wrong?)"));
+}
+
 Batch DataLoader::next() {
   const int64_t B = opts_.batch_size, T = opts_.seq_len;
   if (state_.cursor + B * opts_.world_size > num_windows()) {
@@ -70,7 +85,9 @@ Batch DataLoader::next() {
   const int64_t first = state_.cursor + static_cast<int64_t>(opts_.rank) * B;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t w = order_[first + b];
-    shards_[window_shard_[w]].read(window_start_[w], T + 1, out + b * (T + 1));
+    const TokenShard& shard = shards_[window_shard_[w]];
+    shard.read(window_start_[w], T + 1, out + b * (T + 1));
+    if (opts_.vocab_size > 0) check_ids(shard, window_start_[w], out + b * (T + 1), T + 1);
   }
   state_.cursor += B * opts_.world_size;
   return {buf.narrow(1, 0, T).contiguous(), buf.narrow(1, 1, T).contiguous()};

@@ -22,6 +22,34 @@ ShardFormat parse_shard_format(const std::string& name) {
   throw UserError(cat("data.format: given '", name, "'; valid: auto | llmc | uint16 | uint32"));
 }
 
+namespace {
+
+// llm.c writes its header as 256 int32: magic, version, token count, then zeros. A file whose first 1024
+// bytes have that shape but another magic is an llm.c-style shard this reader does not know (or a damaged
+// one); read as raw uint16 it would train on its header. Raw tokens with 506 zero tokens in a row right
+// after the first six are not a plausible accident.
+bool looks_like_llmc_header(const uint8_t* bytes, size_t len) {
+  const size_t header_bytes = kLlmcHeaderInts * sizeof(int32_t);
+  if (len < header_bytes) return false;
+  int32_t first = 0;
+  std::memcpy(&first, bytes, sizeof first);
+  return first != 0 && std::all_of(bytes + 3 * sizeof(int32_t), bytes + header_bytes, [](uint8_t b) { return b == 0; });
+}
+
+}  // namespace
+
+ShardFormat detect_format(const std::string& path, const uint8_t* bytes, size_t len) {
+  int32_t magic = 0;
+  if (len >= sizeof(int32_t)) std::memcpy(&magic, bytes, sizeof magic);
+  if (magic == kLlmcMagic) return ShardFormat::LlmC;
+  int32_t version = 0;
+  if (len >= 2 * sizeof(int32_t)) std::memcpy(&version, bytes + sizeof(int32_t), sizeof version);
+  MT_USER_CHECK(!looks_like_llmc_header(bytes, len), path, ": has an llm.c header (1024 bytes, zero-padded) with "
+                "magic ", magic, " and version ", version, "; valid: magic ", kLlmcMagic, " with version 1 (uint16 "
+                "tokens); set data.format: uint16 or uint32 to read the file as raw tokens instead");
+  return ShardFormat::U16;
+}
+
 TokenShard::TokenShard(const std::string& path, ShardFormat format) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   MT_USER_CHECK(fd >= 0, path, ": cannot open token shard: ", std::strerror(errno));
@@ -42,9 +70,7 @@ TokenShard::TokenShard(const std::string& path, ShardFormat format) : path_(path
   ::close(fd);  // the mapping keeps the file alive
   const auto* bytes = static_cast<const uint8_t*>(map_);
 
-  int32_t magic = 0;
-  if (map_len_ >= sizeof(int32_t)) std::memcpy(&magic, bytes, sizeof magic);
-  if (format == ShardFormat::Auto) format = magic == kLlmcMagic ? ShardFormat::LlmC : ShardFormat::U16;
+  if (format == ShardFormat::Auto) format = detect_format(path, bytes, map_len_);
 
   if (format == ShardFormat::LlmC) {
     const size_t header_bytes = kLlmcHeaderInts * sizeof(int32_t);

@@ -1,6 +1,7 @@
 #include "meshtrain/train/metrics.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -58,6 +59,13 @@ int64_t peak_memory_bytes(bool cuda, int device_index) {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+int64_t device_memory_bytes(bool cuda, int device_index) {
+#ifdef MESHTRAIN_WITH_CUDA
+  if (cuda) return static_cast<int64_t>(at::cuda::getDeviceProperties(device_index)->totalGlobalMem);
+#endif
+  return static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
 }
 
 std::string format_duration(double s) {

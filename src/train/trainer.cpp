@@ -25,6 +25,7 @@
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/core/model_size.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/model/generate.h"
@@ -205,6 +206,7 @@ void TrainingRun::setup_model_and_optimizer() {
   // Built on the meta device and materialised on the training device, so no full CPU copy is made. The
   // same seed on every rank gives the same initial weights; the broadcast after setup makes it certain.
   at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+  check_fits_device(cfg_, /*training=*/true, device_memory_bytes(cuda_, device_.index()), device_.str());
   // parallelize() materialises the parameters: whole (replicated) or only this rank's shards.
   net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
   // Counted on the whole model, before tensor parallelism leaves this rank its blocks only.
@@ -232,7 +234,7 @@ void TrainingRun::setup_data() {
                         .format = data::parse_shard_format(cfg_.data.format), .seq_len = cfg_.data.seq_len,
                         .batch_size = cfg_.train.micro_batch_size, .rank = data_rank_,
                         .world_size = data_ranks_, .seed = static_cast<uint64_t>(cfg_.train.seed),
-                        .shuffle = true};
+                        .shuffle = true, .vocab_size = cfg_.model.vocab_size};
   train_loader_ = std::make_unique<data::DataLoader>(o);
   if (cfg_.data.val.empty()) return;
   o.pattern = cfg_.data.val;

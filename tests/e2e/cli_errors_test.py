@@ -6,6 +6,7 @@ Usage: cli_errors_test.py BIN_DIR SOURCE_DIR
 """
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,17 @@ cases = [
     ("unknown override", good, ["--set", "train.stesp=3"], "did you mean 'train.steps'"),
     ("missing file", os.path.join(work, "absent.yaml"), [], "absent.yaml"),
     ("bad extension", write("cfg.toml", ""), [], "cfg.toml"),
+    ("inf in a file", write("inf.yaml", f"data:\n  train: {data}\noptimizer:\n  lr: inf\n"), [],
+     "inf.yaml:4:7: optimizer.lr: expected a finite number, got 'inf'"),
+    ("nan in --set", good, ["--set", "parallel.bucket_first_mb=nan"],
+     "--set parallel.bucket_first_mb=nan: parallel.bucket_first_mb: expected a finite number, got 'nan'"),
+    ("second yaml document", write("docs.yaml", f"data:\n  train: {data}\n---\ntrain:\n  steps: 5\n"), [],
+     "docs.yaml:4:1: a second YAML document (after '---'); a config is one document"),
+    ("deep nesting", write("deep.yaml", "[" * 3000), [], "levels deep, beyond the YAML parser's limit"),
+    ("huge d_model", good, ["--set", "model.d_model=1099511627776"], "d_model(1099511627776)"),
+    ("huge n_layer", good, ["--set", "model.n_layer=9223372036854775807"], "more than 64-bit sizes hold"),
+    ("huge max_seq_len", good, ["--set", "model.max_seq_len=4611686018427387904"],
+     "pos_embed max_seq_len(4.61e+18) × d_model"),
 ]
 
 failures = []
@@ -60,6 +72,45 @@ for what, path, extra, fragment in cases:
     check(f"meshtrain train / {what}", [meshtrain, "train", path, *extra], fragment)
     if what != "bad extension":  # meshrun, like torchrun, runs any other file as a Python script
         check(f"meshrun / {what}", [meshrun, "--nproc-per-node", "2", path, *extra], fragment)
+
+
+def check_runtime(label, cmd, fragment):
+    """A mistake only the worker can see (the data, the device): exit 2, the last line is the one error line,
+    and no LibTorch stack or 'fatal:' anywhere (progress lines may come before it)."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    ok = (p.returncode == 2 and lines and lines[-1].startswith("meshtrain: error: ") and fragment in lines[-1]
+          and "frame #" not in p.stderr and "fatal" not in p.stderr)
+    print(f"{'ok  ' if ok else 'FAIL'} {label}: exit {p.returncode}: {lines[-1] if lines else ''!r}")
+    if not ok:
+        print(p.stderr)
+        failures.append(label)
+
+
+tiny = ["--set", "model.max_seq_len=16", "--set", "model.n_layer=1", "--set", "train.micro_batch_size=8",
+        "--set", "train.eval_every=0", "--set", f"train.out_dir={work}/run"]
+# An llm.c header whose magic is off by one: `auto` once read it as 512 uint16 tokens and trained on them.
+header = struct.pack("<3i", 20240521, 1, 200) + bytes(1012)
+with open(os.path.join(work, "magic.bin"), "wb") as f:
+    f.write(header + struct.pack("<200H", *([7] * 200)))
+check_runtime("meshtrain train / llm.c header with a wrong magic",
+              [meshtrain, "train", good, "--set", f"data.train={work}/magic.bin", *tiny],
+              f"{work}/magic.bin: has an llm.c header (1024 bytes, zero-padded) with magic 20240521 and version 1; "
+              "valid: magic 20240520 with version 1")
+# One token ≥ the vocabulary in 8 windows of 17 tokens, all of them in the first step's batch.
+tokens = [7] * 129
+tokens[100] = 300
+with open(os.path.join(work, "badtoken.bin"), "wb") as f:
+    f.write(struct.pack("<129H", *tokens))
+check_runtime("meshtrain train / token id ≥ vocab_size",
+              [meshtrain, "train", good, "--set", f"data.train={work}/badtoken.bin", *tiny],
+              f"{work}/badtoken.bin: token 100 (counting from 0 after any header) is 300, not below "
+              "model.vocab_size 256")
+# Valid sizes, but 2^31 × 256 × 2 parameters need 16 TiB to train: more than any machine running this test.
+check_runtime("meshtrain train / model larger than the device",
+              [meshtrain, "train", good, "--set", "model.vocab_size=2147483648", "--set", "model.tie_embeddings=false",
+               *tiny], "per rank for training (fp32 weights, gradients and AdamW moments, under tp(1), fsdp(1), "
+              "zero_stage 0) but cpu has")
 
 check("meshrun / world size arithmetic", [meshrun, "--nproc-per-node", "3", good, "--set", "parallel.tp=2"],
       "world size 3 is not divisible by pp(1) × fsdp(1) × tp(2) = 2")

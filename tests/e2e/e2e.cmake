@@ -5,6 +5,10 @@ set_tests_properties(e2e.quickstart PROPERTIES LABELS e2e TIMEOUT 900 RUN_SERIAL
 add_test(NAME e2e.cli_errors
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/cli_errors_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.cli_errors PROPERTIES LABELS e2e TIMEOUT 300)
+# meshtrain eval against the trainer's validation loss: one process, meshrun 2 ranks, FSDP-sharded eval.
+add_test(NAME e2e.eval
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/eval_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.eval PROPERTIES LABELS e2e TIMEOUT 600)
 add_test(NAME e2e.preempt
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/preempt_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.preempt PROPERTIES LABELS e2e TIMEOUT 600)

@@ -30,7 +30,8 @@ struct ImportResult {
 };
 
 // Writes <out>/step_00000000 (model weights as fp32 "model.*" tensors, the config in meta.json), <out>/latest
-// and <out>/config.yaml (the model section filled from config.json; data paths left to the user).
+// and <out>/config.yaml: the model section from config.json (dropout and bos/eos ids included) and
+// checkpoint.init_from = <out>, every other key a commented template (no resolved world size or run paths).
 ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir);
 
 }  // namespace meshtrain::ckpt

@@ -34,7 +34,11 @@ namespace meshtrain {
   F(bool, tie_embeddings, true, "Share the token embedding with the output projection")                      \
   F(double, norm_eps, 1e-5, "Epsilon of LayerNorm / RMSNorm")                                                \
   F(double, rope_theta, 500000.0, "RoPE base frequency (llama)")                                             \
-  F(double, dropout, 0.0, "Dropout probability on attention and residual paths (0 disables)")
+  F(double, dropout, 0.0, "Dropout probability on attention and residual paths (0 disables)")              \
+  F(int64_t, bos_token_id, -1, "Beginning-of-sequence token id, kept from an imported Hugging Face model and "  \
+    "written back on export; -1 = none")                                                                     \
+  F(int64_t, eos_token_id, -1, "End-of-sequence token id (the first, where config.json lists several), kept " \
+    "from an imported Hugging Face model and written back on export; -1 = none")
 
 #define MT_PARALLEL_FIELDS(F)                                                                                \
   F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \
@@ -192,6 +196,10 @@ void resolve(Config& cfg, int world_size);
 
 // The config as YAML (every field, resolved values) — what `meshtrain config FILE` prints.
 std::string to_yaml(const Config& cfg);
+// YAML that sets only the keys in `written` (a section name takes all its keys, "section.key" one) to cfg's
+// values; every other key is a comment holding its default and doc, a template to fill in. Loads back to a
+// Config with those keys from cfg and defaults elsewhere. What `meshtrain import` writes.
+std::string to_yaml_template(const Config& cfg, const std::vector<std::string>& written);
 // The config as JSON (stored in checkpoints and metrics headers); pretty-printed, no trailing newline.
 std::string to_json(const Config& cfg);
 // Markdown reference of every section/key/type/default/doc: the content of docs/config.md.

@@ -45,7 +45,7 @@ const FieldInfo* find_config_field(std::string_view section, std::string_view ke
 
 // "int", "float", "bool", "string" (the type column of docs/config.md).
 std::string_view field_type_name(FieldType t);
-// "an integer", "a number", "true or false", "a string" (wrong-type messages).
+// "an integer", "a finite number", "true or false", "a string" (wrong-type messages).
 std::string_view field_type_expectation(FieldType t);
 
 // A value as a plain YAML scalar: doubles in the shortest text that reads back to the same double, scientific

@@ -6,6 +6,10 @@
 // never see the same window, the sequence is identical on every run, and its position is two integers
 // (epoch, cursor) that a checkpoint saves and restores exactly. An epoch's tail shorter than world × B is
 // skipped so every rank stays in step.
+//
+// Token ids are checked against the model's vocabulary as each window is copied (the copy reads them
+// anyway: O(batch), no pass over the shards, which can be many GB): an id ≥ vocab_size is a UserError naming
+// the file, the token's position in it and the id, instead of an index error deep inside the embedding.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -35,6 +39,7 @@ struct LoaderOptions {
   int world_size = 1;
   uint64_t seed = 1337;
   bool shuffle = true;
+  int64_t vocab_size = 0;  // ids must be below it; 0 = not checked
 };
 
 struct Batch {
@@ -58,6 +63,8 @@ class DataLoader {
 
  private:
   void make_order();
+  // UserError for the first id ≥ vocab_size among the n tokens of `shard` from `start`, copied into `ids`.
+  void check_ids(const TokenShard& shard, int64_t start, const int64_t* ids, int64_t n) const;
 
   LoaderOptions opts_;
   std::vector<TokenShard> shards_;

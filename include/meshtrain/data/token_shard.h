@@ -1,7 +1,8 @@
 // TokenShard: one memory-mapped file of tokens, read-only.
 // Formats: llm.c ("llmc": 256 × int32 header, magic 20240520, version 1 = uint16 tokens, header[2] = token
 // count, then the tokens) and raw little-endian uint16 / uint32 arrays (nanoGPT's .bin). "auto" takes llm.c
-// when the magic is present, uint16 otherwise. A truncated file or a wrong magic is a UserError naming it.
+// when the magic is present, refuses a file shaped like an llm.c header with another magic (detect_format),
+// and reads anything else as uint16. A truncated file or a wrong magic is a UserError naming it.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,11 @@ ShardFormat parse_shard_format(const std::string& name);  // "auto" | "llmc" | "
 
 inline constexpr int32_t kLlmcMagic = 20240520;
 inline constexpr int kLlmcHeaderInts = 256;
+
+// What data.format auto means for a file whose first `len` bytes are `bytes`: llm.c with its magic, uint16
+// otherwise — except a zero-padded 1024-byte llm.c-style header with another magic or version, which is a
+// UserError naming `path`, the magic and version found and the valid ones.
+ShardFormat detect_format(const std::string& path, const uint8_t* bytes, size_t len);
 
 class TokenShard {
  public:

@@ -31,6 +31,8 @@ class MetricsLog {
 double device_peak_flops(bool cuda, int device_index);
 // Peak memory in bytes: the CUDA caching allocator's peak on GPU, the process's max RSS on CPU.
 int64_t peak_memory_bytes(bool cuda, int device_index);
+// Total memory of the device: the GPU's on CUDA, the machine's physical memory on CPU.
+int64_t device_memory_bytes(bool cuda, int device_index);
 
 // "1h02m", "3m05s", "12s".
 std::string format_duration(double seconds);

@@ -80,18 +80,43 @@ for name, sets in MESHTRAIN_MODELS.items():
     sh(os.path.join(BIN, "meshtrain"), "export", ckpt, "--format", "hf", hf1)
     assert os.listdir(hf1) and os.path.exists(os.path.join(hf1, "model.safetensors"))
 
+TOKENS_FILE = os.path.join(WORK, "tokens.bin")
+with open(TOKENS_FILE, "wb") as f:
+    f.write(bytes(4096))
+
+
+def check_imported_config(name, hf_cfg, out):
+    """OUT/config.yaml holds what the HF model determines (dropout and bos/eos ids too) and the weights as
+    init_from, nothing resolved: under 2 ranks dp becomes 2, and --set train.out_dir moves the run directory."""
+    yaml_path = os.path.join(out, "config.yaml")
+    got = json.loads(sh(os.path.join(BIN, "meshtrain"), "config", yaml_path, "--json", "--world-size", "2",
+                        "--set", f"data.train={TOKENS_FILE}", "--set", f"train.out_dir={WORK}/run_{name}"))
+    eos = hf_cfg.eos_token_id[0] if isinstance(hf_cfg.eos_token_id, list) else hf_cfg.eos_token_id
+    dropout = hf_cfg.attention_dropout if hf_cfg.model_type == "llama" else hf_cfg.resid_pdrop
+    none = lambda v: -1 if v is None else v  # meshtrain's "no such token"
+    want = {("model", "bos_token_id"): none(hf_cfg.bos_token_id), ("model", "eos_token_id"): none(eos),
+            ("model", "dropout"): dropout, ("parallel", "dp"): 2,
+            ("checkpoint", "dir"): f"{WORK}/run_{name}/checkpoints",
+            ("checkpoint", "init_from"): os.path.abspath(out)}
+    for (sec, key), value in want.items():
+        if got[sec][key] != value:
+            print(f"FAIL: {yaml_path}: {sec}.{key} is {got[sec][key]!r}, expected {value!r}")
+            sys.exit(1)
+    print(f"ok: {name}: config.yaml has the model's dropout and bos/eos ids, and no resolved layout or paths")
+
+
 torch.manual_seed(0)
 HF_MODELS = {
     "llama_gqa": transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                           rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-                                          bos_token_id=None, eos_token_id=None),
+                                          bos_token_id=1, eos_token_id=[2, 3], attention_dropout=0.1),
     "llama_tied": transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                            num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
                                            rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True,
                                            bos_token_id=None, eos_token_id=None),
     "gpt2": transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
-                                    bos_token_id=None, eos_token_id=None),
+                                    bos_token_id=5, eos_token_id=6, resid_pdrop=0.2),
 }
 for name, cfg in HF_MODELS.items():
     model = transformers.AutoModelForCausalLM.from_config(cfg).float()
@@ -104,6 +129,7 @@ for name, cfg in HF_MODELS.items():
     sh(os.path.join(BIN, "meshtrain"), "import", hf_dir, out)
     assert os.path.exists(os.path.join(out, "config.yaml")) and os.path.exists(os.path.join(out, "latest"))
     compare(f"transformers {type(model).__name__} → import {name}", ours(out), theirs(model))
+    check_imported_config(name, cfg, out)
 
 # Errors a user can meet: one line, exit 2.
 bad = os.path.join(WORK, "bad_hf")

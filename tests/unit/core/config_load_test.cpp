@@ -130,13 +130,13 @@ TEST(ConfigLoad, DuplicateKeysAreRefused) {
 }
 
 TEST(ConfigLoad, WrongTypesNameKeyExpectedAndGiven) {
-  EXPECT_ERROR(yaml("optimizer:\n  lr: abc\n"), "cfg.yaml:2:7: optimizer.lr: expected a number, got 'abc'");
+  EXPECT_ERROR(yaml("optimizer:\n  lr: abc\n"), "cfg.yaml:2:7: optimizer.lr: expected a finite number, got 'abc'");
   EXPECT_ERROR(yaml("model:\n  n_layer: 2.5\n"), "cfg.yaml:2:12: model.n_layer: expected an integer, got '2.5'");
   EXPECT_ERROR(yaml("model:\n  n_layer: 1e3\n"), "model.n_layer: expected an integer, got '1e3'");
   EXPECT_ERROR(yaml("model:\n  tie_embeddings: yes\n"), "model.tie_embeddings: expected true or false, got 'yes'");
   EXPECT_ERROR(yaml("data:\n  train: [a, b]\n"), "cfg.yaml:2:10: data.train: expected a string, got a sequence");
-  EXPECT_ERROR(yaml("optimizer:\n  lr:\n  beta1: 0.9\n"), "cfg.yaml:2:3: optimizer.lr: expected a number, got null");
-  EXPECT_ERROR(json(R"({"optimizer": {"lr": "3e-4"}})"), "cfg.json: optimizer.lr: expected a number, got '3e-4'");
+  EXPECT_ERROR(yaml("optimizer:\n  lr:\n  beta1: 0.9\n"), "cfg.yaml:2:3: optimizer.lr: expected a finite number, got null");
+  EXPECT_ERROR(json(R"({"optimizer": {"lr": "3e-4"}})"), "cfg.json: optimizer.lr: expected a finite number, got '3e-4'");
   EXPECT_ERROR(json(R"({"model": {"n_layer": 8.0}})"), "model.n_layer: expected an integer, got 8.0");
   EXPECT_ERROR(json(R"({"model": {"tie_embeddings": 1}})"), "model.tie_embeddings: expected true or false, got 1");
   EXPECT_ERROR(json(R"({"data": {"train": 7}})"), "data.train: expected a string, got 7");
@@ -154,6 +154,33 @@ TEST(ConfigLoad, MalformedYamlHasLineAndColumn) {
   EXPECT_NE(msg.find("cfg.yaml:4:1: end of sequence flow not found"), std::string::npos) << msg;
   EXPECT_ERROR(yaml("model:\n  n_layer: 2\n n_head: 4\n"), "cfg.yaml:3:");
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+}
+
+TEST(ConfigLoad, InfinityAndNanAreNotNumbers) {
+  // Every spelling, in the file and in --set, for every kind of number field.
+  for (const char* v : {"inf", "-inf", "nan", "INF", "infinity", ".inf", ".nan", "1e999"}) {
+    EXPECT_ERROR(yaml(cat("optimizer:\n  lr: ", v, "\n")), cat("optimizer.lr: expected a finite number, got '", v, "'"));
+    EXPECT_ERROR(yaml("", {cat("model.norm_eps=", v)}), cat("--set model.norm_eps=", v, ": model.norm_eps: expected a finite number"));
+  }
+  for (const char* key : {"optimizer.eps", "optimizer.weight_decay", "optimizer.grad_clip", "parallel.bucket_first_mb"})
+    EXPECT_ERROR(yaml("", {cat(key, "=inf")}), cat(key, ": expected a finite number, got 'inf'"));
+  EXPECT_ERROR(json(R"({"optimizer": {"lr": 1e999}})"), "cfg.json: number overflow parsing '1e999'; valid: finite");
+}
+
+TEST(ConfigLoad, ASecondYamlDocumentIsRefused) {
+  EXPECT_ERROR(yaml("train:\n  steps: 5\n---\noptimizer:\n  lr: 1e-3\n"),
+               "cfg.yaml:4:1: a second YAML document (after '---'); a config is one document");
+  // A leading '---' and a trailing empty document lose nothing.
+  EXPECT_EQ(yaml("---\ntrain:\n  steps: 5\n").train.steps, 5);
+  EXPECT_EQ(yaml("train:\n  steps: 5\n---\n").train.steps, 5);
+}
+
+TEST(ConfigLoad, DeepNestingSaysWhy) {
+  std::string deep(3000, '[');
+  std::string msg = testing_support::user_error([&] { yaml(deep); });
+  EXPECT_EQ(msg.rfind("cfg.yaml:1:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("levels deep, beyond the YAML parser's limit; a config has two levels"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("bad file"), std::string::npos) << msg;
 }
 
 TEST(ConfigLoad, MalformedJsonHasLineAndColumn) {
@@ -217,7 +244,7 @@ TEST(ConfigLoad, BadOverridesNameTheFlag) {
   EXPECT_ERROR(yaml("", {"lr=1"}), "--set lr=1: expected section.key=value ('lr' has no section); did you mean 'optimizer.lr=1'?");
   EXPECT_ERROR(yaml("", {"optimizer.lrr=1"}), "--set optimizer.lrr=1: unknown key 'optimizer.lrr'; did you mean 'optimizer.lr'?");
   EXPECT_ERROR(yaml("", {"optimzer.lr=1"}), "--set optimzer.lr=1: unknown section 'optimzer'; did you mean 'optimizer'?");
-  EXPECT_ERROR(yaml("", {"optimizer.lr=abc"}), "--set optimizer.lr=abc: optimizer.lr: expected a number, got 'abc'");
+  EXPECT_ERROR(yaml("", {"optimizer.lr=abc"}), "--set optimizer.lr=abc: optimizer.lr: expected a finite number, got 'abc'");
   EXPECT_ERROR(yaml("", {"train.steps=1.5"}), "--set train.steps=1.5: train.steps: expected an integer, got '1.5'");
   EXPECT_ERROR(yaml("", {"train.steps=[1"}), "train.steps: expected an integer, got '[1'");
   EXPECT_ERROR(yaml("", {"logging.all_ranks=1"}), "logging.all_ranks: expected true or false, got '1'");

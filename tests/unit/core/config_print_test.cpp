@@ -189,6 +189,26 @@ TEST(ConfigPrint, YamlRoundTrips) {
   EXPECT_EQ(parse_config(to_yaml(r), r.source, false), r);
 }
 
+TEST(ConfigPrint, TemplateWritesOnlyTheGivenKeys) {
+  Config c = awkward();
+  resolve(c, 8);  // resolved values (dp, checkpoint.dir, …) must not leak into the template
+  c.checkpoint.init_from = "out/imported";
+  const std::string y = to_yaml_template(c, {"model", "checkpoint.init_from"});
+  Config back = parse_config(y, "t.yaml", false);
+  EXPECT_EQ(back.model, c.model) << y;
+  EXPECT_EQ(back.checkpoint.init_from, "out/imported");
+  Config want;
+  want.model = c.model;
+  want.checkpoint.init_from = c.checkpoint.init_from;
+  want.source = "t.yaml";
+  EXPECT_EQ(back, want) << y;
+  // Every other key is there to uncomment, with its default and doc.
+  EXPECT_NE(y.find("# parallel:\n#   dp: 0  # Data-parallel replicas"), std::string::npos) << y;
+  EXPECT_NE(y.find("checkpoint:\n  # dir: \"\"  # Checkpoint directory"), std::string::npos) << y;
+  // And --set still reaches them.
+  EXPECT_EQ(parse_config(y, "t.yaml", false, {"train.out_dir=elsewhere"}).train.out_dir, "elsewhere");
+}
+
 TEST(ConfigPrint, JsonRoundTrips) {
   Config c = awkward();
   std::string j = to_json(c);

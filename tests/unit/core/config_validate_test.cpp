@@ -133,7 +133,16 @@ TEST(ConfigValidate, NumberRanges) {
       {[](Config& c) { c.model.rope_theta = -1; }, "model.rope_theta: given -1.0; valid > 0"},
       {[](Config& c) { c.parallel.bucket_mb = 0; }, "parallel.bucket_mb: given 0.0; valid > 0"},
       {[](Config& c) { c.parallel.timeout_s = 0; }, "parallel.timeout_s: given 0.0; valid > 0"},
-      {[](Config& c) { c.optimizer.lr = std::nan(""); }, "optimizer.lr: given nan; valid > 0"},
+      {[](Config& c) { c.model.bos_token_id = -2; }, "model.bos_token_id: given -2; valid ≥ -1"},
+      {[](Config& c) { c.model.eos_token_id = 256; },
+       "model.eos_token_id: given 256; valid -1 (none) or an id below model.vocab_size (256)"},
+      {[](Config& c) { c.optimizer.lr = std::nan(""); }, "optimizer.lr: given nan; valid a finite number"},
+      // Fields with no upper bound: an infinite value passed every bound once.
+      {[](Config& c) { c.optimizer.lr = HUGE_VAL; }, "optimizer.lr: given inf; valid a finite number"},
+      {[](Config& c) { c.optimizer.weight_decay = HUGE_VAL; }, "optimizer.weight_decay: given inf; valid a finite"},
+      {[](Config& c) { c.optimizer.grad_clip = HUGE_VAL; }, "optimizer.grad_clip: given inf; valid a finite"},
+      {[](Config& c) { c.model.norm_eps = HUGE_VAL; }, "model.norm_eps: given inf; valid a finite"},
+      {[](Config& c) { c.parallel.bucket_first_mb = HUGE_VAL; }, "parallel.bucket_first_mb: given inf; valid a finite"},
   };
   for (const Case& k : cases) {
     Config c = good();

@@ -74,6 +74,48 @@ TEST(TokenShard, ErrorsNameTheFile) {
   EXPECT_NE(msg.find("not a multiple of 2"), std::string::npos) << msg;
 }
 
+TEST(TokenShard, AutoRefusesAnLlmcHeaderWithAnotherMagic) {
+  auto d = temp_dir("magic");
+  const std::string p = (d / "t.bin").string();
+  data::write_llmc_shard(p, iota_tokens(100));
+  for (auto [at, value] : {std::pair{0, 20240521}, std::pair{1, 2}}) {  // a wrong magic; a wrong version
+    std::vector<int32_t> header(256);
+    {
+      std::ifstream(p, std::ios::binary).read(reinterpret_cast<char*>(header.data()), 1024);
+    }
+    header[0] = data::kLlmcMagic;
+    header[1] = 1;
+    header[at] = value;
+    std::fstream(p, std::ios::binary | std::ios::in | std::ios::out).write(reinterpret_cast<char*>(header.data()), 1024);
+    auto msg = user_error([&] { data::TokenShard(p, data::ShardFormat::Auto); });
+    EXPECT_NE(msg.find(p + ": "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(at == 0 ? "has an llm.c header (1024 bytes, zero-padded) with magic 20240521 and version 1; "
+                                 "valid: magic 20240520 with version 1"
+                               : "llm.c shard version 2 is not supported"),
+              std::string::npos) << msg;
+  }
+  // Raw tokens that merely start with a large value stay uint16.
+  std::vector<uint16_t> raw = iota_tokens(600, 1);
+  std::ofstream((d / "raw.bin").string(), std::ios::binary).write(reinterpret_cast<char*>(raw.data()), 1200);
+  EXPECT_EQ(data::TokenShard((d / "raw.bin").string(), data::ShardFormat::Auto).size(), 600);
+  // The user's way out: name the format.
+  EXPECT_EQ(data::TokenShard(p, data::ShardFormat::U16).size(), 512 + 100);
+}
+
+TEST(DataLoader, TokenIdsAtOrAboveTheVocabularyNameFileAndPosition) {
+  auto d = temp_dir("vocab");
+  std::vector<uint16_t> t(200, 7);
+  t[123] = 300;  // one bad id
+  const std::string p = (d / "s.bin").string();
+  data::write_llmc_shard(p, t);
+  data::LoaderOptions o{.pattern = p, .seq_len = 9, .batch_size = 22, .shuffle = false, .vocab_size = 256};
+  auto msg = user_error([&] { data::DataLoader(o).next(); });
+  EXPECT_NE(msg.find(p + ": token 123 (counting from 0 after any header) is 300, not below model.vocab_size 256"),
+            std::string::npos) << msg;
+  o.vocab_size = 301;  // the same data fits a larger vocabulary
+  EXPECT_EQ(data::DataLoader(o).next().inputs.max().item<int64_t>(), 300);
+}
+
 TEST(DataLoader, RanksReadDisjointWindowsDeterministically) {
   auto d = temp_dir("disjoint");
   data::write_llmc_shard((d / "s0.bin").string(), iota_tokens(401, 0));

@@ -1,0 +1,176 @@
+// run_eval (evaluate.h): the trainer's model set-up without an optimizer, then the validation loop.
+#include "meshtrain/train/evaluate.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/ckpt/checkpoint_meta.h"
+#include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/comm/communicator_factory.h"
+#include "meshtrain/comm/mesh.h"
+#include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+#include "meshtrain/core/model_size.h"
+#include "meshtrain/data/data_loader.h"
+#include "meshtrain/model/transformer.h"
+#include "meshtrain/parallel/parallelize.h"
+#include "meshtrain/train/checkpoint_state.h"
+#include "meshtrain/train/metrics.h"
+
+namespace meshtrain::train {
+namespace {
+
+// The checkpoint's config with the layout reset to replicas on every rank and the data pointed at `data`;
+// the user's overrides come last and win. Resolved and validated for `world_size`.
+Config eval_config(const std::string& dir, const ckpt::CheckpointMeta& meta, const EvalOptions& opts,
+                   int world_size) {
+  // meta.json holds the config (format 2); earlier trainers kept it in the state.
+  const nlohmann::json& cj = !meta.config.empty() ? meta.config : meta.state.value("config", meta.config);
+  MT_USER_CHECK(!cj.empty() && cj.contains("model"), dir, "/meta.json: no config recorded, so the model is unknown");
+  std::vector<std::string> sets = {"parallel.dp=0",          "parallel.fsdp=1",           "parallel.tp=1",
+                                   "parallel.zero_stage=0",  "parallel.sequence_parallel=false",
+                                   "train.device=auto",      "checkpoint.resume=none",    "checkpoint.init_from=",
+                                   "data.val=",              "data.train=" + opts.data};
+  sets.insert(sets.end(), opts.overrides.begin(), opts.overrides.end());
+  Config cfg = parse_config(cj.dump(), dir + "/meta.json", /*json=*/true, sets);
+  resolve(cfg, world_size);
+  validate(cfg, world_size);  // the data loader names --data itself when it matches no file
+  return cfg;
+}
+
+// What the trainer's set-up does for the model, minus the optimizer: device, communicator and mesh,
+// parallelize(), then this rank's blocks from the checkpoint.
+class Evaluator {
+ public:
+  Evaluator(const Config& cfg, const comm::WorldInfo& world, const std::string& dir) : cfg_(cfg), world_(world) {
+    if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
+    const bool has_cuda = torch::cuda::is_available();
+    const std::string name = cfg.train.device == "auto" ? (has_cuda ? "cuda" : "cpu") : cfg.train.device;
+    MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
+    cuda_ = name == "cuda";
+    device_ = cuda_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : at::Device(at::kCPU);
+    bf16_ = cfg.train.dtype == "bf16" || (cfg.train.dtype == "auto" && cuda_);
+    if (world.world_size > 1) setup_comm();
+    check_fits_device(cfg, /*training=*/false, device_memory_bytes(cuda_, device_.index()), device_.str());
+    net_ = model::Transformer(cfg.model, at::TensorOptions().device(at::kMeta));
+    par_ = parallel::parallelize(net_, mesh_ ? parallel::make_parallel_groups(*mesh_) : parallel::ParallelGroups{},
+                                 cfg, device_);
+    net_->eval();
+    net_->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
+    net_->set_fused_kernels(cfg.train.fused_kernels);
+    auto blocks = model_blocks(*par_);
+    ckpt::load_into(dir, blocks);
+  }
+
+  int data_rank() const { return data_rank_; }
+  int data_ranks() const { return data_ranks_; }
+
+  // Mean loss of `n` micro-batches of `loader`, averaged over ranks as the trainer's validation does.
+  double mean_loss(data::DataLoader& loader, int64_t n) {
+    at::NoGradGuard no_grad;
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      auto batch = loader.next();
+      sum += batch_loss(batch.inputs.to(device_), batch.targets.to(device_));
+    }
+    const double mean = n > 0 ? sum / static_cast<double>(n) : 0;
+    if (!comm_) return mean;
+    auto t = at::full({1}, mean, at::TensorOptions(at::kFloat).device(comm_device_));
+    comm_->all_reduce(t, comm::ReduceOp::Avg)->wait();
+    return static_cast<double>(t.item<float>());
+  }
+
+ private:
+  void setup_comm() {
+    comm::CommSetup setup;
+    setup.backend = cfg_.parallel.backend;
+    setup.device = device_;
+    setup.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg_.parallel.timeout_s * 1000));
+    setup.group = "eval";
+    comm_ = comm::make_communicator(world_, setup);
+    comm_device_ = comm_->backend_name() == "nccl" ? device_ : at::Device(at::kCPU);
+    mesh_ = std::make_unique<comm::Mesh>(cfg_, comm_);
+    const comm::DimSet data{comm::Dim::dp, comm::Dim::fsdp};
+    data_rank_ = mesh_->shape().index_in_group(world_.rank, data);
+    data_ranks_ = mesh_->shape().size(data);
+  }
+
+  // bf16 autocast as in training (fp32 weights), so the loss is the one the trainer's validation reports.
+  double batch_loss(const at::Tensor& inputs, const at::Tensor& targets) {
+    const at::DeviceType dev = device_.type();
+    if (!bf16_) return par_->loss(inputs, targets).item<double>();
+    const bool prev = at::autocast::is_autocast_enabled(dev);
+    at::autocast::set_autocast_enabled(dev, true);
+    at::autocast::set_autocast_dtype(dev, at::kBFloat16);
+    const double loss = par_->loss(inputs, targets).item<double>();
+    at::autocast::set_autocast_enabled(dev, prev);
+    at::autocast::clear_cache();
+    return loss;
+  }
+
+  const Config& cfg_;
+  comm::WorldInfo world_;
+  at::Device device_{at::kCPU}, comm_device_{at::kCPU};
+  bool cuda_ = false, bf16_ = false;
+  comm::CommPtr comm_;
+  std::unique_ptr<comm::Mesh> mesh_;
+  int data_rank_ = 0, data_ranks_ = 1;
+  model::Transformer net_{nullptr};
+  std::unique_ptr<parallel::ParallelModel> par_;
+};
+
+}  // namespace
+
+EvalResult run_eval(const EvalOptions& opts) {
+  MT_USER_CHECK(!opts.data.empty(), "meshtrain eval: --data SHARDS is required (a file or a glob of token shards)");
+  MT_USER_CHECK(opts.batches >= 0, "--batches: given ", opts.batches, "; valid ≥ 1, or 0 for all the data");
+  const comm::WorldInfo world = comm::world_info_from_env();
+  EvalResult r;
+  r.checkpoint = ckpt::resolve_checkpoint_dir(opts.checkpoint);
+  const ckpt::CheckpointMeta meta = ckpt::read_meta(r.checkpoint);
+  const Config cfg = eval_config(r.checkpoint, meta, opts, world.world_size);
+  Evaluator ev(cfg, world, r.checkpoint);
+  data::DataLoader loader({.pattern = opts.data, .what = "--data", .format = data::parse_shard_format(cfg.data.format),
+                           .seq_len = cfg.data.seq_len, .batch_size = cfg.train.micro_batch_size,
+                           .rank = ev.data_rank(), .world_size = ev.data_ranks(), .shuffle = false,
+                           .vocab_size = cfg.model.vocab_size});
+  const int64_t available = loader.batches_per_epoch();
+  MT_USER_CHECK(opts.batches <= available, "--batches: given ", opts.batches, "; '", opts.data, "' holds ", available,
+                " micro-batches of ", cfg.train.micro_batch_size, " × ", cfg.data.seq_len, " tokens per rank (",
+                ev.data_ranks(), " data-parallel rank(s)); valid 1 … ", available, ", or 0 for all");
+  r.step = meta.step;
+  r.batches = opts.batches > 0 ? opts.batches : available;
+  r.loss = ev.mean_loss(loader, r.batches);
+  r.perplexity = std::exp(r.loss);
+  r.micro_batch_size = cfg.train.micro_batch_size;
+  r.seq_len = cfg.data.seq_len;
+  r.data_ranks = ev.data_ranks();
+  r.world_size = world.world_size;
+  r.tokens = r.batches * r.micro_batch_size * r.seq_len * r.data_ranks;
+  return r;
+}
+
+std::string eval_summary(const EvalResult& r, const std::string& data) {
+  return log::sprintf("%s (step %lld) on %s: loss %.6f | perplexity %.4f | %lld tokens (%lld batches × %lld × %lld "
+                      "per rank × %d data rank(s))",
+                      r.checkpoint.c_str(), static_cast<long long>(r.step), data.c_str(), r.loss, r.perplexity,
+                      static_cast<long long>(r.tokens), static_cast<long long>(r.batches),
+                      static_cast<long long>(r.micro_batch_size), static_cast<long long>(r.seq_len), r.data_ranks);
+}
+
+std::string eval_json(const EvalResult& r, const std::string& data) {
+  nlohmann::ordered_json j = {{"checkpoint", r.checkpoint}, {"step", r.step},       {"data", data},
+                              {"loss", r.loss},             {"perplexity", r.perplexity}, {"tokens", r.tokens},
+                              {"batches", r.batches},       {"micro_batch_size", r.micro_batch_size},
+                              {"seq_len", r.seq_len},       {"data_ranks", r.data_ranks}, {"world_size", r.world_size}};
+  return j.dump();
+}
+
+}  // namespace meshtrain::train
