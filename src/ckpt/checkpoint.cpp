@@ -68,8 +68,8 @@ SaveInfo replicated_info(const nlohmann::json& state, int world) {
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm, at::Device comm_device)
-    : dir_(std::move(dir)), keep_(keep), comm_device_(comm_device) {
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm)
+    : dir_(std::move(dir)), keep_(keep) {
   rank_ = comm ? comm->rank() : 0;
   world_ = comm ? comm->size() : 1;
   if (rank_ == 0) {
@@ -201,7 +201,7 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
   for (const auto& [n, h] : host) bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
   const std::string mine_json =
       write_error.empty() ? rank_shards_to_json(mine).dump() : nlohmann::json({{"error", write_error}}).dump();
-  std::vector<std::string> lists = ckpt_comm_ ? all_gather_strings(*ckpt_comm_, mine_json, comm_device_)
+  std::vector<std::string> lists = ckpt_comm_ ? all_gather_strings(*ckpt_comm_, mine_json)
                                               : std::vector<std::string>{mine_json};
   // Rank 0 commits; the others learn whether it did through one all-reduce of its status.
   std::string failure;
@@ -213,7 +213,7 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
     }
   }
   if (ckpt_comm_) {
-    at::Tensor status = at::full({1}, failure.empty() ? 0 : 1, at::TensorOptions(at::kInt).device(comm_device_));
+    at::Tensor status = at::full({1}, failure.empty() ? 0 : 1, at::TensorOptions(at::kInt).device(ckpt_comm_->device()));
     ckpt_comm_->all_reduce(status, comm::ReduceOp::Max)->wait();
     MT_CHECK(status.cpu().item<int>() == 0 || rank_ == 0, "checkpoint step ", step, ": rank 0 could not commit it");
   }

@@ -8,9 +8,9 @@
 namespace meshtrain::ckpt {
 
 // The CPU backend moves int32/int64, so the bytes travel as int32 words.
-std::vector<std::string> all_gather_strings(comm::Communicator& c, const std::string& mine, const at::Device& device) {
+std::vector<std::string> all_gather_strings(comm::Communicator& c, const std::string& mine) {
   const int W = c.size();
-  const auto on = at::TensorOptions().device(device);
+  const auto on = at::TensorOptions().device(c.device());
   at::Tensor len = at::full({1}, static_cast<int64_t>(mine.size()), on.dtype(at::kLong));
   at::Tensor lens = at::empty({W}, on.dtype(at::kLong));
   c.all_gather_into(lens, len)->wait();
@@ -20,7 +20,7 @@ std::vector<std::string> all_gather_strings(comm::Communicator& c, const std::st
   const int64_t words = (max_len + 3) / 4;
   at::Tensor buf = at::zeros({words}, at::kInt);
   std::memcpy(buf.data_ptr(), mine.data(), mine.size());
-  buf = buf.to(device);
+  buf = buf.to(c.device());
   at::Tensor all = at::empty({W * words}, on.dtype(at::kInt));
   c.all_gather_into(all, buf)->wait();
   all = all.cpu();

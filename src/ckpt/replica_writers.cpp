@@ -21,8 +21,7 @@ uint64_t nbytes(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) *
 
 }  // namespace
 
-uint64_t assign_replica_writers(std::vector<ShardedTensor>& blocks, comm::Communicator* comm,
-                                const at::Device& device) {
+uint64_t assign_replica_writers(std::vector<ShardedTensor>& blocks, comm::Communicator* comm) {
   uint64_t mine = 0;
   if (!comm || comm->size() == 1) {
     for (auto& b : blocks) {
@@ -33,7 +32,7 @@ uint64_t assign_replica_writers(std::vector<ShardedTensor>& blocks, comm::Commun
   }
   nlohmann::json list = nlohmann::json::array();
   for (const auto& b : blocks) list.push_back({b.name, b.offsets, b.local.sizes().vec(), nbytes(b.local)});
-  const auto all = all_gather_strings(*comm, list.dump(), device);
+  const auto all = all_gather_strings(*comm, list.dump());
 
   // Every block of every rank: its holders (ascending rank) and size.
   struct Holders {

@@ -3,11 +3,12 @@
 
 #include <ATen/Context.h>
 
+#include "comm/diagnostics/flight_recorder.h"
+#include "comm/staging/staging_communicator.h"
 #include "meshtrain/comm/cpu_communicator.h"
-#include "meshtrain/comm/flight_recorder.h"
 #include "meshtrain/core/error.h"
 #ifdef MESHTRAIN_WITH_CUDA
-#include "meshtrain/comm/nccl_communicator.h"
+#include "comm/nccl/nccl_communicator.h"
 #endif
 
 namespace meshtrain::comm {
@@ -20,9 +21,29 @@ bool nccl_built() {
 #endif
 }
 
-std::string resolve_backend(const std::string& backend, const c10::Device& device, const std::string& origin) {
+namespace {
+
+void check_backend_name(const std::string& backend, const std::string& origin) {
   MT_USER_CHECK(backend == "auto" || backend == "nccl" || backend == "cpu", origin, ": given '", backend,
                 "'; valid: auto | nccl | cpu");
+}
+
+CommPtr make_backend(const std::string& backend, const WorldInfo& world, const CommSetup& s, StorePtr store) {
+  if (backend == "cpu") return make_cpu_communicator(store, world.rank, world.world_size, s.group, s.timeout);
+#ifdef MESHTRAIN_WITH_CUDA
+  NcclCommOptions o;
+  o.timeout = s.timeout;
+  const int device = s.device.has_index() ? s.device.index() : world.local_rank;
+  return make_nccl_communicator(store, world.rank, world.world_size, s.group, device, o);
+#else
+  throw Error("unreachable: resolve_backend returned nccl in a build without NCCL");
+#endif
+}
+
+}  // namespace
+
+std::string resolve_backend(const std::string& backend, const c10::Device& device, const std::string& origin) {
+  check_backend_name(backend, origin);
   if (backend == "cpu") return "cpu";
   if (backend == "auto") return nccl_built() && device.is_cuda() ? "nccl" : "cpu";
   MT_USER_CHECK(nccl_built(), origin, ": 'nccl' needs a meshtrain built with CUDA and NCCL, and this one "
@@ -41,15 +62,19 @@ CommPtr make_communicator(const WorldInfo& world, const CommSetup& s, StorePtr s
   MT_USER_CHECK(s.timeout.count() > 0, "parallel.timeout_s must be > 0");
   if (!s.flight_dir.empty()) FlightRecorder::process().set_preferred_dir(s.flight_dir);
   if (!store && world.world_size > 1) store = connect_store_from_env(s.timeout);
-  if (backend == "cpu") return make_cpu_communicator(store, world.rank, world.world_size, s.group, s.timeout);
-#ifdef MESHTRAIN_WITH_CUDA
-  NcclCommOptions o;
-  o.timeout = s.timeout;
-  const int device = s.device.has_index() ? s.device.index() : world.local_rank;
-  return make_nccl_communicator(store, world.rank, world.world_size, s.group, device, o);
-#else
-  throw Error("unreachable: resolve_backend returned nccl in a build without NCCL");
-#endif
+  CommPtr c = make_backend(backend, world, s, std::move(store));
+  // A backend that cannot take the caller's tensors gets them through host memory (staging_communicator.h).
+  if (!s.device.is_cpu() && !c->takes(s.device)) c = make_staging_communicator(std::move(c), s.device);
+  return c;
+}
+
+c10::Device rank_cuda_device(const std::string& backend, int local_rank, int gpus, const std::string& origin) {
+  check_backend_name(backend, origin);
+  MT_USER_CHECK(gpus > 0, origin, ": no CUDA device is visible to local rank ", local_rank);
+  const bool device_backend = backend == "nccl" || (backend == "auto" && nccl_built());
+  MT_USER_CHECK(!device_backend || local_rank < gpus, origin, ": local rank ", local_rank, " has no GPU of its own (",
+                gpus, " visible): NCCL needs one GPU per rank; parallel.backend: cpu lets ranks share GPUs");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
 }
 
 }  // namespace meshtrain::comm

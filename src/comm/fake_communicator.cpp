@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "meshtrain/comm/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::comm {
@@ -30,6 +30,9 @@ class FakeCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "fake"; }
+  // It computes on the tensors where they are, so every device is its own.
+  c10::Device device() const override { return c10::Device(c10::kCPU); }
+  bool takes(const c10::Device&) const override { return true; }
 
   WorkPtr all_reduce(at::Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");

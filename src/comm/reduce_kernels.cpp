@@ -2,7 +2,7 @@
 // path and gcc only vectorises them fully there (RelWithDebInfo builds use -O2).
 #pragma GCC optimize("O3")
 
-#include "meshtrain/comm/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>

@@ -142,11 +142,8 @@ void DataParallel::broadcast_parameters() {
   if (comm_->size() == 1) return;
   at::NoGradGuard no_grad;
   for (auto& p : params_) {
-    // The CPU backend works on host memory; device tensors are staged through it.
-    const bool stage = !p.param.device().is_cpu() && comm_->backend_name() == "cpu";
-    at::Tensor t = stage ? p.param.detach().cpu() : p.param.detach();
+    at::Tensor t = p.param.detach();
     comm_->broadcast(t, 0)->wait();
-    if (stage) p.param.detach().copy_(t);
   }
 }
 

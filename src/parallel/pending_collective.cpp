@@ -5,32 +5,19 @@
 #include <functional>
 
 namespace meshtrain::parallel {
-namespace {
-
-bool needs_staging(comm::Communicator& c, const at::Tensor& t) {
-  return !t.device().is_cpu() && c.backend_name() == "cpu";
-}
-
-}  // namespace
 
 PendingCollective PendingCollective::all_reduce(comm::Communicator& c, at::Tensor tensor, comm::ReduceOp op) {
   PendingCollective p;
   p.started_ = true;
   if (c.size() == 1) return p;  // sum/avg/max/min of one rank's tensor is that tensor
-  if (needs_staging(c, tensor)) {
-    p.target_ = tensor;
-    p.staged_out_ = tensor.cpu();
-    p.work_ = c.all_reduce(p.staged_out_, op);
-  } else {
-    p.staged_in_ = tensor;  // kept alive until finish
-    p.work_ = c.all_reduce(p.staged_in_, op);
-  }
+  p.out_ = tensor;  // kept alive until finish
+  p.work_ = c.all_reduce(p.out_, op);
   return p;
 }
 
 // all_gather and reduce_scatter: `out` and `in` differ in size. With one rank both ops copy `in` to `out`
-// and `op` is not called; otherwise `op(staged_out, staged_in)` is started on host copies when the CPU
-// backend gets device tensors, else on the tensors themselves (kept alive until finish).
+// and `op` is not called; otherwise `op(out, in)` is started on the tensors themselves (kept alive until
+// finish). A communicator that cannot take them stages them itself (comm/communicator_factory.h).
 PendingCollective PendingCollective::start_out_of_place(
     comm::Communicator& c, at::Tensor out, at::Tensor in,
     const std::function<comm::WorkPtr(at::Tensor&, const at::Tensor&)>& op) {
@@ -40,15 +27,9 @@ PendingCollective PendingCollective::start_out_of_place(
     if (out.data_ptr() != in.data_ptr()) out.copy_(in.reshape_as(out));  // same memory: nothing to move
     return p;
   }
-  if (needs_staging(c, out)) {
-    p.target_ = out;
-    p.staged_out_ = at::empty(out.sizes(), out.options().device(at::kCPU));
-    p.staged_in_ = in.cpu();
-  } else {
-    p.staged_out_ = out;
-    p.staged_in_ = in;
-  }
-  p.work_ = op(p.staged_out_, p.staged_in_);
+  p.out_ = out;
+  p.in_ = in;
+  p.work_ = op(p.out_, p.in_);
   return p;
 }
 
@@ -68,10 +49,9 @@ PendingCollective PendingCollective::reduce_scatter(comm::Communicator& c, at::T
 void PendingCollective::finish() {
   if (!started_ || finished_) return;
   if (work_) work_->wait();
-  if (target_.defined()) target_.copy_(staged_out_);
   finished_ = true;
   work_.reset();
-  target_ = staged_out_ = staged_in_ = at::Tensor();
+  out_ = in_ = at::Tensor();
 }
 
 }  // namespace meshtrain::parallel

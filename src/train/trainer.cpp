@@ -130,7 +130,6 @@ class TrainingRun {
   bool cuda_ = false, bf16_ = false;
   comm::CommPtr comm_;  // null for a single process
   std::unique_ptr<comm::Mesh> mesh_;  // the named groups over comm_ (null for a single process)
-  at::Device comm_device_{at::kCPU};  // where comm_ takes its tensors
   // Data parallelism spans dp × fsdp: this rank's index there and the count. The tp ranks of one group see
   // the same batches (tensor parallelism splits the model, not the data).
   int data_rank_ = 0, data_ranks_ = 1;
@@ -156,8 +155,8 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
              .all_ranks = cfg.logging.all_ranks});
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   setup_device();
-  // parallel.backend: nccl on the training GPU, or the CPU backend (which stages device tensors through host
-  // memory). The flight recorder of a failed collective goes to the run directory.
+  // parallel.backend: nccl on the training GPU, or the CPU backend (the communicator then stages device
+  // tensors through host memory itself). The flight recorder of a failed collective goes to the run directory.
   if (world_.world_size > 1) {
     comm::CommSetup setup;
     setup.backend = cfg.parallel.backend;
@@ -165,7 +164,6 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
     setup.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000));
     setup.flight_dir = cfg.train.out_dir;
     comm_ = comm::make_communicator(world_, setup);
-    comm_device_ = comm_->backend_name() == "nccl" ? device_ : at::Device(at::kCPU);
     mesh_ = std::make_unique<comm::Mesh>(cfg, comm_);
     const comm::DimSet data{comm::Dim::dp, comm::Dim::fsdp};
     data_rank_ = mesh_->shape().index_in_group(world_.rank, data);
@@ -174,7 +172,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info
   }
   setup_model_and_optimizer();
   setup_data();
-  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_, comm_device_);
+  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_);
   resume_if_asked();
   par_->broadcast_parameters();
 
@@ -198,7 +196,10 @@ void TrainingRun::setup_device() {
   const std::string name = cfg_.train.device == "auto" ? (has_cuda ? "cuda" : "cpu") : cfg_.train.device;
   MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
   cuda_ = name == "cuda";
-  device_ = cuda_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world_.local_rank)) : at::Device(at::kCPU);
+  // Ranks may share a GPU only over a backend that takes host tensors (rank_cuda_device).
+  device_ = cuda_ ? comm::rank_cuda_device(cfg_.parallel.backend, world_.local_rank,
+                                           static_cast<int>(torch::cuda::device_count()))
+                  : at::Device(at::kCPU);
   bf16_ = compute_dtype(cfg_.train, cuda_) == Dtype::bf16;
 }
 
@@ -404,7 +405,7 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
 
 double TrainingRun::mean_over_ranks(double v) {
   if (!comm_) return v;
-  auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(comm_device_));
+  auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(comm_->device()));
   comm_->all_reduce(t, comm::ReduceOp::Avg)->wait();
   return static_cast<double>(t.item<float>());
 }
@@ -412,7 +413,7 @@ double TrainingRun::mean_over_ranks(double v) {
 int TrainingRun::agreed_stop_signal() {
   int sig = stop_signals_.pending();
   if (!comm_) return sig;
-  auto t = at::full({1}, sig, at::TensorOptions(at::kInt).device(comm_device_));
+  auto t = at::full({1}, sig, at::TensorOptions(at::kInt).device(comm_->device()));
   comm_->all_reduce(t, comm::ReduceOp::Max)->wait();
   return t.item<int>();
 }
@@ -440,7 +441,7 @@ void TrainingRun::save(int64_t step) {
   auto optim = optimizer_blocks(blocks, *opt_);
   blocks.insert(blocks.end(), optim.begin(), optim.end());
   if (ckpt_writes_.size() != blocks.size()) {
-    ckpt::assign_replica_writers(blocks, comm_.get(), comm_device_);
+    ckpt::assign_replica_writers(blocks, comm_.get());
     ckpt_writes_.clear();
     for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
   }

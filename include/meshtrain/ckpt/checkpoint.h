@@ -57,10 +57,9 @@ struct Checkpoint {
 
 class CheckpointManager {
  public:
-  // `comm` may be null for a single process; `comm_device` is where it takes its tensors (the rank's GPU for
-  // NCCL). Collective: rank 0 removes leftover *.tmp directories, and a checkpoint communicator is split off
-  // `comm`.
-  CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm, at::Device comm_device = at::kCPU);
+  // `comm` may be null for a single process. Collective: rank 0 removes leftover *.tmp directories, and a
+  // checkpoint communicator is split off `comm`.
+  CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm);
   // Waits for a pending save; its error is logged (call wait() to see it).
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
@@ -103,7 +102,6 @@ class CheckpointManager {
   int64_t keep_;
   int rank_ = 0, world_ = 1;
   comm::CommPtr ckpt_comm_;  // split off the caller's communicator; used only by writer_
-  at::Device comm_device_;   // where ckpt_comm_ takes its tensors
   // Host staging buffers, kept between saves (reused when a tensor's shape and dtype repeat): after the
   // first save, the copy touches no fresh pages and pins no new memory. Owned by the caller's thread; the
   // writer reads them until wait() returns, and save_async waits before refilling them.

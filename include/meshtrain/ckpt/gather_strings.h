@@ -2,8 +2,6 @@
 // and block descriptions (small JSON texts) without a store.
 #pragma once
 
-#include <c10/core/Device.h>
-
 #include <string>
 #include <vector>
 
@@ -11,9 +9,7 @@
 
 namespace meshtrain::ckpt {
 
-// Collective over `c`. Two all-gathers: the lengths, then the bytes padded to the longest. `device`: where
-// `c` takes its tensors (the rank's GPU for NCCL, which refuses host tensors).
-std::vector<std::string> all_gather_strings(comm::Communicator& c, const std::string& mine,
-                                            const at::Device& device = at::kCPU);
+// Collective over `c`. Two all-gathers (on c.device()): the lengths, then the bytes padded to the longest.
+std::vector<std::string> all_gather_strings(comm::Communicator& c, const std::string& mine);
 
 }  // namespace meshtrain::ckpt

@@ -19,9 +19,7 @@
 
 namespace meshtrain::ckpt {
 
-// Collective over `comm` (null: a single process, everything is written); `device` is where `comm` takes its
-// tensors (gather_strings.h). Returns this rank's bytes to write.
-uint64_t assign_replica_writers(std::vector<ShardedTensor>& blocks, comm::Communicator* comm,
-                                const at::Device& device = at::kCPU);
+// Collective over `comm` (null: a single process, everything is written). Returns this rank's bytes to write.
+uint64_t assign_replica_writers(std::vector<ShardedTensor>& blocks, comm::Communicator* comm);
 
 }  // namespace meshtrain::ckpt

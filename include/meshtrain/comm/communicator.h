@@ -1,10 +1,17 @@
-// Communicator: the one interface every parallel strategy talks through (DESIGN.md "One interface, several
-// backends"). Backends: CPU (sockets between ranks, src/comm/cpu_*), NCCL (GPU), and a fake single-process
-// one. All ops take contiguous tensors of any size (0 and sizes not divisible by the world size included) in
-// fp32, bf16, fp16, int32 or int64, and return a Work; the tensors must stay alive until wait() returns.
+// Communicator: the one interface every parallel strategy talks through (docs/comm.md). Backends: CPU (sockets
+// between ranks, src/comm/cpu/), NCCL (GPU, src/comm/nccl/), and a fake single-process one; make_communicator
+// wraps a backend that takes host tensors in a StagingCommunicator when the caller's tensors live on a GPU
+// (src/comm/staging/). All ops take
+// contiguous tensors of any size (0 and sizes not divisible by the world size included) in fp32, bf16, fp16,
+// int32 or int64, and return a Work; the tensors must stay alive until wait() returns.
+//
+// A caller asks what a communicator can do, never which backend it is: device() is where it takes tensors
+// without a copy, takes() whether it accepts tensors on a given device at all. backend_name() is a label for
+// logs and benchmarks only.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <memory>
 #include <string>
@@ -21,7 +28,14 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend_name() const = 0;
+  virtual std::string backend_name() const = 0;  // a label for logs and benchmarks; never compare it
+
+  // Where this communicator takes tensors without a copy (the rank's GPU for NCCL, host memory for the CPU
+  // backend): a small tensor made only to be exchanged belongs here.
+  virtual c10::Device device() const = 0;
+  // Whether tensors on `d` are accepted: device() always, and for a staging communicator also the caller's
+  // device, whose tensors it copies through host memory.
+  virtual bool takes(const c10::Device& d) const { return d == device(); }
 
   // In place: every rank ends with the reduction of all ranks' `tensor`.
   virtual WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) = 0;

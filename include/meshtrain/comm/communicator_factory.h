@@ -1,7 +1,9 @@
 // make_communicator: the one place where `parallel.backend` (auto | nccl | cpu) becomes a Communicator, used by
 // the trainer and `meshtrain bench comm`. auto means NCCL when this build has it and the caller's tensors live
 // on a CUDA device, else the CPU backend. Asking for nccl where it cannot work (a build without CUDA/NCCL, CPU
-// tensors, no GPU) is one clear UserError.
+// tensors, no GPU) is one clear UserError. When the caller's tensors live on a GPU and the backend takes host
+// tensors, the communicator returned stages them through host memory (src/comm/staging/), so callers pass
+// their tensors as they are.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -30,6 +32,13 @@ bool nccl_built();
 // "nccl" or "cpu" for `backend` and `device`; UserError for an unknown name or an impossible nccl request.
 std::string resolve_backend(const std::string& backend, const c10::Device& device,
                             const std::string& origin = "parallel.backend");
+
+// The GPU a rank with this backend setting trains on: cuda:local_rank. A backend that takes host tensors lets
+// several ranks share a GPU, so with fewer GPUs than local ranks they are dealt round-robin
+// (cuda:(local_rank mod gpus)); NCCL needs one GPU per rank, and a local rank without one is a UserError.
+// `gpus`: the CUDA devices visible to this process (> 0).
+c10::Device rank_cuda_device(const std::string& backend, int local_rank, int gpus,
+                             const std::string& origin = "parallel.backend");
 
 // Collective over the world: every rank calls it with the same setup. `store` may be null: then, for more than
 // one process, the store is reached through the environment (connect_store_from_env).

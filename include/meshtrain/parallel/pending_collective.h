@@ -1,10 +1,8 @@
 // PendingCollective: one asynchronous collective started by a parallel layer, finished later (start_… /
 // finish_… pairs). It owns every tensor the op reads or writes until finish(), so callers can drop theirs.
 //
-// Two adaptations live here so the layers stay backend-agnostic:
-//   - a group of one rank does no communication (every collective is the identity, or a copy);
-//   - the CPU backend works on host memory: device tensors are staged through host copies, and finish()
-//     copies results back (until the device backend serves every collective).
+// A group of one rank does no communication here (every collective is the identity, or a copy). Tensors on a
+// device the backend does not take are staged by the communicator itself (comm/communicator_factory.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -27,7 +25,8 @@ class PendingCollective {
   static PendingCollective reduce_scatter(comm::Communicator& c, at::Tensor out, at::Tensor in, comm::ReduceOp op);
 
   bool started() const { return started_; }
-  // Waits for the op and writes staged results back. Idempotent; a no-op when nothing was started.
+  // Waits for the op (its results are then in the tensors on the caller's stream). Idempotent; a no-op when
+  // nothing was started.
   void finish();
 
  private:
@@ -36,7 +35,7 @@ class PendingCollective {
 
   bool started_ = false, finished_ = false;
   comm::WorkPtr work_;
-  at::Tensor target_, staged_out_, staged_in_;  // target_ gets staged_out_ at finish (when staged)
+  at::Tensor out_, in_;  // what the op writes and reads, alive until finish
 };
 
 }  // namespace meshtrain::parallel

@@ -14,6 +14,8 @@
                  `meshtrain import` copy (FSDP 2, resharded): the same first loss, far below a fresh model's;
                  a restart of that run resumes instead of re-initialising; user mistakes exit 2 with one line.
 
+  gpu_shared     (label gpu; exit 77 without a GPU) exact, FSDP 2 with both ranks on one GPU (the CPU backend
+                 stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
   gpu            (label gpu; exit 77 without 2 GPUs) the same save/resume over NCCL on 2 GPUs, fp32: saved
                  under FSDP 2 at step 3, resumed under DDP 2 and under FSDP 2; steps 4-6 within GPU_ATOL of
                  the uninterrupted run (CUDA's atomic-add reductions are not bit-reproducible).
@@ -94,9 +96,9 @@ def expect(cond, what):
         sys.exit(f"FAIL: {what}")
 
 
-def exact(layout):
+def exact(layout, *extra):
     ref_out = os.path.join(work, "ref")
-    _, ref_log = train(ref_out, layout)
+    _, ref_log = train(ref_out, layout, *extra)
     ref, ref_sums = losses(ref_out), checksums(ref_log)
     expect(sorted(ref) == list(range(1, STEPS + 1)) and len(ref_sums) == LAYOUTS[layout][0], (ref, ref_sums))
     # Spread of replicated blocks: every rank wrote a file of similar size.
@@ -104,7 +106,7 @@ def exact(layout):
     expect(len(sizes) == LAYOUTS[layout][0] and max(sizes) <= 1.5 * min(sizes), f"rank files {sizes}: not spread")
 
     run_out = os.path.join(work, "run")
-    rc, log = train(run_out, layout, "checkpoint.resume=auto", env={"MESHTRAIN_CKPT_CRASH_AT": f"committed:0:{SAVE_AT}"},
+    rc, log = train(run_out, layout, *extra, "checkpoint.resume=auto", env={"MESHTRAIN_CKPT_CRASH_AT": f"committed:0:{SAVE_AT}"},
                     restarts=1)
     expect("killing itself at stage 'committed' of step 3" in log, "the crash point did not fire")
     expect(f"resumed from {run_out}/checkpoints/step_00000003 at step 3" in log, "did not resume from step 3")
@@ -172,16 +174,25 @@ def init_from():
           f"< {fresh:.5f} (fresh): ok")
 
 
-def gpu():
+def skip_below(gpus):
     try:
         import torch
         n = torch.cuda.device_count()
     except ImportError:
         n = 0
-    if n < 2:
-        print(f"skipped: {n} CUDA device(s), 2 needed")
+    if n < gpus:
+        print(f"skipped: {n} CUDA device(s), {gpus} needed")
         shutil.rmtree(work)
         sys.exit(77)
+
+
+def gpu_shared():
+    skip_below(1)
+    exact("fsdp2", "train.device=cuda", "parallel.backend=cpu", "train.dtype=fp32")
+
+
+def gpu():
+    skip_below(2)
     cuda = ["train.device=cuda", "parallel.backend=nccl", "train.dtype=fp32"]
     ref_out = os.path.join(work, "gpu_fsdp2")
     train(ref_out, "fsdp2", *cuda)
@@ -205,6 +216,8 @@ elif mode == "init_from":
     init_from()
 elif mode == "gpu":
     gpu()
+elif mode == "gpu_shared":
+    gpu_shared()
 else:
     sys.exit(f"unknown mode {mode}")
 shutil.rmtree(work)

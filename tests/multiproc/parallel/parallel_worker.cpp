@@ -1,11 +1,16 @@
 // parallel_worker: trains a tiny transformer for a few steps under one layout and writes (rank 0) the losses
 // and the final whole parameters, or compares them with a reference file written by a single-process run.
-// Started once per rank by meshrun (CPU backend, fp32). Tier 3 of DESIGN.md: each layout vs the single
-// process, within a stated tolerance.
+// Started once per rank by meshrun (CPU backend, fp32). Tier 3 of docs/architecture.md: each layout vs the
+// single process, within a stated tolerance.
 //
 //   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--tp N [--sp]] [--tp-model]
 //                   [--steps N] [--accum A] [--ac] [--no-reshard] [--family gpt2|llama] [--bf16-reduce]
-//                   [--freeze-half] (--out FILE | --compare FILE)
+//                   [--device cpu|cuda] [--freeze-half] (--out FILE | --compare FILE)
+//   --device cuda: the model and its tensors on the GPU, cuda:(local rank mod GPUs), so several ranks may
+//           share one GPU; the CPU backend stages the GPU tensors through host memory. Exits 77 (skipped)
+//           without a CUDA device.
+//   parallel_worker --probe-cuda            exits 0 where a CUDA device is visible, else 77 (run before
+//                                           meshrun starts the ranks of a GPU test)
 //   --tp N: tensor parallelism over N ranks under the layout (ddp: DDP over world / N TP-sharded replicas, a
 //           plain TP model when N = world; fsdp: FSDP over world / N ranks of each TP block); --sp: sequence
 //           parallelism. --tp-model: the model TP 2 and 4 can split (8 query / 4 key-value heads, d_ff 64),
@@ -31,8 +36,8 @@
 
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/mesh.h"
-#include "meshtrain/comm/cpu_communicator.h"
-#include "meshtrain/comm/store.h"
+#include "meshtrain/comm/mesh_shape.h"
+#include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -46,7 +51,7 @@ using namespace meshtrain;
 namespace {
 
 struct Args {
-  std::string layout = "single", family = "gpt2", out, compare;
+  std::string layout = "single", family = "gpt2", device = "cpu", out, compare;
   int64_t fsdp = 2, tp = 1, steps = 5, accum = 1;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
        freeze_half = false;
@@ -128,20 +133,40 @@ int compare(const std::map<std::string, at::Tensor>& got, const std::string& ref
   return bad == 0 ? 0 : 1;
 }
 
+constexpr int kSkipped = 77;  // ctest's SKIP_RETURN_CODE
+
+bool cuda_visible() { return at::hasCUDA() && at::getNumGPUs() > 0; }
+
+// The CPU backend over `device`'s tensors (staged through host memory by the communicator when on a GPU).
+comm::CommPtr make_world_comm(const comm::WorldInfo& world, const at::Device& device, bool desync) {
+  if (world.world_size == 1) return nullptr;
+  comm::CommSetup s;
+  s.backend = "cpu";
+  s.device = device;
+  s.timeout = std::chrono::milliseconds(desync ? 3000 : 60000);
+  return comm::make_communicator(world, s);
+}
+
 int run(const Args& a) {
   const auto world = comm::world_info_from_env();
   log::init(log::Options{.rank = world.rank});
   at::set_num_threads(1);
+  MT_USER_CHECK(a.device == "cpu" || a.device == "cuda", "parallel_worker: --device given '", a.device,
+                "'; valid: cpu | cuda");
+  if (a.device == "cuda" && !cuda_visible()) {
+    std::printf("SKIP: no CUDA device visible\n");
+    return kSkipped;
+  }
+  const at::Device device = a.device == "cuda"
+                                ? comm::rank_cuda_device("cpu", world.local_rank, static_cast<int>(at::getNumGPUs()))
+                                : at::Device(at::kCPU);
   const auto timeout = std::chrono::milliseconds(a.desync ? 3000 : 60000);
-  comm::CommPtr comm;
-  if (world.world_size > 1)
-    comm = comm::make_cpu_communicator(comm::connect_store_from_env(std::chrono::milliseconds(60000)), world.rank,
-                                       world.world_size, "world", timeout);
+  comm::CommPtr comm = make_world_comm(world, device, a.desync);
   const Config cfg = make_config(a, world.world_size);
   model::Transformer net(cfg.model, at::TensorOptions().device(at::kMeta));
   std::unique_ptr<comm::Mesh> mesh = comm ? std::make_unique<comm::Mesh>(cfg, comm) : nullptr;
   auto par = parallel::parallelize(net, mesh ? parallel::make_parallel_groups(*mesh) : parallel::ParallelGroups{}, cfg,
-                                   at::Device(at::kCPU));
+                                   device);
   std::printf("rank %d: %s\n", world.rank, par->describe().c_str());
   std::vector<train::AdamW::Param> opt_params;
   for (const auto& p : par->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
@@ -153,7 +178,7 @@ int run(const Args& a) {
   const auto policy = parallel::TrainablePolicy::from_config(cfg.train);
   std::map<std::string, at::Tensor> frozen_before;  // whole initial values of the frozen parameters
   for (const auto& s : par->sharded_parameters())
-    if (!policy.trains(s.name)) frozen_before[s.name] = parallel::assemble_full(s, gather).clone();
+    if (!policy.trains(s.name)) frozen_before[s.name] = parallel::assemble_full(s, gather).cpu().clone();
   const int64_t data_ranks = shape.size({comm::Dim::dp, comm::Dim::fsdp});
   const int64_t data_rank = shape.index_in_group(world.rank, {comm::Dim::dp, comm::Dim::fsdp});
   const int64_t chunks = data_ranks * a.accum, rows = kGlobalBatch / chunks;
@@ -163,7 +188,7 @@ int run(const Args& a) {
     auto tokens = step_tokens(step);
     std::vector<parallel::ParallelModel::MicroBatch> batches;
     for (int64_t m = 0; m < a.accum; ++m) {
-      auto chunk = tokens.narrow(0, (data_rank * a.accum + m) * rows, rows);
+      auto chunk = tokens.narrow(0, (data_rank * a.accum + m) * rows, rows).to(device);
       batches.push_back({chunk.narrow(1, 0, kSeq), chunk.narrow(1, 1, kSeq)});
     }
     if (a.desync && step == 1 && world.rank == world.world_size - 1) {
@@ -185,7 +210,7 @@ int run(const Args& a) {
   std::map<std::string, at::Tensor> result;
   int changed = 0;
   for (const auto& s : par->sharded_parameters()) {
-    result["param." + s.name] = parallel::assemble_full(s, gather).clone();
+    result["param." + s.name] = parallel::assemble_full(s, gather).cpu().clone();
     if (frozen_before.count(s.name) && !at::equal(frozen_before[s.name], result["param." + s.name])) {
       std::fprintf(stderr, "FAIL frozen %s changed in training\n", s.name.c_str());
       ++changed;
@@ -230,6 +255,8 @@ int main(int argc, char** argv) {
       else if (k == "--desync") a.desync = true;
       else if (k == "--bf16-reduce") a.bf16_reduce = true;
       else if (k == "--freeze-half") a.freeze_half = true;
+      else if (k == "--device") a.device = next();
+      else if (k == "--probe-cuda") return cuda_visible() ? 0 : kSkipped;
       else throw UserError(cat("parallel_worker: unknown option '", k, "' (see the comment at the top of the file)"));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s\n", e.what());

@@ -55,3 +55,31 @@ TEST(CommunicatorFactory, BuildsASingleProcessCpuCommunicator) {
   c->all_reduce(x, ReduceOp::Sum)->wait();
   EXPECT_TRUE(at::equal(x, at::arange(5, at::kFloat)));
 }
+
+TEST(CommunicatorFactory, StagesForACallerOnAGpuWhenTheBackendTakesHostTensors) {
+  CommSetup s;
+  s.backend = "cpu";
+  auto plain = make_communicator(WorldInfo{}, s);
+  EXPECT_FALSE(plain->takes(c10::Device(c10::kCUDA, 0)));
+  s.device = c10::Device(c10::kCUDA, 0);  // only the setup names it: building the communicator needs no GPU
+  auto staged = make_communicator(WorldInfo{}, s);
+  EXPECT_TRUE(staged->takes(c10::Device(c10::kCUDA, 0)));
+  EXPECT_TRUE(staged->device().is_cpu());
+}
+
+TEST(CommunicatorFactory, RanksShareGpusOnlyOverAHostBackend) {
+  EXPECT_EQ(rank_cuda_device("cpu", 0, 1), c10::Device(c10::kCUDA, 0));
+  EXPECT_EQ(rank_cuda_device("cpu", 3, 1), c10::Device(c10::kCUDA, 0));
+  EXPECT_EQ(rank_cuda_device("cpu", 3, 2), c10::Device(c10::kCUDA, 1));
+  EXPECT_EQ(rank_cuda_device("nccl", 1, 2), c10::Device(c10::kCUDA, 1));
+  const std::string msg = user_error([] { rank_cuda_device("nccl", 1, 1); });
+  EXPECT_NE(msg.find("parallel.backend: local rank 1 has no GPU of its own (1 visible)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NCCL needs one GPU per rank; parallel.backend: cpu lets ranks share GPUs"), std::string::npos)
+      << msg;
+  if (nccl_built()) {
+    EXPECT_THROW(rank_cuda_device("auto", 2, 2), meshtrain::UserError);
+  } else {
+    EXPECT_EQ(rank_cuda_device("auto", 2, 2), c10::Device(c10::kCUDA, 0));
+  }
+  EXPECT_THROW(rank_cuda_device("gloo", 0, 1), meshtrain::UserError);
+}

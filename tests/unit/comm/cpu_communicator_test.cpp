@@ -9,9 +9,9 @@
 #include <functional>
 #include <thread>
 
+#include "comm/cpu/ring.h"
+#include "comm/cpu/transfer.h"
 #include "meshtrain/comm/cpu_communicator.h"
-#include "meshtrain/comm/ring.h"
-#include "meshtrain/comm/transfer.h"
 #include "meshtrain/core/error.h"
 #include "support/rank_threads.h"
 

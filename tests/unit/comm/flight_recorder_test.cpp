@@ -1,6 +1,6 @@
 // FlightRecorder: the ring keeps the newest entries in order, updates reach only live entries, and the dump is
 // JSON a reader can parse, written where flight_dump_path says.
-#include "meshtrain/comm/flight_recorder.h"
+#include "comm/diagnostics/flight_recorder.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

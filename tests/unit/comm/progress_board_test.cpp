@@ -1,5 +1,5 @@
 // ProgressBoard over an in-process HashStore: published values, who had not arrived, dump requests.
-#include "meshtrain/comm/progress_board.h"
+#include "comm/diagnostics/progress_board.h"
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "meshtrain/comm/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 #include "meshtrain/core/error.h"
 
 using namespace meshtrain;

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <functional>
 
+#include "comm/cpu/shm_all_reduce.h"
 #include "meshtrain/comm/cpu_communicator.h"
-#include "meshtrain/comm/shm_all_reduce.h"
 #include "meshtrain/core/error.h"
 #include "support/rank_threads.h"
 

@@ -1,5 +1,5 @@
 // CpuWork; see cpu_work.h.
-#include "meshtrain/comm/cpu_work.h"
+#include "comm/cpu/cpu_work.h"
 
 namespace meshtrain::comm {
 

@@ -1,5 +1,5 @@
 // Socket RAII and deadline-bounded helpers; see socket.h.
-#include "meshtrain/comm/socket.h"
+#include "comm/cpu/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

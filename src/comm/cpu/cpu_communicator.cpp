@@ -15,14 +15,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "meshtrain/comm/cpu_work.h"
-#include "meshtrain/comm/direct.h"
-#include "meshtrain/comm/flight_recorder.h"
-#include "meshtrain/comm/progress_board.h"
-#include "meshtrain/comm/reduce_kernels.h"
-#include "meshtrain/comm/ring.h"
-#include "meshtrain/comm/shm_all_reduce.h"
-#include "meshtrain/comm/transfer.h"
+#include "comm/cpu/cpu_work.h"
+#include "comm/cpu/direct.h"
+#include "comm/cpu/ring.h"
+#include "comm/cpu/shm_all_reduce.h"
+#include "comm/cpu/transfer.h"
+#include "comm/diagnostics/op_ledger.h"
+#include "comm/reduce_kernels.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 
@@ -75,7 +74,6 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
                   " is not in [0, ", size, ")");
     links_.rank = rank;
     links_.size = size;
-    p2p_seq_.assign(static_cast<std::size_t>(size), 0);
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_CHECK")) opts_.check_ops = *v != 0;
     if (auto v = env_int(process_env(), "MESHTRAIN_CPU_COMM_SMALL_BYTES")) {
       opts_.small_message_bytes = static_cast<std::size_t>(std::max(0LL, *v));
@@ -91,11 +89,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
       opts_.socket_buffer_bytes = static_cast<std::size_t>(std::max(0LL, *v));
     }
     connect_peers();
-    if (size > 1) {
-      board_ = std::make_unique<ProgressBoard>(store_, group_, rank, size, [](const std::string& reason) {
-        FlightRecorder::process().dump_if_first(cat("requested by another rank: ", reason));
-      });
-    }
+    ledger_ = std::make_unique<OpLedger>(store_, group_, rank, size);
     thread_ = std::thread([this] { run_ops(); });
   }
 
@@ -111,6 +105,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   int rank() const override { return links_.rank; }
   int size() const override { return links_.size; }
   std::string backend_name() const override { return "cpu"; }
+  c10::Device device() const override { return c10::Device(c10::kCPU); }
 
   WorkPtr all_reduce(at::Tensor& tensor, ReduceOp op) override {
     check_tensor(tensor, "all_reduce", "tensor");
@@ -262,9 +257,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   struct Task {
     std::string op;
     std::string sig;  // what the other ranks' matching op must agree on (dtype, numel), for check_ops
-    int peer = -1;    // p2p: the other rank; -1: a collective
-    std::uint64_t seq = 0;
-    std::uint64_t rec_id = 0;  // FlightRecorder entry
+    OpLedger::Op entry;
     Fn fn;
     std::shared_ptr<CpuWork> work;
   };
@@ -282,19 +275,20 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     static_assert(sizeof(Record) == 128);
     Record mine{};
     mine.magic = 0x6d7443686b303031ull;
-    mine.seq = task.seq;
-    const std::string text = task.peer < 0 ? cat(task.op, " ", task.sig) : task.sig;
+    mine.seq = task.entry.seq;
+    const int peer = task.entry.peer;
+    const std::string text = peer < 0 ? cat(task.op, " ", task.sig) : task.sig;
     std::strncpy(mine.text, text.c_str(), sizeof mine.text - 1);
     std::vector<Record> theirs(static_cast<std::size_t>(size()));
     std::vector<Transfer> ts;
     for (int p = 0; p < size(); ++p) {
-      if (p == rank() || (task.peer >= 0 && p != task.peer)) continue;
+      if (p == rank() || (peer >= 0 && p != peer)) continue;
       ts.push_back(Transfer::send(p, links_.to(p), &mine, sizeof mine));
       ts.push_back(Transfer::recv(p, links_.to(p), &theirs[static_cast<std::size_t>(p)], sizeof(Record)));
     }
     run_transfers(ts, ctx);
     for (int p = 0; p < size(); ++p) {
-      if (p == rank() || (task.peer >= 0 && p != task.peer)) continue;
+      if (p == rank() || (peer >= 0 && p != peer)) continue;
       const Record& t = theirs[static_cast<std::size_t>(p)];
       const std::string other(t.text, strnlen(t.text, sizeof t.text));
       MT_CHECK(t.magic == mine.magic && t.seq == mine.seq && other == text, ctx.describe(),
@@ -312,23 +306,9 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   WorkPtr enqueue(std::string op, std::string signature, Fn fn, int peer = -1, const at::Tensor& t = {}) {
     auto work = std::make_shared<CpuWork>();
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      // Collectives are numbered in one sequence, p2p ops per peer, so the numbers agree across ranks.
-      const std::uint64_t seq = peer < 0 ? next_seq_++ : p2p_seq_[static_cast<std::size_t>(peer)]++;
-      FlightRecorder::Entry e;
-      e.group = group_;
-      e.group_rank = rank();
-      e.group_size = size();
-      e.seq = seq;
-      e.op = op;
-      e.peer = peer;
-      if (t.defined()) {
-        e.dtype = c10::toString(t.scalar_type());
-        e.numel = t.numel();
-        e.bytes = static_cast<std::int64_t>(t.nbytes());
-      }
-      const std::uint64_t rec_id = FlightRecorder::process().issued(std::move(e));
-      queue_.push_back(Task{std::move(op), std::move(signature), peer, seq, rec_id, std::move(fn), work});
+      std::lock_guard<std::mutex> lock(mu_);  // numbered in queue order
+      const OpLedger::Op entry = ledger_->issue(op, peer, t);
+      queue_.push_back(Task{std::move(op), std::move(signature), entry, std::move(fn), work});
     }
     cv_.notify_one();
     return work;
@@ -346,43 +326,45 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
         task = std::move(queue_.front());
         queue_.pop_front();
       }
-      OpContext ctx;
-      ctx.op = task.op;
-      ctx.seq = task.seq;
-      ctx.group = group_;
-      ctx.rank = rank();
-      ctx.size = size();
-      ctx.timeout = opts_.timeout;
-      ctx.deadline = Clock::now() + opts_.timeout;
-      FlightRecorder& rec = FlightRecorder::process();
-      if (!broken_.empty()) {
-        rec.ended(task.rec_id, FlightRecorder::State::Failed);
-        task.work->finish(std::make_exception_ptr(
-            Error(cat(ctx.describe(), ": not run, the communicator is broken by an earlier error: ", broken_))));
-        continue;
-      }
-      rec.started(task.rec_id);
-      if (board_ && task.peer < 0) board_->arrived(task.seq);
-      try {
-        if (opts_.check_ops && size() > 1) verify(task, ctx);
-        task.fn(ctx);
-        rec.ended(task.rec_id, FlightRecorder::State::Completed);
-        if (board_ && task.peer < 0) board_->completed(task.seq);
-        task.work->finish(nullptr);
-      } catch (const std::exception& e) {
-        // The byte streams to the peers are now at unknown positions: nothing later can be trusted.
-        broken_ = e.what();
-        const bool timed_out = dynamic_cast<const CommTimeoutError*>(&e) != nullptr;
-        rec.ended(task.rec_id, timed_out ? FlightRecorder::State::TimedOut : FlightRecorder::State::Failed);
-        // Dump before the caller sees the error (it may exit at once), then ask the other ranks for theirs.
-        rec.dump(broken_);
-        if (board_) board_->request_dumps(cat("rank ", rank(), " of group '", group_, "': ", broken_));
-        task.work->finish(std::current_exception());
-      } catch (...) {
-        broken_ = "unknown exception";
-        rec.ended(task.rec_id, FlightRecorder::State::Failed);
-        task.work->finish(std::current_exception());
-      }
+      run_one(task);
+    }
+  }
+
+  // One op on the op thread: its ledger entry followed through, a failure breaking the communicator.
+  void run_one(Task& task) {
+    OpContext ctx;
+    ctx.op = task.op;
+    ctx.seq = task.entry.seq;
+    ctx.group = group_;
+    ctx.rank = rank();
+    ctx.size = size();
+    ctx.timeout = opts_.timeout;
+    ctx.deadline = Clock::now() + opts_.timeout;
+    if (const std::string broken = ledger_->broken(); !broken.empty()) {
+      ledger_->failed(task.entry, false);
+      task.work->finish(std::make_exception_ptr(
+          Error(cat(ctx.describe(), ": not run, the communicator is broken by an earlier error: ", broken))));
+      return;
+    }
+    ledger_->started(task.entry);
+    ledger_->arrived(task.entry);
+    try {
+      if (opts_.check_ops && size() > 1) verify(task, ctx);
+      task.fn(ctx);
+      ledger_->completed(task.entry);
+      task.work->finish(nullptr);
+    } catch (const std::exception& e) {
+      // The byte streams to the peers are now at unknown positions: nothing later can be trusted.
+      const bool timed_out = dynamic_cast<const CommTimeoutError*>(&e) != nullptr;
+      ledger_->break_with(e.what(), timed_out);
+      ledger_->failed(task.entry, timed_out);
+      // Dump before the caller sees the error (it may exit at once), then ask the other ranks for theirs.
+      ledger_->report(e.what(), cat("rank ", rank(), " of group '", group_, "': ", e.what()));
+      task.work->finish(std::current_exception());
+    } catch (...) {
+      ledger_->break_with("unknown exception", false);
+      ledger_->failed(task.entry, false);
+      task.work->finish(std::current_exception());
     }
   }
 
@@ -484,15 +466,12 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
   bool all_local_ = false;            // every peer on this host (set once in connect_peers)
   std::unique_ptr<ShmArena> arena_;   // op thread only; created by the first large all_reduce
   std::size_t shm_segment_bytes_ = ShmArena::kDefaultSegmentBytes;  // env MESHTRAIN_CPU_COMM_SHM_SEGMENT
-  std::unique_ptr<ProgressBoard> board_;  // size > 1: this rank's progress in the store, dump requests
+  std::unique_ptr<OpLedger> ledger_;  // numbers, flight recorder, progress board, broken state
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
-  std::uint64_t next_seq_ = 0;
-  std::vector<std::uint64_t> p2p_seq_;  // per peer
   bool stop_ = false;
-  std::string broken_;  // op thread only
   std::thread thread_;
 };
 

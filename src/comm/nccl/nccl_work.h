@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "meshtrain/comm/nccl_utils.h"
+#include "comm/nccl/nccl_utils.h"
 #include "meshtrain/comm/work.h"
 
 namespace meshtrain::comm {

@@ -1,7 +1,7 @@
 // NCCL communicator setup; see nccl_bootstrap.h. Compiled only with MESHTRAIN_WITH_CUDA.
 #ifdef MESHTRAIN_WITH_CUDA
 
-#include "meshtrain/comm/nccl_bootstrap.h"
+#include "comm/nccl/nccl_bootstrap.h"
 
 #include <c10/cuda/CUDAGuard.h>
 
@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "meshtrain/comm/nccl_utils.h"
-#include "meshtrain/comm/transfer.h"  // CommTimeoutError
+#include "comm/cpu/transfer.h"  // CommTimeoutError
+#include "comm/nccl/nccl_utils.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/log.h"
 

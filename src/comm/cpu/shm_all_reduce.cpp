@@ -1,5 +1,5 @@
 // Shared-memory all-reduce for same-host communicators; see shm_all_reduce.h.
-#include "meshtrain/comm/shm_all_reduce.h"
+#include "comm/cpu/shm_all_reduce.h"
 
 #include <poll.h>
 #include <sys/mman.h>
@@ -10,9 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "meshtrain/comm/direct.h"
-#include "meshtrain/comm/reduce_kernels.h"
-#include "meshtrain/comm/ring.h"
+#include "comm/cpu/direct.h"
+#include "comm/cpu/ring.h"
+#include "comm/reduce_kernels.h"
 
 namespace meshtrain::comm {
 

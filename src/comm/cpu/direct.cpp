@@ -1,10 +1,10 @@
 // All-pairs algorithms; see direct.h.
-#include "meshtrain/comm/direct.h"
+#include "comm/cpu/direct.h"
 
 #include <cstring>
 #include <vector>
 
-#include "meshtrain/comm/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 
 namespace meshtrain::comm::direct {
 

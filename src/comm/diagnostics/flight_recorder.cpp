@@ -1,5 +1,5 @@
 // FlightRecorder; see flight_recorder.h.
-#include "meshtrain/comm/flight_recorder.h"
+#include "comm/diagnostics/flight_recorder.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // The poll() loop behind every CPU op; see transfer.h.
-#include "meshtrain/comm/transfer.h"
+#include "comm/cpu/transfer.h"
 
 #include <poll.h>
 #include <sys/socket.h>

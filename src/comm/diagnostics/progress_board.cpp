@@ -1,5 +1,5 @@
 // ProgressBoard; see progress_board.h.
-#include "meshtrain/comm/progress_board.h"
+#include "comm/diagnostics/progress_board.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,7 +1,7 @@
 // NcclWork; see nccl_work.h. Compiled only with MESHTRAIN_WITH_CUDA.
 #ifdef MESHTRAIN_WITH_CUDA
 
-#include "meshtrain/comm/nccl_work.h"
+#include "comm/nccl/nccl_work.h"
 
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "meshtrain/comm/transfer.h"  // CommTimeoutError
+#include "comm/cpu/transfer.h"  // CommTimeoutError
 
 namespace meshtrain::comm {
 

@@ -2,7 +2,7 @@
 // non-blocking init) is in nccl_bootstrap.cpp. Compiled only with MESHTRAIN_WITH_CUDA.
 #ifdef MESHTRAIN_WITH_CUDA
 
-#include "meshtrain/comm/nccl_communicator.h"
+#include "comm/nccl/nccl_communicator.h"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -12,12 +12,11 @@
 #include <deque>
 #include <thread>
 
-#include "meshtrain/comm/flight_recorder.h"
-#include "meshtrain/comm/nccl_bootstrap.h"
-#include "meshtrain/comm/nccl_work.h"
-#include "meshtrain/comm/progress_board.h"
-#include "meshtrain/comm/reduce_kernels.h"  // reduce_op_name
-#include "meshtrain/comm/transfer.h"        // CommTimeoutError
+#include "comm/cpu/transfer.h"  // CommTimeoutError
+#include "comm/diagnostics/op_ledger.h"
+#include "comm/nccl/nccl_bootstrap.h"
+#include "comm/nccl/nccl_work.h"
+#include "comm/reduce_kernels.h"  // reduce_op_name
 #include "meshtrain/core/log.h"
 
 namespace meshtrain::comm {
@@ -38,18 +37,12 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   NcclCommunicator(StorePtr store, std::string group, int rank, int size, int device, NcclCommOptions opts,
                    ncclComm_t comm)
       : store_(std::move(store)), group_(std::move(group)), rank_(rank), size_(size), device_(device),
-        opts_(opts), comm_(comm) {
-    p2p_seq_.assign(static_cast<std::size_t>(size), 0);
+        opts_(opts), ledger_(store_, group_, rank, size), comm_(comm) {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     int lo = 0, hi = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
     // Highest priority: communication kernels should not queue behind compute kernels waiting for SMs.
     CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi));
-    if (size_ > 1 && store_) {
-      board_ = std::make_unique<ProgressBoard>(store_, group_, rank_, size_, [](const std::string& reason) {
-        FlightRecorder::process().dump_if_first(cat("requested by another rank: ", reason));
-      });
-    }
     watchdog_ = std::thread([this] { watchdog(); });
   }
 
@@ -86,6 +79,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
+  c10::Device device() const override { return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_)); }
 
   WorkPtr all_reduce(at::Tensor& t, ReduceOp op) override {
     const ncclDataType_t dt = check(t, "all_reduce", "tensor");
@@ -228,9 +222,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     CudaEvent start;             // recorded on the comm stream just before the NCCL call
     std::vector<at::Tensor> tensors;  // kept alive until the end event has completed
     std::string op;
-    std::uint64_t seq = 0;
-    int peer = -1;
-    std::uint64_t rec_id = 0;
+    OpLedger::Op entry;
     Clock::time_point issued;
     bool started = false;
   };
@@ -267,11 +259,11 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
 
   // nccl_mu_ held.
   void throw_if_broken(const std::string& op) {
-    std::lock_guard<std::mutex> lock(broken_mu_);
-    if (broken_.empty()) return;
+    const std::string broken = ledger_.broken();
+    if (broken.empty()) return;
     const std::string msg = cat("NCCL ", op, " in group '", group_, "': not issued, the communicator was aborted: ",
-                                broken_);
-    if (broken_timeout_) throw CommTimeoutError(msg);
+                                broken);
+    if (ledger_.broken_by_timeout()) throw CommTimeoutError(msg);
     throw Error(msg);
   }
 
@@ -281,22 +273,10 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     throw_if_broken(op);
     const auto dev = static_cast<c10::DeviceIndex>(device_);
     const c10::cuda::CUDAGuard guard(dev);
-    // Collectives are numbered in one sequence, p2p ops per peer, so the numbers agree across ranks.
-    const std::uint64_t seq = peer < 0 ? next_seq_++ : p2p_seq_[static_cast<std::size_t>(peer)]++;
-    FlightRecorder::Entry e;
-    e.group = group_;
-    e.group_rank = rank_;
-    e.group_size = size_;
-    e.seq = seq;
-    e.op = op;
-    e.peer = peer;
-    e.dtype = c10::toString(rec_t.scalar_type());
-    e.numel = rec_t.numel();
-    e.bytes = static_cast<std::int64_t>(rec_t.nbytes());
-    FlightRecorder& rec = FlightRecorder::process();
     InFlight f;
-    f.rec_id = rec.issued(std::move(e));
-    if (board_ && peer < 0) board_->arrived(seq);
+    f.entry = ledger_.issue(op, peer, rec_t);  // under nccl_mu_: numbered in issue order
+    const std::uint64_t seq = f.entry.seq;
+    ledger_.arrived(f.entry);
     try {
       f.status = std::make_shared<NcclOpStatus>();
       f.status->device = device_;
@@ -318,13 +298,11 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
       // on this stream whenever those blocks are freed later, which fails once the communicator (and with it
       // the stream) is gone.
     } catch (...) {
-      rec.ended(f.rec_id, FlightRecorder::State::Failed);
+      ledger_.failed(f.entry, false);
       throw;
     }
     f.tensors = std::move(tensors);
     f.op = std::move(op);
-    f.seq = seq;
-    f.peer = peer;
     f.issued = Clock::now();
     auto work = std::make_shared<NcclWork>(f.status);
     std::lock_guard<std::mutex> il(inflight_mu_);
@@ -377,17 +355,13 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   }
 
   void watch_once() {
-    {
-      std::lock_guard<std::mutex> lock(broken_mu_);
-      if (!broken_.empty()) return;
-    }
+    if (!ledger_.broken().empty()) return;
     ncclResult_t async = ncclSuccess;
     {
       // try_lock: an issuing thread holds nccl_mu_ only briefly (its own wait is bounded); never stall on it.
       std::unique_lock<std::mutex> nl(nccl_mu_, std::try_to_lock);
       if (nl.owns_lock() && comm_ != nullptr) ncclCommGetAsyncError(comm_, &async);
     }
-    FlightRecorder& rec = FlightRecorder::process();
     std::string stuck_op;
     std::uint64_t stuck_seq = 0;
     int stuck_peer = -1;
@@ -399,18 +373,17 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
         InFlight& f = inflight_.front();
         if (!f.started && f.start.query()) {
           f.started = true;
-          rec.started(f.rec_id);
+          ledger_.started(f.entry);
         }
         if (f.status->end->query()) {
           f.status->state = NcclOpStatus::kDone;
-          rec.ended(f.rec_id, FlightRecorder::State::Completed);
-          if (board_ && f.peer < 0) board_->completed(f.seq);
+          ledger_.completed(f.entry);
           inflight_.pop_front();  // releases the tensors
           continue;
         }
         stuck_op = f.op;
-        stuck_seq = f.seq;
-        stuck_peer = f.peer;
+        stuck_seq = f.entry.seq;
+        stuck_peer = f.entry.peer;
         timed_out = Clock::now() - f.issued > opts_.timeout;
         break;
       }
@@ -420,7 +393,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
                ": asynchronous NCCL error: ", nccl_error_text(async, nullptr)),
            false, true);
     } else if (timed_out) {
-      std::string who = stuck_peer >= 0 ? cat("peer rank ", stuck_peer) : board_ ? board_->not_arrived(stuck_seq) : "";
+      std::string who = stuck_peer >= 0 ? cat("peer rank ", stuck_peer) : ledger_.not_arrived(stuck_seq);
       if (who.empty()) who = "every rank had issued it (stuck inside NCCL: a failed link or peer process?)";
       fail(cat(describe(stuck_op, stuck_seq), " timed out: not complete ", opts_.timeout.count(),
                " ms after it was issued; ", who),
@@ -431,15 +404,9 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   // Aborts this communicator: every op in flight fails with `why`, later ops throw; the flight recorder is
   // written and (cascade) the other ranks are asked for theirs and this process's other communicators aborted.
   void fail(const std::string& why, bool timed_out, bool cascade) {
-    {
-      std::lock_guard<std::mutex> lock(broken_mu_);
-      if (!broken_.empty()) return;
-      broken_ = why;
-      broken_timeout_ = timed_out;
-    }
+    if (!ledger_.break_with(why, timed_out)) return;
     abort_requested_ = true;  // ends an issuing thread's wait, so that it releases nccl_mu_
     log::error("%s", why.c_str());
-    FlightRecorder& rec = FlightRecorder::process();
     {
       // Fail the Works before the abort: aborted kernels exit and complete their end events, and a waiter
       // must see the failure rather than a "completed" op with garbage in it.
@@ -447,7 +414,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
       bool first = true;
       for (InFlight& f : inflight_) {
         f.status->fail(why, timed_out);
-        rec.ended(f.rec_id, first && timed_out ? FlightRecorder::State::TimedOut : FlightRecorder::State::Failed);
+        ledger_.failed(f.entry, first && timed_out);
         first = false;
       }
     }
@@ -462,9 +429,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
 
   // Writes the flight recorder, asks the other ranks for theirs, aborts this process's other communicators.
   void cascade_failure(const std::string& why) {
-    FlightRecorder& rec = FlightRecorder::process();
-    rec.dump(why);
-    if (board_) board_->request_dumps(cat("rank ", rank_, ": ", why));
+    ledger_.report(why, cat("rank ", rank_, ": ", why));
     std::vector<std::shared_ptr<NcclCommunicator>> others;
     {
       std::lock_guard<std::mutex> lock(g_registry_mu);
@@ -480,20 +445,14 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
   std::string group_;
   int rank_, size_, device_;
   NcclCommOptions opts_;
-  std::unique_ptr<ProgressBoard> board_;
+  OpLedger ledger_;  // numbers, flight recorder, progress board, broken state (why it was aborted)
   at::Tensor barrier_buf_;
   std::uint64_t split_count_ = 0;
 
-  std::mutex nccl_mu_;  // comm_, the sequence counters, every NCCL call on comm_ but ncclCommGetAsyncError
+  std::mutex nccl_mu_;  // comm_, issuing in sequence order, every NCCL call on comm_ but ncclCommGetAsyncError
   ncclComm_t comm_ = nullptr;  // null after an abort
   cudaStream_t stream_ = nullptr;
-  std::uint64_t next_seq_ = 0;
-  std::vector<std::uint64_t> p2p_seq_;
   std::atomic<bool> abort_requested_{false};
-
-  std::mutex broken_mu_;
-  std::string broken_;  // why the communicator was aborted; empty while healthy
-  bool broken_timeout_ = false;
 
   std::mutex inflight_mu_;
   std::deque<InFlight> inflight_;

@@ -1,10 +1,10 @@
 // Ring reduce-scatter / all-gather / all-reduce and the chain broadcast; see ring.h.
-#include "meshtrain/comm/ring.h"
+#include "comm/cpu/ring.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "meshtrain/comm/reduce_kernels.h"
+#include "comm/reduce_kernels.h"
 
 namespace meshtrain::comm::ring {
 

@@ -1,7 +1,7 @@
 // NCCL/CUDA helpers; see nccl_utils.h. Compiled only with MESHTRAIN_WITH_CUDA.
 #ifdef MESHTRAIN_WITH_CUDA
 
-#include "meshtrain/comm/nccl_utils.h"
+#include "comm/nccl/nccl_utils.h"
 
 namespace meshtrain::comm {
 

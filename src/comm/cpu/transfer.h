@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "meshtrain/comm/socket.h"
+#include "comm/cpu/socket.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::comm {

@@ -12,8 +12,8 @@
 
 #include <cstddef>
 
+#include "comm/cpu/transfer.h"
 #include "meshtrain/comm/communicator.h"
-#include "meshtrain/comm/transfer.h"
 
 namespace meshtrain::comm::ring {
 

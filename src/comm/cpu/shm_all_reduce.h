@@ -26,8 +26,8 @@
 #include <memory>
 #include <vector>
 
+#include "comm/cpu/transfer.h"
 #include "meshtrain/comm/communicator.h"
-#include "meshtrain/comm/transfer.h"
 
 namespace meshtrain::comm {
 
