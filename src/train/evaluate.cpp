@@ -3,16 +3,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
-#include <torch/cuda.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
-#include "meshtrain/comm/communicator_factory.h"
-#include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
@@ -23,6 +19,7 @@
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/metrics.h"
+#include "meshtrain/train/worker_setup.h"
 
 namespace meshtrain::train {
 namespace {
@@ -45,23 +42,15 @@ Config eval_config(const std::string& dir, const ckpt::CheckpointMeta& meta, con
   return cfg;
 }
 
-// What the trainer's set-up does for the model, minus the optimizer: device, communicator and mesh,
-// parallelize(), then this rank's blocks from the checkpoint.
+// What the trainer's set-up does for the model, minus the optimizer: the worker set-up (device,
+// communicator, mesh), parallelize(), then this rank's blocks from the checkpoint.
 class Evaluator {
  public:
-  Evaluator(const Config& cfg, const comm::WorldInfo& world, const std::string& dir) : cfg_(cfg), world_(world) {
-    if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
-    const bool has_cuda = torch::cuda::is_available();
-    const std::string name = cfg.train.device == "auto" ? (has_cuda ? "cuda" : "cpu") : cfg.train.device;
-    MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
-    cuda_ = name == "cuda";
-    device_ = cuda_ ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : at::Device(at::kCPU);
-    bf16_ = cfg.train.dtype == "bf16" || (cfg.train.dtype == "auto" && cuda_);
-    if (world.world_size > 1) setup_comm();
-    check_fits_device(cfg, /*training=*/false, device_memory_bytes(cuda_, device_.index()), device_.str());
+  Evaluator(const Config& cfg, const comm::WorldInfo& world, const std::string& dir)
+      : w_(start(cfg, world)) {
+    check_fits_device(cfg, /*training=*/false, device_memory_bytes(w_.cuda, w_.device.index()), w_.device.str());
     net_ = model::Transformer(cfg.model, at::TensorOptions().device(at::kMeta));
-    par_ = parallel::parallelize(net_, mesh_ ? parallel::make_parallel_groups(*mesh_) : parallel::ParallelGroups{},
-                                 cfg, device_);
+    par_ = parallel::parallelize(net_, w_.groups(), cfg, w_.device);
     net_->eval();
     net_->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
     net_->set_fused_kernels(cfg.train.fused_kernels);
@@ -69,59 +58,31 @@ class Evaluator {
     ckpt::load_into(dir, blocks);
   }
 
-  int data_rank() const { return data_rank_; }
-  int data_ranks() const { return data_ranks_; }
+  int data_rank() const { return w_.data_rank; }
+  int data_ranks() const { return w_.data_ranks; }
 
-  // Mean loss of `n` micro-batches of `loader`, averaged over ranks as the trainer's validation does.
+  // Mean loss of `n` micro-batches of `loader`, averaged over ranks as the trainer's validation does (in the
+  // training precision: eval_loss runs under the same autocast).
   double mean_loss(data::DataLoader& loader, int64_t n) {
-    at::NoGradGuard no_grad;
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) {
       auto batch = loader.next();
-      sum += batch_loss(batch.inputs.to(device_), batch.targets.to(device_));
+      sum += par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device)).item<double>();
     }
     const double mean = n > 0 ? sum / static_cast<double>(n) : 0;
-    if (!comm_) return mean;
-    auto t = at::full({1}, mean, at::TensorOptions(at::kFloat).device(comm_device_));
-    comm_->all_reduce(t, comm::ReduceOp::Avg)->wait();
+    if (!w_.comm) return mean;
+    auto t = at::full({1}, mean, at::TensorOptions(at::kFloat).device(w_.comm->device()));
+    w_.comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
     return static_cast<double>(t.item<float>());
   }
 
  private:
-  void setup_comm() {
-    comm::CommSetup setup;
-    setup.backend = cfg_.parallel.backend;
-    setup.device = device_;
-    setup.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg_.parallel.timeout_s * 1000));
-    setup.group = "eval";
-    comm_ = comm::make_communicator(world_, setup);
-    comm_device_ = comm_->backend_name() == "nccl" ? device_ : at::Device(at::kCPU);
-    mesh_ = std::make_unique<comm::Mesh>(cfg_, comm_);
-    const comm::DimSet data{comm::Dim::dp, comm::Dim::fsdp};
-    data_rank_ = mesh_->shape().index_in_group(world_.rank, data);
-    data_ranks_ = mesh_->shape().size(data);
+  static WorkerSetup start(const Config& cfg, const comm::WorldInfo& world) {
+    if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
+    return make_worker_setup(cfg, world, "eval");
   }
 
-  // bf16 autocast as in training (fp32 weights), so the loss is the one the trainer's validation reports.
-  double batch_loss(const at::Tensor& inputs, const at::Tensor& targets) {
-    const at::DeviceType dev = device_.type();
-    if (!bf16_) return par_->loss(inputs, targets).item<double>();
-    const bool prev = at::autocast::is_autocast_enabled(dev);
-    at::autocast::set_autocast_enabled(dev, true);
-    at::autocast::set_autocast_dtype(dev, at::kBFloat16);
-    const double loss = par_->loss(inputs, targets).item<double>();
-    at::autocast::set_autocast_enabled(dev, prev);
-    at::autocast::clear_cache();
-    return loss;
-  }
-
-  const Config& cfg_;
-  comm::WorldInfo world_;
-  at::Device device_{at::kCPU}, comm_device_{at::kCPU};
-  bool cuda_ = false, bf16_ = false;
-  comm::CommPtr comm_;
-  std::unique_ptr<comm::Mesh> mesh_;
-  int data_rank_ = 0, data_ranks_ = 1;
+  WorkerSetup w_;
   model::Transformer net_{nullptr};
   std::unique_ptr<parallel::ParallelModel> par_;
 };

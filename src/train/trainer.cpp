@@ -16,10 +16,7 @@
 #include "meshtrain/ckpt/replica_writers.h"
 #include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
-#include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/mesh.h"
-#include "meshtrain/comm/placement.h"
-#include "meshtrain/hw/topology_detect.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/config_enums.h"
@@ -36,6 +33,7 @@
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/stop_signals.h"
+#include "meshtrain/train/worker_setup.h"
 
 namespace meshtrain::train {
 namespace {
@@ -51,29 +49,13 @@ uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
   return crc;
 }
 
-// Tensor-parallel groups exchange activations every layer: they belong inside an NVLink clique. The worker
-// drives GPU local_rank (the launcher pinned its CPUs next to that GPU), so the mesh's placement
-// (comm/placement.h) is a check here: a tp group that cannot sit inside a clique is a UserError unless
-// parallel.allow_slow_tp, and a better assignment than the identity is logged with the launch order that
-// realises it. Skipped where NVML indices need not be CUDA's (CUDA_VISIBLE_DEVICES set) or without GPUs.
-void check_tp_placement(const comm::MeshShape& shape, const comm::WorldInfo& world, bool allow_slow_tp) {
-  if (shape.size(comm::Dim::tp) == 1 || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return;
-  const hw::Topology topo = hw::detect_topology();
-  if (topo.num_gpus() < world.local_world_size) return;
-  const int node = world.rank / world.local_world_size;
-  const comm::Placement p = comm::place_tp(topo, shape, world.local_world_size, node, allow_slow_tp);
-  std::vector<int> identity(p.gpu_of_local_rank.size());
-  for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<int>(i);
-  if (p.gpu_of_local_rank == identity) {
-    log::info("tp placement: local rank i drives GPU i; %s",
-              p.groups_on_nvlink ? "tp groups on NVLink" : p.note.c_str());
-    return;
-  }
-  std::string order;
-  for (int g : p.gpu_of_local_rank) order += cat(order.empty() ? "" : ",", g);
-  log::warn("tp placement: local rank i drives GPU i, but the tp groups sit better on NVLink as\n%s"
-            "launch with CUDA_VISIBLE_DEVICES=%s to use it",
-            p.describe(topo).c_str(), order.c_str());
+// Logging and threads first (the set-up logs), then the device, communicator and mesh.
+WorkerSetup start_worker(const Config& cfg) {
+  const comm::WorldInfo world = comm::world_info_from_env();
+  log::init({.rank = world.world_size > 1 ? world.rank : -1, .level = log::parse_level(cfg.logging.level),
+             .all_ranks = cfg.logging.all_ranks});
+  if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
+  return make_worker_setup(cfg, world, "world");
 }
 
 // One training run: the state the loop needs, set up in the constructor, advanced by run().
@@ -83,7 +65,6 @@ class TrainingRun {
   TrainResult run();
 
  private:
-  void setup_device();
   void setup_model_and_optimizer();
   void setup_data();
   void resume_if_asked();
@@ -125,14 +106,7 @@ class TrainingRun {
   void sample();
 
   const Config& cfg_;
-  comm::WorldInfo world_;
-  at::Device device_{at::kCPU};
-  bool cuda_ = false, bf16_ = false;
-  comm::CommPtr comm_;  // null for a single process
-  std::unique_ptr<comm::Mesh> mesh_;  // the named groups over comm_ (null for a single process)
-  // Data parallelism spans dp × fsdp: this rank's index there and the count. The tp ranks of one group see
-  // the same batches (tensor parallelism splits the model, not the data).
-  int data_rank_ = 0, data_ranks_ = 1;
+  WorkerSetup w_;  // device, communicator, mesh and data rank (train/worker_setup.h)
   model::Transformer net_{nullptr};
   std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
   std::unique_ptr<AdamW> opt_;
@@ -150,71 +124,39 @@ class TrainingRun {
   TrainResult result_;
 };
 
-TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), world_(comm::world_info_from_env()) {
-  log::init({.rank = world_.world_size > 1 ? world_.rank : -1, .level = log::parse_level(cfg.logging.level),
-             .all_ranks = cfg.logging.all_ranks});
-  if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
-  setup_device();
-  // parallel.backend: nccl on the training GPU, or the CPU backend (the communicator then stages device
-  // tensors through host memory itself). The flight recorder of a failed collective goes to the run directory.
-  if (world_.world_size > 1) {
-    comm::CommSetup setup;
-    setup.backend = cfg.parallel.backend;
-    setup.device = device_;
-    setup.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000));
-    setup.flight_dir = cfg.train.out_dir;
-    comm_ = comm::make_communicator(world_, setup);
-    mesh_ = std::make_unique<comm::Mesh>(cfg, comm_);
-    const comm::DimSet data{comm::Dim::dp, comm::Dim::fsdp};
-    data_rank_ = mesh_->shape().index_in_group(world_.rank, data);
-    data_ranks_ = mesh_->shape().size(data);
-    if (cuda_) check_tp_placement(mesh_->shape(), world_, cfg.parallel.allow_slow_tp);
-  }
+TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   setup_model_and_optimizer();
   setup_data();
-  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, comm_);
+  ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, w_.comm);
   resume_if_asked();
   par_->broadcast_parameters();
 
-  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, world_.rank, start_step_ > 0);
+  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0);
   // Tokens the whole job consumes per step: each data-parallel rank's batches (tp ranks share theirs).
-  tokens_per_step_ = cfg.train.micro_batch_size * cfg.data.seq_len * cfg.train.grad_accum * data_ranks_;
-  peak_flops_ = device_peak_flops(cuda_, device_.index());
+  tokens_per_step_ = cfg.train.micro_batch_size * cfg.data.seq_len * cfg.train.grad_accum * w_.data_ranks;
+  peak_flops_ = device_peak_flops(w_.cuda, w_.device.index());
   log::progress("model %s: %.2fM parameters, %lld layers, d_model %lld | %s %s | world %d%s | %lld tokens/step | "
                 "train %s",
                 cfg.model.family.c_str(), static_cast<double>(num_params_) / 1e6,
                 static_cast<long long>(cfg.model.n_layer), static_cast<long long>(cfg.model.d_model),
-                device_.str().c_str(), bf16_ ? "bf16" : "fp32", world_.world_size,
-                mesh_ ? (" | mesh " + mesh_->shape().describe()).c_str() : "", static_cast<long long>(tokens_per_step_),
+                w_.device.str().c_str(), w_.bf16 ? "bf16" : "fp32", w_.world.world_size,
+                w_.mesh ? (" | mesh " + w_.mesh->shape().describe()).c_str() : "", static_cast<long long>(tokens_per_step_),
                 train_loader_ ? log::sprintf("%lld tokens (%lld windows)", static_cast<long long>(train_loader_->num_tokens()),
                                              static_cast<long long>(train_loader_->num_windows())).c_str()
                               : "on synthetic tokens");
-}
-
-void TrainingRun::setup_device() {
-  const bool has_cuda = torch::cuda::is_available();
-  const std::string name = cfg_.train.device == "auto" ? (has_cuda ? "cuda" : "cpu") : cfg_.train.device;
-  MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
-  cuda_ = name == "cuda";
-  // Ranks may share a GPU only over a backend that takes host tensors (rank_cuda_device).
-  device_ = cuda_ ? comm::rank_cuda_device(cfg_.parallel.backend, world_.local_rank,
-                                           static_cast<int>(torch::cuda::device_count()))
-                  : at::Device(at::kCPU);
-  bf16_ = compute_dtype(cfg_.train, cuda_) == Dtype::bf16;
 }
 
 void TrainingRun::setup_model_and_optimizer() {
   // Built on the meta device and materialised on the training device, so no full CPU copy is made. The
   // same seed on every rank gives the same initial weights; the broadcast after setup makes it certain.
   at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
-  check_fits_device(cfg_, /*training=*/true, device_memory_bytes(cuda_, device_.index()), device_.str());
+  check_fits_device(cfg_, /*training=*/true, device_memory_bytes(w_.cuda, w_.device.index()), w_.device.str());
   // parallelize() materialises the parameters: whole (replicated) or only this rank's shards.
   net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
   // Counted on the whole model, before tensor parallelism leaves this rank its blocks only.
   num_params_ = net_->num_params();
   flops_per_token_ = 3.0 * net_->flops_per_token(cfg_.data.seq_len);
-  par_ = parallel::parallelize(net_, mesh_ ? parallel::make_parallel_groups(*mesh_) : parallel::ParallelGroups{}, cfg_,
-                               device_);
+  par_ = parallel::parallelize(net_, w_.groups(), cfg_, w_.device);
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
   net_->set_fused_kernels(cfg_.train.fused_kernels);
@@ -227,14 +169,14 @@ void TrainingRun::setup_model_and_optimizer() {
 
 void TrainingRun::setup_data() {
   if (cfg_.data.train == kSyntheticData) {
-    synthetic_gen_ = at::globalContext().defaultGenerator(device_).clone();
-    synthetic_gen_.set_current_seed(static_cast<uint64_t>(cfg_.train.seed + data_rank_));
+    synthetic_gen_ = at::globalContext().defaultGenerator(w_.device).clone();
+    synthetic_gen_.set_current_seed(static_cast<uint64_t>(cfg_.train.seed + w_.data_rank));
     return;
   }
   data::LoaderOptions o{.pattern = cfg_.data.train, .what = "data.train",
                         .format = data::parse_shard_format(cfg_.data.format), .seq_len = cfg_.data.seq_len,
-                        .batch_size = cfg_.train.micro_batch_size, .rank = data_rank_,
-                        .world_size = data_ranks_, .seed = static_cast<uint64_t>(cfg_.train.seed),
+                        .batch_size = cfg_.train.micro_batch_size, .rank = w_.data_rank,
+                        .world_size = w_.data_ranks, .seed = static_cast<uint64_t>(cfg_.train.seed),
                         .shuffle = true, .vocab_size = cfg_.model.vocab_size};
   train_loader_ = std::make_unique<data::DataLoader>(o);
   if (cfg_.data.val.empty()) return;
@@ -303,7 +245,7 @@ void TrainingRun::restore_position(const std::string& dir, const ckpt::Checkpoin
   if (train_loader_)
     train_loader_->restore({meta.state["data"].at("epoch").get<int64_t>(), meta.state["data"].at("cursor").get<int64_t>()});
   auto streams = rng_streams();
-  const std::string note = restore_rng(dir, meta, world_.rank, streams,
+  const std::string note = restore_rng(dir, meta, w_.world.rank, streams,
                                        static_cast<uint64_t>(cfg_.train.seed + 1000003 * start_step_));
   if (!note.empty()) log::warn("%s", note.c_str());
 }
@@ -319,23 +261,23 @@ void TrainingRun::init_from_weights() {
 
 RngStreams TrainingRun::rng_streams() const {
   RngStreams out{{"cpu", at::detail::getDefaultCPUGenerator()}};
-  if (cuda_) out.emplace_back("cuda", at::globalContext().defaultGenerator(device_));
+  if (w_.cuda) out.emplace_back("cuda", at::globalContext().defaultGenerator(w_.device));
   if (!train_loader_) out.emplace_back("synthetic", synthetic_gen_);
   return out;
 }
 
 data::Batch TrainingRun::next_batch() {
   if (!train_loader_) {
-    const auto opts = at::TensorOptions().dtype(at::kLong).device(device_);
+    const auto opts = at::TensorOptions().dtype(at::kLong).device(w_.device);
     auto seq = at::randint(cfg_.model.vocab_size, {cfg_.train.micro_batch_size, cfg_.data.seq_len + 1},
                            synthetic_gen_, opts);
     return {seq.narrow(1, 0, cfg_.data.seq_len), seq.narrow(1, 1, cfg_.data.seq_len)};
   }
   auto batch = train_loader_->next();
-  if (!cuda_) return batch;
+  if (!w_.cuda) return batch;
   // Through pinned memory, so the copy is queued behind the running step instead of waiting for it.
-  return {batch.inputs.pin_memory().to(device_, /*non_blocking=*/true),
-          batch.targets.pin_memory().to(device_, /*non_blocking=*/true)};
+  return {batch.inputs.pin_memory().to(w_.device, /*non_blocking=*/true),
+          batch.targets.pin_memory().to(w_.device, /*non_blocking=*/true)};
 }
 
 TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
@@ -387,7 +329,7 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
   result_.last_loss = loss;
   const double tok_s = static_cast<double>(tokens_per_step_) / step_s;
   // The job's model FLOPs (its tokens × the whole model's FLOPs per token) over every device's peak.
-  const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * world_.world_size) : -1;
+  const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * w_.world.world_size) : -1;
   const double eta = ema_step_s_ * static_cast<double>(cfg_.train.steps - done);
   log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step | ETA %s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
@@ -397,24 +339,24 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
                         {"lr", lr},              {"grad_norm", grad_norm},
                         {"tokens_per_s", tok_s}, {"step_time_s", step_s},
                         {"tokens", done * tokens_per_step_}, {"elapsed_s", seconds_since(run_start_)},
-                        {"peak_memory_bytes", peak_memory_bytes(cuda_, device_.index())},
+                        {"peak_memory_bytes", peak_memory_bytes(w_.cuda, w_.device.index())},
                         {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
   metrics_->write(rec);
 }
 
 double TrainingRun::mean_over_ranks(double v) {
-  if (!comm_) return v;
-  auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(comm_->device()));
-  comm_->all_reduce(t, comm::ReduceOp::Avg)->wait();
+  if (!w_.comm) return v;
+  auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(w_.comm->device()));
+  w_.comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
   return static_cast<double>(t.item<float>());
 }
 
 int TrainingRun::agreed_stop_signal() {
   int sig = stop_signals_.pending();
-  if (!comm_) return sig;
-  auto t = at::full({1}, sig, at::TensorOptions(at::kInt).device(comm_->device()));
-  comm_->all_reduce(t, comm::ReduceOp::Max)->wait();
+  if (!w_.comm) return sig;
+  auto t = at::full({1}, sig, at::TensorOptions(at::kInt).device(w_.comm->device()));
+  w_.comm->all_reduce(t, comm::ReduceOp::Max)->wait();
   return t.item<int>();
 }
 
@@ -427,7 +369,7 @@ double TrainingRun::evaluate() {
   const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
   for (int64_t i = 0; i < n; ++i) {
     auto batch = val_loader_->next();
-    sum += par_->eval_loss(batch.inputs.to(device_), batch.targets.to(device_)).item<double>();
+    sum += par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device)).item<double>();
   }
   net_->train();
   return mean_over_ranks(n > 0 ? sum / static_cast<double>(n) : -1);
@@ -441,18 +383,18 @@ void TrainingRun::save(int64_t step) {
   auto optim = optimizer_blocks(blocks, *opt_);
   blocks.insert(blocks.end(), optim.begin(), optim.end());
   if (ckpt_writes_.size() != blocks.size()) {
-    ckpt::assign_replica_writers(blocks, comm_.get());
+    ckpt::assign_replica_writers(blocks, w_.comm.get());
     ckpt_writes_.clear();
     for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
   }
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i].write = ckpt_writes_[i];
   check_state_finite(step, blocks);
-  auto rng = rng_blocks(world_.rank, rng_streams());  // per rank: always its own
+  auto rng = rng_blocks(w_.world.rank, rng_streams());  // per rank: always its own
   blocks.insert(blocks.end(), rng.begin(), rng.end());
   const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
   ckpt::SaveInfo info;
   info.config = nlohmann::json::parse(to_json(cfg_));
-  info.mesh = {{"layout", par_->describe()}, {"world_size", world_.world_size}};
+  info.mesh = {{"layout", par_->describe()}, {"world_size", w_.world.world_size}};
   info.state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}}, {"step", step}};
   // Copied to host here; written and committed by a background thread while training goes on.
   const auto stats = ckpts_->save_async(step, blocks, info);
@@ -463,9 +405,9 @@ void TrainingRun::save(int64_t step) {
 
 void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks) {
   // One host read for all blocks; the name is looked for only when something is wrong.
-  at::Tensor ok = at::ones({}, at::TensorOptions(at::kBool).device(device_));
+  at::Tensor ok = at::ones({}, at::TensorOptions(at::kBool).device(w_.device));
   for (const auto& b : blocks)
-    if (b.local.is_floating_point()) ok = ok.logical_and(at::isfinite(b.local).all().to(device_));
+    if (b.local.is_floating_point()) ok = ok.logical_and(at::isfinite(b.local).all().to(w_.device));
   std::string bad;
   if (!ok.item<bool>()) {
     for (const auto& b : blocks)
@@ -482,7 +424,7 @@ void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTens
 void TrainingRun::sample() {
   // Full parameters and plain TP while generating (collective: every rank); under TP every rank generates.
   const auto scope = par_->generation_scope();
-  if (world_.rank != 0 && !scope.every_rank_generates()) return;
+  if (w_.world.rank != 0 && !scope.every_rank_generates()) return;
   const auto prompt = data::encode_bytes(cfg_.train.sample_prompt.empty() ? "\n" : cfg_.train.sample_prompt);
   model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
                           .seed = static_cast<uint64_t>(cfg_.train.seed)};
@@ -496,7 +438,7 @@ TrainResult TrainingRun::run() {
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
     const auto t0 = Clock::now();
     auto [loss_sum, grad_norm, applied] = train_step(step);
-    if (cuda_) torch::cuda::synchronize(device_.index());
+    if (w_.cuda) torch::cuda::synchronize(w_.device.index());
     const double step_s = seconds_since(t0);
     result_.step_seconds.push_back(step_s);
     // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
@@ -534,13 +476,13 @@ TrainResult TrainingRun::run() {
   result_.tokens_per_step = tokens_per_step_;
   result_.flops_per_token = flops_per_token_;
   result_.peak_flops = peak_flops_;
-  result_.peak_memory_bytes = peak_memory_bytes(cuda_, device_.index());
+  result_.peak_memory_bytes = peak_memory_bytes(w_.cuda, w_.device.index());
   result_.num_params = num_params_;
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,
             static_cast<long long>(result_.steps_done));
   if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) sample();  // every rank: see sample()
-  if (comm_) comm_->barrier();
+  if (w_.comm) w_.comm->barrier();
   return result_;
 }
 
