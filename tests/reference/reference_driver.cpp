@@ -1,4 +1,4 @@
-// Tier-3 reference driver (DESIGN.md "Tests in four tiers"): the C++ half of tests/reference/reference_test.py.
+// Tier-3 reference driver (docs/architecture.md "Test tiers"): the C++ half of tests/reference/reference_test.py.
 //
 //   reference_driver IN.safetensors OUT.safetensors
 //

@@ -1,5 +1,5 @@
 // Mesh: this rank's view of the device mesh (MeshShape) plus the communicator of each group it belongs to,
-// passed explicitly to every parallel layer (DESIGN.md: process groups are never globals).
+// passed explicitly to every parallel layer (docs/architecture.md: process groups are never globals).
 //
 //   comm::Mesh mesh(cfg, world);                  // world: the job's communicator (any backend)
 //   mesh.coord(comm::Dim::tp);                    // this rank's position along tp

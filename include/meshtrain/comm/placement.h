@@ -1,6 +1,6 @@
 // Placement: which GPU each local rank drives, chosen so that every tensor-parallel group sits inside an
 // NVLink clique (its all-reduces per layer are the latency-critical traffic) while data-parallel groups go
-// across cliques (DESIGN.md "Topology"). When no such assignment exists the run fails with one UserError
+// across cliques (docs/architecture.md "Topology"). When no such assignment exists the run fails with one UserError
 // naming parallel.tp and the largest clique, unless parallel.allow_slow_tp lets it proceed with the
 // nearest-PCIe assignment.
 //

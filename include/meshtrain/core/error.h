@@ -1,5 +1,5 @@
-// Errors: one mechanism per layer (DESIGN.md "Style"). Library code throws meshtrain::Error carrying where it
-// was raised; apps/ turn it into one clear line on stderr and a non-zero exit. A user's mistake (bad config,
+// Errors: one mechanism per layer (docs/architecture.md "Error policy"). Library code throws meshtrain::Error
+// carrying where it was raised; apps/ turn it into one clear line on stderr and a non-zero exit. A user's mistake (bad config,
 // missing file, bad flag) is a UserError: the message alone is shown, no source location, exit code 2.
 #pragma once
 

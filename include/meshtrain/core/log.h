@@ -1,5 +1,5 @@
 // Logging facade. Only src/core/log.cpp sees spdlog; this header includes neither fmt nor spdlog, so it can
-// be used next to Torch's bundled fmt (DESIGN.md "fmt clash"). Messages are printf-style and checked by the
+// be used next to Torch's bundled fmt (docs/architecture.md "fmt clash"). Messages are printf-style and checked by the
 // compiler: log::info("step %d loss %.4f", step, loss).
 //
 // Every line carries a rank prefix ("[rank 3]") once init() has been told the rank, unless meshrun already

@@ -1,4 +1,4 @@
-// The decoder-only transformer shared by both families (DESIGN.md "model" room):
+// The decoder-only transformer shared by both families (docs/architecture.md, room `model`):
 //   gpt2:  tok_embed + pos_embed → blocks (LayerNorm, GELU MLP, biases) → final_norm → tied lm_head
 //   llama: tok_embed → blocks (RMSNorm, RoPE, GQA, SwiGLU, no biases) → final_norm → lm_head (tied optional)
 // Parameter names (state_dict keys): tok_embed.weight, pos_embed.weight, blocks.{i}.attn_norm.weight,

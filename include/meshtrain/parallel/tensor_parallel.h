@@ -1,4 +1,4 @@
-// Megatron-style tensor parallelism (TP) of the Transformer over one TP group (issue 6, DESIGN.md "parallel").
+// Megatron-style tensor parallelism (TP) of the Transformer over one TP group (docs/architecture.md, room `parallel`).
 //
 // apply_tensor_parallel rewrites a model in place so that each rank of `tp` holds and computes its share:
 //   attention   wq, wk, wv  ColumnParallelLinear, split by heads (rank r: query heads [r·H/tp, (r+1)·H/tp) and

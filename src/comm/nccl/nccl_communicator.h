@@ -1,4 +1,4 @@
-// NCCL backend of Communicator (DESIGN.md "GPU collectives: NCCL directly"); built only with
+// NCCL backend of Communicator (docs/architecture.md "GPU collectives: NCCL directly"); built only with
 // MESHTRAIN_WITH_CUDA (make_communicator names the missing build otherwise).
 //
 // Setup: rank 0 creates the unique id and publishes it in the store under
