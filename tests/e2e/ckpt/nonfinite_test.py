@@ -19,15 +19,10 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
+from ckpt_e2e import kjv_setup
 
 bin_dir, src = sys.argv[1], sys.argv[2]
-meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
-config = os.path.join(src, "configs", "quickstart.yaml")
-work = tempfile.mkdtemp(prefix="meshtrain_nonfinite_")
-prefix = os.path.join(work, "kjv")
-subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix],
-               check=True, stdout=subprocess.DEVNULL)
+meshrun, meshtrain, config, work, prefix = kjv_setup(bin_dir, src, "nonfinite")
 
 
 def train(out, lr):

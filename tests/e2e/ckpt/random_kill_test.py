@@ -13,15 +13,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+from ckpt_e2e import kjv_setup, rank_checksums
 
 bin_dir, src = sys.argv[1], sys.argv[2]
-meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
-config = os.path.join(src, "configs", "quickstart.yaml")
-work = tempfile.mkdtemp(prefix="meshtrain_random_kill_")
-prefix = os.path.join(work, "kjv")
-subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix],
-               check=True, stdout=subprocess.DEVNULL)
+meshrun, meshtrain, config, work, prefix = kjv_setup(bin_dir, src, "random_kill")
 STEPS, KILLS = 16, 3
 seed = int(os.environ.get("MESHTRAIN_TEST_SEED", random.randrange(1 << 30)))
 rng = random.Random(seed)
@@ -40,10 +35,6 @@ def command(out, restarts):
             f"train.out_dir={out}", "checkpoint.resume=auto", "logging.all_ranks=true"]
     return [meshrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", str(restarts), config,
             *[f"--set={s}" for s in sets]]
-
-
-def checksums(log):
-    return sorted(set(re.findall(r"\[rank (\d+)\].*parameter checksum ([0-9a-f]{8}) after step (\d+)", log)))
 
 
 def worker_pid(launcher, rank):
@@ -65,7 +56,7 @@ def worker_pid(launcher, rank):
 ref = subprocess.run(command(os.path.join(work, "ref"), 0), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                      text=True, timeout=300)
 assert ref.returncode == 0, ref.stdout[-4000:]
-want = checksums(ref.stdout)
+want = rank_checksums(ref.stdout)
 assert len(want) == 2 and want[0][1] == want[1][1] and want[0][2] == str(STEPS), want
 
 p = subprocess.Popen(command(os.path.join(work, "run"), KILLS), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -86,7 +77,7 @@ print(log[-3000:])
 assert p.returncode == 0, f"meshrun exited {p.returncode} (seed {seed})"
 assert len(kills) == KILLS, f"only {len(kills)} kills landed (seed {seed})"
 assert log.count("resumed from") >= 2 * KILLS, "every restart must resume (both ranks log it)"
-got = checksums(log.split("resumed from")[-1])
+got = rank_checksums(log.split("resumed from")[-1])
 assert got == want, f"parameters after {KILLS} kills {got} differ from the uninterrupted run's {want} (seed {seed})"
 shutil.rmtree(work, ignore_errors=True)  # kept only when the test fails
 print(f"{KILLS} random kills {kills}: parameters equal the uninterrupted run ({want[0][1]}): ok")

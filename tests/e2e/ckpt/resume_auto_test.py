@@ -18,20 +18,14 @@ Usage: resume_auto_test.py BIN_DIR SOURCE_DIR
 """
 import json
 import os
-import re
 import shutil
 import struct
 import subprocess
 import sys
-import tempfile
+from ckpt_e2e import kjv_setup, rank_checksums
 
 bin_dir, src = sys.argv[1], sys.argv[2]
-meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
-config = os.path.join(src, "configs", "quickstart.yaml")
-work = tempfile.mkdtemp(prefix="meshtrain_resume_auto_")
-prefix = os.path.join(work, "kjv")
-subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix],
-               check=True, stdout=subprocess.DEVNULL)
+meshrun, meshtrain, config, work, prefix = kjv_setup(bin_dir, src, "resume_auto")
 STEPS = 8
 failures = []
 
@@ -45,10 +39,6 @@ def train(out):
     cmd = [meshrun, "--standalone", "--nproc-per-node", "2", config, *[f"--set={s}" for s in sets]]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     return r.returncode, r.stdout
-
-
-def checksums(log):
-    return sorted(set(re.findall(r"\[rank (\d+)\].*parameter checksum ([0-9a-f]{8}) after step (\d+)", log)))
 
 
 def expect(cond, case, what, log=""):
@@ -91,7 +81,7 @@ def flip_model_byte(step_dir, rank_file):
 ref_dir = os.path.join(work, "ref")
 rc, ref_log = train(ref_dir)
 assert rc == 0, ref_log[-4000:]
-want = checksums(ref_log)
+want = rank_checksums(ref_log)
 assert len(want) == 2 and all(s == str(STEPS) for _, _, s in want), want
 base = os.path.join(work, "base")
 shutil.copytree(os.path.join(ref_dir, "checkpoints"), base)
@@ -127,7 +117,8 @@ for case, (damage, step, why) in FALLBACK.items():
     expect(rc == 0, case, f"exit code {rc}", log)
     expect(f"resumed from {ckpt}/step_{step:08d} at step {step}" in log, case, f"did not resume from step {step}", log)
     expect(why in log, case, f"no warning saying '{why}'", log)
-    expect(checksums(log) == want, case, f"parameters {checksums(log)} differ from the uninterrupted run's {want}", log)
+    got = rank_checksums(log)
+    expect(got == want, case, f"parameters {got} differ from the uninterrupted run's {want}", log)
     print(f"{case}: resumed from step {step}, parameters equal the uninterrupted run's", flush=True)
 
 
@@ -152,7 +143,7 @@ for case, (damage, line) in ERRORS.items():
     print(f"{case}: refused, checkpoints untouched", flush=True)
 
 rc, log = train(os.path.join(work, "fresh"))
-expect(rc == 0 and "resumed from" not in log and checksums(log) == want, "fresh", "no fresh start", log)
+expect(rc == 0 and "resumed from" not in log and rank_checksums(log) == want, "fresh", "no fresh start", log)
 
 GENERATE = {  # case → (edit of step 6's meta.json, what the line says)
     "missing_tensor": (lambda m: m["tensors"].pop("model.final_norm.weight"),
