@@ -1,9 +1,11 @@
 # The parallel layouts on one GPU (label gpu): several ranks share cuda:0 over the CPU backend, whose
 # communicator stages the GPU tensors through host memory (NCCL refuses two ranks on one GPU). Each layout,
-# fp32, against the single-GPU run of the same global batch, within the CPU layout tests' tolerance
-# (parallel_worker.cpp). Skipped (77) where no CUDA device is visible or this build has no CUDA: checked
-# before meshrun starts the ranks (parallel/gpu_layout.sh). The reference is rerun per test (seconds on a
-# GPU), so each test stands alone.
+# fp32, against the single-GPU run of the same global batch. The reference accumulates one micro-batch per
+# data-parallel rank (REF_ARGS --accum), so each GPU kernel sees the shapes a rank sees and only the
+# reduction's order differs, as on the CPU; the tolerance per layout, and why, is in parallel_worker.cpp
+# (tolerance()). Skipped (77) where no CUDA device is visible or this build has no CUDA: checked before meshrun
+# starts the ranks (parallel/gpu_layout.sh). The reference is rerun per test (seconds on a GPU), so each test
+# stands alone.
 set(_pg_dir ${CMAKE_CURRENT_BINARY_DIR}/parallel_gpu)
 file(MAKE_DIRECTORY ${_pg_dir})
 
@@ -15,12 +17,13 @@ function(parallel_gpu_layout name nproc ref_args)
   set_tests_properties(parallel_gpu_${name} PROPERTIES LABELS "multiproc;parallel;gpu" TIMEOUT 600
                        SKIP_RETURN_CODE 77 FAIL_REGULAR_EXPRESSION "FAIL")
 endfunction()
-parallel_gpu_layout(ddp2 2 "--family gpt2" --family gpt2 --layout ddp)
-parallel_gpu_layout(zero1 2 "--family gpt2" --family gpt2 --layout zero1)
-parallel_gpu_layout(zero2 2 "--family gpt2" --family gpt2 --layout zero2)
-parallel_gpu_layout(fsdp2 2 "--family llama" --family llama --layout fsdp)
-parallel_gpu_layout(hsdp2x2 4 "--family gpt2" --family gpt2 --layout hsdp --fsdp 2)
+parallel_gpu_layout(ddp2 2 "--family gpt2 --accum 2" --family gpt2 --layout ddp)
+parallel_gpu_layout(zero1 2 "--family gpt2 --accum 2" --family gpt2 --layout zero1)
+parallel_gpu_layout(zero2 2 "--family gpt2 --accum 2" --family gpt2 --layout zero2)
+parallel_gpu_layout(fsdp2 2 "--family llama --accum 2" --family llama --layout fsdp)
+parallel_gpu_layout(hsdp2x2 4 "--family gpt2 --accum 4" --family gpt2 --layout hsdp --fsdp 2)
 parallel_gpu_layout(tp2 2 "--family gpt2 --tp-model" --family gpt2 --tp-model --layout ddp --tp 2)
 parallel_gpu_layout(tp2_sp 2 "--family llama --tp-model" --family llama --tp-model --layout ddp --tp 2 --sp)
-parallel_gpu_layout(fsdp2_tp2 4 "--family llama --tp-model" --family llama --tp-model --layout fsdp --tp 2)
-parallel_gpu_layout(ddp2_tp2_ac 4 "--family gpt2 --tp-model" --family gpt2 --tp-model --layout ddp --tp 2 --ac)
+parallel_gpu_layout(fsdp2_tp2 4 "--family llama --tp-model --accum 2" --family llama --tp-model --layout fsdp --tp 2)
+parallel_gpu_layout(ddp2_tp2_ac 4 "--family gpt2 --tp-model --accum 2" --family gpt2 --tp-model --layout ddp --tp 2
+                    --ac)
