@@ -22,6 +22,11 @@ int cmd_bench_train(int argc, char** argv) {
       "steps", "timed steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.steps)))(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value(std::to_string(d.warmup)))(
       "activation-checkpointing", "recompute each block in backward")(
+      "profile", "after the timed steps, profile more into DIR: a Chrome/Perfetto trace per rank (open in "
+                 "ui.perfetto.dev) and the top kernels by step phase (forward, backward, optimizer, communication)",
+      cxxopts::value<std::string>())(
+      "profile-steps", "steps recorded by --profile",
+      cxxopts::value<int64_t>()->default_value(std::to_string(d.profile_steps)))(
       "set", "any other config value: section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "json", "also write the result as JSON to FILE", cxxopts::value<std::string>())("h,help", "show this help")(
       "what", "", cxxopts::value<std::vector<std::string>>());
@@ -32,6 +37,8 @@ int cmd_bench_train(int argc, char** argv) {
                               .micro_batch = r["batch"].as<int64_t>(), .layers = r["layers"].as<int64_t>(),
                               .steps = r["steps"].as<int64_t>(), .warmup = r["warmup"].as<int64_t>(),
                               .activation_checkpointing = r.count("activation-checkpointing") > 0,
+                              .profile_dir = r.count("profile") ? r["profile"].as<std::string>() : "",
+                              .profile_steps = r["profile-steps"].as<int64_t>(),
                               .overrides = strings(r, "set")};
   const auto res = train::run_bench_train(bo);
   if (comm::world_info_from_env().rank != 0) return 0;

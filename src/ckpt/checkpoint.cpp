@@ -1,8 +1,6 @@
 #include "meshtrain/ckpt/checkpoint.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -27,29 +25,6 @@ namespace {
 
 std::string step_name(int64_t step) { return log::sprintf("step_%08lld", static_cast<long long>(step)); }
 std::string rank_file(int rank) { return log::sprintf("rank_%05d.safetensors", rank); }
-
-void fsync_path(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  SYS_CHECK(fd, "open ", p.string());
-  int rc = ::fsync(fd);
-  ::close(fd);
-  SYS_CHECK(rc, "fsync ", p.string());
-}
-
-// Writes `text` to `path` through path.tmp + fsync + rename, so readers see the old or the new content.
-void write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MT_CHECK(out, "cannot write ", tmp.string());
-    out << text;
-    out.flush();
-    MT_CHECK(out, "write failed: ", tmp.string());
-  }
-  fsync_path(tmp);
-  fs::rename(tmp, path);
-  fsync_path(path.parent_path().empty() ? fs::path(".") : path.parent_path());
-}
 
 std::vector<ShardedTensor> replicated(const std::map<std::string, at::Tensor>& tensors, int rank) {
   std::vector<ShardedTensor> out;
@@ -241,14 +216,14 @@ void CheckpointManager::commit(int64_t step, const std::vector<std::string>& ran
   meta.tensors = merge_shards(per_rank);
   const fs::path final_dir = step_dir(step);
   const fs::path tmp_dir = final_dir.string() + ".tmp";
-  write_atomic(tmp_dir / "meta.json", to_json(meta).dump(1));
-  fsync_path(tmp_dir);
+  write_file_atomic((tmp_dir / "meta.json").string(), to_json(meta).dump(1));
+  fsync_path(tmp_dir.string());
   crash_point("meta_written", rank_, step);
   remove_tree(final_dir.string());  // a re-save of the same step (after a resume) replaces it
   fs::rename(tmp_dir, final_dir);
   fsync_path(dir_);
   crash_point("renamed", rank_, step);
-  write_atomic(fs::path(dir_) / "latest", step_name(step) + "\n");
+  write_file_atomic((fs::path(dir_) / "latest").string(), step_name(step) + "\n");
   crash_point("committed", rank_, step);
   prune();
 }

@@ -12,12 +12,15 @@ namespace meshtrain::train {
 
 Config bench_train_config(const BenchTrainOptions& o) {
   MT_USER_CHECK(o.steps > 0 && o.warmup >= 0, "meshtrain bench train: --steps must be > 0 and --warmup >= 0");
+  MT_USER_CHECK(o.profile_dir.empty() || o.profile_steps > 0,
+                "meshtrain bench train: --profile-steps must be > 0, got ", o.profile_steps);
+  const int64_t profiled = o.profile_dir.empty() ? 0 : o.profile_steps;  // after the timed steps
   std::vector<std::string> sets = {
       "model.preset=" + o.preset,
       "data.train=" + std::string(kSyntheticData),
       "data.seq_len=" + std::to_string(o.seq_len),
       "train.micro_batch_size=" + std::to_string(o.micro_batch),
-      "train.steps=" + std::to_string(o.steps + o.warmup),
+      "train.steps=" + std::to_string(o.warmup + o.steps + profiled),
       "train.eval_every=0",
       "train.activation_checkpointing=" + std::string(o.activation_checkpointing ? "true" : "false"),
       "checkpoint.save_final=false",
@@ -26,6 +29,11 @@ Config bench_train_config(const BenchTrainOptions& o) {
       "train.out_dir=runs/bench-train",
   };
   if (o.layers > 0) sets.push_back("model.n_layer=" + std::to_string(o.layers));
+  if (profiled > 0) {
+    sets.push_back("train.profile_start=" + std::to_string(o.steps + o.warmup));
+    sets.push_back("train.profile_steps=" + std::to_string(o.profile_steps));
+    sets.push_back("train.profile_dir=" + o.profile_dir);
+  }
   sets.insert(sets.end(), o.overrides.begin(), o.overrides.end());
   Config cfg = parse_config("{}", "meshtrain bench train", /*json=*/true, sets);
   const int world = comm::world_info_from_env().world_size;
@@ -37,8 +45,10 @@ Config bench_train_config(const BenchTrainOptions& o) {
 BenchTrainResult run_bench_train(const BenchTrainOptions& o) {
   const Config cfg = bench_train_config(o);
   const TrainResult tr = run_training(cfg);
-  std::vector<double> timed(tr.step_seconds.begin() + std::min<int64_t>(o.warmup, tr.step_seconds.size()),
-                            tr.step_seconds.end());
+  // The timed steps: after the warm-up, before any profiled ones.
+  const auto first = std::min<size_t>(o.warmup, tr.step_seconds.size());
+  const auto last = std::min<size_t>(o.warmup + o.steps, tr.step_seconds.size());
+  std::vector<double> timed(tr.step_seconds.begin() + first, tr.step_seconds.begin() + last);
   MT_CHECK(!timed.empty(), "bench train: no timed steps");
   std::sort(timed.begin(), timed.end());
   BenchTrainResult r;

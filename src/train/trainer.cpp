@@ -6,6 +6,7 @@
 #include <torch/autograd.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
+#include "meshtrain/train/step_profiler.h"
 #include "meshtrain/train/stop_signals.h"
 #include "meshtrain/train/worker_setup.h"
 
@@ -79,7 +81,7 @@ class TrainingRun {
   data::Batch next_batch();
   struct StepOutcome {
     at::Tensor loss_sum, grad_norm;  // summed micro-batch losses, pre-clip gradient norm (on the device)
-    bool applied;                    // false: non-finite, the update was skipped
+    bool applied = true;             // false: non-finite, the update was skipped
   };
   // grad_accum micro-batches through the layout's forward_backward, clipping, then AdamW — unless the loss
   // or gradient norm is non-finite on any rank, when every rank skips the update.
@@ -116,6 +118,7 @@ class TrainingRun {
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<StepProfiler> profiler_;  // train.profile_steps: records a few steps (train/step_profiler.h)
   StopSignals stop_signals_;
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
   int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
@@ -132,6 +135,12 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   par_->broadcast_parameters();
 
   metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0);
+  // A window past the end of the run is moved back so that it is recorded whole.
+  const int64_t profiled = std::min(cfg.train.profile_steps, cfg.train.steps);
+  profiler_ = std::make_unique<StepProfiler>(
+      std::min(cfg.train.profile_start, cfg.train.steps - profiled), profiled,
+      cfg.train.profile_dir.empty() ? cfg.train.out_dir + "/profile" : cfg.train.profile_dir, w_.world.rank, w_.cuda,
+      w_.device.index());
   // Tokens the whole job consumes per step: each data-parallel rank's batches (tp ranks share theirs).
   tokens_per_step_ = cfg.train.micro_batch_size * cfg.data.seq_len * cfg.train.grad_accum * w_.data_ranks;
   peak_flops_ = device_peak_flops(w_.cuda, w_.device.index());
@@ -288,6 +297,7 @@ TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   }
   // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h).
   at::Tensor loss_sum = par_->forward_backward(batches);
+  StepScope optimizer_scope("meshtrain::optimizer");  // clipping, the finiteness check and AdamW
   at::Tensor grad_norm = par_->clip_grad_norm(cfg_.optimizer.grad_clip);
   // A skipped update leaves parameters and optimizer state (step counters too) as they were; the gradients
   // are cleared as after any step.
@@ -436,10 +446,19 @@ TrainResult TrainingRun::run() {
   result_.steps_done = start_step_;
   run_start_ = Clock::now();
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
+    profiler_->before_step(step);
     const auto t0 = Clock::now();
-    auto [loss_sum, grad_norm, applied] = train_step(step);
-    if (w_.cuda) torch::cuda::synchronize(w_.device.index());
+    StepOutcome outcome;
+    {
+      StepScope step_scope("meshtrain::step");
+      outcome = train_step(step);
+      if (w_.cuda) torch::cuda::synchronize(w_.device.index());
+    }
     const double step_s = seconds_since(t0);
+    auto [loss_sum, grad_norm, applied] = outcome;
+    if (auto profile = profiler_->after_step(step); profile && w_.world.rank == 0)
+      log::progress("%s(trace and summary of every rank in %s)", profile_table(*profile, 25).c_str(),
+                    profiler_->dir().c_str());
     result_.step_seconds.push_back(step_s);
     // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
     ema_step_s_ = step <= start_step_ + 1 ? step_s : 0.9 * ema_step_s_ + 0.1 * step_s;

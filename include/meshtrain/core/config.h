@@ -115,6 +115,10 @@ namespace meshtrain {
   F(int64_t, sample_tokens, 0, "Tokens of text generated at the end of training; 0 disables")               \
   F(std::string, sample_prompt, "", "Prompt for the end-of-training sample")                                \
   F(int64_t, threads, 0, "CPU threads per worker for intra-op parallelism; 0 = torch default")              \
+  F(int64_t, profile_steps, 0, "Steps recorded by the profiler (CPU ops, CUDA kernels): a Chrome/Perfetto "    \
+    "trace per rank and a table of the top kernels by step phase (docs/profiling.md); 0 = off")              \
+  F(int64_t, profile_start, 5, "First profiled step (0-based; the first steps pay for warm-up)")            \
+  F(std::string, profile_dir, "", "Where profiles go; empty = <train.out_dir>/profile")                     \
   F(std::string, out_dir, "runs/default", "Run directory: metrics, logs and (by default) checkpoints")
 
 #define MT_CHECKPOINT_FIELDS(F)                                                                              \

@@ -13,4 +13,11 @@ namespace meshtrain {
 // Throws Error naming the first entry that cannot be removed.
 void remove_tree(const std::string& path);
 
+// fsync of a file or directory (a directory: so a rename inside it is durable). Throws Error on failure.
+void fsync_path(const std::string& path);
+
+// Writes `text` to `path` through path.tmp + fsync + rename (+ fsync of the directory), so a reader sees
+// the old content or the new, never a part, whenever the process dies. Throws Error on failure.
+void write_file_atomic(const std::string& path, const std::string& text);
+
 }  // namespace meshtrain
