@@ -48,6 +48,12 @@ PlanRow plan_layout(Config cfg, const PlanOptions& opts, const MfuTable& mfu) {
 std::vector<PlanRow> search_layouts(const Config& cfg, const PlanOptions& opts, const MfuTable& mfu) {
   const ModelConfig& m = cfg.model;
   const int64_t G = opts.gpus, per_node = G / std::max<int64_t>(opts.nodes, 1);
+  // Every layout trains the config's global batch (sequences per step over its data ranks), so their step times
+  // compare: fewer data ranks accumulate more micro-batches. A layout it does not divide rounds up.
+  Config resolved = cfg;
+  resolve(resolved, static_cast<int>(G / std::max<int64_t>(cfg.parallel.pp, 1)));
+  const int64_t global = resolved.train.micro_batch_size * resolved.train.grad_accum * resolved.parallel.dp *
+                         resolved.parallel.fsdp;
   std::vector<PlanRow> rows;
   for (int64_t pp = 1; pp <= G; ++pp) {
     if (!divides(G, pp) || !divides(m.n_layer, pp)) continue;
@@ -69,6 +75,8 @@ std::vector<PlanRow> search_layouts(const Config& cfg, const PlanOptions& opts, 
             c.parallel.zero_stage = fsdp > 1 ? 0 : zero;
             c.parallel.sequence_parallel = cfg.parallel.sequence_parallel && tp > 1;
             c.train.activation_checkpointing = ac;
+            const int64_t per_step = c.train.micro_batch_size * dp * fsdp;
+            c.train.grad_accum = std::max<int64_t>(1, (global + per_step - 1) / per_step);
             try {
               rows.push_back(plan_layout(c, opts, mfu));
             } catch (const UserError&) {

@@ -25,11 +25,25 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   return l;
 }
 
-RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank) {
+namespace {
+
+// Whether pipeline stage `stage` of `pp` holds parameter `p`.
+bool on_stage(const ParamSpec& p, const ModelConfig& m, int64_t stage, int64_t pp) {
+  if (pp <= 1) return true;
+  if (p.block >= 0) return p.block / (m.n_layer / pp) == stage;
+  const bool head = p.name.rfind("final_norm", 0) == 0 || p.name.rfind("lm_head", 0) == 0;
+  const bool embed = !head;
+  return (embed && stage == 0) || ((head || (embed && m.tie_embeddings)) && stage == pp - 1);
+}
+
+}  // namespace
+
+RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage) {
   const RankLayout l = RankLayout::from(cfg, world_size);
   const auto frozen = freeze_patterns(cfg.train);
   RankState s;
   for (const auto& p : param_table(cfg.model)) {
+    if (!on_stage(p, cfg.model, pp_stage, l.pp)) continue;
     const auto shape = p.tp_shape(tp_rank, l.tp);
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
@@ -57,9 +71,10 @@ RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int
 RankState worst_rank_state(const Config& cfg, int64_t world_size) {
   const RankLayout l = RankLayout::from(cfg, world_size);
   RankState w;
+  for (int64_t stage = 0; stage < l.pp; ++stage)
   for (int64_t t = 0; t < l.tp; ++t)
     for (int64_t r = 0; r < l.shard; ++r) {
-      const RankState s = rank_state(cfg, world_size, t, r);
+      const RankState s = rank_state(cfg, world_size, t, r, stage);
       w.params = std::max(w.params, s.params);
       w.master = std::max(w.master, s.master);
       w.grads = std::max(w.grads, s.grads);

@@ -1,7 +1,8 @@
 // LayoutSearch: the planner's answer for one layout (memory and step time) and for every layout of the mesh
 // that divides the GPUs — pp × dp × fsdp × tp = GPUs with tp inside a node and dividing the heads and d_ff,
 // pp dividing the layers; each data-parallel shape as DDP, ZeRO-1, ZeRO-2 or FSDP (HSDP where dp and fsdp are
-// both > 1); with and without activation checkpointing — sorted by predicted step time.
+// both > 1); with and without activation checkpointing — sorted by predicted step time. Every layout trains the
+// config's global batch (micro-batch × grad_accum × data ranks): train.grad_accum is set per layout.
 #pragma once
 
 #include <cstdint>

@@ -45,8 +45,12 @@ struct RankState {
   int64_t total() const { return params + master + grads + optimizer; }
 };
 
-// Rank (tp_rank, shard_rank)'s state under `cfg` (resolved) on `world_size` ranks.
-RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank);
+// Rank (tp_rank, shard_rank)'s state under `cfg` (resolved) on `world_size` ranks. With pp > 1 (planned only:
+// pipeline parallelism is not built yet) the rank holds pipeline stage `pp_stage`'s blocks — an even split of
+// the layers — with the embeddings on the first stage and the final norm and head on the last (a tied embedding
+// on both).
+RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank,
+                     int64_t pp_stage = 0);
 // The largest state of any rank (item by item), what the memory model plans for.
 RankState worst_rank_state(const Config& cfg, int64_t world_size);
 

@@ -98,6 +98,18 @@ TEST(RankState, FsdpPaddedShardsByHand) {
   EXPECT_GT(worst_rank_state(c, 4).optimizer, s.optimizer);
 }
 
+TEST(RankState, PipelineStagesSplitTheBlocks) {
+  // Two blocks over pp 2: stage 0 holds tok_embed (40) and block 0 (152); stage 1 block 1, final_norm (4) and
+  // lm_head (40).
+  Config c = tiny_llama(2, 1);
+  c.model.n_layer = 2;
+  c.parallel.pp = 2;
+  c.parallel.dp = 1;
+  EXPECT_EQ(rank_state(c, 2, 0, 0, 0).params, 4 * (40 + 152));
+  EXPECT_EQ(rank_state(c, 2, 0, 0, 1).params, 4 * (152 + 4 + 40));
+  EXPECT_EQ(worst_rank_state(c, 2).params, 4 * (152 + 4 + 40));
+}
+
 TEST(ActivationModel, BlocksByHand) {
   // GPT-2 124M, 32 × 1024 tokens, bf16: 24·N·D + 4·N·F + 4·N·H bytes per block.
   const int64_t N = 32 * 1024;
