@@ -34,8 +34,12 @@ PlanRow plan_layout(Config cfg, const PlanOptions& opts, const MfuTable& mfu) {
   const GpuSpec gpu = gpu_spec(opts.gpu);
   const int64_t pp_real = cfg.parallel.pp;
   cfg.parallel.pp = 1;  // validate() refuses pp > 1 until pipeline parallelism exists; planned all the same
-  MT_USER_CHECK(pp_real >= 1 && opts.gpus % pp_real == 0, "parallel.pp(", pp_real, ") does not divide --gpus ",
-                opts.gpus);
+  const ParallelConfig& p = cfg.parallel;
+  const int64_t need = std::max<int64_t>(pp_real, 1) * p.fsdp * p.tp * std::max<int64_t>(p.dp, 1);
+  MT_USER_CHECK(opts.gpus % need == 0, "--gpus ", opts.gpus, ": ", cfg.source.empty() ? "the config" : cfg.source,
+                "'s layout needs a multiple of ", p.dp > 0 ? cat("dp(", p.dp, ") × ") : std::string(), "pp(", pp_real,
+                ") × fsdp(", p.fsdp, ") × tp(", p.tp, ") = ", need, " GPUs; valid: --gpus ", need,
+                " (or a multiple), or --search for the layouts of ", opts.gpus, " GPU(s)");
   resolve(cfg, static_cast<int>(opts.gpus / pp_real));
   validate(cfg, static_cast<int>(opts.gpus / pp_real));
   cfg.parallel.pp = pp_real;
