@@ -4,13 +4,14 @@
 # same GPU, eager and compiled, and the fused kernels against the ops they replace — writing logs and JSON
 # under OUT and printing short tables last.
 # A whole check runs past ten minutes; WHAT splits it: all (suite + benchmarks), tests (the whole suite),
-# gpu (GPU-labelled tests only), bench (benchmarks only). BENCH_ARGS go to train_compare.py.
-# Usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench]
+# gpu (GPU-labelled tests only), bench (benchmarks only), plan (`meshtrain plan`'s predicted peak memory against
+# the measured one: scripts/bench/plan_check.py, a few minutes). BENCH_ARGS go to train_compare.py.
+# Usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan]
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench]}
+OUT=${1:?usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan]}
 WHAT=${2:-all}
 [ "$WHAT" = tests ] && WHAT=all_tests
-case $WHAT in all|all_tests|gpu|bench) ;; *) echo "gpu-check.sh: unknown part '$2' (all, tests, gpu, bench)" >&2; exit 2 ;; esac
+case $WHAT in all|all_tests|gpu|bench|plan) ;; *) echo "gpu-check.sh: unknown part '$2' (all, tests, gpu, bench, plan)" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
@@ -35,6 +36,13 @@ if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
   $BUILD/bin/fused_kernels_bench "$OUT/fused_kernels_bench.json" | tee "$OUT/fused_kernels_bench.txt"
   "$PY" scripts/bench/train_compare.py $BUILD/bin/meshtrain "$OUT/train" ${BENCH_ARGS:-} | tee "$OUT/train_compare.txt"
 fi
+# Predicted vs measured peak memory, one GPU: the bench shapes and Llama 3.1 8B at micro-batch 1, ± checkpointing.
+plan_rc=0
+if [ "$WHAT" = plan ]; then
+  "$PY" scripts/bench/plan_check.py $BUILD/bin/meshtrain "$OUT/plan" | tee "$OUT/plan_check.txt"
+  plan_rc=${PIPESTATUS[0]}
+fi
 echo "build: ${build_s}s"
+[ "$WHAT" = plan ] && exit $plan_rc
 [ "$WHAT" = bench ] || grep -E "tests passed|tests failed" "$OUT/ctest.log"
 exit $ctest_rc

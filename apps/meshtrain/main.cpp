@@ -32,6 +32,9 @@ constexpr const char* kUsage =
     "                                              synthetic tokens\n"
     "  bench ckpt [--dir DIR] [--bytes N] [--json FILE]\n"
     "                                              checkpoint save/load throughput vs the disk's own rate\n"
+    "  plan CONFIG [--gpus N] [--nodes K] [--gpu G] [--search] [--json]\n"
+    "                                              predicted per-GPU memory (itemised) and step time of the\n"
+    "                                              layout, or of every layout with --search\n"
     "  topo [CONFIG] [--fixture FILE] [--tp N] [--json]\n"
     "                                              GPU link matrix, NVLink cliques and rank placement\n"
     "  export CHECKPOINT --format hf OUT_DIR [--dtype D] [--max-shard-size N]\n"
@@ -67,6 +70,7 @@ constexpr Command kCommands[] = {
     {"train", cli::cmd_train},   {"config", cli::cmd_config}, {"prepare", cli::cmd_prepare},
     {"generate", cli::cmd_generate}, {"bench", cmd_bench},    {"topo", cli::cmd_topo},
     {"export", cli::cmd_export}, {"import", cli::cmd_import}, {"eval", cli::cmd_eval},
+    {"plan", cli::cmd_plan},
 };
 
 int dispatch(const std::string& cmd, int argc, char** argv) {

@@ -29,6 +29,7 @@
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
+#include "meshtrain/plan/memory_model.h"
 #include "meshtrain/train/adamw.h"
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/lr_schedule.h"
@@ -123,6 +124,7 @@ class TrainingRun {
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
   int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
   double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
+  int64_t planned_peak_bytes_ = 0;  // what `meshtrain plan` predicts for this rank's peak (CUDA only; 0 = none)
   Clock::time_point run_start_;
   TrainResult result_;
 };
@@ -174,6 +176,11 @@ void TrainingRun::setup_model_and_optimizer() {
   opt_ = std::make_unique<AdamW>(opt_params, cfg_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   log::progress("layout: %s", par_->describe().c_str());
+  if (w_.cuda) {
+    // The planner's prediction of the allocator's peak, logged beside the measured one at the first step.
+    plan::GpuSpec gpu{.name = w_.device.str(), .memory_bytes = device_memory_bytes(true, w_.device.index())};
+    planned_peak_bytes_ = plan::estimate_memory(cfg_, w_.world.world_size, gpu, true).peak_allocated;
+  }
 }
 
 void TrainingRun::setup_data() {
@@ -352,6 +359,14 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
                         {"peak_memory_bytes", peak_memory_bytes(w_.cuda, w_.device.index())},
                         {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
+  if (done == start_step_ + 1 && planned_peak_bytes_ > 0) {
+    const auto peak = rec["peak_memory_bytes"].get<int64_t>();
+    rec["planned_peak_memory_bytes"] = planned_peak_bytes_;
+    log::progress("memory at step %lld: peak %.2f GiB allocated, `meshtrain plan` predicted %.2f GiB (%.3f of it)",
+                  static_cast<long long>(done), static_cast<double>(peak) / (1 << 30),
+                  static_cast<double>(planned_peak_bytes_) / (1 << 30),
+                  static_cast<double>(peak) / static_cast<double>(planned_peak_bytes_));
+  }
   metrics_->write(rec);
 }
 

@@ -26,3 +26,8 @@ set_tests_properties(e2e.profile PROPERTIES LABELS e2e TIMEOUT 300)
 add_test(NAME e2e.profile_gpu
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/profile_test.py ${MESHTRAIN_BIN} --device cuda)
 set_tests_properties(e2e.profile_gpu PROPERTIES LABELS "e2e;gpu" TIMEOUT 300 SKIP_RETURN_CODE 77)
+
+# `meshtrain plan`: the table, --json, --search and its flag errors (tests/e2e/plan_cli_test.py).
+add_test(NAME e2e.plan_cli
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/plan_cli_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.plan_cli PROPERTIES LABELS e2e TIMEOUT 120)

@@ -1,9 +1,11 @@
 # Multi-process tests of the parallel layouts (tests/multiproc/parallel/): each layout trains the same tiny
 # model from the same initial weights on the same data as a single process and must end with the same
 # losses and whole parameters (tolerance in parallel_worker.cpp: fp32, loss rtol 1e-5, params atol 5e-5 +
-# rtol 1e-4). Real processes through meshrun on the CPU backend.
+# rtol 1e-4). Real processes through meshrun on the CPU backend. Every run also checks, with --check-plan, that
+# each rank holds exactly the parameter, master, gradient and optimizer bytes `meshtrain plan` predicts for its
+# coordinate (plan/rank_state.h; docs/plan.md).
 add_executable(parallel_worker ${CMAKE_CURRENT_LIST_DIR}/parallel/parallel_worker.cpp)
-target_link_libraries(parallel_worker PRIVATE meshtrain_parallel meshtrain_train)
+target_link_libraries(parallel_worker PRIVATE meshtrain_parallel meshtrain_train meshtrain_plan)
 meshtrain_warnings(parallel_worker)
 meshtrain_use_torch(parallel_worker)
 target_include_directories(parallel_worker PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)  # support/tiny_model.h
@@ -14,7 +16,7 @@ file(MAKE_DIRECTORY ${_pdir})
 
 # References: one single-process run per (family, accumulation) the layouts compare against.
 function(parallel_reference name)
-  add_test(NAME parallel_ref_${name} COMMAND ${_pw} --layout single ${ARGN} --out ${_pdir}/ref_${name}.safetensors)
+  add_test(NAME parallel_ref_${name} COMMAND ${_pw} --layout single ${ARGN} --out ${_pdir}/ref_${name}.safetensors --check-plan)
   set_tests_properties(parallel_ref_${name} PROPERTIES LABELS "multiproc;parallel" TIMEOUT 300
                        FIXTURES_SETUP parallel_ref_${name})
 endfunction()
@@ -29,7 +31,7 @@ parallel_reference(llama_tpm_freeze --family llama --tp-model --freeze-half)
 function(parallel_layout name nproc ref)
   add_test(NAME parallel_${name}
            COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${nproc} --no-python ${_pw} ${ARGN}
-                   --compare ${_pdir}/ref_${ref}.safetensors)
+                   --compare ${_pdir}/ref_${ref}.safetensors --check-plan)
   set_tests_properties(parallel_${name} PROPERTIES LABELS "multiproc;parallel" TIMEOUT 600
                        FIXTURES_REQUIRED parallel_ref_${ref} PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 endfunction()

@@ -17,6 +17,10 @@
 //           for the TP layouts and their single-process reference alike.
 //   --freeze-half: train.freeze "blocks.1.*,blocks.2.attn.*" (a whole block and half of another: 1.5 of the
 //           3 blocks); the frozen parameters must end bit-identical to their initial values, on every layout.
+//   --check-plan: after the last step's optimizer update, each rank sums the bytes of the storages it holds —
+//           module parameters, master shards, gradients, AdamW state — and compares them, item by item and
+//           exactly, with the planner's count for its (tp, shard) coordinate (plan/rank_state.h); FAIL on any
+//           difference.
 //   parallel_worker --layout ddp --desync   the last rank skips one gradient reduction: the others must fail
 //                                           with the communicator's timeout error within the timeout
 //
@@ -31,6 +35,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -43,6 +48,7 @@
 #include "meshtrain/core/log.h"
 #include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
+#include "meshtrain/plan/rank_state.h"
 #include "meshtrain/train/adamw.h"
 #include "support/tiny_model.h"
 
@@ -54,7 +60,7 @@ struct Args {
   std::string layout = "single", family = "gpt2", device = "cpu", out, compare;
   int64_t fsdp = 2, tp = 1, steps = 5, accum = 1;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
-       freeze_half = false;
+       freeze_half = false, check_plan = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -129,6 +135,50 @@ Tolerance tolerance(const Args& a) {
   if (a.bf16_reduce || (a.device == "cuda" && a.tp > 1)) return {1e-3, 5e-2, 0};
   if (a.device == "cuda") return {1e-5, 1e-2, 1e-4};
   return {1e-5, 5e-5, 1e-4};
+}
+
+// Bytes of distinct storages, each counted once across every item it is added to (views share a storage).
+struct StorageBytes {
+  std::set<const void*> seen;
+  int64_t add(const at::Tensor& t) {
+    if (!t.defined()) return 0;
+    auto* impl = t.storage().unsafeGetStorageImpl();
+    return seen.insert(impl).second ? static_cast<int64_t>(impl->nbytes()) : 0;
+  }
+};
+
+// This rank's state as it holds it vs plan::rank_state for its coordinate; prints both, 0 when equal.
+int check_plan(const parallel::ParallelModel& par, const train::AdamW& opt, const Config& cfg,
+               const comm::MeshShape& shape, int rank, int world) {
+  const plan::RankLayout l = plan::RankLayout::from(cfg, world);
+  const int64_t tp_rank = shape.index_in_group(rank, {comm::Dim::tp});
+  const int64_t shard_rank = l.shard > 1 ? shape.index_in_group(rank, {l.fsdp > 1 ? comm::Dim::fsdp : comm::Dim::dp}) : 0;
+  const plan::RankState want = plan::rank_state(cfg, world, tp_rank, shard_rank);
+  StorageBytes seen;
+  plan::RankState got;
+  const auto shards = par.sharded_parameters();
+  auto module = par.net()->parameters();
+  // Replicated layouts: the module's parameters are the master copy (counted as parameters); sharded: the
+  // shards are the master and the module's gathered copies (none when aliased to the shards) the parameters.
+  if (l.zero_stage == 0) {
+    for (const auto& p : module) got.params += seen.add(p);
+  } else {
+    for (const auto& s : shards) got.master += seen.add(s.local);
+    for (const auto& p : module) got.params += seen.add(p);
+  }
+  for (const auto& p : module) got.grads += seen.add(p.grad());
+  for (const auto& s : shards) got.grads += seen.add(s.local.grad());
+  for (const auto& [name, t] : opt.state_tensors()) got.optimizer += seen.add(t);
+  const bool same = got.params == want.params && got.master == want.master && got.grads == want.grads &&
+                    got.optimizer == want.optimizer;
+  std::printf("%s state bytes rank %d (tp %lld, shard %lld): params %lld (plan %lld), master %lld (plan %lld), "
+              "grads %lld (plan %lld), optimizer %lld (plan %lld)\n",
+              same ? "plan:" : "FAIL plan:", rank, static_cast<long long>(tp_rank), static_cast<long long>(shard_rank),
+              static_cast<long long>(got.params), static_cast<long long>(want.params),
+              static_cast<long long>(got.master), static_cast<long long>(want.master),
+              static_cast<long long>(got.grads), static_cast<long long>(want.grads),
+              static_cast<long long>(got.optimizer), static_cast<long long>(want.optimizer));
+  return same ? 0 : 1;
 }
 
 int compare(const std::map<std::string, at::Tensor>& got, const std::string& ref_path, const Tolerance& tol) {
@@ -214,6 +264,7 @@ int run(const Args& a) {
   const int64_t chunks = data_ranks * a.accum, rows = kGlobalBatch / chunks;
   MT_CHECK(rows * chunks == kGlobalBatch, "batch ", kGlobalBatch, " not divisible into ", chunks, " chunks");
   std::vector<double> losses;
+  int plan_failed = 0;
   for (int64_t step = 0; step < a.steps; ++step) {
     auto tokens = step_tokens(step);
     std::vector<parallel::ParallelModel::MicroBatch> batches;
@@ -231,6 +282,9 @@ int run(const Args& a) {
     const double loss_sum = par->forward_backward(batches).item<double>() / static_cast<double>(a.accum);
     par->clip_grad_norm(cfg.optimizer.grad_clip);
     opt.step(cfg.optimizer.lr);
+    // Gradients are still there until after_optimizer_step (the plain model drops them).
+    if (a.check_plan && step + 1 == a.steps)
+      plan_failed = check_plan(*par, opt, cfg, shape, world.rank, world.world_size);
     par->after_optimizer_step();
     auto l = at::full({1}, loss_sum, at::kFloat);
     if (comm) comm->all_reduce(l, comm::ReduceOp::Avg)->wait();
@@ -250,12 +304,12 @@ int run(const Args& a) {
     std::printf("%zu frozen parameters, %d changed\n", frozen_before.size(), changed);
   result["loss"] = at::tensor(losses, at::kDouble);
   if (comm) comm->barrier();
-  if (world.rank != 0) return 0;
+  if (world.rank != 0) return plan_failed;
   std::printf("losses:");
   for (double l : losses) std::printf(" %.6f", l);
   std::printf("\n");
   if (!a.out.empty()) ckpt::write_safetensors(a.out, result);
-  if (changed > 0) return 1;
+  if (changed > 0 || plan_failed) return 1;
   return a.compare.empty() ? 0 : compare(result, a.compare, tolerance(a));
 }
 
@@ -285,6 +339,7 @@ int main(int argc, char** argv) {
       else if (k == "--desync") a.desync = true;
       else if (k == "--bf16-reduce") a.bf16_reduce = true;
       else if (k == "--freeze-half") a.freeze_half = true;
+      else if (k == "--check-plan") a.check_plan = true;
       else if (k == "--device") a.device = next();
       else if (k == "--probe-cuda") return cuda_visible() ? 0 : kSkipped;
       else throw UserError(cat("parallel_worker: unknown option '", k, "' (see the comment at the top of the file)"));

@@ -1,0 +1,57 @@
+// RankState: the bytes of training state one rank holds — parameters, fp32 master shards, gradients and AdamW
+// state — counted parameter by parameter from the ParamTable exactly as parallel/ allocates them:
+//
+//   replicated (plain, DDP, DDP × TP)   fp32 parameters (also the master copy), fp32 gradients (DDP: flat
+//                                        buckets kept for the whole run; plain: made by backward, dropped after
+//                                        the step), AdamW m and v in fp32 plus a 4-byte step count per tensor
+//   ZeRO-1/2 (parallel/fully_shard.h)    full parameters in param_dtype stay gathered; fp32 master shard and
+//                                        fp32 gradient shard per unit (rows of dim 0 padded to ceil(rows / W));
+//                                        AdamW state on the unpadded local rows
+//   FSDP / HSDP                          as ZeRO, but the full parameters exist only while gathered (those
+//                                        bytes are the memory model's "gathered units", not state)
+//   a shard group of one with fp32 parameters aliases the module's parameters to the master shard
+// Tensor parallelism first cuts each parameter into this rank's block (param_table.h); frozen parameters
+// (train.freeze) have no gradient and no optimizer state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/core/config.h"
+
+namespace meshtrain::plan {
+
+// The layout a resolved config asks for, with parallelize()'s derived choices.
+struct RankLayout {
+  int64_t dp = 1, fsdp = 1, tp = 1, pp = 1;
+  int zero_stage = 0;         // effective: 3 when fsdp > 1 and zero_stage 0
+  int64_t shard = 1;          // ranks a sharded parameter is split over (fsdp, else dp); 1 when not sharded
+  bool hsdp = false;          // sharded over fsdp and replicated over dp
+  bool reducer = false;       // stage 0 with a gradient reducer (DDP buckets)
+  bool alias = false;         // stage ≥ 1, a shard group of one, fp32 parameters: module parameters are the shards
+  int param_bytes = 4;        // gathered parameters' element size (parallel.param_dtype)
+  int reduce_bytes = 4;       // gradient reduction element size (parallel.reduce_dtype)
+
+  static RankLayout from(const Config& cfg, int64_t world_size);
+};
+
+struct RankState {
+  int64_t params = 0;     // module parameters held outside the master copy (replicated: the fp32 weights)
+  int64_t master = 0;     // fp32 master shards (sharded layouts; padding included)
+  int64_t grads = 0;      // gradients after the step's backward (sharded: the fp32 shard gradients)
+  int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq (fp32) + a 4-byte step count per optimized tensor
+  int64_t gathered_params = 0;  // FSDP: this rank's full parameters of every unit (their share when gathered)
+
+  int64_t total() const { return params + master + grads + optimizer; }
+};
+
+// Rank (tp_rank, shard_rank)'s state under `cfg` (resolved) on `world_size` ranks. With pp > 1 (planned only:
+// pipeline parallelism is not built yet) the rank holds pipeline stage `pp_stage`'s blocks — an even split of
+// the layers — with the embeddings on the first stage and the final norm and head on the last (a tied embedding
+// on both).
+RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank,
+                     int64_t pp_stage = 0);
+// The largest state of any rank (item by item), what the memory model plans for.
+RankState worst_rank_state(const Config& cfg, int64_t world_size);
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,52 @@
+// StepTime: one optimizer step's predicted duration on one GPU = compute + the communication that is not hidden
+// behind it + the pipeline bubble.
+//
+//   compute   tokens per rank × FLOPs per token (6 × (non-embedding params + V·D) + 6·L·T·D, as the metrics count
+//             them; + a block forward again under activation checkpointing) ÷ (tp × pp) ÷ (peak × MFU), the MFU
+//             measured for the shape (mfu_table.h); a third of it forward, two thirds backward.
+//   collectives  ring volumes over the link the group sits on (gpu_spec.h; a group whose ranks span nodes uses
+//             the network): all-reduce 2(n−1)/n × bytes, all-gather / reduce-scatter (n−1)/n × bytes.
+//   overlap   DDP's all-reduce runs under backward (the last bucket, with the embeddings, cannot); ZeRO-2 and FSDP
+//             reduce-scatter under backward, FSDP's all-gathers under forward/backward (prefetch one block;
+//             the first unit cannot); ZeRO-1/2's gather after the step, HSDP's replica all-reduce, tensor
+//             parallelism's per-layer all-reduces and pipeline transfers are not overlapped.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/plan/gpu_spec.h"
+#include "meshtrain/plan/mfu_table.h"
+
+namespace meshtrain::plan {
+
+struct Collective {
+  std::string what;      // "ddp all-reduce of gradients"
+  std::string link;      // nvlink | network
+  double bytes = 0;      // per step, per rank, the payload (before the ring factor)
+  double seconds = 0;    // at the link's bus bandwidth
+  double exposed_s = 0;  // of that, not hidden behind compute
+  std::string overlap;   // how it overlaps
+};
+
+struct StepTime {
+  double model_flops_per_token = 0;  // as the metrics count MFU
+  double flops_per_gpu = 0;          // executed per step on one GPU (recomputation included)
+  double mfu = 0;                    // from the table
+  std::string mfu_source;
+  double compute_s = 0;
+  std::vector<Collective> comm;
+  double exposed_comm_s = 0;
+  double bubble_s = 0;
+  double step_s = 0;
+  double tokens_per_step = 0;  // the whole job's
+  double tokens_per_s = 0;
+};
+
+// `cfg` resolved for gpus_per_node × nodes ranks.
+StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, const GpuSpec& gpu,
+                            const MfuTable& mfu);
+
+}  // namespace meshtrain::plan

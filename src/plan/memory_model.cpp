@@ -1,0 +1,147 @@
+// The step walk of memory_model.h.
+#include "meshtrain/plan/memory_model.h"
+
+#include <algorithm>
+
+#include "meshtrain/core/config_enums.h"
+#include "meshtrain/plan/param_table.h"
+
+namespace meshtrain::plan {
+
+int64_t MemoryItems::sum() const {
+  return params + master + grads + optimizer + gathered + weight_copies + activations + loss + comm_buffers +
+         transient;
+}
+
+namespace {
+
+// Element counts of one block and of the root (this tp rank's blocks), and of their matmul operands.
+struct Sizes {
+  int64_t block = 0, root = 0, block_matmul = 0, root_matmul = 0, head_weight = 0, root_trainable = 0;
+  int64_t block_trainable = 0;  // of all blocks together
+};
+
+Sizes sizes(const Config& cfg, int64_t tp) {
+  Sizes s;
+  const auto frozen = freeze_patterns(cfg.train);
+  for (const auto& p : param_table(cfg.model)) {
+    int64_t n = 1;
+    for (int64_t d : p.tp_shape(0, tp)) n *= d;
+    const bool train = trains(frozen, p.name);
+    if (p.block == 0) s.block += n, s.block_matmul += p.matmul ? n : 0;
+    if (p.block < 0) {
+      s.root += n;
+      s.root_matmul += p.matmul ? n : 0;
+      s.root_trainable += train ? n : 0;
+      if (p.matmul) s.head_weight = n;
+    } else {
+      s.block_trainable += train ? n : 0;
+    }
+  }
+  return s;
+}
+
+struct Walk {
+  const MemoryItems base;  // alive throughout: state, inputs
+  MemoryItems best;
+  std::string at;
+  void point(MemoryItems m, const std::string& where) {
+    if (at.empty() || m.sum() > best.sum()) best = m, at = where;
+  }
+};
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda) {
+  const RankLayout l = RankLayout::from(cfg, world_size);
+  const RankState st = worst_rank_state(cfg, world_size);
+  const Sizes sz = sizes(cfg, l.tp);
+  const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
+  const bool ac = cfg.train.activation_checkpointing;
+  const int64_t L = cfg.model.n_layer / std::max<int64_t>(l.pp, 1), A = cfg.train.grad_accum;
+  const int64_t held = held_microbatches(l.pp, 0, A);
+
+  ActivationInputs in{.micro_batch = cfg.train.micro_batch_size, .seq_len = cfg.data.seq_len, .tp = l.tp,
+                      .sequence_parallel = cfg.parallel.sequence_parallel, .compute_bytes = bf16 ? 2 : 4,
+                      .fused_kernels = cfg.train.fused_kernels && cuda, .checkpointing = ac,
+                      .loss_chunk_bytes = cfg.train.loss_chunk_mb << 20};
+  const ActivationBytes act = activation_bytes(cfg.model, in);
+
+  // Persistent: state (gradients where they are a buffer: DDP buckets, shard gradients) and the token ids.
+  const bool grad_buffer = l.reducer || l.zero_stage > 0;
+  MemoryItems base{.params = st.params, .master = st.master, .grads = grad_buffer ? st.grads : 0,
+                   .optimizer = st.optimizer, .transient = act.inputs};
+  // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
+  const int64_t plain_grads = grad_buffer ? 0 : st.grads;
+  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters have none.
+  const bool copies = bf16 && (l.zero_stage == 0 || l.param_bytes == 4);
+  const int64_t block_copy = copies ? 2 * sz.block_matmul : 0, root_copy = copies ? 2 * sz.root_matmul : 0;
+  // Full (unsharded) bytes of a unit in param_dtype while gathered under FSDP.
+  const bool fsdp = l.zero_stage == 3 && !l.alias;
+  const int64_t pb = l.param_bytes, block_full = fsdp ? pb * sz.block : 0, root_full = fsdp ? pb * sz.root : 0;
+  // ZeRO-1/2: full gradients of a unit (param_dtype) until its reduce-scatter; ZeRO-1 keeps all while accumulating.
+  const bool zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
+  const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root + L * sz.block) : 0;
+  const int64_t rs_unit = (l.zero_stage > 0 && !l.alias && l.shard > 1) ? l.reduce_bytes * (sz.block + sz.block / l.shard) : 0;
+
+  Walk w{base, {}, {}};
+  const int64_t blocks_held = held * L * act.block_held(ac);
+  const int64_t copies_held = ac ? 0 : L * block_copy;
+  const int64_t blocks_gathered = fsdp && !cfg.parallel.fsdp_reshard_after_forward ? L * block_full : 0;
+  // End of forward + the head's backward.
+  {
+    MemoryItems m = base;
+    m.grads += (A > 1 ? plain_grads : 0) + full_grads_acc;
+    m.activations = blocks_held;
+    m.weight_copies = copies_held + root_copy;
+    m.gathered = root_full + blocks_gathered;
+    m.loss = act.head.saved + std::max(act.head.forward_peak, act.head.backward_peak);
+    w.point(m, "head backward");
+  }
+  // Each block's backward, last first: its saved set (recomputed under checkpointing) and its transients.
+  for (int64_t i = L - 1; i >= 0; --i) {
+    MemoryItems m = base;
+    const int64_t done = L - 1 - i;  // blocks already back-propagated
+    // Plain model: the head's weight gradient, then each finished block's (all of them when accumulating).
+    const int64_t made = A > 1 ? plain_grads
+                               : plain_grads > 0 ? 4 * (sz.head_weight + sz.block_trainable / cfg.model.n_layer * done) : 0;
+    // ZeRO-1/2 and FSDP: the running block's full gradients until its reduce-scatter.
+    m.grads += made + full_grads_acc + (zero12 && !full_grads_acc ? pb * sz.block : 0) + (fsdp ? pb * sz.block : 0);
+    m.activations = (held - 1) * L * act.block_held(ac) + i * act.block_held(ac) + act.block;
+    m.weight_copies = ac ? block_copy : (i + 1) * block_copy;
+    m.gathered = fsdp ? root_full + (cfg.parallel.fsdp_reshard_after_forward ? (i > 0 ? 2 : 1) * block_full
+                                                                              : (i + 1) * block_full)
+                      : 0;
+    m.comm_buffers = rs_unit;
+    m.transient += act.block_backward;
+    w.point(m, "block " + std::to_string(i) + " backward");
+  }
+  // End of backward: every gradient; a tied embedding's lookup gradient is added into the head's (a
+  // temporary of its size); bf16 reduction casts each DDP bucket.
+  {
+    MemoryItems m = base;
+    m.grads += plain_grads + full_grads_acc;
+    m.transient += cfg.model.tie_embeddings ? 4 * sz.head_weight : 0;
+    m.gathered = root_full;
+    m.comm_buffers = l.reducer && l.reduce_bytes != 4 ? l.reduce_bytes * st.grads / 4 : 0;
+    w.point(m, "end of backward");
+  }
+
+  MemoryEstimate e;
+  e.peak = w.best;
+  e.peak_at = w.at;
+  e.peak_allocated = w.best.sum();
+  e.allocator_slack = e.peak_allocated / 20;
+  e.context = cuda ? gpu.context_bytes : 0;
+  // NCCL's channel buffers, per communicator this rank is part of (world, and each parallel group > 1).
+  const int64_t groups = (world_size > 1) + (l.dp > 1) + (l.fsdp > 1) + (l.tp > 1) + (l.pp > 1);
+  e.nccl = cuda ? groups * (64ll << 20) : 0;
+  e.device_total = e.peak_allocated + e.allocator_slack + e.context + e.nccl;
+  e.device_memory = gpu.memory_bytes;
+  e.fits = e.device_total <= e.device_memory;
+  e.activation = act;
+  e.state = st;
+  return e;
+}
+
+}  // namespace meshtrain::plan

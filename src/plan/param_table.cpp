@@ -1,0 +1,76 @@
+// The parameter list of model/transformer.cpp (param_table.h), in its registration order: tok_embed,
+// pos_embed (gpt2), blocks.i.{attn_norm, attn.{wq,wk,wv,wo}, mlp_norm, mlp.{w1,w2,w3 | fc,proj}}, final_norm,
+// lm_head (untied).
+#include "meshtrain/plan/param_table.h"
+
+#include <fnmatch.h>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::plan {
+
+int64_t ParamSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> ParamSpec::tp_shape(int64_t r, int64_t tp) const {
+  std::vector<int64_t> s = shape;
+  switch (split) {
+    case TpSplit::replicated: break;
+    case TpSplit::rows: s[0] /= tp; break;
+    case TpSplit::cols: s[1] /= tp; break;
+    case TpSplit::vocab: s[0] = shape[0] * (r + 1) / tp - shape[0] * r / tp; break;
+  }
+  return s;
+}
+
+std::vector<ParamSpec> param_table(const ModelConfig& m) {
+  MT_CHECK(m.d_ff > 0 && m.n_kv_head > 0, "param_table needs a resolved ModelConfig");
+  const bool llama = m.family == "llama", bias = !llama;
+  const int64_t D = m.d_model, hd = m.d_model / m.n_head, q = m.n_head * hd, kv = m.n_kv_head * hd, F = m.d_ff;
+  std::vector<ParamSpec> out;
+  auto add = [&](std::string name, std::vector<int64_t> shape, int64_t block, TpSplit split, bool matmul) {
+    out.push_back({std::move(name), std::move(shape), block, split, matmul});
+  };
+  // Tied: the token embedding is also the head's weight, so a matmul operand.
+  add("tok_embed.weight", {m.vocab_size, D}, -1, TpSplit::vocab, m.tie_embeddings);
+  if (!llama) add("pos_embed.weight", {m.max_seq_len, D}, -1, TpSplit::replicated, false);
+  auto norm = [&](const std::string& name, int64_t b) {
+    add(name + ".weight", {D}, b, TpSplit::replicated, false);
+    if (!llama) add(name + ".bias", {D}, b, TpSplit::replicated, false);
+  };
+  auto linear = [&](const std::string& name, int64_t in, int64_t outf, int64_t b, bool column) {
+    add(name + ".weight", {outf, in}, b, column ? TpSplit::rows : TpSplit::cols, true);
+    if (bias) add(name + ".bias", {outf}, b, column ? TpSplit::rows : TpSplit::replicated, true);
+  };
+  for (int64_t b = 0; b < m.n_layer; ++b) {
+    const std::string p = "blocks." + std::to_string(b) + ".";
+    norm(p + "attn_norm", b);
+    linear(p + "attn.wq", D, q, b, true);
+    linear(p + "attn.wk", D, kv, b, true);
+    linear(p + "attn.wv", D, kv, b, true);
+    linear(p + "attn.wo", q, D, b, false);
+    norm(p + "mlp_norm", b);
+    if (llama) {
+      linear(p + "mlp.w1", D, F, b, true);
+      linear(p + "mlp.w2", F, D, b, false);
+      linear(p + "mlp.w3", D, F, b, true);
+    } else {
+      linear(p + "mlp.fc", D, F, b, true);
+      linear(p + "mlp.proj", F, D, b, false);
+    }
+  }
+  norm("final_norm", -1);
+  if (!m.tie_embeddings) add("lm_head.weight", {m.vocab_size, D}, -1, TpSplit::vocab, true);
+  return out;
+}
+
+bool trains(const std::vector<std::string>& frozen_globs, const std::string& name) {
+  for (const auto& g : frozen_globs)
+    if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return false;
+  return true;
+}
+
+}  // namespace meshtrain::plan

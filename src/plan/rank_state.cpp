@@ -1,0 +1,87 @@
+// Per-rank state bytes (rank_state.h), parameter by parameter.
+#include "meshtrain/plan/rank_state.h"
+
+#include <algorithm>
+
+#include "meshtrain/core/config_enums.h"
+#include "meshtrain/plan/param_table.h"
+
+namespace meshtrain::plan {
+
+RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
+  const ParallelConfig& p = cfg.parallel;
+  RankLayout l;
+  l.fsdp = p.fsdp, l.tp = p.tp, l.pp = p.pp;
+  l.dp = p.dp > 0 ? p.dp : std::max<int64_t>(1, world_size / (p.pp * p.fsdp * p.tp));
+  l.zero_stage = p.fsdp > 1 && p.zero_stage == 0 ? 3 : static_cast<int>(p.zero_stage);
+  l.shard = l.zero_stage == 0 ? 1 : (p.fsdp > 1 ? p.fsdp : l.dp);
+  l.hsdp = l.zero_stage > 0 && p.fsdp > 1 && l.dp > 1;
+  // parallelize(): a reducer when distributed and there is a dp group to reduce over (or no TP), or forced.
+  const bool distributed = world_size > 1;
+  l.reducer = l.zero_stage == 0 && ((distributed && (l.dp > 1 || l.tp == 1)) || p.force_wrapper);
+  l.param_bytes = parse_dtype(p.param_dtype, "parallel.param_dtype") == Dtype::bf16 ? 2 : 4;
+  l.reduce_bytes = parse_dtype(p.reduce_dtype, "parallel.reduce_dtype") == Dtype::bf16 ? 2 : 4;
+  l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4;
+  return l;
+}
+
+namespace {
+
+// Whether pipeline stage `stage` of `pp` holds parameter `p`.
+bool on_stage(const ParamSpec& p, const ModelConfig& m, int64_t stage, int64_t pp) {
+  if (pp <= 1) return true;
+  if (p.block >= 0) return p.block / (m.n_layer / pp) == stage;
+  const bool head = p.name.rfind("final_norm", 0) == 0 || p.name.rfind("lm_head", 0) == 0;
+  const bool embed = !head;
+  return (embed && stage == 0) || ((head || (embed && m.tie_embeddings)) && stage == pp - 1);
+}
+
+}  // namespace
+
+RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage) {
+  const RankLayout l = RankLayout::from(cfg, world_size);
+  const auto frozen = freeze_patterns(cfg.train);
+  RankState s;
+  for (const auto& p : param_table(cfg.model)) {
+    if (!on_stage(p, cfg.model, pp_stage, l.pp)) continue;
+    const auto shape = p.tp_shape(tp_rank, l.tp);
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const bool train = trains(frozen, p.name);
+    if (l.zero_stage == 0) {
+      s.params += 4 * numel;
+      s.grads += train ? 4 * numel : 0;
+      s.optimizer += train ? 8 * numel + 4 : 0;
+      continue;
+    }
+    // parallel/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers.
+    const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
+    const int64_t c = (rows + l.shard - 1) / l.shard;
+    const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
+    s.master += 4 * c * row_numel;
+    s.grads += train ? 4 * c * row_numel : 0;
+    s.optimizer += train ? 8 * local * row_numel + 4 : 0;
+    if (l.alias) continue;
+    if (l.zero_stage < 3) s.params += l.param_bytes * numel;
+    else s.gathered_params += l.param_bytes * numel;
+  }
+  return s;
+}
+
+RankState worst_rank_state(const Config& cfg, int64_t world_size) {
+  const RankLayout l = RankLayout::from(cfg, world_size);
+  RankState w;
+  for (int64_t stage = 0; stage < l.pp; ++stage)
+  for (int64_t t = 0; t < l.tp; ++t)
+    for (int64_t r = 0; r < l.shard; ++r) {
+      const RankState s = rank_state(cfg, world_size, t, r, stage);
+      w.params = std::max(w.params, s.params);
+      w.master = std::max(w.master, s.master);
+      w.grads = std::max(w.grads, s.grads);
+      w.optimizer = std::max(w.optimizer, s.optimizer);
+      w.gathered_params = std::max(w.gathered_params, s.gathered_params);
+    }
+  return w;
+}
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,113 @@
+// Step time = compute + exposed communication + pipeline bubble (step_time.h).
+#include "meshtrain/plan/step_time.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "meshtrain/core/config_enums.h"
+#include "meshtrain/plan/param_table.h"
+#include "meshtrain/plan/rank_state.h"
+
+namespace meshtrain::plan {
+namespace {
+
+// Whether the group along `dim` stays inside one node: its ranks span stride × size consecutive ranks, the
+// stride being the product of the sizes of the dims after it in parallel.order (innermost last).
+bool intra_node(const std::string& order, const std::map<std::string, int64_t>& sizes, const std::string& dim,
+                int64_t gpus_per_node) {
+  std::vector<std::string> dims;
+  std::stringstream ss(order);
+  for (std::string d; std::getline(ss, d, '-');) dims.push_back(d);
+  int64_t stride = 1;
+  for (auto it = dims.rbegin(); it != dims.rend() && *it != dim; ++it) stride *= sizes.at(*it);
+  return stride * sizes.at(dim) <= gpus_per_node;
+}
+
+struct Counts {
+  double non_embed = 0, embed_bytes = 0, trainable = 0;
+};
+
+Counts counts(const Config& cfg, int64_t tp) {
+  Counts c;
+  const auto frozen = freeze_patterns(cfg.train);
+  for (const auto& p : param_table(cfg.model)) {
+    int64_t local = 1;
+    for (int64_t d : p.tp_shape(0, tp)) local *= d;
+    const bool embed = p.name.rfind("tok_embed", 0) == 0 || p.name.rfind("pos_embed", 0) == 0 ||
+                       p.name.rfind("lm_head", 0) == 0;
+    if (!embed) c.non_embed += static_cast<double>(p.numel());
+    if (embed) c.embed_bytes += static_cast<double>(local);
+    if (trains(frozen, p.name)) c.trainable += static_cast<double>(local);
+  }
+  return c;
+}
+
+}  // namespace
+
+StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, const GpuSpec& gpu, const MfuTable& mfu) {
+  const RankLayout l = RankLayout::from(cfg, gpus);
+  const ModelConfig& m = cfg.model;
+  const Counts n = counts(cfg, l.tp);
+  const double D = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size);
+  const double T = static_cast<double>(cfg.data.seq_len), L = static_cast<double>(m.n_layer);
+  const double A = static_cast<double>(cfg.train.grad_accum);
+  const double tokens_rank = static_cast<double>(cfg.train.micro_batch_size) * T * A;
+  const bool ac = cfg.train.activation_checkpointing;
+  StepTime s;
+  s.model_flops_per_token = 6 * (n.non_embed + V * D) + 6 * L * T * D;
+  const double hw_per_token = s.model_flops_per_token + (ac ? 2 * n.non_embed + 2 * L * T * D : 0);
+  s.flops_per_gpu = tokens_rank * hw_per_token / static_cast<double>(l.tp * l.pp);
+  s.mfu = mfu.lookup(m, &s.mfu_source);
+  s.compute_s = s.flops_per_gpu / (gpu.peak_flops * s.mfu);
+  const double fwd_s = s.compute_s * (ac ? 0.25 : 1.0 / 3), bwd_s = s.compute_s - fwd_s;
+
+  const int64_t per_node = std::max<int64_t>(1, gpus / std::max<int64_t>(nodes, 1));
+  const std::map<std::string, int64_t> sizes = {{"pp", l.pp}, {"dp", l.dp}, {"fsdp", l.fsdp}, {"tp", l.tp}};
+  auto add = [&](const std::string& what, const std::string& dim, double bytes, double ring, double hidden_under,
+                 double unhidden_fraction, const std::string& overlap) {
+    const int64_t size = sizes.at(dim);
+    if (size <= 1 || bytes <= 0) return;
+    const bool intra = intra_node(cfg.parallel.order, sizes, dim, per_node);
+    Collective c{what, intra ? "nvlink" : "network", bytes, 0, 0, overlap};
+    c.seconds = ring * (static_cast<double>(size) - 1) / static_cast<double>(size) * bytes /
+                (intra ? gpu.nvlink_bytes_s : gpu.network_bytes_s);
+    c.exposed_s = std::max(c.seconds - hidden_under, c.seconds * unhidden_fraction);
+    s.comm.push_back(c);
+  };
+  const double rb = l.reduce_bytes, pb = l.param_bytes, P = n.trainable;
+  const double last = std::min(1.0, n.embed_bytes / std::max(P, 1.0));  // the unit/bucket holding the embeddings
+  const std::string shard_dim = l.fsdp > 1 ? "fsdp" : "dp";
+  if (l.zero_stage == 0) {
+    add("ddp all-reduce of gradients", "dp", rb * P, 2, bwd_s, last, "under backward, but the last bucket");
+  } else if (l.zero_stage < 3) {
+    const double times = l.zero_stage == 2 ? A : 1;
+    add("zero reduce-scatter of gradients", shard_dim, times * rb * P, 1, l.zero_stage == 2 ? bwd_s : 0, last,
+        l.zero_stage == 2 ? "under backward" : "after the last backward");
+    add("zero all-gather of parameters", shard_dim, pb * P, 1, 0, 1, "before the next forward, not hidden");
+  } else {
+    const double gathers = cfg.parallel.fsdp_reshard_after_forward ? 2 : 1;
+    add("fsdp all-gather (forward)", shard_dim, A * pb * P, 1, fwd_s, last, "prefetched under forward");
+    if (gathers > 1) add("fsdp all-gather (backward)", shard_dim, A * pb * P, 1, bwd_s / 2, 0, "prefetched under backward");
+    add("fsdp reduce-scatter of gradients", shard_dim, A * rb * P, 1, bwd_s / 2, last, "under backward");
+    if (l.hsdp) add("hsdp all-reduce over replicas", "dp", rb * P / static_cast<double>(l.shard), 2, 0, 1, "after backward");
+  }
+  if (l.tp > 1) {
+    const double c = compute_dtype(cfg.train, true) == Dtype::bf16 ? 2 : 4;
+    const double per_mb = static_cast<double>(cfg.train.micro_batch_size) * T * D * c;
+    const double per_layer = ac ? 6 : 4;  // forward 2, backward 2, recomputed forward 2
+    add("tp all-reduce / reduce-scatter + all-gather", "tp", A * L / static_cast<double>(l.pp) * per_layer * per_mb,
+        2, 0, 1, "on the critical path");
+  }
+  for (const auto& c : s.comm) s.exposed_comm_s += c.exposed_s;
+  if (l.pp > 1) {
+    // 1F1B: (pp − 1) idle slots of a micro-batch's forward + backward at each end of the step.
+    s.bubble_s = s.compute_s * static_cast<double>(l.pp - 1) / A;
+  }
+  s.step_s = s.compute_s + s.exposed_comm_s + s.bubble_s;
+  s.tokens_per_step = tokens_rank * static_cast<double>(l.dp * l.fsdp);
+  s.tokens_per_s = s.tokens_per_step / s.step_s;
+  return s;
+}
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""`meshtrain plan` as a user runs it: the table for a config's layout, --json, --search (every layout, fastest
+first, the ones that do not fit marked), and a wrong flag as one line with exit code 2.
+Usage: plan_cli_test.py BIN_DIR SOURCE_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+bin_dir, src = sys.argv[1], sys.argv[2]
+meshtrain = os.path.join(bin_dir, "meshtrain")
+cfg = os.path.join(src, "configs", "node8", "llama3.1-8b-fsdp8.yaml")
+failures = []
+
+
+def run(*args):
+    return subprocess.run([meshtrain, "plan", *args], capture_output=True, text=True, timeout=120)
+
+
+def check(what, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(f"{what}: {detail}")
+
+
+p = run(cfg, "--gpus", "8")
+check("table: exit 0", p.returncode == 0, p.stderr)
+for item in ("AdamW state", "gathered FSDP units", "activations", "logits / loss", "CUDA context",
+             "allocator slack", "predicted peak allocated", "step time:", "fsdp all-gather"):
+    check(f"table names '{item}'", item in p.stdout, p.stdout)
+
+p = run(cfg, "--gpus", "8", "--json")
+j = json.loads(p.stdout)
+lay = j["layouts"][0]
+check("json: one layout, fsdp 8", len(j["layouts"]) == 1 and lay["parallel"]["fsdp"] == 8, lay["layout"])
+items = lay["memory"]["items"]
+check("json: items sum to the peak", sum(items.values()) == lay["memory"]["peak_allocated_bytes"], items)
+# FSDP over 8: master shards, shard gradients and AdamW state are 4 + 4 + 8 bytes per parameter over 8 ranks.
+check("json: sharded state ≈ 16 B × 8.03e9 / 8",
+      abs(items["master"] + items["grads"] + items["optimizer"] - 16 * 8.03e9 / 8) < 0.02 * 16 * 8.03e9 / 8, items)
+check("json: fits an H200", lay["memory"]["fits"], lay["memory"])
+
+p = run(cfg, "--gpus", "8", "--gpu", "a100-40gb", "--search", "--json")
+rows = json.loads(p.stdout)["layouts"]
+check("search: several layouts", len(rows) > 10, len(rows))
+check("search: sorted by step time", all(a["time"]["step_s"] <= b["time"]["step_s"] for a, b in zip(rows, rows[1:])))
+check("search: some fit an A100 40GB, some do not",
+      any(r["memory"]["fits"] for r in rows) and not all(r["memory"]["fits"] for r in rows))
+p = run(cfg, "--gpus", "8", "--search")
+check("search table marks layouts that do not fit", " NO " in p.stdout, p.stdout[:2000])
+
+p = run(cfg, "--gpu", "v100")
+lines = p.stderr.strip().splitlines()
+check("bad --gpu: exit 2, one line naming the flag and the valid GPUs",
+      p.returncode == 2 and len(lines) == 1 and "--gpu" in lines[0] and "h200-141gb" in lines[0], p.stderr)
+p = run(cfg, "--gpus", "6")
+check("layout not dividing the GPUs: exit 2 with the arithmetic", p.returncode == 2 and "fsdp" in p.stderr, p.stderr)
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("PASS")

@@ -1,0 +1,215 @@
+// The planner's arithmetic against hand-computed cases and against the peaks measured on the H200
+// (docs/PERFORMANCE.md), and its parameter table against core's parameter count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/core/model_size.h"
+#include "meshtrain/plan/activation_model.h"
+#include "meshtrain/plan/layout_search.h"
+#include "meshtrain/plan/memory_model.h"
+#include "meshtrain/plan/mfu_table.h"
+#include "meshtrain/plan/param_table.h"
+#include "meshtrain/plan/rank_state.h"
+#include "meshtrain/plan/step_time.h"
+
+using namespace meshtrain;
+using namespace meshtrain::plan;
+
+namespace {
+
+// A bench shape as `meshtrain bench train` configures it (synthetic data, one GPU).
+Config bench(const std::string& preset, int64_t batch, int64_t seq, int64_t layers, bool ac = false) {
+  std::vector<std::string> sets = {"model.preset=" + preset, "data.train=synthetic", "data.seq_len=" + std::to_string(seq),
+                                   "train.micro_batch_size=" + std::to_string(batch),
+                                   std::string("train.activation_checkpointing=") + (ac ? "true" : "false")};
+  if (layers > 0) sets.push_back("model.n_layer=" + std::to_string(layers));
+  Config c = parse_config("{}", "test", true, sets);
+  resolve(c, 1);
+  return c;
+}
+
+// llama, vocab 10, d_model 4, 2 heads of 2, 1 kv head, d_ff 8, one block, untied: 236 parameters in 12 tensors.
+Config tiny_llama(int64_t world, int64_t fsdp) {
+  Config c;
+  c.model.family = "llama";
+  c.model.vocab_size = 10;
+  c.model.d_model = 4;
+  c.model.n_head = 2;
+  c.model.n_kv_head = 1;
+  c.model.d_ff = 8;
+  c.model.n_layer = 1;
+  c.model.max_seq_len = 8;
+  c.model.tie_embeddings = false;
+  c.parallel.fsdp = fsdp;
+  c.data.train = "synthetic";
+  resolve(c, static_cast<int>(world));
+  return c;
+}
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+}  // namespace
+
+TEST(ParamTable, CountsWhatCoreCounts) {
+  for (const auto& [preset, layers] : std::vector<std::pair<std::string, int64_t>>{
+           {"gpt2-124m", 0}, {"llama3.2-1b", 0}, {"llama3.1-8b", 0}, {"llama3.1-70b", 0}}) {
+    const Config c = bench(preset, 1, 128, layers);
+    int64_t n = 0;
+    for (const auto& p : param_table(c.model)) n += p.numel();
+    EXPECT_EQ(static_cast<long double>(n), model_size(c.model).params) << preset;
+  }
+}
+
+TEST(ParamTable, TensorParallelBlocks) {
+  const Config c = tiny_llama(1, 1);
+  const auto t = param_table(c.model);
+  ASSERT_EQ(t.size(), 12u);
+  EXPECT_EQ(t[0].tp_shape(0, 3), (std::vector<int64_t>{3, 4}));  // vocab 10 over 3: rows 0-2, 3-5, 6-9
+  EXPECT_EQ(t[0].tp_shape(2, 3), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(t[2].name, "blocks.0.attn.wq.weight");
+  EXPECT_EQ(t[2].tp_shape(1, 2), (std::vector<int64_t>{2, 4}));  // column-parallel: rows
+  EXPECT_EQ(t[5].name, "blocks.0.attn.wo.weight");
+  EXPECT_EQ(t[5].tp_shape(1, 2), (std::vector<int64_t>{4, 2}));  // row-parallel: columns
+}
+
+TEST(RankState, ReplicatedByHand) {
+  // fp32 weights 4 × 236, gradients 4 × 236, AdamW 8 × 236 + 4 × 12 step counts.
+  const RankState s = rank_state(tiny_llama(1, 1), 1, 0, 0);
+  EXPECT_EQ(s.params, 944);
+  EXPECT_EQ(s.master, 0);
+  EXPECT_EQ(s.grads, 944);
+  EXPECT_EQ(s.optimizer, 1936);
+}
+
+TEST(RankState, FsdpPaddedShardsByHand) {
+  // FSDP over 4, rank 3. Rows per rank c = ceil(rows / 4), padded: tok_embed 10 rows → 3 (12 elements), wk/wv 2
+  // rows → 1 (4), w1 8 rows → 2 (8), everything else 1 row: 67 padded elements. Rank 3's real rows: tok_embed
+  // row 9 (4), wk/wv none, lm_head row 9 (4) and whole rows elsewhere: 43 elements.
+  const Config c = tiny_llama(4, 4);
+  const RankState s = rank_state(c, 4, 0, 3);
+  EXPECT_EQ(s.master, 4 * 67);
+  EXPECT_EQ(s.grads, 4 * 67);
+  EXPECT_EQ(s.optimizer, 8 * 43 + 4 * 12);
+  EXPECT_EQ(s.params, 0);
+  EXPECT_EQ(s.gathered_params, 4 * 236);
+  // Rank 0 holds every first row: more optimizer state than rank 3, the same padded buffers.
+  EXPECT_GT(worst_rank_state(c, 4).optimizer, s.optimizer);
+}
+
+TEST(RankState, PipelineStagesSplitTheBlocks) {
+  // Two blocks over pp 2: stage 0 holds tok_embed (40) and block 0 (152); stage 1 block 1, final_norm (4) and
+  // lm_head (40).
+  Config c = tiny_llama(2, 1);
+  c.model.n_layer = 2;
+  c.parallel.pp = 2;
+  c.parallel.dp = 1;
+  EXPECT_EQ(rank_state(c, 2, 0, 0, 0).params, 4 * (40 + 152));
+  EXPECT_EQ(rank_state(c, 2, 0, 0, 1).params, 4 * (152 + 4 + 40));
+  EXPECT_EQ(worst_rank_state(c, 2).params, 4 * (152 + 4 + 40));
+}
+
+TEST(ActivationModel, BlocksByHand) {
+  // GPT-2 124M, 32 × 1024 tokens, bf16: 24·N·D + 4·N·F + 4·N·H bytes per block.
+  const int64_t N = 32 * 1024;
+  const Config g = bench("gpt2-124m", 32, 1024, 0);
+  EXPECT_EQ(activation_bytes(g.model, {.micro_batch = 32, .seq_len = 1024}).block,
+            24 * N * 768 + 4 * N * 3072 + 4 * N * 12);
+  // Llama 3.2 1B, 8 × 2048, fused: 22·N·D + 4·N·(kv width) + 6·N·F + 4·N·H.
+  const int64_t M = 8 * 2048;
+  const Config l = bench("llama3.2-1b", 8, 2048, 0);
+  const auto a = activation_bytes(l.model, {.micro_batch = 8, .seq_len = 2048});
+  EXPECT_EQ(a.block, 22 * M * 2048 + 4 * M * 512 + 6 * M * 8192 + 4 * M * 32);
+  EXPECT_EQ(a.block_checkpoint, 4 * M * 2048);
+  // Without the fused SwiGLU one more [N, d_ff] bf16 tensor per block.
+  EXPECT_EQ(activation_bytes(l.model, {.micro_batch = 8, .seq_len = 2048, .fused_kernels = false}).block - a.block,
+            2 * M * 8192);
+}
+
+TEST(ActivationModel, PipelineHook) {
+  EXPECT_EQ(held_microbatches(1, 0, 8), 1);
+  EXPECT_EQ(held_microbatches(4, 0, 8), 4);
+  EXPECT_EQ(held_microbatches(4, 3, 8), 1);
+  EXPECT_EQ(held_microbatches(4, 0, 2), 2);
+}
+
+// The peaks `meshtrain bench train` measured on one H200 (docs/PERFORMANCE.md, fused kernels on and off): the
+// model must land within 3 % of each.
+TEST(MemoryModel, MatchesTheMeasuredSingleGpuPeaks) {
+  struct Case {
+    std::string preset;
+    int64_t batch, seq, layers;
+    bool fused;
+    double measured_gib;
+  };
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  for (const auto& k : std::vector<Case>{{"gpt2-124m", 32, 1024, 0, true, 16.3},
+                                         {"llama3.2-1b", 8, 2048, 0, true, 44.4},
+                                         {"llama3.1-8b", 4, 2048, 8, true, 49.7},
+                                         {"gpt2-124m", 32, 1024, 0, false, 31.6},
+                                         {"llama3.2-1b", 8, 2048, 0, false, 67.4},
+                                         {"llama3.1-8b", 4, 2048, 8, false, 60.2}}) {
+    Config c = bench(k.preset, k.batch, k.seq, k.layers);
+    c.train.fused_kernels = k.fused;
+    const MemoryEstimate e = estimate_memory(c, 1, h200);
+    const double ratio = static_cast<double>(e.peak_allocated) / kGiB / k.measured_gib;
+    EXPECT_NEAR(ratio, 1.0, 0.03) << k.preset << (k.fused ? "" : " unfused") << ": predicted "
+                                  << static_cast<double>(e.peak_allocated) / kGiB << " GiB at " << e.peak_at;
+    EXPECT_TRUE(e.fits);
+  }
+}
+
+TEST(MemoryModel, CheckpointingAndShardingLowerThePeak) {
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  const Config plain = bench("llama3.2-1b", 8, 2048, 0);
+  const Config ac = bench("llama3.2-1b", 8, 2048, 0, true);
+  EXPECT_LT(estimate_memory(ac, 1, h200).peak_allocated, estimate_memory(plain, 1, h200).peak_allocated / 2);
+  // Llama 3.1 8B does not fit one A100 40 GB for training, whatever it is.
+  EXPECT_FALSE(estimate_memory(bench("llama3.1-8b", 1, 2048, 0, true), 1, gpu_spec("a100-40gb")).fits);
+}
+
+TEST(MfuTable, InterpolatesInLogDModel) {
+  const MfuTable t = MfuTable::builtin();
+  ModelConfig m;
+  m.family = "llama";
+  m.d_model = 2048;
+  EXPECT_DOUBLE_EQ(t.lookup(m), 0.493);
+  m.d_model = static_cast<int64_t>(std::round(2048 * std::sqrt(2.0)));  // halfway in log2
+  EXPECT_NEAR(t.lookup(m), (0.493 + 0.497) / 2, 1e-4);
+  m.d_model = 8192;  // beyond the last row: that row
+  EXPECT_DOUBLE_EQ(t.lookup(m), 0.497);
+}
+
+TEST(StepTime, ComputeAndDdpAllReduceByHand) {
+  Config c = bench("gpt2-124m", 32, 1024, 0);
+  c.parallel.dp = 0;
+  resolve(c, 8);
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  const StepTime s = estimate_step_time(c, 8, 1, h200, MfuTable::builtin());
+  // Compute: 32 × 1024 tokens × model FLOPs per token / (989 TFLOP/s × 0.208).
+  EXPECT_NEAR(s.compute_s, 32 * 1024 * s.model_flops_per_token / (989e12 * 0.208), 1e-9);
+  ASSERT_EQ(s.comm.size(), 1u);
+  // Ring all-reduce of the fp32 gradients over 8 ranks on NVLink: 2 × 7/8 × 4 × 124,439,808 B / 360 GB/s.
+  EXPECT_EQ(s.comm[0].link, "nvlink");
+  EXPECT_NEAR(s.comm[0].seconds, 2.0 * 7 / 8 * 4 * 124439808 / 360e9, 1e-9);
+  // Over two nodes of 8 the same data-parallel group crosses the network.
+  Config c16 = c;
+  resolve(c16, 16);
+  c16.parallel.dp = 16;
+  EXPECT_EQ(estimate_step_time(c16, 16, 2, h200, MfuTable::builtin()).comm[0].link, "network");
+}
+
+TEST(LayoutSearch, EveryDivisorLayoutSortedByTime) {
+  Config c = bench("llama3.1-8b", 1, 2048, 0);
+  const auto rows = search_layouts(c, {.gpus = 8, .nodes = 1, .gpu = "h200-141gb"}, MfuTable::builtin());
+  ASSERT_FALSE(rows.empty());
+  for (size_t i = 1; i < rows.size(); ++i) EXPECT_LE(rows[i - 1].time.step_s, rows[i].time.step_s);
+  bool fits = false, ddp_without_ac = false;
+  for (const auto& r : rows) {
+    fits = fits || r.memory.fits;
+    if (r.layout == "ddp 8") ddp_without_ac = !r.memory.fits;  // 16 bytes per parameter plus activations
+  }
+  EXPECT_TRUE(fits);
+  EXPECT_TRUE(ddp_without_ac);
+}
