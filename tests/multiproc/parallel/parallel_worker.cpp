@@ -205,8 +205,10 @@ int check_pipeline(const parallel::PipelineModel& pm, int world_rank) {
     ++bad;
   }
   std::printf("rank %d: stage %d (%s, m %d) held at most %d micro-batch(es) of activations; measured bubble %.3f, "
-              "(pp − 1)/(m + pp − 1) = %.3f\n", world_rank, r, parallel::pipeline_kind_name(s.kind), s.microbatches,
-              measured, pm.last_step().bubble, parallel::ideal_bubble_fraction(s.pp, s.microbatches));
+              "the schedule's with F 1, B 2 (I 1, W 1) %.3f, (pp − 1)/(m + pp − 1) = %.3f\n", world_rank, r,
+              parallel::pipeline_kind_name(s.kind), s.microbatches, measured, pm.last_step().bubble,
+              parallel::simulate_pipeline(s).bubble[static_cast<size_t>(r)],
+              parallel::ideal_bubble_fraction(s.pp, s.microbatches));
   return bad;
 }
 
