@@ -40,6 +40,9 @@ const Bound kBounds[] = {
   {"parallel.dp", 0, false},            {"parallel.fsdp", 1, false},        {"parallel.tp", 1, false},
   {"parallel.pp", 1, false},            {"parallel.bucket_mb", 0, true},    {"parallel.timeout_s", 0, true},
   {"parallel.bucket_first_mb", 0, true}, {"parallel.zero_stage", 0, false, 3, false},
+  {"parallel.pp_virtual_stages", 0, false}, {"parallel.pp_microbatches", 0, false},
+  {"parallel.pp_first_stage_blocks", 0, false}, {"parallel.pp_last_stage_blocks", 0, false},
+  {"parallel.pp_trace_step", 0, false},
   {"data.seq_len", 0, false},
   {"optimizer.lr", 0, true},            {"optimizer.beta1", 0, false, 1, true},
   {"optimizer.beta2", 0, false, 1, true}, {"optimizer.eps", 0, true},     {"optimizer.weight_decay", 0, false},
@@ -211,7 +214,7 @@ class Validator {
     if (p.fsdp > 1 && (p.zero_stage == 1 || p.zero_stage == 2))
       fail("parallel.zero_stage", cat("given ", p.zero_stage, " with parallel.fsdp ", p.fsdp,
                                       "; valid 0 or 3 (fsdp > 1 shards parameters, gradients and optimizer state)"));
-    if (p.pp != 1) fail("parallel.pp", cat("given ", p.pp, "; valid 1 (pipeline parallelism is not available yet)"));
+    check_pipeline();
 
     if (world_ < 1) return;
     const int64_t inner = p.pp * p.fsdp * p.tp;
@@ -221,6 +224,55 @@ class Validator {
     if (p.dp == 0 && world_ % inner != 0)
       fail("parallel", cat("world size ", world_, " is not divisible by pp(", p.pp, ") × fsdp(", p.fsdp, ") × tp(",
                            p.tp, ") = ", inner, " (dp = 0 takes dp = world size / that)"));
+  }
+
+  // Pipeline keys: checked on the resolved values (0 = derive it, as resolve() derives it).
+  void check_pipeline() {
+    Config r = cfg_;
+    resolve(r, world_);
+    const ParallelConfig& p = r.parallel;
+    const ModelConfig& m = r.model;
+    const bool interleaved = p.pp_schedule == "interleaved-1f1b";
+    if (interleaved && p.pp_virtual_stages < 2)
+      fail("parallel.pp_virtual_stages", cat("given ", p.pp_virtual_stages, " with pp_schedule interleaved-1f1b; ",
+                                             "valid ≥ 2 (or 0 = 2)"));
+    if (!interleaved && p.pp_virtual_stages != 1)
+      fail("parallel.pp_virtual_stages", cat("given ", p.pp_virtual_stages, " with pp_schedule ", p.pp_schedule,
+                                             "; valid 1 (or 0); model chunks need pp_schedule interleaved-1f1b"));
+    if (p.pp == 1) return;
+    if (m.tie_embeddings)
+      fail("model.tie_embeddings", cat("given true with parallel.pp ", p.pp, "; valid false (the embedding lives ",
+                                       "on the first pipeline stage, the head on the last)"));
+    const int64_t stages = p.pp * p.pp_virtual_stages;
+    if (m.n_layer < stages)
+      fail("parallel.pp", cat("given ", p.pp, " × pp_virtual_stages ", p.pp_virtual_stages, " = ", stages,
+                              " stages; valid at most model.n_layer (", m.n_layer, "): one block per stage at least"));
+    if (p.pp_first_stage_blocks + p.pp_last_stage_blocks > 0 && p.pp_virtual_stages > 1)
+      fail("parallel.pp_first_stage_blocks", "given with pp_virtual_stages > 1; valid 0 (interleaved stages are even)");
+    const int64_t fixed = p.pp_first_stage_blocks + p.pp_last_stage_blocks;
+    const int64_t named = (p.pp_first_stage_blocks > 0) + (p.pp_last_stage_blocks > 0);
+    if (fixed > 0 && m.n_layer - fixed < p.pp - named)
+      fail("parallel.pp_first_stage_blocks", cat("first ", p.pp_first_stage_blocks, " + last ",
+                                                 p.pp_last_stage_blocks, " blocks leave ", m.n_layer - fixed,
+                                                 " of model.n_layer ", m.n_layer, " for ", p.pp - named,
+                                                 " other stages; valid at least one block each"));
+    const int64_t batch = r.train.micro_batch_size * r.train.grad_accum;
+    const int64_t mb = p.pp_microbatches;
+    if (mb == 0)
+      fail("parallel.pp_microbatches", cat("no valid default for the batch train.micro_batch_size(",
+                                           r.train.micro_batch_size, ") × train.grad_accum(", r.train.grad_accum,
+                                           ") = ", batch, " and pp ", p.pp, "; valid a divisor of ", batch,
+                                           interleaved ? " that is a multiple of pp" : "", " (≥ pp)"));
+    if (batch % mb != 0)
+      fail("parallel.pp_microbatches", cat("given ", mb, "; valid a divisor of the batch train.micro_batch_size(",
+                                           r.train.micro_batch_size, ") × train.grad_accum(", r.train.grad_accum,
+                                           ") = ", batch, ": ", batch, " % ", mb, " = ", batch % mb));
+    if (interleaved && mb % p.pp != 0)
+      fail("parallel.pp_microbatches", cat("given ", mb, " with interleaved-1f1b; valid a multiple of pp(", p.pp,
+                                           "): ", mb, " % ", p.pp, " = ", mb % p.pp));
+    if (r.train.sample_tokens > 0)
+      fail("train.sample_tokens", cat("given ", r.train.sample_tokens, " with parallel.pp ", p.pp,
+                                      "; valid 0 (generation runs the whole model in one process)"));
   }
 
   const Config& cfg_;

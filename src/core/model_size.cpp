@@ -86,17 +86,20 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   const int zero = p.fsdp > 1 && p.zero_stage == 0 ? 3 : static_cast<int>(p.zero_stage);
   const Num shard = static_cast<Num>(std::max<int64_t>(p.dp, 1) * p.fsdp);
   const Num tp = static_cast<Num>(p.tp);
-  const Num P = model_size(cfg.model).params;
+  // A pipeline stage holds about 1/pp of the parameters (the split balances them: parallel/pipeline_split.h).
+  const Num total = model_size(cfg.model).params;
+  const Num P = total / static_cast<Num>(std::max<int64_t>(p.pp, 1));
   // Bytes per parameter on this rank: fp32 weights, gradients, two AdamW moments, each divided by tp and by
   // the data-parallel ranks once the ZeRO stage shards it.
   Num per_rank = 4 * P / (tp * (zero >= 3 ? shard : 1));
   if (training) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1)) + 8 * P / (tp * (zero >= 1 ? shard : 1));
   const std::string name = cfg.source.empty() ? "config" : cfg.source;
-  MT_USER_CHECK(per_rank <= static_cast<Num>(device_bytes), name, ": model: ", show(P), " parameters need ",
+  MT_USER_CHECK(per_rank <= static_cast<Num>(device_bytes), name, ": model: ", show(total), " parameters need ",
                 bytes(per_rank), " per rank for ", training ? "training (fp32 weights, gradients and AdamW moments"
-                : "the fp32 weights", training ? ", " : " (", "under tp(", p.tp, "), fsdp(", p.fsdp, "), zero_stage ",
+                : "the fp32 weights", training ? ", " : " (", "under ", p.pp > 1 ? cat("pp(", p.pp, "), ") : "",
+                "tp(", p.tp, "), fsdp(", p.fsdp, "), zero_stage ",
                 zero, ") but ", device, " has ", bytes(static_cast<Num>(device_bytes)), "; valid: a smaller model, "
-                "or more ranks sharding it (parallel.fsdp, parallel.zero_stage, parallel.tp)");
+                "or more ranks sharding it (parallel.fsdp, parallel.zero_stage, parallel.tp, parallel.pp)");
 }
 
 }  // namespace meshtrain

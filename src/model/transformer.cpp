@@ -10,15 +10,25 @@
 
 namespace meshtrain::model {
 
-TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : cfg_(cfg) {
+TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions& opts, ModelSpan span)
+    : cfg_(cfg), span_(span) {
   MT_CHECK(cfg.n_kv_head > 0 && cfg.d_ff > 0, "TransformerImpl needs a resolved ModelConfig");
+  if (span_.end_block < 0) span_.end_block = cfg.n_layer;
+  MT_CHECK(0 <= span_.first_block && span_.first_block <= span_.end_block && span_.end_block <= cfg.n_layer,
+           "TransformerImpl: layers [", span_.first_block, ", ", span_.end_block, ") outside [0, ", cfg.n_layer, ")");
+  MT_CHECK(span_.embed || !span_.head || !cfg.tie_embeddings,
+           "TransformerImpl: a head without the embedding needs untied embeddings");
   const bool llama = cfg.family == "llama";
-  tok_embed = register_module("tok_embed", Embedding(cfg.vocab_size, cfg.d_model, opts));
-  if (!llama) pos_embed = register_module("pos_embed", Embedding(cfg.max_seq_len, cfg.d_model, opts));
-  blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t i = 0; i < cfg.n_layer; ++i) blocks->push_back(Block(cfg, opts));
-  final_norm = register_module("final_norm", Norm(llama, cfg.d_model, cfg.norm_eps, opts));
-  if (!cfg.tie_embeddings) lm_head = register_module("lm_head", Linear(cfg.d_model, cfg.vocab_size, false, opts));
+  if (span_.embed) {
+    tok_embed = register_module("tok_embed", Embedding(cfg.vocab_size, cfg.d_model, opts));
+    if (!llama) pos_embed = register_module("pos_embed", Embedding(cfg.max_seq_len, cfg.d_model, opts));
+  }
+  blocks = register_module("blocks", BlockList());
+  for (int64_t i = span_.first_block; i < span_.end_block; ++i) blocks->push_back(i, Block(cfg, opts).ptr());
+  if (span_.head) {
+    final_norm = register_module("final_norm", Norm(llama, cfg.d_model, cfg.norm_eps, opts));
+    if (!cfg.tie_embeddings) lm_head = register_module("lm_head", Linear(cfg.d_model, cfg.vocab_size, false, opts));
+  }
   if (llama) {
     RopeScaling scaling;
     // Llama 3.1+ presets use the published scaling (factor 8 over 8192 original positions) once the model
@@ -29,10 +39,13 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
 }
 
 at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
+  MT_CHECK(span_.embed && span_.head && blocks->size() == static_cast<size_t>(cfg_.n_layer),
+           "TransformerImpl::hidden needs the whole model (this module holds a pipeline stage)");
   const int64_t T = tokens.size(1);
   const int64_t offset = cache ? cache->length() : 0;
   MT_CHECK(offset + T <= cfg_.max_seq_len, "sequence of ", offset + T, " tokens exceeds model.max_seq_len ",
            cfg_.max_seq_len);
+  if (!cache) return final_norm->forward(run_blocks(embed(tokens), T));
   auto x = tok_embed->forward(tokens);  // [B, T, D]
   at::Tensor cos, sin;
   if (pos_embed) {
@@ -42,17 +55,42 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
   }
   if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
   if (hooks_.enter_blocks) x = hooks_.enter_blocks(x);
+  for (size_t i = 0; i < blocks->size(); ++i)
+    x = blocks->ptr<BlockImpl>(i)->forward(x, cos, sin, &cache->layers[i]);
+  return final_norm->forward(x);
+}
+
+at::Tensor TransformerImpl::embed(const at::Tensor& tokens) {
+  MT_CHECK(span_.embed, "TransformerImpl::embed on a pipeline stage without the embedding");
+  const int64_t T = tokens.size(1);
+  MT_CHECK(T <= cfg_.max_seq_len, "sequence of ", T, " tokens exceeds model.max_seq_len ", cfg_.max_seq_len);
+  auto x = tok_embed->forward(tokens);  // [B, T, D]
+  if (pos_embed) x = x + pos_embed->forward(at::arange(0, T, tokens.options()));
+  if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
+  if (hooks_.enter_blocks) x = hooks_.enter_blocks(x);
+  return x;
+}
+
+at::Tensor TransformerImpl::run_blocks(const at::Tensor& x_in, int64_t seq_len) {
+  at::Tensor cos, sin;
+  if (inv_freq_.defined()) std::tie(cos, sin) = rope_tables(inv_freq_, 0, seq_len);
+  at::Tensor x = x_in;
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto block = blocks->ptr<BlockImpl>(i);
-    if (runner_ && !cache) {
+    if (runner_) {
       // Captures by value: the runner may call it again in backward (block_runner.h).
       BlockFn run = [block, cos, sin](const at::Tensor& h) { return block->forward(h, cos, sin, nullptr); };
       x = runner_(static_cast<int64_t>(i), *block, x, run);
     } else {
-      x = block->forward(x, cos, sin, cache ? &cache->layers[i] : nullptr);
+      x = block->forward(x, cos, sin, nullptr);
     }
   }
-  return final_norm->forward(x);
+  return x;
+}
+
+at::Tensor TransformerImpl::head_loss(const at::Tensor& x, const at::Tensor& targets) {
+  MT_CHECK(span_.head, "TransformerImpl::head_loss on a pipeline stage without the head");
+  return loss_of_hidden(final_norm->forward(x), targets);
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
@@ -62,7 +100,10 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
 }
 
 at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
-  auto h = hidden(tokens);
+  return loss_of_hidden(hidden(tokens), targets);
+}
+
+at::Tensor TransformerImpl::loss_of_hidden(const at::Tensor& h, const at::Tensor& targets) {
   if (hooks_.loss) return hooks_.loss(h, targets);
   if (loss_chunk_bytes_ <= 0) {
     auto logits = at::linear(h, head_weight());

@@ -272,6 +272,10 @@ void FullyShard::pre_backward(size_t b) {
   if (b > 0 && !block_gathered(b - 1)) start_gather_block(b - 1);  // prefetch
 }
 
+void FullyShard::ensure_root_gathered() {
+  if (!alias_) ensure_block_gathered(root_);
+}
+
 void FullyShard::pre_forward() {
   if (alias_) return;
   if (opts_.zero_stage == 3) {

@@ -32,6 +32,18 @@ at::Tensor ParallelModel::forward_backward(const std::vector<MicroBatch>& batche
   return loss_sum;
 }
 
+at::Tensor ParallelModel::stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets) {
+  before_forward();
+  auto& net = *net_;
+  at::Tensor h = net.span().embed ? net.embed(tokens) : x;
+  h = net.run_blocks(h, tokens.size(1));
+  return net.span().head ? net.head_loss(h, targets) : h;
+}
+
+void ParallelModel::stage_backward(const at::Tensor&, const at::Tensor&, bool) {
+  MT_CHECK(false, "layout '", describe(), "' cannot run as a pipeline stage");
+}
+
 at::Tensor ParallelModel::eval_loss(const at::Tensor& tokens, const at::Tensor& targets) {
   at::NoGradGuard no_grad;
   AutocastGuard ac(autocast_, autocast_device_);

@@ -4,6 +4,7 @@
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/activation_checkpoint.h"
+#include "meshtrain/parallel/pipeline_model.h"
 #include "meshtrain/parallel/replicated_model.h"
 #include "meshtrain/parallel/sharded_model.h"
 
@@ -29,11 +30,16 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
   return parallelize(std::move(net), groups, cfg, device, TrainablePolicy::from_config(cfg.train));
 }
 
-std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
-                                           const at::Device& device, const TrainablePolicy& policy) {
+namespace {
+
+// One module's layout (the whole model, or one pipeline stage's): steps 1-4 of parallelize() below. `policy`
+// null: the module's frozen parameters are marked already. `distributed`: more than one rank holds this
+// module's parameters.
+std::unique_ptr<ParallelModel> parallelize_module(model::Transformer net, const ParallelGroups& groups,
+                                                  const Config& cfg, const at::Device& device,
+                                                  const TrainablePolicy* policy, bool distributed) {
   const ParallelConfig& p = cfg.parallel;
   const int stage = effective_zero_stage(p);
-  const bool distributed = groups.world && groups.world->size() > 1;
   // 1. Tensor parallelism: cuts the attention/MLP/embedding weights into this rank's blocks over the tp group.
   //    Under DDP the blocks are materialised here; under FSDP/ZeRO they stay on the meta device and FSDP
   //    initialises only its chunk of each (never the whole TP block).
@@ -44,7 +50,7 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
     tp = apply_tensor_parallel(*net, groups.tp, cfg, stage == 0 ? device : at::Device(at::kMeta));
   }
   // 2. Which parameters train: marked once on the module; every wrapper below follows the mark.
-  policy.apply(*net);
+  if (policy) policy->apply(*net);
   // 3. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.
   model::BlockRunner ac = cfg.train.activation_checkpointing ? model::activation_checkpointing_runner()
                                                              : model::BlockRunner();
@@ -70,6 +76,27 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
                         .master_location = parse_master_location(p.master_location)};
     out = std::make_unique<ShardedModel>(std::move(net), cfg.train.seed, device, std::move(shard),
                                          std::move(replicate), o, std::move(ac), std::move(tp));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
+                                           const at::Device& device, const TrainablePolicy& policy) {
+  const ParallelConfig& p = cfg.parallel;
+  const int world = groups.world ? groups.world->size() : 1;
+  std::unique_ptr<ParallelModel> out;
+  if (p.pp > 1) {
+    // 0. The stage split first: each of this rank's model chunks gets the layout below over the groups
+    //    inside its stage (dp/fsdp/tp); the pipeline runs the chunks (parallel/pipeline_model.h).
+    const bool distributed = world / p.pp > 1;
+    auto layout = [&](model::Transformer stage) {
+      return parallelize_module(std::move(stage), groups, cfg, device, nullptr, distributed);
+    };
+    out = std::make_unique<PipelineModel>(net, groups, cfg, device, policy, layout);
+  } else {
+    out = parallelize_module(std::move(net), groups, cfg, device, &policy, world > 1);
   }
   out->set_compute_dtype(compute_dtype(cfg.train, device.is_cuda()), device.type());
   return out;

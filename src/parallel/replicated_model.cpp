@@ -22,9 +22,11 @@ at::Tensor ReplicatedModel::loss(const at::Tensor& tokens, const at::Tensor& tar
   return net_->loss(tokens, targets);
 }
 
-void ReplicatedModel::backward(const at::Tensor& loss, bool sync) {
+void ReplicatedModel::backward(const at::Tensor& loss, bool sync) { stage_backward(loss, at::Tensor(), sync); }
+
+void ReplicatedModel::stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync) {
   if (reducer_) reducer_->set_requires_sync(sync);
-  loss.backward();
+  out.backward(grad);
   if (!sync) return;
   if (reducer_) reducer_->finish_gradient_sync();
   // Sums over tp commute with the average over dp: after it is as right as before.

@@ -28,9 +28,12 @@ at::Tensor ShardedModel::loss(const at::Tensor& tokens, const at::Tensor& target
   return net_->loss(tokens, targets);
 }
 
-void ShardedModel::backward(const at::Tensor& loss, bool sync) {
+void ShardedModel::backward(const at::Tensor& loss, bool sync) { stage_backward(loss, at::Tensor(), sync); }
+
+void ShardedModel::stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync) {
   shard_->set_requires_sync(sync);
-  loss.backward();
+  shard_->ensure_root_gathered();
+  out.backward(grad);
   shard_->finish_gradient_sync();
   if (!sync || !tp_ || tp_->partial_gradients().empty()) return;
   std::map<std::string, at::Tensor> grads;

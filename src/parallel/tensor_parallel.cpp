@@ -231,7 +231,7 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
   Cutter cut(cfg, tp->rank(), static_cast<int>(P), device);
   for (size_t i = 0; i < model.blocks->size(); ++i) {
     auto& block = *model.blocks->ptr<model::BlockImpl>(i);
-    const std::string path = "blocks." + std::to_string(i) + ".";
+    const std::string path = "blocks." + std::to_string(model.blocks->global_index(i)) + ".";
     auto& attn = *block.attn;
     // Contiguous row blocks of wq/wk/wv are whole heads ([H·hd] rows, head-major), and GQA's grouping holds
     // locally: query head j of this rank uses its key/value head j / (H / Hkv).
@@ -245,9 +245,11 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
   }
 
   const auto vb = vocab_block(mc.vocab_size, tp->rank(), static_cast<int>(P));
-  auto emb = cut.block("tok_embed.weight", model.tok_embed->weight, 0, vb.start, vb.rows());
-  std::shared_ptr<model::EmbeddingImpl> vpe = std::make_shared<VocabParallelEmbeddingImpl>(emb, vb, tp);
-  model.tok_embed = model::Embedding(model.replace_module("tok_embed", vpe));
+  if (model.tok_embed) {  // a pipeline stage after the first holds no embedding
+    auto emb = cut.block("tok_embed.weight", model.tok_embed->weight, 0, vb.start, vb.rows());
+    std::shared_ptr<model::EmbeddingImpl> vpe = std::make_shared<VocabParallelEmbeddingImpl>(emb, vb, tp);
+    model.tok_embed = model::Embedding(model.replace_module("tok_embed", vpe));
+  }
   if (model.lm_head)
     model.lm_head->replace_parameter("weight", cut.block("lm_head.weight", model.lm_head->weight, 0, vb.start,
                                                          vb.rows()));

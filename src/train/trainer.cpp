@@ -102,6 +102,8 @@ class TrainingRun {
   // This rank's generators, as checkpoints save and restore them.
   RngStreams rng_streams() const;
   double mean_over_ranks(double v);
+  // The layout's step_metrics() of every rank, by key (collective over the world).
+  std::vector<std::pair<std::string, std::vector<double>>> layout_metrics_over_ranks();
   // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
   int agreed_stop_signal();
   // The end-of-training sample; every rank calls it (the layout's generation scope is collective), rank 0
@@ -348,9 +350,12 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
   // The job's model FLOPs (its tokens × the whole model's FLOPs per token) over every device's peak.
   const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * w_.world.world_size) : -1;
   const double eta = ema_step_s_ * static_cast<double>(cfg_.train.steps - done);
-  log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step | ETA %s",
+  // Layout figures (a pipeline's measured bubble per stage): this rank's on its line, every rank's in the record.
+  std::string extra;
+  for (const auto& [key, value] : par_->step_metrics()) extra += log::sprintf(" | %s %.3g", key.c_str(), value);
+  log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step%s | ETA %s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
-                mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s,
+                mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s, extra.c_str(),
                 format_duration(eta).c_str());
   nlohmann::json rec = {{"step", done},          {"loss", loss},
                         {"lr", lr},              {"grad_norm", grad_norm},
@@ -367,7 +372,30 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
                   static_cast<double>(planned_peak_bytes_) / (1 << 30),
                   static_cast<double>(peak) / static_cast<double>(planned_peak_bytes_));
   }
+  for (const auto& [key, per_rank] : layout_metrics_over_ranks()) rec[key] = per_rank;
   metrics_->write(rec);
+}
+
+std::vector<std::pair<std::string, std::vector<double>>> TrainingRun::layout_metrics_over_ranks() {
+  const auto mine = par_->step_metrics();
+  std::vector<std::pair<std::string, std::vector<double>>> out;
+  if (mine.empty()) return out;
+  const int64_t n = static_cast<int64_t>(mine.size()), W = w_.comm ? w_.comm->size() : 1;
+  std::vector<double> values;
+  for (const auto& kv : mine) values.push_back(kv.second);
+  at::Tensor all = at::tensor(values, at::kDouble).to(at::kFloat);
+  if (w_.comm) {
+    auto in = all.to(w_.comm->device()), gathered = at::empty({W * n}, in.options());
+    w_.comm->all_gather_into(gathered, in)->wait();
+    all = gathered.cpu();
+  }
+  const float* v = all.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> per_rank;
+    for (int64_t r = 0; r < W; ++r) per_rank.push_back(v[r * n + i]);
+    out.emplace_back(mine[static_cast<size_t>(i)].first, std::move(per_rank));
+  }
+  return out;
 }
 
 double TrainingRun::mean_over_ranks(double v) {

@@ -44,3 +44,12 @@ foreach(name resume_auto nonfinite random_kill)
            COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/${name}_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
   set_tests_properties(e2e.ckpt_${name} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 300)
 endforeach()
+
+# Pipeline checkpoints (tests/e2e/ckpt/pipeline_resume_test.py): saved under pp 2 × fsdp 2, resumed under one
+# process, pp 4 and fsdp 4; an exact resume after a kill.
+foreach(mode reshard exact)
+  add_test(NAME e2e.pipeline_resume_${mode}
+           COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/pipeline_resume_test.py ${MESHTRAIN_BIN}
+                   ${CMAKE_SOURCE_DIR} ${mode})
+  set_tests_properties(e2e.pipeline_resume_${mode} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)
+endforeach()

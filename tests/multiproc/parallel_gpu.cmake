@@ -27,3 +27,10 @@ parallel_gpu_layout(tp2_sp 2 "--family llama --tp-model" --family llama --tp-mod
 parallel_gpu_layout(fsdp2_tp2 4 "--family llama --tp-model --accum 2" --family llama --tp-model --layout fsdp --tp 2)
 parallel_gpu_layout(ddp2_tp2_ac 4 "--family gpt2 --tp-model --accum 2" --family gpt2 --tp-model --layout ddp --tp 2
                     --ac)
+# Pipelines (docs/pipeline.md) on the one GPU: the reference accumulates the pipeline's micro-batches (8 / m
+# sequences each), so every kernel sees a stage's shapes.
+parallel_gpu_layout(pp2_1f1b 2 "--family llama --pp-model --accum 4" --family llama --pp-model --layout ddp --pp 2)
+parallel_gpu_layout(pp4_interleaved 4 "--family gpt2 --pp-model --accum 8" --family gpt2 --pp-model --layout ddp
+                    --pp 4 --schedule interleaved-1f1b)
+parallel_gpu_layout(pp2_fsdp2_tp2 8 "--family llama --tp-model --pp-model --accum 8" --family llama --tp-model
+                    --pp-model --layout fsdp --pp 2 --tp 2)

@@ -48,7 +48,20 @@ namespace meshtrain {
     "(it then talks over PCIe); false makes that an error (see `meshtrain topo`)")                           \
   F(bool, sequence_parallel, false, "With tp > 1: activations outside the tensor-parallel regions (norms, "   \
     "residual stream) hold seq_len / tp tokens per rank; reduce-scatter + all-gather replace the all-reduces") \
-  F(int64_t, pp, 1, "Pipeline-parallel degree")                                                              \
+  F(int64_t, pp, 1, "Pipeline-parallel degree: contiguous blocks per stage (docs/pipeline.md)")              \
+  F(std::string, pp_schedule, "1f1b", "Pipeline schedule (pp > 1); one of: gpipe | 1f1b | interleaved-1f1b | " \
+    "zb-h1 (docs/pipeline.md)")                                                                              \
+  F(int64_t, pp_virtual_stages, 0, "Model chunks per pipeline rank; > 1 only with pp_schedule "             \
+    "interleaved-1f1b; 0 = 2 for interleaved-1f1b, 1 otherwise")                                            \
+  F(int64_t, pp_microbatches, 0, "Micro-batches per step through the pipeline; must divide the batch of "   \
+    "train.micro_batch_size × train.grad_accum sequences; 0 = the smallest divisor ≥ 2 × pp (a multiple of pp " \
+    "for interleaved-1f1b)")                                                                                 \
+  F(int64_t, pp_first_stage_blocks, 0, "Blocks on the first pipeline stage, which also holds the embedding "  \
+    "(fewer eases its memory); 0 = stages balanced by parameter count")                                     \
+  F(int64_t, pp_last_stage_blocks, 0, "Blocks on the last pipeline stage, which also holds the head and the " \
+    "loss; 0 = stages balanced by parameter count")                                                          \
+  F(int64_t, pp_trace_step, 0, "Write a Chrome/Perfetto trace of this step's pipeline actions, one JSON per " \
+    "rank in <train.out_dir>/pipeline_trace/; 0 = none")                                                     \
   F(std::string, order, "pp-dp-fsdp-tp", "Rank order of the mesh dims, innermost last")                     \
   F(std::string, backend, "auto", "Collective backend; one of: auto | nccl | cpu (auto: nccl on CUDA, cpu otherwise)") \
   F(double, bucket_mb, 25.0, "Data-parallel gradient bucket size in MiB")                                   \

@@ -4,15 +4,17 @@
 // Parameter names (state_dict keys): tok_embed.weight, pos_embed.weight, blocks.{i}.attn_norm.weight,
 // blocks.{i}.attn.{wq,wk,wv,wo}.{weight,bias}, blocks.{i}.mlp_norm.*, blocks.{i}.mlp.{fc,proj | w1,w2,w3}.*,
 // final_norm.*, lm_head.weight (untied only).
+// A pipeline stage builds the same class over a ModelSpan: only its layers (named by their global index:
+// model/block_list.h), the embeddings on the first stage, final norm + head on the last.
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/container/modulelist.h>
 
 #include <functional>
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/model/block.h"
+#include "meshtrain/model/block_list.h"
 #include "meshtrain/model/block_runner.h"
 #include "meshtrain/model/kv_cache.h"
 #include "meshtrain/model/linear.h"
@@ -32,17 +34,36 @@ struct TransformerHooks {
   std::function<at::Tensor(const at::Tensor& h, const at::Tensor& targets)> loss;
 };
 
+// The part of the model one module holds: all of it by default; a pipeline stage's share otherwise.
+struct ModelSpan {
+  int64_t first_block = 0;
+  int64_t end_block = -1;  // one past the last layer; -1 = n_layer
+  bool embed = true;       // tok_embed (+ pos_embed): the first stage
+  bool head = true;        // final_norm + lm_head + loss: the last stage
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
   // `cfg` must be resolved (core/config.h resolve()): n_kv_head and d_ff filled. Parameters are created
   // with `opts` and left uninitialised (init_weights); with the meta device nothing is allocated
   // (materialize, or the parallel layers, give them storage). RoPE tables are always real (CPU).
-  explicit TransformerImpl(const ModelConfig& cfg, const at::TensorOptions& opts = {});
+  // A span without `embed` needs untied embeddings when it has the head (the tied weight lives on the
+  // embedding's stage).
+  explicit TransformerImpl(const ModelConfig& cfg, const at::TensorOptions& opts = {}, ModelSpan span = {});
 
   // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.
   at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr);
   // The final-norm output, before the head: [B, T] → [B, T, D].
   at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr);
+  // The three pieces hidden() and loss() are made of, for a pipeline stage that holds some of them.
+  // Embeddings (+ dropout, + the enter_blocks hook): tokens [B, T] → x [B, T', D]. Needs span().embed.
+  at::Tensor embed(const at::Tensor& tokens);
+  // This module's blocks over x [B, T', D] for sequences of `seq_len` positions from 0 (RoPE tables).
+  at::Tensor run_blocks(const at::Tensor& x, int64_t seq_len);
+  // Final norm, head and mean loss of x [B, T', D] against targets [B, T]. Needs span().head.
+  at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets);
+  const ModelSpan& span() const { return span_; }
+
   // The output projection's weight [V, D]: lm_head's, or the token embedding when tied.
   const at::Tensor& head_weight() const { return lm_head ? lm_head->weight : tok_embed->weight; }
   // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T]. With a chunk size set,
@@ -77,12 +98,15 @@ class TransformerImpl : public torch::nn::Module {
   const ModelConfig& config() const { return cfg_; }
 
   Embedding tok_embed{nullptr}, pos_embed{nullptr};
-  torch::nn::ModuleList blocks{nullptr};
+  BlockList blocks{nullptr};
   Norm final_norm{nullptr};
   Linear lm_head{nullptr};
 
  private:
+  at::Tensor loss_of_hidden(const at::Tensor& h, const at::Tensor& targets);
+
   ModelConfig cfg_;
+  ModelSpan span_;
   at::Tensor inv_freq_;  // RoPE (llama), buffer [hd/2]
   BlockRunner runner_;
   int64_t loss_chunk_bytes_ = 0;

@@ -72,6 +72,10 @@ class FullyShard {
   // Before each forward: gathers the root unit (stage 3) or every stale unit (stages 1-2) and arms the
   // gradient counters.
   void pre_forward();
+  // Before a backward whose forward was not the last one (a pipeline runs several forwards before their
+  // backwards): the root unit, freed after an earlier backward's reduce-scatter, is gathered again. A no-op
+  // right after a forward.
+  void ensure_root_gathered();
   void set_requires_sync(bool sync) { requires_sync_ = sync; }
   // After each backward: waits for the reduce-scatters (and HSDP's all-reduce), adds the result into the
   // shard gradients. A parameter without a gradient is a UserError naming it. Idempotent.

@@ -12,9 +12,10 @@ struct ParallelGroups {
   comm::CommPtr dp;     // replicas (DDP all-reduce, ZeRO shards, HSDP replicate dim)
   comm::CommPtr fsdp;   // FSDP shard dim
   comm::CommPtr tp;     // tensor-parallel group
+  comm::CommPtr pp;     // pipeline stages (parallel/pipeline_model.h); null when pp = 1
 };
 
-// The mesh's dp, fsdp and tp groups (collective on first use: every rank calls it, in the same order).
+// The mesh's dp, fsdp, tp (and pp where pp > 1) groups (collective on first use: every rank calls it, in the same order).
 ParallelGroups make_parallel_groups(comm::Mesh& mesh);
 
 }  // namespace meshtrain::parallel

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/core/config_enums.h"
@@ -59,6 +60,13 @@ class ParallelModel {
   // Backward of one micro-batch. `sync` false on accumulation micro-steps (no reduction where the layout can
   // skip it); after a synced backward the optimizer parameters' .grad hold the global average.
   virtual void backward(const at::Tensor& loss, bool sync) = 0;
+  // A pipeline stage (parallel/pipeline_model.h) over this layout: the forward from the embedding (where
+  // this module holds it) or from `x` [B, T', D], the previous stage's output, to the loss against `targets`
+  // (where it holds the head) or to the next stage's input; with the layout's pre-forward work.
+  at::Tensor stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets);
+  // Backward from a stage's output `out` with `grad`, the gradient the next stage sent (undefined: `out` is
+  // the loss); `sync` as in backward(). Layouts that cannot run as a stage throw.
+  virtual void stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync);
   virtual std::vector<OptimParam> optimizer_params() const = 0;
   // Global gradient norm over all parameters (shards and replicas counted once), as a device scalar; scales
   // the gradients down to `max_norm` when above it (0: no clipping).
@@ -74,6 +82,9 @@ class ParallelModel {
   virtual bool replicated() const { return false; }
   // "ddp over 4 ranks, 3 buckets", for the log.
   virtual std::string describe() const = 0;
+  // Figures of the last forward_backward that only some layouts have, for the step log (a pipeline: its
+  // measured bubble fraction, peak live activations); empty for the others.
+  virtual std::vector<std::pair<std::string, double>> step_metrics() const { return {}; }
 
  protected:
   ParallelModel(model::Transformer net, std::shared_ptr<const TensorParallel> tp)
@@ -86,6 +97,8 @@ class ParallelModel {
   // Full parameters in the module until the next step (generation runs the module directly). Under tensor
   // parallelism "full" means this rank's TP blocks.
   virtual void gather_full_parameters() {}
+  // What the layout does before a forward of the module (FSDP gathers its root unit).
+  virtual void before_forward() {}
 
   model::Transformer net_;
   std::shared_ptr<const TensorParallel> tp_;

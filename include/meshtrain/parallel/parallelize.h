@@ -1,5 +1,8 @@
 // parallelize(): applies the layout the config asks for, in a fixed order (docs/architecture.md) —
-//   tensor parallelism → which parameters train → activation checkpointing → FSDP/ZeRO or DDP
+//   [pipeline stage split →] tensor parallelism → which parameters train → activation checkpointing →
+//   FSDP/ZeRO or DDP
+// With pp > 1 the model is first split into stages (parallel/pipeline_split.h); this rank's chunks each get
+// the rest of the order inside their stage and run under a pipeline schedule (parallel/pipeline_model.h).
 // and returns the model as the trainer drives it (parallel/parallel_model.h).
 //
 // Layout from parallel.{dp, fsdp, tp, zero_stage}:

@@ -20,6 +20,7 @@ class ReplicatedModel : public ParallelModel {
 
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
   void backward(const at::Tensor& loss, bool sync) override;
+  void stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync) override;
   std::vector<OptimParam> optimizer_params() const override;
   at::Tensor clip_grad_norm(double max_norm) override;
   void after_optimizer_step() override;

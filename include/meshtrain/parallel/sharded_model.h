@@ -20,6 +20,7 @@ class ShardedModel : public ParallelModel {
 
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
   void backward(const at::Tensor& loss, bool sync) override;
+  void stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync) override;
   std::vector<OptimParam> optimizer_params() const override;
   at::Tensor clip_grad_norm(double max_norm) override;
   void after_optimizer_step() override;
@@ -30,6 +31,7 @@ class ShardedModel : public ParallelModel {
 
  protected:
   void gather_full_parameters() override { shard_->gather_all(); }
+  void before_forward() override { shard_->pre_forward(); }
 
  private:
   std::unique_ptr<FullyShard> shard_;

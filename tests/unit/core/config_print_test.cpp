@@ -67,7 +67,7 @@ TEST(ConfigSchema, EnumerationsComeFromTheDocs) {
   std::vector<std::string> enums;
   for (const FieldInfo& f : config_fields())
     if (!f.choices.empty()) enums.push_back(f.path());
-  EXPECT_EQ(enums, (std::vector<std::string>{"model.preset", "model.family", "parallel.backend",
+  EXPECT_EQ(enums, (std::vector<std::string>{"model.preset", "model.family", "parallel.pp_schedule", "parallel.backend",
                                              "parallel.param_dtype", "parallel.reduce_dtype", "parallel.master_location",
                                              "data.format",
                                              "optimizer.name", "schedule.kind", "train.device", "train.dtype",

@@ -287,3 +287,59 @@ TEST(ConfigResolve, LeavesWhatItCannotDerive) {
   resolve(c, 8);
   EXPECT_EQ(c.parallel.dp, 0);
 }
+
+// Pipeline keys: micro-batches divide the batch (the arithmetic in the message), interleaving needs chunks and
+// m a multiple of pp, the stages need blocks, tied embeddings and generation cannot be split over stages.
+TEST(ConfigValidate, PipelineRules) {
+  auto pipeline = [] {
+    Config c = good();
+    c.model.tie_embeddings = false;
+    c.model.n_layer = 8;
+    c.parallel.pp = 2;
+    return c;
+  };
+  Config c = pipeline();
+  EXPECT_NO_THROW(validate(c, 8));
+  c.parallel.pp_microbatches = 3;
+  expect_invalid(c, "parallel.pp_microbatches: given 3; valid a divisor of the batch train.micro_batch_size(8) × "
+                    "train.grad_accum(1) = 8: 8 % 3 = 2");
+  c = pipeline();
+  c.parallel.pp_schedule = "interleaved-1f1b";
+  c.parallel.pp_microbatches = 2;
+  c.parallel.pp = 4;
+  expect_invalid(c, "parallel.pp_microbatches: given 2 with interleaved-1f1b; valid a multiple of pp(4): 2 % 4 = 2");
+  c = pipeline();
+  c.parallel.pp_virtual_stages = 2;
+  expect_invalid(c, "parallel.pp_virtual_stages: given 2 with pp_schedule 1f1b; valid 1 (or 0)");
+  c = pipeline();
+  c.model.tie_embeddings = true;
+  expect_invalid(c, "model.tie_embeddings: given true with parallel.pp 2; valid false");
+  c = pipeline();
+  c.parallel.pp = 8;
+  c.parallel.pp_schedule = "interleaved-1f1b";
+  expect_invalid(c, "parallel.pp: given 8 × pp_virtual_stages 2 = 16 stages; valid at most model.n_layer (8)");
+  c = pipeline();
+  c.train.sample_tokens = 10;
+  expect_invalid(c, "train.sample_tokens: given 10 with parallel.pp 2; valid 0");
+  c = pipeline();
+  c.parallel.pp = 4;
+  c.parallel.pp_first_stage_blocks = 4;
+  c.parallel.pp_last_stage_blocks = 3;
+  expect_invalid(c, "first 4 + last 3 blocks leave 1 of model.n_layer 8 for 2 other stages; valid at least one "
+                    "block each");
+}
+
+TEST(ConfigResolve, PipelineMicroBatchesDefaultToAtLeastTwicePp) {
+  Config c = good();
+  c.parallel.pp = 2;
+  c.train.micro_batch_size = 6;
+  resolve(c, 8);
+  EXPECT_EQ(c.parallel.pp_microbatches, 6);  // the smallest divisor of 6 that is ≥ 4
+  EXPECT_EQ(c.parallel.pp_virtual_stages, 1);
+  Config i = good();
+  i.parallel.pp = 2;
+  i.parallel.pp_schedule = "interleaved-1f1b";
+  resolve(i, 8);
+  EXPECT_EQ(i.parallel.pp_microbatches, 4);
+  EXPECT_EQ(i.parallel.pp_virtual_stages, 2);
+}

@@ -1,0 +1,75 @@
+// Stage split: contiguous blocks, the embedding on the first stage and the head on the last, balanced by
+// parameter count; fixed first/last block counts; global parameter names on every stage.
+#include <gtest/gtest.h>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/parallel/pipeline_split.h"
+
+using namespace meshtrain;
+using namespace meshtrain::parallel;
+
+namespace {
+
+std::vector<int64_t> counts(const std::vector<model::ModelSpan>& spans) {
+  std::vector<int64_t> out;
+  for (const auto& s : spans) out.push_back(s.end_block - s.first_block);
+  return out;
+}
+
+}  // namespace
+
+TEST(PipelineSplit, EvenWithoutEmbeddingWeight) {
+  auto spans = split_pipeline_stages({8, 10, 0, 0}, 4);
+  EXPECT_EQ(counts(spans), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_TRUE(spans[0].embed);
+  EXPECT_FALSE(spans[0].head);
+  EXPECT_TRUE(spans[3].head);
+  EXPECT_EQ(spans[2].first_block, 4);
+}
+
+TEST(PipelineSplit, HeavyEmbeddingAndHeadTakeBlocksOffTheEnds) {
+  // Embedding and head each weigh two blocks: 14 blocks' worth over 4 stages cannot go below 4 per stage,
+  // which needs the end stages to hold at most 2 blocks.
+  auto spans = split_pipeline_stages({10, 1, 2, 2}, 4);
+  auto c = counts(spans);
+  double largest = 0;
+  for (int s = 0; s < 4; ++s)
+    largest = std::max(largest, c[s] * 1.0 + (s == 0 ? 2 : 0) + (s == 3 ? 2 : 0));
+  EXPECT_EQ(largest, 4);
+  EXPECT_LE(c[0], 2);
+  EXPECT_LE(c[3], 2);
+  EXPECT_EQ(c[0] + c[1] + c[2] + c[3], 10);
+}
+
+TEST(PipelineSplit, FixedFirstAndLastBlocks) {
+  EXPECT_EQ(counts(split_pipeline_stages({10, 1, 0, 0}, 4, 1, 1)), (std::vector<int64_t>{1, 4, 4, 1}));
+  EXPECT_EQ(counts(split_pipeline_stages({9, 1, 0, 0}, 3, 2, 0)), (std::vector<int64_t>{2, 4, 3}));
+  EXPECT_THROW(split_pipeline_stages({4, 1, 0, 0}, 4, 2, 1), Error);
+}
+
+TEST(PipelineSplit, StageModulesKeepGlobalNames) {
+  ModelConfig mc;
+  mc.family = "llama";
+  mc.n_layer = 4;
+  mc.d_model = 32;
+  mc.n_head = 4;
+  mc.n_kv_head = 4;
+  mc.d_ff = 64;
+  mc.vocab_size = 64;
+  mc.max_seq_len = 16;
+  mc.tie_embeddings = false;
+  model::Transformer full(mc, at::TensorOptions().device(at::kMeta));
+  auto spans = split_pipeline_stages(stage_sizes(*full), 2);
+  model::Transformer second(mc, at::TensorOptions().device(at::kMeta), spans[1]);
+  std::vector<std::string> names;
+  for (const auto& it : second->named_parameters()) names.push_back(it.key());
+  EXPECT_EQ(names.front(), "blocks." + std::to_string(spans[1].first_block) + ".attn_norm.weight");
+  EXPECT_EQ(names.back(), "lm_head.weight");
+  EXPECT_FALSE(second->tok_embed);
+  int64_t total = 0;
+  for (const auto& s : spans) {
+    model::Transformer part(mc, at::TensorOptions().device(at::kMeta), s);
+    total += part->num_params();
+  }
+  EXPECT_EQ(total, full->num_params());  // every parameter on exactly one stage
+}
