@@ -5,6 +5,9 @@
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
+#ifdef MESHTRAIN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 #include <chrono>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 #include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/mesh.h"
+#include "meshtrain/comm/wait_clock.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/config_enums.h"
@@ -32,12 +36,24 @@
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
+#include "meshtrain/train/step_telemetry.h"
 #include "meshtrain/train/stop_signals.h"
 #include "meshtrain/train/worker_setup.h"
 
 namespace meshtrain::train {
 namespace {
 
+// The PCI bus id of the training GPU ("0000:07:00.0"), which NVML knows it by; empty on CPU.
+std::string device_pci_bus_id(bool cuda, int device_index) {
+#ifdef MESHTRAIN_WITH_CUDA
+  if (cuda) {
+    const auto* p = at::cuda::getDeviceProperties(device_index);
+    return log::sprintf("%04x:%02x:%02x.0", p->pciDomainID, p->pciBusID, p->pciDeviceID);
+  }
+#endif
+  (void)cuda, (void)device_index;
+  return "";
+}
 
 // CRC-32 of this rank's parameters (the whole model, or its shards).
 uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
@@ -90,8 +106,8 @@ class TrainingRun {
   void check_nonfinite_streak(int64_t done);
   // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
   void check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks);
-  void log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm,
-                double lr);
+  void log_step(int64_t done, double step_s, double compute_s, const at::Tensor& loss_sum,
+                const at::Tensor& grad_norm, double lr);
   double evaluate();
   void save(int64_t step);
   // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
@@ -116,6 +132,7 @@ class TrainingRun {
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<StepTelemetry> telemetry_;  // every rank's times and GPU readings at each logged step
   StopSignals stop_signals_;
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
   int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
@@ -131,7 +148,13 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   resume_if_asked();
   par_->broadcast_parameters();
 
-  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0);
+  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0, cfg.logging.tensorboard);
+  telemetry_ = std::make_unique<StepTelemetry>(
+      StepTelemetry::Options{.rank = w_.world.rank, .world_size = w_.world.world_size,
+                             .local_world_size = w_.world.local_world_size, .gpu_readings = cfg.logging.gpu_telemetry,
+                             .pci_bus_id = device_pci_bus_id(w_.cuda, w_.device.index()),
+                             .straggler_threshold = cfg.logging.straggler_threshold},
+      w_.comm);
   // Tokens the whole job consumes per step: each data-parallel rank's batches (tp ranks share theirs).
   tokens_per_step_ = cfg.train.micro_batch_size * cfg.data.seq_len * cfg.train.grad_accum * w_.data_ranks;
   peak_flops_ = device_peak_flops(w_.cuda, w_.device.index());
@@ -321,8 +344,8 @@ void TrainingRun::check_nonfinite_streak(int64_t done) {
                       " (lower optimizer.lr, set optimizer.grad_clip, or check the data)"));
 }
 
-void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm_t,
-                           double lr) {
+void TrainingRun::log_step(int64_t done, double step_s, double compute_s, const at::Tensor& loss_sum,
+                           const at::Tensor& grad_norm_t, double lr) {
   const double loss = mean_over_ranks(loss_sum.item<double>() / static_cast<double>(cfg_.train.grad_accum));
   const double grad_norm = grad_norm_t.item<double>();
   if (done == start_step_ + 1) result_.first_loss = loss;
@@ -331,10 +354,13 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
   // The job's model FLOPs (its tokens × the whole model's FLOPs per token) over every device's peak.
   const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * w_.world.world_size) : -1;
   const double eta = ema_step_s_ * static_cast<double>(cfg_.train.steps - done);
-  log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step | ETA %s",
+  const StepTelemetry::Summary tel = telemetry_->gather(done, step_s, compute_s);  // collective
+  log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step | ETA %s%s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
                 mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s,
-                format_duration(eta).c_str());
+                format_duration(eta).c_str(), tel.console.c_str());
+  if (w_.world.rank == 0)
+    for (const auto& w : tel.warnings) log::warn("%s", w.c_str());
   nlohmann::json rec = {{"step", done},          {"loss", loss},
                         {"lr", lr},              {"grad_norm", grad_norm},
                         {"tokens_per_s", tok_s}, {"step_time_s", step_s},
@@ -342,6 +368,7 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
                         {"peak_memory_bytes", peak_memory_bytes(w_.cuda, w_.device.index())},
                         {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
+  rec.update(tel.record);
   metrics_->write(rec);
 }
 
@@ -437,9 +464,13 @@ TrainResult TrainingRun::run() {
   run_start_ = Clock::now();
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
     const auto t0 = Clock::now();
+    const double blocked0 = comm::blocked_in_wait_seconds();
+    slow_rank_delay(w_.world.rank);
     auto [loss_sum, grad_norm, applied] = train_step(step);
     if (w_.cuda) torch::cuda::synchronize(w_.device.index());
     const double step_s = seconds_since(t0);
+    // This rank's own work: the step less its waits for the others (a straggler waits least).
+    const double compute_s = step_s - (comm::blocked_in_wait_seconds() - blocked0);
     result_.step_seconds.push_back(step_s);
     // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
     ema_step_s_ = step <= start_step_ + 1 ? step_s : 0.9 * ema_step_s_ + 0.1 * step_s;
@@ -449,7 +480,7 @@ TrainResult TrainingRun::run() {
     nonfinite_streak_ = applied ? 0 : nonfinite_streak_ + 1;
     nonfinite_skipped_ += applied ? 0 : 1;
     if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_ || !applied)
-      log_step(done, step_s, loss_sum, grad_norm, schedule_->at(step));
+      log_step(done, step_s, compute_s, loss_sum, grad_norm, schedule_->at(step));
     if (!applied) check_nonfinite_streak(done);
     if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
       if (const double val = evaluate(); val >= 0) {
