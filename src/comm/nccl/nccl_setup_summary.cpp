@@ -48,7 +48,8 @@ std::string across_nodes(const NcclSetupInputs& in) {
 
 std::string algorithm(const NcclSetupInputs& in) {
   const std::string a = env_or(in, "NCCL_ALGO", ""), p = env_or(in, "NCCL_PROTO", "");
-  if (a.empty() && p.empty()) return "NCCL's choice per op and size (NCCL_ALGO, NCCL_PROTO unset)";
+  if (a.empty() && p.empty())
+    return "algorithm and protocol: NCCL's choice per op and size (NCCL_ALGO, NCCL_PROTO unset)";
   return cat("algorithm ", a.empty() ? "NCCL's choice" : a, ", protocol ", p.empty() ? "NCCL's choice" : p);
 }
 
