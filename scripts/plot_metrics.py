@@ -4,8 +4,10 @@
     scripts/plot_metrics.py runs/a/metrics.jsonl [runs/b/metrics.jsonl ...] --out plots/
 
 One figure with a subplot per quantity that any run logged: loss (val_loss dashed), learning rate, gradient
-norm, tokens/s, MFU (GPU runs), peak memory — each against the step, several runs overlaid and named in the
-legend by the shortest path suffix that tells them apart. A step logged twice (a resumed run re-logs the steps
+norm, tokens/s, MFU (GPU runs), peak memory, and from the GPU telemetry (the records' "gpu" entries) power,
+temperature, SM and memory clocks, one line per rank — each against the step, several runs overlaid and named
+in the legend by the shortest path suffix that tells them apart. A panel without data is left out (a CPU run
+has no GPU panels); the panels drawn are printed. A step logged twice (a resumed run re-logs the steps
 after its checkpoint) keeps its last value. --out is a .png file, or a directory that receives metrics.png.
 Mistakes (missing file, malformed line, no step records) are one line on stderr and exit code 2.
 """
@@ -26,6 +28,23 @@ PANELS = [
     ("mfu", "MFU", "MFU", False, 1.0),
     ("peak_memory_bytes", "peak memory", "bytes", False, 1.0),
 ]
+# GPU telemetry, per rank: the record's "gpu": {"RANK": {"power_w": …}} becomes the series "gpu/RANK/power_w".
+GPU_PANELS = [
+    ("power_w", "GPU power", "W", False, 1.0),
+    ("temperature_c", "GPU temperature", "°C", False, 1.0),
+    ("sm_clock_mhz", "SM clock", "MHz", False, 1.0),
+    ("memory_clock_mhz", "memory clock", "MHz", False, 1.0),
+]
+
+
+def gpu_series(run, field):
+    """[(rank, [(step, value)])] of one telemetry field, by rank."""
+    out = []
+    for key, points in run.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == "gpu" and parts[2] == field:
+            out.append((int(parts[1]), points))
+    return sorted(out)
 
 
 class UserError(Exception):
@@ -67,6 +86,11 @@ def load(path):
             for key, value in rec.items():
                 if key != "step" and is_number(value):
                     series.setdefault(key, {})[step] = float(value)  # later lines win (resume)
+            gpu = rec.get("gpu")
+            for rank, reading in (gpu.items() if isinstance(gpu, dict) else []):
+                for field, value in (reading.items() if isinstance(reading, dict) else []):
+                    if is_number(value):
+                        series.setdefault(f"gpu/{rank}/{field}", {})[step] = float(value)
     if n_step_records == 0:
         raise UserError(f"{path}: no step records (expected JSON lines with a \"step\" key, see docs/metrics.md)")
     return {k: sorted(v.items()) for k, v in series.items()}
@@ -92,6 +116,22 @@ def output_path(out):
     return os.path.join(out, "metrics.png")
 
 
+def plot_gpu_panel(ax, field, name, ylabel, runs, labels, colors):
+    """One line per rank (and run); several runs: each run one line style."""
+    styles = ["-", "--", ":", "-."]
+    for i, (run, label) in enumerate(zip(runs, labels)):
+        for rank, points in gpu_series(run, field):
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, color=colors[rank % len(colors)], linestyle=styles[i % len(styles)], linewidth=1.2,
+                    marker="." if len(xs) <= 60 else None, markersize=3,
+                    label=f"rank {rank}" if len(runs) == 1 else f"{label} rank {rank}")
+    ax.set_title(name)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best", ncol=2)
+
+
 def plot(runs, labels, out_png, title):
     try:
         import matplotlib
@@ -104,6 +144,7 @@ def plot(runs, labels, out_png, title):
     panels = [p for p in PANELS if any(p[0] in r for r in runs)]
     if not any("loss" in r for r in runs) and any("val_loss" in r for r in runs):
         panels.insert(0, PANELS[0])
+    panels += [p for p in GPU_PANELS if any(gpu_series(r, p[0]) for r in runs)]
     if not panels:
         raise UserError("no plottable metric (loss, val_loss, lr, grad_norm, tokens_per_s, mfu, "
                         "peak_memory_bytes) in " + ", ".join(labels))
@@ -113,6 +154,9 @@ def plot(runs, labels, out_png, title):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
     for ax, (key, name, ylabel, log, scale) in zip(axes.flat, panels):
+        if (key, name, ylabel, log, scale) in GPU_PANELS:
+            plot_gpu_panel(ax, key, name, ylabel, runs, labels, colors)
+            continue
         if key == "peak_memory_bytes":
             top = max(y for r in runs for _, y in r.get(key, [(0, 0.0)]))
             ylabel, scale = ("GiB", 1.0 / 2**30) if top >= 2**30 else ("MiB", 1.0 / 2**20)
@@ -145,6 +189,7 @@ def plot(runs, labels, out_png, title):
             ax.legend(fontsize=8, loc="best")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
+    print("panels: " + ", ".join(p[1] for p in panels))
     fig.suptitle(title or ("meshtrain: " + ", ".join(labels)), fontsize=11)
     fig.tight_layout()
 

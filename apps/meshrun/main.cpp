@@ -10,6 +10,7 @@
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/launch_options.h"
 #include "meshtrain/launch/launch_plan.h"
+#include "meshtrain/launch/preflight.h"
 #include "meshtrain/launch/slurm_env.h"
 #include "meshtrain/launch/supervisor.h"
 #include "meshtrain/launch/torchrun_compat.h"
@@ -34,6 +35,13 @@ int main(int argc, char** argv) {
     LaunchPlan plan = make_launch_plan(opts, self_exe_dir(), visible_gpu_count(),
                                        static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
     validate_config_program(plan);
+    if (plan.opts.preflight) {
+      if (const int rc = run_preflight(plan, self_exe_dir()); rc != 0) {
+        std::fprintf(stderr, "meshrun: --preflight: this node failed a check (meshtrain doctor exit %d); no worker "
+                             "started\n", rc);
+        return rc;
+      }
+    }
     int rc = Supervisor(std::move(plan)).run();
     // Skip static destructors: libtorch's take ~0.25 s at exit and every worker is already reaped, every
     // file closed. Only the stdio buffers need flushing.

@@ -17,5 +17,6 @@ int cmd_import(int argc, char** argv);
 int cmd_topo(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
+int cmd_doctor(int argc, char** argv);
 
 }  // namespace meshtrain::cli

@@ -37,6 +37,10 @@ constexpr const char* kUsage =
     "                                              layout, or of every layout with --search\n"
     "  topo [CONFIG] [--fixture FILE] [--tp N] [--json]\n"
     "                                              GPU link matrix, NVLink cliques and rank placement\n"
+    "  doctor [CONFIG] [--gpus N] [--gpu-model M] [--nvlinks N] [--readings FILE] [--save FILE]\n"
+    "                                              node preflight: GPU health, NVLink, PCIe, clocks,\n"
+    "                                              temperature, all-reduce rate, checkpoint disk; exit 1\n"
+    "                                              and the failing line when something is wrong\n"
     "  export CHECKPOINT --format hf OUT_DIR [--dtype D] [--max-shard-size N]\n"
     "                                              write a Hugging Face model directory (Llama, GPT-2)\n"
     "  import HF_DIR OUT_DIR                       a Hugging Face Llama/GPT-2 as a meshtrain checkpoint\n"
@@ -71,6 +75,7 @@ constexpr Command kCommands[] = {
     {"generate", cli::cmd_generate}, {"bench", cmd_bench},    {"topo", cli::cmd_topo},
     {"export", cli::cmd_export}, {"import", cli::cmd_import}, {"eval", cli::cmd_eval},
     {"plan", cli::cmd_plan},
+    {"doctor", cli::cmd_doctor},
 };
 
 int dispatch(const std::string& cmd, int argc, char** argv) {

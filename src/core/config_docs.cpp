@@ -32,7 +32,7 @@ constexpr const char* kIntro = R"(# Configuration reference
 <!-- Generated from include/meshtrain/core/config.h by `meshtrain config --docs > docs/config.md`;
      do not edit by hand (tests/unit/core/config_docs_test.cpp fails when this file is stale). -->
 
-A run is described by one file with up to eight sections — `model`, `parallel`, `data`, `optimizer`,
+A run is described by one file with up to nine sections — `model`, `parallel`, `comm`, `data`, `optimizer`,
 `schedule`, `train`, `checkpoint`, `logging` — each a mapping of keys. Every key has a default; only
 `data.train` must be given.
 

@@ -93,10 +93,26 @@ std::string describe(const YAML::Node& n) {
   }
 }
 
+// A NAME=VALUE field (FieldInfo::pairs) given as a mapping `NAME: VALUE` or a list of `NAME=VALUE` is
+// folded into its one-string form, "NAME=VALUE NAME=VALUE"; a value holding a space could not be read back.
+FieldValue pairs_from_yaml(const std::string& origin, const FieldInfo& f, const YAML::Node& n) {
+  std::string out;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const YAML::Node item = n.IsMap() ? it->second : *it;
+    if (!item.IsScalar() || (n.IsMap() && !it->first.IsScalar())) wrong_type(origin, f, describe(item));
+    std::string pair = n.IsMap() ? cat(it->first.Scalar(), "=", item.Scalar()) : item.Scalar();
+    if (pair.find_first_of(" \t\n") != std::string::npos)
+      throw UserError(cat(origin, ": ", f.path(), ": '", pair, "' holds a space; NAME=VALUE values cannot"));
+    out += (out.empty() ? "" : " ") + pair;
+  }
+  return out;
+}
+
 // Any scalar converts by the field's type (so `lr: "3e-4"` is a number, `val: 123` the string "123");
 // null is "" for strings and an error otherwise.
 FieldValue from_yaml(const std::string& origin, const FieldInfo& f, const YAML::Node& n) {
   if (n.IsNull() && f.type == FieldType::String) return std::string();
+  if (f.pairs && (n.IsMap() || n.IsSequence())) return pairs_from_yaml(origin, f, n);
   if (!n.IsScalar()) wrong_type(origin, f, describe(n));
   FieldValue v;
   if (!parse_field_scalar(f.type, n.Scalar(), v)) wrong_type(origin, f, describe(n));

@@ -63,6 +63,7 @@ void add_field(std::vector<FieldInfo>& out, std::string_view section, std::strin
                void* (*address)(Config&)) {
   FieldInfo f{.section = section, .key = key, .type = field_type_of<T>(), .doc = doc, .address = address};
   parse_choices(doc, f);
+  f.pairs = doc.find("NAME=VALUE pairs") != std::string_view::npos;
   out.push_back(std::move(f));
 }
 
@@ -85,6 +86,7 @@ std::vector<FieldInfo> build_table() {
   std::vector<FieldInfo> out;
   MT_REFLECT_SECTION(model, MT_MODEL_FIELDS)
   MT_REFLECT_SECTION(parallel, MT_PARALLEL_FIELDS)
+  MT_REFLECT_SECTION(comm, MT_COMM_FIELDS)
   MT_REFLECT_SECTION(data, MT_DATA_FIELDS)
   MT_REFLECT_SECTION(optimizer, MT_OPTIMIZER_FIELDS)
   MT_REFLECT_SECTION(schedule, MT_SCHEDULE_FIELDS)

@@ -16,6 +16,7 @@
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/model_size.h"
+#include "meshtrain/core/nccl_env.h"
 
 namespace meshtrain {
 namespace {
@@ -55,6 +56,7 @@ const Bound kBounds[] = {
   {"train.profile_steps", 0, false},   {"train.profile_start", 0, false},
   {"checkpoint.every", 0, false},       {"checkpoint.keep", 0, false},
   {"logging.every", 1, false},          // the trainer computes step % every
+  {"logging.straggler_threshold", 0, false},
 };
 // clang-format on
 
@@ -181,6 +183,7 @@ class Validator {
     try {
       (void)parse_master_location(cfg_.parallel.master_location);
       (void)freeze_patterns(cfg_.train);
+      (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
     } catch (const UserError& e) {
       throw UserError(cat(name_, ": ", e.what()));
     }

@@ -1,13 +1,12 @@
-// detect_topology(): NVML through dlopen (so no binary links libnvidia-ml and the CPU build runs anywhere),
-// else sysfs (SysfsTopology). The NVML declarations below are the few we call, copied from nvml.h's ABI
-// (stable since R450): handles are opaque pointers, return codes ints, NVML_SUCCESS = 0.
-#include <dlfcn.h>
+// detect_topology(): NVML through dlopen (hw/nvml_library.h: no binary links libnvidia-ml and the CPU build
+// runs anywhere), else sysfs (SysfsTopology).
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 
 #include "meshtrain/hw/topology_detect.h"
+#include "hw/nvml_library.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 
@@ -15,8 +14,6 @@ namespace meshtrain::hw {
 
 namespace {
 
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr int NVML_SUCCESS = 0;
 constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;  // nvmlGpuP2PCapsIndex_t
 constexpr int NVML_P2P_STATUS_OK = 0;          // nvmlGpuP2PStatus_t
 constexpr int NVML_FEATURE_ENABLED = 1;        // nvmlEnableState_t
@@ -24,43 +21,7 @@ constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0;
 constexpr int NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
 constexpr unsigned kMaxNvLinks = 18;  // NVML_NVLINK_MAX_LINKS (H100); older GPUs answer "invalid" above theirs
 
-// nvmlPciInfo_t (v3); padded so a later, larger struct can never overrun us.
-struct NvmlPciInfo {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-  char reserved[192];
-};
-
-struct Nvml {
-  void* lib = nullptr;
-  int (*init)() = nullptr;
-  int (*shutdown)() = nullptr;
-  int (*count)(unsigned*) = nullptr;
-  int (*handle)(unsigned, nvmlDevice_t*) = nullptr;
-  int (*name)(nvmlDevice_t, char*, unsigned) = nullptr;
-  int (*pci)(nvmlDevice_t, NvmlPciInfo*) = nullptr;
-  int (*p2p)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
-  int (*ancestor)(nvmlDevice_t, nvmlDevice_t, int*) = nullptr;
-  int (*affinity)(nvmlDevice_t, unsigned, unsigned long*) = nullptr;
-  int (*link_state)(nvmlDevice_t, unsigned, int*) = nullptr;
-  int (*link_remote_pci)(nvmlDevice_t, unsigned, NvmlPciInfo*) = nullptr;  // optional
-  int (*link_remote_type)(nvmlDevice_t, unsigned, int*) = nullptr;         // optional (R460+)
-
-  Nvml() = default;
-  Nvml(const Nvml&) = delete;
-  Nvml& operator=(const Nvml&) = delete;
-  ~Nvml() {
-    if (shutdown) shutdown();
-    if (lib) ::dlclose(lib);
-  }
-};
-
-template <typename F>
-bool sym(void* lib, const char* name, F* out) {
-  *out = reinterpret_cast<F>(::dlsym(lib, name));
-  return *out != nullptr;
-}
+using Nvml = NvmlLibrary;
 
 // "00000000:07:00.0" / "0000:07:00.0" → "0000:07:00.0" lower case (sysfs's form), for comparisons.
 std::string normal_bus_id(const std::string& id) {
@@ -98,33 +59,11 @@ Topology empty_topology(int n, std::string source) {
   return t;
 }
 
-// Loads libnvidia-ml.so.1 and initialises it; false (with `why`) when NVML is not usable here.
-bool open_nvml(Nvml& nv, std::string* why) {
-  nv.lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!nv.lib) {
-    *why = cat("libnvidia-ml.so.1 not loadable (", ::dlerror(), ")");
-    return false;
-  }
-  int (*init)() = nullptr;
-  if (!sym(nv.lib, "nvmlInit_v2", &init) || !sym(nv.lib, "nvmlShutdown", &nv.shutdown) ||
-      !sym(nv.lib, "nvmlDeviceGetCount_v2", &nv.count) || !sym(nv.lib, "nvmlDeviceGetHandleByIndex_v2", &nv.handle) ||
-      !sym(nv.lib, "nvmlDeviceGetName", &nv.name) || !sym(nv.lib, "nvmlDeviceGetPciInfo_v3", &nv.pci) ||
-      !sym(nv.lib, "nvmlDeviceGetP2PStatus", &nv.p2p) ||
-      !sym(nv.lib, "nvmlDeviceGetTopologyCommonAncestor", &nv.ancestor) ||
-      !sym(nv.lib, "nvmlDeviceGetCpuAffinity", &nv.affinity) ||
-      !sym(nv.lib, "nvmlDeviceGetNvLinkState", &nv.link_state)) {
-    *why = "libnvidia-ml.so.1 lacks a needed function (driver older than R450?)";
-    nv.shutdown = nullptr;
-    return false;
-  }
-  sym(nv.lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &nv.link_remote_pci);
-  sym(nv.lib, "nvmlDeviceGetNvLinkRemoteDeviceType", &nv.link_remote_type);
-  if (int rc = init(); rc != NVML_SUCCESS) {
-    *why = cat("nvmlInit_v2 failed (NVML error ", rc, "; no NVIDIA driver loaded?)");
-    nv.shutdown = nullptr;  // nothing to shut down
-    return false;
-  }
-  return true;
+// The functions topology detection needs beyond NvmlLibrary's required ones; false (with `why`) without them.
+bool has_topology_functions(const Nvml& nv, std::string* why) {
+  if (nv.name && nv.pci && nv.p2p && nv.ancestor && nv.affinity && nv.link_state) return true;
+  *why = "libnvidia-ml.so.1 lacks a needed function (driver older than R450?)";
+  return false;
 }
 
 // Name, bus id, NUMA node and CPU affinity of GPU i.
@@ -202,8 +141,12 @@ void link_pairs(const Nvml& nv, const std::vector<nvmlDevice_t>& dev, const std:
 
 // Returns false (with `why`) when NVML is not usable here.
 bool detect_nvml(Topology* out, std::string* why) {
-  Nvml nv;
-  if (!open_nvml(nv, why)) return false;
+  const Nvml& nv = Nvml::instance();
+  if (!nv.ok()) {
+    *why = nv.why();
+    return false;
+  }
+  if (!has_topology_functions(nv, why)) return false;
   unsigned count = 0;
   if (nv.count(&count) != NVML_SUCCESS || count == 0) {
     *why = "NVML reports no GPUs";

@@ -91,6 +91,11 @@ const std::vector<Flag>& flags() {
       {"virtual-local-rank", nullptr, Kind::Bool, "Workers", "",
        "every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to its own GPU (as torchrun)",
        MT_BOOL(virtual_local_rank)},
+      {"preflight", nullptr, Kind::Bool, "Workers", "",
+       "run `meshtrain doctor` on this node first (GPU health, NVLink, PCIe, clocks, temperature, all-reduce "
+       "rate, checkpoint disk; with the config when the program is one) and stop with its exit code when a "
+       "check fails",
+       MT_BOOL(preflight)},
       {"master-addr", nullptr, Kind::String, "Rendezvous", "HOST",
        "address of node 0, where the store is hosted", MT_STR(master_addr)},
       {"master-port", nullptr, Kind::Int, "Rendezvous", "PORT", "port of the store on node 0 (0 = any free)",

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/nccl_env.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/signal_names.h"
@@ -141,7 +142,7 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
   return p;
 }
 
-void validate_config_program(const LaunchPlan& plan) {
+void validate_config_program(LaunchPlan& plan) {
   if (plan.kind != ProgramKind::Config) return;
   // command = {meshtrain, "train", CONFIG, args...}; the trainer accepts `--set k=v` and `--set=k=v`.
   std::vector<std::string> sets;
@@ -155,6 +156,12 @@ void validate_config_program(const LaunchPlan& plan) {
   resolve(cfg, world);
   validate(cfg, world);
   check_inputs_exist(cfg);
+  plan.worker_env = parse_nccl_env(cfg.comm.nccl_env, cat(plan.command[2], ": comm.nccl_env"));
+  if (!plan.worker_env.empty()) {
+    std::string set;
+    for (const auto& [k, v] : plan.worker_env) set += cat(set.empty() ? "" : " ", k, "=", v);
+    log::info("meshrun: every worker gets %s (comm.nccl_env)", set.c_str());
+  }
   if (cfg.train.device == "cpu" || plan.opts.nproc_per_node == "cpu") return;  // no GPU used at all
   if (cfg.parallel.backend != "cpu")
     check_gpu_per_worker(plan, cat("set parallel.backend: cpu or train.device: cpu in ", plan.command[2]));

@@ -68,6 +68,7 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerIdentity& w,
     o["LOCAL_RANK"] = "0";
     o["CUDA_VISIBLE_DEVICES"] = virtual_device(w.local_rank, inherited);
   }
+  for (const auto& [k, v] : w.extra_env) o[k] = v;  // the config said so: over an inherited value too
   return o;
 }
 

@@ -86,6 +86,7 @@ void WorkerGroup::spawn_one(int lr, const std::string& base, bool& wrote_scratch
   id.run_id = plan_.run_id;
   id.signals_to_handle = plan_.opts.signals_to_handle;
   id.virtual_local_rank = plan_.opts.virtual_local_rank;
+  id.extra_env = plan_.worker_env;
   const std::string dir = base + "/" + std::to_string(id.rank());
   fs::create_directories(dir);
   id.error_file = dir + "/error.json";

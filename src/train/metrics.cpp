@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "meshtrain/core/error.h"
@@ -15,8 +16,11 @@
 
 namespace meshtrain::train {
 
-MetricsLog::MetricsLog(const std::string& path, int rank, bool append) : path_(path) {
-  if (path.empty() || rank != 0) return;
+MetricsLog::MetricsLog(const std::string& path, int rank, bool append, const std::string& tensorboard_dir)
+    : path_(path) {
+  if (rank != 0) return;
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir, "logging.tensorboard");
+  if (path.empty()) return;
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
@@ -28,6 +32,10 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
+  if (tensorboard_) {
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    tensorboard_->add_record(record, now);
+  }
   if (!f_) return;
   const std::string line = record.dump() + "\n";
   std::fwrite(line.data(), 1, line.size(), f_);

@@ -5,6 +5,9 @@
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
+#ifdef MESHTRAIN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +21,7 @@
 #include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/mesh.h"
+#include "meshtrain/comm/wait_clock.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/config_enums.h"
@@ -35,12 +39,24 @@
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/step_profiler.h"
+#include "meshtrain/train/step_telemetry.h"
 #include "meshtrain/train/stop_signals.h"
 #include "meshtrain/train/worker_setup.h"
 
 namespace meshtrain::train {
 namespace {
 
+// The PCI bus id of the training GPU ("0000:07:00.0"), which NVML knows it by; empty on CPU.
+std::string device_pci_bus_id(bool cuda, int device_index) {
+#ifdef MESHTRAIN_WITH_CUDA
+  if (cuda) {
+    const auto* p = at::cuda::getDeviceProperties(device_index);
+    return log::sprintf("%04x:%02x:%02x.0", p->pciDomainID, p->pciBusID, p->pciDeviceID);
+  }
+#endif
+  (void)cuda, (void)device_index;
+  return "";
+}
 
 // CRC-32 of this rank's parameters (the whole model, or its shards).
 uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
@@ -93,8 +109,8 @@ class TrainingRun {
   void check_nonfinite_streak(int64_t done);
   // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
   void check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks);
-  void log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm,
-                double lr);
+  void log_step(int64_t done, double step_s, double compute_s, const at::Tensor& loss_sum,
+                const at::Tensor& grad_norm, double lr);
   double evaluate();
   void save(int64_t step);
   // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
@@ -122,6 +138,7 @@ class TrainingRun {
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<StepProfiler> profiler_;  // train.profile_steps: records a few steps (train/step_profiler.h)
+  std::unique_ptr<StepTelemetry> telemetry_;  // every rank's times and GPU readings at each logged step
   StopSignals stop_signals_;
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
   int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
@@ -138,7 +155,13 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   resume_if_asked();
   par_->broadcast_parameters();
 
-  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0);
+  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0, cfg.logging.tensorboard);
+  telemetry_ = std::make_unique<StepTelemetry>(
+      StepTelemetry::Options{.rank = w_.world.rank, .world_size = w_.world.world_size,
+                             .local_world_size = w_.world.local_world_size, .gpu_readings = cfg.logging.gpu_telemetry,
+                             .pci_bus_id = device_pci_bus_id(w_.cuda, w_.device.index()),
+                             .straggler_threshold = cfg.logging.straggler_threshold},
+      w_.comm);
   // A window past the end of the run is moved back so that it is recorded whole.
   const int64_t profiled = std::min(cfg.train.profile_steps, cfg.train.steps);
   profiler_ = std::make_unique<StepProfiler>(
@@ -340,8 +363,8 @@ void TrainingRun::check_nonfinite_streak(int64_t done) {
                       " (lower optimizer.lr, set optimizer.grad_clip, or check the data)"));
 }
 
-void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_sum, const at::Tensor& grad_norm_t,
-                           double lr) {
+void TrainingRun::log_step(int64_t done, double step_s, double compute_s, const at::Tensor& loss_sum,
+                           const at::Tensor& grad_norm_t, double lr) {
   const double loss = mean_over_ranks(loss_sum.item<double>() / static_cast<double>(cfg_.train.grad_accum));
   const double grad_norm = grad_norm_t.item<double>();
   if (done == start_step_ + 1) result_.first_loss = loss;
@@ -350,13 +373,16 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
   // The job's model FLOPs (its tokens × the whole model's FLOPs per token) over every device's peak.
   const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * w_.world.world_size) : -1;
   const double eta = ema_step_s_ * static_cast<double>(cfg_.train.steps - done);
+  const StepTelemetry::Summary tel = telemetry_->gather(done, step_s, compute_s);  // collective
   // Layout figures (a pipeline's measured bubble per stage): this rank's on its line, every rank's in the record.
   std::string extra;
   for (const auto& [key, value] : par_->step_metrics()) extra += log::sprintf(" | %s %.3g", key.c_str(), value);
-  log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step%s | ETA %s",
+  log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step%s | ETA %s%s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
                 mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s, extra.c_str(),
-                format_duration(eta).c_str());
+                format_duration(eta).c_str(), tel.console.c_str());
+  if (w_.world.rank == 0)
+    for (const auto& w : tel.warnings) log::warn("%s", w.c_str());
   nlohmann::json rec = {{"step", done},          {"loss", loss},
                         {"lr", lr},              {"grad_norm", grad_norm},
                         {"tokens_per_s", tok_s}, {"step_time_s", step_s},
@@ -373,6 +399,7 @@ void TrainingRun::log_step(int64_t done, double step_s, const at::Tensor& loss_s
                   static_cast<double>(peak) / static_cast<double>(planned_peak_bytes_));
   }
   for (const auto& [key, per_rank] : layout_metrics_over_ranks()) rec[key] = per_rank;
+  rec.update(tel.record);
   metrics_->write(rec);
 }
 
@@ -491,6 +518,8 @@ TrainResult TrainingRun::run() {
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
     profiler_->before_step(step);
     const auto t0 = Clock::now();
+    const double blocked0 = comm::blocked_in_wait_seconds();
+    slow_rank_delay(w_.world.rank);
     StepOutcome outcome;
     {
       StepScope step_scope("meshtrain::step");
@@ -498,6 +527,8 @@ TrainResult TrainingRun::run() {
       if (w_.cuda) torch::cuda::synchronize(w_.device.index());
     }
     const double step_s = seconds_since(t0);
+    // This rank's own work: the step less its waits for the others (a straggler waits least).
+    const double compute_s = step_s - (comm::blocked_in_wait_seconds() - blocked0);
     auto [loss_sum, grad_norm, applied] = outcome;
     if (auto profile = profiler_->after_step(step); profile && w_.world.rank == 0)
       log::progress("%s(trace and summary of every rank in %s)", profile_table(*profile, 25).c_str(),
@@ -511,7 +542,7 @@ TrainResult TrainingRun::run() {
     nonfinite_streak_ = applied ? 0 : nonfinite_streak_ + 1;
     nonfinite_skipped_ += applied ? 0 : 1;
     if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_ || !applied)
-      log_step(done, step_s, loss_sum, grad_norm, schedule_->at(step));
+      log_step(done, step_s, compute_s, loss_sum, grad_norm, schedule_->at(step));
     if (!applied) check_nonfinite_streak(done);
     if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
       if (const double val = evaluate(); val >= 0) {

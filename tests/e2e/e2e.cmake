@@ -31,3 +31,16 @@ set_tests_properties(e2e.profile_gpu PROPERTIES LABELS "e2e;gpu" TIMEOUT 300 SKI
 add_test(NAME e2e.plan_cli
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/plan_cli_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.plan_cli PROPERTIES LABELS e2e TIMEOUT 120)
+# Watching a run: TensorBoard events read back by the tensorboard package, no GPU readings without a GPU, a
+# slowed rank named as the straggler (two CPU ranks under meshrun). Skipped (77) without tensorboard.
+add_test(NAME e2e.observe
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/observe_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.observe PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+# meshtrain doctor against the GPU-health fixtures and on this machine; meshrun --preflight stopping a launch.
+add_test(NAME e2e.doctor
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/doctor_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.doctor PROPERTIES LABELS e2e TIMEOUT 300)
+# On a GPU machine: NVML telemetry in the trainer's metrics and `meshtrain doctor` on real readings.
+add_test(NAME e2e.observe_gpu
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/observe_gpu_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.observe_gpu PROPERTIES LABELS "e2e;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -84,6 +84,15 @@ rc, out, err = run(PLOT, run_a, "--out", os.path.join(work, "plotdir"))
 check(rc == 0 and os.path.getsize(os.path.join(work, "plotdir", "metrics.png")) > 1000,
       f"plot into a directory: DIR/metrics.png (rc={rc}, stderr={err.strip()!r})")
 check(not [n for n in os.listdir(os.path.join(work, "plots")) if ".tmp" in n], "plot: no temporary file left")
+check("GPU" not in out and "clock" not in out, f"plot: no GPU panels for runs without telemetry ({out.strip()!r})")
+# GPU telemetry (the records' "gpu" entries, per rank): power, temperature and clock panels; a field no
+# rank reported (memory clock here) gets no panel.
+gpu_recs = [dict(r, gpu={str(k): {"power_w": 300.0 + 10 * k + r["step"], "temperature_c": 50.0 + k, "sm_clock_mhz": 1980.0}
+                         for k in range(2)}) for r in recs if "loss" in r]
+run_gpu = write("runs/gpu/metrics.jsonl", "".join(json.dumps(r) + "\n" for r in gpu_recs))
+rc, out, err = run(PLOT, run_gpu, "--out", os.path.join(work, "gpu.png"))
+check(rc == 0 and "GPU power, GPU temperature, SM clock" in out and "memory clock" not in out,
+      f"plot: GPU power/temperature/clock panels, none without data (rc={rc}, out={out.strip()!r}, err={err.strip()!r})")
 
 missing = os.path.join(work, "nope.jsonl")
 expect_error(PLOT, [missing, "--out", png], f"{missing}: no such file", "plot, missing file")

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/crc32.h"
+
 namespace meshtrain::ckpt {
 
 struct TensorEntry {
@@ -52,9 +54,8 @@ at::ScalarType dtype_from_safetensors(const std::string& s, const std::string& w
 // The dtype names dtype_from_safetensors accepts: "BF16, BOOL, F16, …".
 std::string safetensors_dtype_names();
 
-// CRC-32 (IEEE, zlib's): format-1 checkpoints store it per tensor.
-uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
-// CRC-32C (Castagnoli, iSCSI/ext4's): format-2 checkpoints store it per shard; SSE4.2 where present.
-uint32_t crc32c(const void* data, size_t n, uint32_t crc = 0);
+// Format-1 checkpoints store CRC-32 (IEEE) per tensor, format-2 CRC-32C per shard (core/crc32.h).
+using meshtrain::crc32;
+using meshtrain::crc32c;
 
 }  // namespace meshtrain::ckpt

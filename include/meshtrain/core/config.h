@@ -1,4 +1,4 @@
-// The run configuration: one schema for YAML and JSON files (chosen by extension), eight sections.
+// The run configuration: one schema for YAML and JSON files (chosen by extension), nine sections.
 //
 // Each section is declared once, as an X-macro table of (type, key, default, doc). The table generates the
 // plain struct below and the reflection used by the loader (unknown-key detection with suggestions, `--set`
@@ -83,6 +83,11 @@ namespace meshtrain {
     "(to measure its overhead; results are unchanged)")                                                      \
   F(double, timeout_s, 300.0, "Seconds a collective may take before it is an error (never a hang)")
 
+#define MT_COMM_FIELDS(F)                                                                                    \
+  F(std::string, nccl_env, "", "NCCL variables meshrun sets in every worker: NAME=VALUE pairs separated by "   \
+    "spaces (in YAML also a mapping NAME: VALUE or a list of NAME=VALUE); each NAME must be one NCCL reads "   \
+    "(docs/nccl.md lists them, with presets); empty = NCCL's defaults")
+
 #define MT_DATA_FIELDS(F)                                                                                    \
   F(std::string, train, "", "Training token shards: a file or a glob (required); `synthetic` = uniformly random " \
     "tokens generated on the device (throughput runs: no data loading, no validation)")                           \
@@ -150,7 +155,13 @@ namespace meshtrain {
     "(MESHTRAIN_LOG_LEVEL overrides)")                                                                       \
   F(int64_t, every, 10, "Progress line every N steps")                                                       \
   F(bool, all_ranks, false, "Progress lines from every rank, not only rank 0")                               \
-  F(std::string, metrics, "", "Metrics JSONL file; empty = <train.out_dir>/metrics.jsonl")
+  F(std::string, metrics, "", "Metrics JSONL file; empty = <train.out_dir>/metrics.jsonl")                 \
+  F(std::string, tensorboard, "", "TensorBoard event directory: every metric of the JSONL as a scalar "      \
+    "(rank 0); empty = none")                                                                                \
+  F(bool, gpu_telemetry, true, "Every logged step: each rank's GPU power, temperature, clocks, utilisation, " \
+    "memory and throttle reasons through NVML into the metrics (absent without an NVIDIA GPU)")              \
+  F(double, straggler_threshold, 0.2, "The step log names the slowest rank when its step time exceeds the "  \
+    "median of all ranks' by more than this fraction (0.2 = 20 %); 0 disables")
 // clang-format on
 
 #define MT_DECLARE_FIELD(type, key, def, doc) type key = def;
@@ -164,6 +175,7 @@ namespace meshtrain {
 
 MT_DECLARE_SECTION(ModelConfig, MT_MODEL_FIELDS)
 MT_DECLARE_SECTION(ParallelConfig, MT_PARALLEL_FIELDS)
+MT_DECLARE_SECTION(CommConfig, MT_COMM_FIELDS)
 MT_DECLARE_SECTION(DataConfig, MT_DATA_FIELDS)
 MT_DECLARE_SECTION(OptimizerConfig, MT_OPTIMIZER_FIELDS)
 MT_DECLARE_SECTION(ScheduleConfig, MT_SCHEDULE_FIELDS)
@@ -175,6 +187,7 @@ MT_DECLARE_SECTION(LoggingConfig, MT_LOGGING_FIELDS)
 struct Config {
   ModelConfig model;
   ParallelConfig parallel;
+  CommConfig comm;
   DataConfig data;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;

@@ -27,6 +27,8 @@ struct FieldInfo {
   // Closed enumerations, parsed from the doc's "one of: a | b | c" (empty when the field is not one).
   std::vector<std::string> choices;
   bool choices_allow_empty = false;  // the doc's list ends with ", or empty"
+  // A string of "NAME=VALUE" pairs (the doc says "NAME=VALUE pairs"): YAML may give it as a mapping or list.
+  bool pairs = false;
   void* (*address)(Config&);         // where the field lives inside a Config
 
   std::string path() const;  // "optimizer.lr"
@@ -38,7 +40,7 @@ struct FieldInfo {
 
 // Every field of every section, in struct order (model, parallel, …, logging) then declaration order.
 const std::vector<FieldInfo>& config_fields();
-// The eight section names in struct order.
+// The nine section names in struct order.
 const std::vector<std::string>& config_sections();
 // nullptr when there is no such field.
 const FieldInfo* find_config_field(std::string_view section, std::string_view key);

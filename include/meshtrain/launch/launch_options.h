@@ -27,6 +27,7 @@ struct LaunchOptions {
   int node_rank = 0;                 // this node's rank in [0, nnodes)
   std::string role = "default";      // ROLE_NAME
   bool virtual_local_rank = false;   // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's GPU only
+  bool preflight = false;            // `meshtrain doctor` on this node first; a failing check stops the launch
   // --- rendezvous ----------------------------------------------------------------------------------------
   std::string master_addr = "127.0.0.1";  // node 0's address; workers get it as MASTER_ADDR
   int master_port = 29500;                 // the store's port; 0 = any free port

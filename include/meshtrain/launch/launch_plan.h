@@ -3,6 +3,7 @@
 // it can be unit-tested and printed.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ struct LaunchPlan {
   std::string log_folder;  // <log-dir>/<run-id-or-dated-name>; empty = no --log-dir
   std::vector<int> forwarded_signals;
   std::string store_exe;  // <dir of meshrun>/meshrun-store, the store helper (rendezvous_host.h)
+  // Variables every worker gets on top of torchrun's: a config program's comm.nccl_env (validated by name).
+  std::map<std::string, std::string> worker_env;
 };
 
 // `self_dir`: the directory of the meshrun binary (where `meshtrain` is looked for). `gpu_count` and
@@ -35,8 +38,9 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
 // For a config program: loads it with the `--set` overrides among the program arguments, resolves and
 // validates it for the plan's world size (nnodes × nproc_per_node), so a bad config is one line and exit 2
 // before any worker starts; on a GPU node, more workers than GPUs is refused unless the config asks for the
-// CPU backend (then the workers share the GPUs round-robin, said in one line). No-op for other programs.
-void validate_config_program(const LaunchPlan& plan);
+// CPU backend (then the workers share the GPUs round-robin, said in one line). Its comm.nccl_env goes into
+// plan.worker_env. No-op for other programs.
+void validate_config_program(LaunchPlan& plan);
 
 // UserError when a GPU node would get more workers than GPUs; `config_hint` says how the config could ask
 // for the CPU backend instead.

@@ -24,6 +24,8 @@ struct WorkerIdentity {
   // --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to this worker's GPU (torchrun's
   // _set_local_rank_env; with more workers than GPUs they share round-robin instead of failing).
   bool virtual_local_rank = false;
+  // Set last, over the inherited environment and the above: a config's comm.nccl_env (LaunchPlan::worker_env).
+  std::map<std::string, std::string> extra_env;
 
   int rank() const { return group_rank * local_world_size + local_rank; }
   int world_size() const { return group_world_size * local_world_size; }

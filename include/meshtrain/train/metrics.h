@@ -1,20 +1,25 @@
 // Step metrics: a JSONL file (one object per line, rank 0 only, flushed every line so a crash loses at most
-// the line being written) and the numbers behind the console progress line.
+// the line being written), the same numbers as TensorBoard scalars when logging.tensorboard names a directory
+// (train/tensorboard_writer.h), and the numbers behind the console progress line.
 //
 // MFU = tokens/s × 3 × forward FLOPs per token ÷ (GPUs × the GPU's dense bf16 peak); the formula and the
 // peaks are in docs/metrics.md. On CPU there is no meaningful peak and MFU is omitted.
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "meshtrain/train/tensorboard_writer.h"
 
 namespace meshtrain::train {
 
 class MetricsLog {
  public:
-  // Empty path or rank ≠ 0: a no-op sink. `append` keeps an existing file (resumed runs).
-  MetricsLog(const std::string& path, int rank, bool append);
+  // Empty path or rank ≠ 0: a no-op sink. `append` keeps an existing file (resumed runs). A non-empty
+  // `tensorboard_dir` (rank 0) gets every record's numbers too, in a new event file.
+  MetricsLog(const std::string& path, int rank, bool append, const std::string& tensorboard_dir = "");
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -25,6 +30,7 @@ class MetricsLog {
  private:
   std::string path_;
   FILE* f_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
 
 // Dense bf16 peak FLOP/s of the current CUDA device by name (A100, H100, H200, ...), 0 when unknown or CPU.

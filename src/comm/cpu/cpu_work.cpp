@@ -1,11 +1,19 @@
 // CpuWork; see cpu_work.h.
 #include "comm/cpu/cpu_work.h"
 
+#include <chrono>
+
+#include "meshtrain/comm/wait_clock.h"
+
 namespace meshtrain::comm {
 
 void CpuWork::wait() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return done_; });
+  if (!done_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cv_.wait(lock, [this] { return done_; });
+    add_blocked_in_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -8,15 +8,19 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <thread>
 
 #include "comm/cpu/transfer.h"  // CommTimeoutError
 #include "comm/diagnostics/op_ledger.h"
 #include "comm/nccl/nccl_bootstrap.h"
+#include "comm/nccl/nccl_setup_summary.h"
 #include "comm/nccl/nccl_work.h"
 #include "comm/reduce_kernels.h"  // reduce_op_name
+#include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/log.h"
 
 namespace meshtrain::comm {
@@ -470,6 +474,15 @@ CommPtr make_nccl_communicator(StorePtr store, int rank, int size, const std::st
   ncclComm_t comm = nccl_init_rank(store, rank, size, group_name, device, options.timeout);
   auto c = std::make_shared<NcclCommunicator>(std::move(store), group_name, rank, size, device, options, comm);
   c->register_self();
+  // Once per run: what NCCL was resolved to (version, transports, algorithm choice), on rank 0.
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    if (rank != 0) return;
+    const WorldInfo w = world_info_from_env();
+    NcclSetupInputs in = nccl_setup_inputs_here(w.local_world_size, std::max(1, w.world_size / std::max(1, w.local_world_size)));
+    NCCL_CHECK(ncclGetVersion(&in.version_code), nullptr);
+    log::info("%s", describe_nccl_setup(in).c_str());
+  });
   return c;
 }
 

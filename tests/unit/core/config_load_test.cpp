@@ -112,8 +112,8 @@ TEST(ConfigLoad, UnknownKeySuggestsTheNearest) {
 TEST(ConfigLoad, UnknownSectionSuggestsTheNearest) {
   EXPECT_ERROR(yaml("optimiser:\n  lr: 1\n"), "cfg.yaml:1:1: unknown section 'optimiser'; did you mean 'optimizer'?");
   EXPECT_ERROR(json(R"({"zzz": {}})"),
-               "cfg.json: unknown section 'zzz'; valid sections: model, parallel, data, optimizer, schedule, "
-               "train, checkpoint, logging");
+               "cfg.json: unknown section 'zzz'; valid sections: model, parallel, comm, data, optimizer, "
+               "schedule, train, checkpoint, logging");
 }
 
 TEST(ConfigLoad, StructureMustBeMappings) {
@@ -300,4 +300,16 @@ TEST(ConfigLoad, ShippedConfigsLoadAndValidate) {
     ++n;
   }
   EXPECT_GT(n, 0);
+}
+
+TEST(ConfigLoad, NcclEnvAsStringMappingOrList) {
+  EXPECT_EQ(yaml("comm:\n  nccl_env: NCCL_IB_HCA=mlx5_0,mlx5_1 NCCL_DEBUG=WARN\n").comm.nccl_env,
+            "NCCL_IB_HCA=mlx5_0,mlx5_1 NCCL_DEBUG=WARN");
+  EXPECT_EQ(yaml("comm:\n  nccl_env:\n    NCCL_SOCKET_IFNAME: eth0\n    NCCL_BUFFSIZE: 8388608\n").comm.nccl_env,
+            "NCCL_SOCKET_IFNAME=eth0 NCCL_BUFFSIZE=8388608");
+  EXPECT_EQ(yaml("comm:\n  nccl_env: [NCCL_ALGO=Ring, NCCL_PROTO=Simple]\n").comm.nccl_env,
+            "NCCL_ALGO=Ring NCCL_PROTO=Simple");
+  EXPECT_ERROR(yaml("comm:\n  nccl_env:\n    NCCL_DEBUG: [a]\n"), "comm.nccl_env: expected a string");
+  // Other string keys take no mapping.
+  EXPECT_ERROR(yaml("train:\n  out_dir: {a: b}\n"), "train.out_dir: expected a string, got a mapping");
 }

@@ -7,6 +7,7 @@
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/nccl_env.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
@@ -342,4 +343,22 @@ TEST(ConfigResolve, PipelineMicroBatchesDefaultToAtLeastTwicePp) {
   resolve(i, 8);
   EXPECT_EQ(i.parallel.pp_microbatches, 4);
   EXPECT_EQ(i.parallel.pp_virtual_stages, 2);
+TEST(ConfigValidate, NcclEnvNamesAreNcclsOwn) {
+  Config c;
+  c.data.train = "x.bin";
+  c.comm.nccl_env = "NCCL_IB_HCA=mlx5 NCCL_NET_GDR_LEVEL=PHB NCCL_CROSS_NIC=1";
+  validate(c, 1);
+  const auto env = parse_nccl_env(c.comm.nccl_env, "comm.nccl_env");
+  EXPECT_EQ(env.size(), 3u);
+  EXPECT_EQ(env.at("NCCL_NET_GDR_LEVEL"), "PHB");
+  c.comm.nccl_env = "NCCL_IB_HCAS=mlx5";
+  const std::string msg = testing_support::user_error([&] { validate(c, 1); });
+  EXPECT_NE(msg.find("comm.nccl_env: unknown NCCL variable 'NCCL_IB_HCAS'; did you mean 'NCCL_IB_HCA'?"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("valid: NCCL_ALGO, "), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  c.comm.nccl_env = "NCCL_DEBUG";
+  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("'NCCL_DEBUG' is not NAME=VALUE"), std::string::npos);
+  c.comm.nccl_env = "NCCL_DEBUG=INFO NCCL_DEBUG=WARN";
+  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("NCCL_DEBUG is given twice"), std::string::npos);
 }

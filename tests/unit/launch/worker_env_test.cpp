@@ -65,3 +65,12 @@ TEST(WorkerEnv, VirtualLocalRankNarrowsTheVisibleGpus) {
   w.local_rank = 3;  // more workers than GPUs (CPU backend): round-robin
   EXPECT_EQ(worker_env_overrides(w, {{"CUDA_VISIBLE_DEVICES", "4,6"}})["CUDA_VISIBLE_DEVICES"], "6");
 }
+
+TEST(WorkerEnv, ConfigNcclEnvIsSetOverTheInheritedOne) {
+  WorkerIdentity w;
+  w.extra_env = {{"NCCL_IB_HCA", "mlx5_0,mlx5_1"}, {"NCCL_DEBUG", "WARN"}};
+  const auto o = worker_env_overrides(w, {{"NCCL_DEBUG", "INFO"}, {"NCCL_SOCKET_IFNAME", "eth0"}});
+  EXPECT_EQ(o.at("NCCL_IB_HCA"), "mlx5_0,mlx5_1");
+  EXPECT_EQ(o.at("NCCL_DEBUG"), "WARN");
+  EXPECT_EQ(o.count("NCCL_SOCKET_IFNAME"), 0u);  // not an override: inherited as it is
+}

@@ -1,0 +1,125 @@
+#include "meshtrain/train/tensorboard_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "meshtrain/core/crc32.h"
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::train {
+namespace {
+
+// Protocol-buffer wire format: a key is (field number << 3 | wire type); 0 varint, 1 fixed64, 2 length-
+// delimited, 5 fixed32.
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void put_key(std::string& out, int field, int wire_type) { put_varint(out, static_cast<uint64_t>((field << 3) | wire_type)); }
+
+template <typename T>
+void put_fixed(std::string& out, T v) {  // little-endian hosts (x86-64, aarch64)
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+void put_bytes(std::string& out, int field, const std::string& bytes) {
+  put_key(out, field, 2);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+std::string event_header(double wall_time, int64_t step) {
+  std::string e;
+  put_key(e, 1, 1);
+  put_fixed(e, wall_time);
+  put_key(e, 2, 0);
+  put_varint(e, static_cast<uint64_t>(step));  // int64: two's complement as a 64-bit varint
+  return e;
+}
+
+uint32_t masked_crc(const void* p, size_t n) {
+  const uint32_t c = crc32c(p, n);
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+void flatten(const std::string& prefix, const nlohmann::json& j, std::vector<std::pair<std::string, double>>& out) {
+  if (j.is_number() || j.is_boolean()) {
+    out.emplace_back(prefix, j.is_boolean() ? (j.get<bool>() ? 1.0 : 0.0) : j.get<double>());
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) flatten(prefix.empty() ? it.key() : prefix + "/" + it.key(), it.value(), out);
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) flatten(prefix + "/" + std::to_string(i), j[i], out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::json& record) {
+  std::vector<std::pair<std::string, double>> out;
+  for (auto it = record.begin(); it != record.end(); ++it)
+    if (it.key() != "step") flatten(it.key(), it.value(), out);
+  return out;
+}
+
+TensorBoardWriter::TensorBoardWriter(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  MT_USER_CHECK(!ec, what, ": cannot create directory '", dir, "': ", ec.message());
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof host - 1);
+  path_ = cat(dir, "/events.out.tfevents.", std::time(nullptr), ".", host, ".", ::getpid());
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  MT_USER_CHECK(fd_ >= 0, what, ": cannot create '", path_, "': ", std::strerror(errno));
+  std::string e = event_header(static_cast<double>(std::time(nullptr)), 0);
+  put_bytes(e, 3, "brain.Event:2");
+  write_record(e);
+}
+
+TensorBoardWriter::~TensorBoardWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TensorBoardWriter::add_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& scalars,
+                                    double wall_time) {
+  std::string summary;
+  for (const auto& [tag, v] : scalars) {
+    std::string value;
+    put_bytes(value, 1, tag);
+    put_key(value, 2, 5);
+    put_fixed(value, static_cast<float>(v));
+    put_bytes(summary, 1, value);
+  }
+  std::string e = event_header(wall_time, step);
+  put_bytes(e, 5, summary);
+  write_record(e);
+}
+
+void TensorBoardWriter::add_record(const nlohmann::json& record, double wall_time) {
+  if (!record.contains("step")) return;
+  add_scalars(record["step"].get<int64_t>(), tensorboard_scalars(record), wall_time);
+}
+
+void TensorBoardWriter::write_record(const std::string& data) {
+  std::string rec;
+  put_fixed(rec, static_cast<uint64_t>(data.size()));
+  put_fixed(rec, masked_crc(rec.data(), 8));
+  rec += data;
+  put_fixed(rec, masked_crc(data.data(), data.size()));
+  // One write(2): a crash never leaves half a record behind a whole one (see the header).
+  const ssize_t n = ::write(fd_, rec.data(), rec.size());
+  SYS_CHECK(n, "write ", path_);
+  MT_CHECK(static_cast<size_t>(n) == rec.size(), "short write to ", path_, " (", n, " of ", rec.size(), " bytes)");
+}
+
+}  // namespace meshtrain::train
