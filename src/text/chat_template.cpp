@@ -42,7 +42,7 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::string& dir) {
   } catch (const json::exception& e) {
     MT_USER_CHECK(false, path, ": not valid JSON: ", e.what());
   }
-  std::string source;
+  std::string source, where = path + ": chat_template";
   if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
     source = cfg["chat_template"].get<std::string>();
   } else if (cfg.contains("chat_template") && cfg["chat_template"].is_array()) {
@@ -50,18 +50,21 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::string& dir) {
       if (t.value("name", std::string()) == "default") source = t.value("template", std::string());
   } else {
     // Newer transformers write the template beside the config instead.
-    std::ifstream jinja_file(std::filesystem::path(dir) / "chat_template.jinja");
+    const std::string jinja_path = (std::filesystem::path(dir) / "chat_template.jinja").string();
+    std::ifstream jinja_file(jinja_path);
     if (jinja_file) {
+      where = jinja_path;
       std::stringstream js;
       js << jinja_file.rdbuf();
       source = js.str();
     }
   }
-  MT_USER_CHECK(!source.empty(), path, ": no chat_template (the model has no chat format; use a plain prompt)");
+  MT_USER_CHECK(!source.empty(), path, ": no chat_template (and no chat_template.jinja beside it): the model has no "
+                "chat format; use a plain prompt");
   std::vector<std::pair<std::string, std::string>> specials;
   for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"})
     if (cfg.contains(k) && !token_text(cfg[k]).empty()) specials.emplace_back(k, token_text(cfg[k]));
-  return ChatTemplate(source, std::move(specials), path + ": chat_template");
+  return ChatTemplate(source, std::move(specials), where);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {

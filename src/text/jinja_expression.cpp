@@ -432,11 +432,13 @@ struct Eval {
   }
 
   Value method(const Expr& e) const {
-    const std::string& s = str(eval(*e.args[0]), ("." + e.text + "()").c_str());
+    const Value self = eval(*e.args[0]);
+    const std::string& s = str(self, ("." + e.text + "()").c_str());
     const size_t nargs = e.args.size() - 1;
     if (e.text == "startswith" || e.text == "endswith") {
       if (nargs != 1) fail(cat(".", e.text, "() takes one argument"));
-      const std::string& p = str(eval(*e.args[1]), e.text.c_str());
+      const Value arg = eval(*e.args[1]);
+      const std::string& p = str(arg, e.text.c_str());
       return e.text == "startswith" ? s.rfind(p, 0) == 0 : (s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0);
     }
     if (nargs != 0) fail(cat(".", e.text, "() with arguments is not supported"));

@@ -52,7 +52,7 @@ std::vector<Item> lex_template(std::string_view src, const std::string& where) {
     while (k != std::string_view::npos && (k + 1 >= src.size() || (src[k + 1] != '{' && src[k + 1] != '%' && src[k + 1] != '#')))
       k = src.find('{', k + 1);
     std::string text(src.substr(pos, k == std::string_view::npos ? std::string_view::npos : k - pos));
-    if (strip_next) text.erase(0, text.find_first_not_of(" \t\n\r\v\f") == std::string::npos ? text.size() : text.find_first_not_of(" \t\n\r\v\f"));
+    if (strip_next) text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\n\r\v\f")));
     if (k == std::string_view::npos) {
       if (!text.empty()) items.push_back({Item::Kind::Text, text});
       return items;
@@ -64,9 +64,9 @@ std::vector<Item> lex_template(std::string_view src, const std::string& where) {
     if (minus) {
       while (!text.empty() && is_ws(text.back())) text.pop_back();
     } else if (kind != '{' && !plus) {  // lstrip_blocks: spaces and tabs from the start of the line
-      size_t b = k;
-      while (b > pos && (src[b - 1] == ' ' || src[b - 1] == '\t')) --b;
-      if (b == 0 || src[b - 1] == '\n') text.resize(text.size() - (k - b));
+      size_t n = 0;  // spaces and tabs ending the text (what is left of it after an earlier '-')
+      while (n < text.size() && (text[text.size() - 1 - n] == ' ' || text[text.size() - 1 - n] == '\t')) ++n;
+      if (k == n || src[k - n - 1] == '\n') text.resize(text.size() - n);
     }
     if (!text.empty()) items.push_back({Item::Kind::Text, text});
     const std::string_view closer = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
