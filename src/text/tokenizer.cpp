@@ -118,6 +118,8 @@ struct TokenizerLoader {
   }
 
   Tokenizer load() const {
+    MT_USER_CHECK(j.is_object(), where, ": not a tokenizer.json this reader understands (the top level is ",
+                  j.type_name(), ", not an object)");
     check_normalizer();
     check_decoder();
     std::vector<PreTokenizeStep> steps;
