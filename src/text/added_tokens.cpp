@@ -37,7 +37,7 @@ AddedTokens::AddedTokens(std::vector<AddedToken> tokens) : tokens_(std::move(tok
   for (size_t i = 0; i < tokens_.size(); ++i) {
     by_id_[tokens_[i].id] = i;
     if (tokens_[i].content.empty()) continue;
-    Index& index = tokens_[i].normalized && !tokens_[i].special ? normalized_ : raw_;
+    Index& index = tokens_[i].normalized ? normalized_ : raw_;
     index[static_cast<unsigned char>(tokens_[i].content[0])].push_back(i);
   }
   for (Index* index : {&raw_, &normalized_})
