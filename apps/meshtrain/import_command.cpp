@@ -22,6 +22,9 @@ int cmd_import(int argc, char** argv) {
   auto res = ckpt::import_hf(args[0], args[1]);
   std::printf("imported %s (%s, %lld tensors) into %s; config: %s\n", args[0].c_str(), res.family.c_str(),
               static_cast<long long>(res.tensors), res.checkpoint.c_str(), res.config_yaml.c_str());
+  std::string copied;
+  for (const auto& f : res.tokenizer_files) copied += (copied.empty() ? "" : ", ") + f;
+  if (!copied.empty()) std::printf("tokenizer files copied beside it: %s\n", copied.c_str());
   return 0;
 }
 

@@ -37,6 +37,22 @@ std::string hf_dtype_name(at::ScalarType t) {
   return t == at::kBFloat16 ? "bfloat16" : t == at::kHalf ? "float16" : "float32";
 }
 
+// Copies the tokenizer files `from` has into `to`, each through a temporary name (never half a file).
+std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::path& to) {
+  std::vector<std::string> copied;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                           "generation_config.json", "chat_template.jinja"}) {
+    if (!fs::is_regular_file(from / name)) continue;
+    const fs::path tmp = to / (std::string(name) + ".tmp");
+    std::error_code ec;
+    fs::copy_file(from / name, tmp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(tmp, to / name, ec);
+    MT_USER_CHECK(!ec, (to / name).string(), ": cannot copy the tokenizer file there: ", ec.message());
+    copied.push_back(name);
+  }
+  return copied;
+}
+
 }  // namespace
 
 ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts) {
@@ -141,6 +157,7 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir) {
                  to_yaml_template(saved, {"model", "checkpoint.init_from"})));
   res.family = cfg.model.family;
   res.tensors = static_cast<int64_t>(tensors.size());
+  res.tokenizer_files = copy_tokenizer_files(dir, out_dir);
   return res;
 }
 

@@ -4,6 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::model {
@@ -35,6 +37,8 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
       next = at::multinomial(at::softmax(logits, -1), 1, false, gen).item<int64_t>();
     }
     out.push_back(next);
+    if (opts.on_token) opts.on_token(next);
+    if (std::find(opts.stop_tokens.begin(), opts.stop_tokens.end(), next) != opts.stop_tokens.end()) break;
     input = at::full({1, 1}, next, at::TensorOptions().dtype(at::kLong).device(device));
   }
   if (was_training) model->train();

@@ -44,3 +44,7 @@ set_tests_properties(e2e.doctor PROPERTIES LABELS e2e TIMEOUT 300)
 add_test(NAME e2e.observe_gpu
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/observe_gpu_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.observe_gpu PROPERTIES LABELS "e2e;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain generate through a model's tokenizer.json and chat template against transformers' greedy generate.
+add_test(NAME e2e.generate_tokenizer
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generate_tokenizer_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.generate_tokenizer PROPERTIES LABELS "e2e;text" TIMEOUT 600 SKIP_RETURN_CODE 77)

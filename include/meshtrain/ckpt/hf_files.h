@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace meshtrain::ckpt {
 
@@ -27,11 +28,14 @@ struct ImportResult {
   std::string config_yaml;
   std::string family;
   int64_t tensors = 0;
+  std::vector<std::string> tokenizer_files;  // copied beside the checkpoint (tokenizer.json, …)
 };
 
 // Writes <out>/step_00000000 (model weights as fp32 "model.*" tensors, the config in meta.json), <out>/latest
 // and <out>/config.yaml: the model section from config.json (dropout and bos/eos ids included) and
 // checkpoint.init_from = <out>, every other key a commented template (no resolved world size or run paths).
+// The tokenizer files the directory has (tokenizer.json, tokenizer_config.json, generation_config.json, …)
+// are copied into <out>, where `meshtrain generate` and fine-tuning runs started from it find them.
 ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir);
 
 }  // namespace meshtrain::ckpt

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
+
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
 #include "support/tiny_model.h"
@@ -119,4 +121,23 @@ TEST(Generate, GreedyIsDeterministicAndStopsAtMaxSeqLen) {
   auto c = model::generate(net, {1, 2, 3}, {.max_new_tokens = 100, .temperature = 1.0, .top_k = 5});
   EXPECT_EQ(c.size(), 16u);  // max_seq_len
   for (auto t : c) EXPECT_LT(t, 64);
+}
+
+TEST(Generate, StreamsEachTokenAndStopsAtAStopToken) {
+  at::manual_seed(3);
+  model::Transformer net(tiny("llama"));
+  net->init_weights(6);
+  const auto full = model::generate(net, {1, 2, 3}, {.max_new_tokens = 5, .temperature = 0});
+  std::vector<int64_t> streamed;
+  model::SampleOptions opts{.max_new_tokens = 5, .temperature = 0};
+  opts.on_token = [&](int64_t t) { streamed.push_back(t); };
+  EXPECT_EQ(model::generate(net, {1, 2, 3}, opts), full);
+  EXPECT_EQ(streamed, std::vector<int64_t>(full.begin() + 3, full.end()));
+  // Stopping at the second sampled token: it is returned, nothing after it.
+  opts.stop_tokens = {full[4]};
+  streamed.clear();
+  const auto stopped = model::generate(net, {1, 2, 3}, opts);
+  const size_t first = static_cast<size_t>(std::find(full.begin() + 3, full.end(), full[4]) - full.begin());
+  EXPECT_EQ(stopped, std::vector<int64_t>(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(first) + 1));
+  EXPECT_EQ(streamed.size(), stopped.size() - 3);
 }

@@ -1,0 +1,30 @@
+// Decoding while tokens are sampled: each token's bytes are added as it comes, and only complete UTF-8 is
+// handed out, so a character split over two tokens (an emoji, a CJK character) appears once it is whole,
+// never as two replacement characters. Bytes that can never be valid become U+FFFD as `tokenizers` decodes
+// them; what is still pending at the end is flushed the same way. The pieces concatenate to decode(ids).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/text/tokenizer.h"
+
+namespace meshtrain::text {
+
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special_tokens = true)
+      : tok_(tok), skip_special_(skip_special_tokens) {}
+
+  // The text that token `id` completes (possibly empty).
+  std::string step(int64_t id);
+  // Whatever is still held back (an unfinished sequence), replaced by U+FFFD.
+  std::string finish();
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  std::string pending_;  // bytes not handed out yet: the start of a sequence that may still complete
+};
+
+}  // namespace meshtrain::text

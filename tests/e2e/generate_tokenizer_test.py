@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""`meshtrain generate` with a model's own tokenizer, against transformers on the same model.
+
+For a Llama model with a Llama-3-style tokenizer and a GPT-2 model with a GPT-2 tokenizer (both tokenizers
+trained here on the KJV text by tests/reference/text_support.py, the models tiny and random; nothing is
+downloaded): transformers saves the model, the tokenizer and a chat template into one directory,
+`meshtrain import` copies the tokenizer files beside the checkpoint, and `meshtrain generate --temperature 0`
+must print exactly the text transformers' greedy generate gives (prompt encoded with the tokenizer's special
+tokens, reply ended by the end-of-text token, decoded without special tokens), for a plain prompt, for
+--chat (the template rendered by meshtrain), and for --chat --system. Then the mistakes: a chat template
+outside the supported subset refuses --chat in one line (a plain prompt still works), --tokenizer at a missing
+path, a tokenizer larger than the model's vocabulary — exit code 2, one line each.
+
+    generate_tokenizer_test.py BIN_DIR SOURCE_DIR
+Exit 0 pass, 1 failure, 77 skipped (no torch / transformers / tokenizers).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    import transformers
+    from transformers import PreTrainedTokenizerFast
+except ImportError as e:
+    print(f"skipped: {e} (scripts/setup.sh installs transformers and tokenizers into the venv)")
+    sys.exit(77)
+
+BIN, SRC = sys.argv[1], sys.argv[2]
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
+from text_support import train_tokenizer  # noqa: E402
+
+MESHTRAIN = os.path.join(BIN, "meshtrain")
+WORK = tempfile.mkdtemp(prefix="meshtrain_generate_")
+KJV = os.path.join(SRC, "data", "kjv", "kjv-genesis-2kings.txt")
+NEW_TOKENS = 24
+PROMPT = "And God said, Let there be light: 中文 😀"
+SYSTEM = "Answer as the King James Version would."
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
+          " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+          "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+          "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+          "{% endif %}")
+failures = []
+
+
+def meshtrain(*args, expect=0):
+    r = subprocess.run([MESHTRAIN, *args], capture_output=True, text=True, timeout=300)
+    if r.returncode != expect:
+        print(f"FAIL: meshtrain {' '.join(args)}: exit {r.returncode}, expected {expect}\n{r.stdout}\n{r.stderr}")
+        sys.exit(1)
+    return r
+
+
+def make_model(style, family):
+    """A tiny random model saved with its tokenizer and chat template; returns (hf_dir, model, tokenizer)."""
+    base = train_tokenizer(style, KJV, os.path.join(WORK, style + "_tok"))
+    llama = family == "llama"
+    eos, bos = ("<|eot_id|>", "<|begin_of_text|>") if llama else ("<|endoftext|>", "<|endoftext|>")
+    tok = PreTrainedTokenizerFast(tokenizer_object=base, bos_token=bos, eos_token=eos)
+    tok.chat_template = LLAMA3 if llama else CHATML
+    vocab = base.get_vocab_size(with_added_tokens=True)
+    ids = dict(bos_token_id=tok.convert_tokens_to_ids(bos), eos_token_id=tok.convert_tokens_to_ids(eos))
+    cfg = (transformers.LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                    rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, **ids)
+           if llama else transformers.GPT2Config(vocab_size=vocab, n_positions=128, n_embd=64, n_layer=2, n_head=4, **ids))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
+    with torch.no_grad():  # larger weights than the init, so greedy decoding is far from ties
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    hf_dir = os.path.join(WORK, family + "_hf")
+    model.save_pretrained(hf_dir)
+    tok.save_pretrained(hf_dir)
+    return hf_dir, model, tok
+
+
+def reference(model, tok, ids):
+    """transformers' greedy reply to `ids`, decoded without special tokens."""
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                             eos_token_id=model.config.eos_token_id, pad_token_id=model.config.eos_token_id)
+    return tok.decode(out[0, len(ids):].tolist(), skip_special_tokens=True)
+
+
+def check(name, got, want):
+    if got != want:
+        failures.append(f"{name}: meshtrain printed {got!r}, transformers {want!r}")
+    else:
+        print(f"ok: {name}: {got!r}")
+
+
+def chat_ids(tok, messages):
+    ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    return list(ids if isinstance(ids, list) else ids["input_ids"])
+
+
+for style, family in (("llama3", "llama"), ("gpt2", "gpt2")):
+    hf_dir, model, tok = make_model(style, family)
+    out = os.path.join(WORK, family + "_imported")
+    r = meshtrain("import", hf_dir, out)
+    assert "tokenizer.json" in r.stdout and os.path.exists(os.path.join(out, "tokenizer.json")), r.stdout
+    greedy = ["--temperature", "0", "--tokens", str(NEW_TOKENS)]
+    plain_ids = tok(PROMPT)["input_ids"]
+    want = tok.decode(plain_ids, skip_special_tokens=True) + reference(model, tok, plain_ids)
+    check(f"{family} plain prompt", meshtrain("generate", out, "--prompt", PROMPT, *greedy).stdout[:-1], want)
+    user = [{"role": "user", "content": PROMPT}]
+    check(f"{family} --chat", meshtrain("generate", out, "--prompt", PROMPT, "--chat", *greedy).stdout[:-1],
+          reference(model, tok, chat_ids(tok, user)))
+    both = [{"role": "system", "content": SYSTEM}] + user
+    check(f"{family} --chat --system",
+          meshtrain("generate", out, "--prompt", PROMPT, "--chat", "--system", SYSTEM, *greedy).stdout[:-1],
+          reference(model, tok, chat_ids(tok, both)))
+    # The tokenizer found through --tokenizer when the checkpoint has none beside it.
+    bare = os.path.join(WORK, family + "_bare")
+    shutil.copytree(out, bare, ignore=shutil.ignore_patterns("tokenizer*", "chat_template.jinja", "special_tokens_map.json"))
+    check(f"{family} --tokenizer DIR", meshtrain("generate", bare, "--prompt", PROMPT, "--tokenizer", hf_dir,
+                                                 *greedy).stdout[:-1], want)
+
+
+def one_line_error(name, r, *fragments):
+    err = r.stderr.strip()
+    if "\n" in err or not all(f in err for f in fragments):
+        failures.append(f"{name}: expected one line with {fragments}, got {err!r}")
+    else:
+        print(f"ok: {name}: {err}")
+
+
+# A template outside the subset: --chat refused in one line, a plain prompt still works.
+odd = os.path.join(WORK, "odd_tokenizer")
+shutil.copytree(os.path.join(WORK, "llama_hf"), odd)
+with open(os.path.join(odd, "chat_template.jinja"), "w") as f:
+    f.write("{{ messages | tojson }}")
+llama_out = os.path.join(WORK, "llama_imported")
+one_line_error("unsupported template", meshtrain("generate", llama_out, "--chat", "--tokenizer", odd, expect=2),
+               "filter 'tojson'", "--chat is unavailable", "chat_template.jinja")
+meshtrain("generate", llama_out, "--tokenizer", odd, "--tokens", "2")
+one_line_error("missing --tokenizer", meshtrain("generate", llama_out, "--tokenizer", os.path.join(WORK, "nope"),
+                                                 expect=2), "--tokenizer", "no such file or directory")
+one_line_error("tokenizer larger than the vocabulary",
+               meshtrain("generate", os.path.join(WORK, "gpt2_imported"), "--tokenizer", os.path.join(WORK, "llama_hf"),
+                         expect=2), "the tokenizer has", "the model's vocabulary is")
+one_line_error("--system without --chat", meshtrain("generate", llama_out, "--system", "x", expect=2), "--system")
+
+shutil.rmtree(WORK, ignore_errors=True)
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("ok: generate with tokenizers matches transformers")

@@ -1,0 +1,121 @@
+// The tokenizer assembled from a small tokenizer.json written here: added tokens split out first, the
+// pre-tokenizer steps, byte-level symbols through BPE, the BOS template, decoding, and the errors for
+// components it does not support.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/text/byte_level.h"
+#include "meshtrain/text/stream_decoder.h"
+#include "meshtrain/text/tokenizer.h"
+
+namespace meshtrain::text {
+namespace {
+
+using nlohmann::json;
+
+// All 256 byte symbols (ids 0..255), then the merges' results, then the added tokens.
+json tiny_tokenizer_json() {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[bytes_to_symbols(std::string(1, static_cast<char>(b)))] = b;
+  const std::string sp = bytes_to_symbols(" ");  // "Ġ"
+  vocab[sp + "h"] = 256;
+  vocab["he"] = 257;
+  vocab[sp + "he"] = 258;
+  json j;
+  j["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({sp, "h"}), "h e",
+                                                                        json::array({sp + "h", "e"})})}};
+  j["added_tokens"] = json::array({{{"id", 259}, {"content", "<|bos|>"}, {"special", true}},
+                                   {{"id", 260}, {"content", "<sep>"}, {"special", false}, {"lstrip", true}}});
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", json::array({{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
+                                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+                         {"special_tokens", {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {259}}, {"tokens", {"<|bos|>"}}}}}}};
+  j["decoder"] = {{"type", "ByteLevel"}};
+  return j;
+}
+
+Tokenizer tiny() { return Tokenizer::from_json_text(tiny_tokenizer_json().dump(), "tiny.json"); }
+
+TEST(Tokenizer, EncodesThroughTheMerges) {
+  const Tokenizer t = tiny();
+  EXPECT_EQ(t.vocab_size(), 261);
+  EXPECT_EQ(t.encode("he he"), (std::vector<int64_t>{257, 258}));
+  EXPECT_EQ(t.encode("he he", true), (std::vector<int64_t>{259, 257, 258}));
+  EXPECT_EQ(t.pre_tokenize("he he!"), (std::vector<std::string>{"he", "\xC4\xA0he", "!"}));
+}
+
+TEST(Tokenizer, AddedTokensSplitFirstAndDecodeAsWritten) {
+  const Tokenizer t = tiny();
+  // "<sep>" takes the space on its left (lstrip); "<|bos|>" inside a word is still one token.
+  EXPECT_EQ(t.encode("he <sep>x<|bos|>he"), (std::vector<int64_t>{257, 260, 'x', 259, 257}));
+  EXPECT_EQ(t.decode({257, 260, 259, 258}), "he<sep> he");
+  EXPECT_EQ(t.decode({257, 260, 259, 258}, false), "he<sep><|bos|> he");
+  EXPECT_TRUE(t.is_special(259));
+  EXPECT_FALSE(t.is_special(260));
+  EXPECT_EQ(t.token_to_id("<sep>"), 260);
+  EXPECT_EQ(t.decode({999, 257}), "he");  // an id outside the vocabulary is skipped
+}
+
+TEST(Tokenizer, StreamDecoderHoldsBackAnUnfinishedCharacter) {
+  const Tokenizer t = tiny();
+  const auto ids = t.encode("a\xE4\xB8\xAD" "b");  // a 中 b: the CJK character is three byte tokens
+  ASSERT_EQ(ids.size(), 5u);
+  StreamDecoder s(t);
+  EXPECT_EQ(s.step(ids[0]), "a");
+  EXPECT_EQ(s.step(ids[1]), "");
+  EXPECT_EQ(s.step(ids[2]), "");
+  EXPECT_EQ(s.step(ids[3]), "\xE4\xB8\xAD");
+  EXPECT_EQ(s.step(ids[4]), "b");
+  EXPECT_EQ(s.finish(), "");
+  StreamDecoder cut(t);
+  EXPECT_EQ(cut.step(0xE4), "");
+  EXPECT_EQ(cut.step('z'), "\xEF\xBF\xBD" "z");  // can never complete: replaced, as decode() does
+  EXPECT_EQ(cut.step(0xE4), "");
+  EXPECT_EQ(cut.finish(), "\xEF\xBF\xBD");
+}
+
+void expect_refused(json j, const std::string& fragment) {
+  try {
+    Tokenizer::from_json_text(j.dump(), "m/tokenizer.json");
+    FAIL() << "expected a UserError mentioning " << fragment;
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("m/tokenizer.json"), std::string::npos) << what;
+    EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(Tokenizer, UnsupportedComponentsAreNamed) {
+  json j = tiny_tokenizer_json();
+  j["normalizer"] = {{"type", "NFKC"}};
+  expect_refused(j, "normalizer 'NFKC'");
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}};
+  expect_refused(j, "pre_tokenizer 'Metaspace'");
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}};
+  expect_refused(j, "regex '\\w+'");
+  j = tiny_tokenizer_json();
+  j["model"]["type"] = "WordPiece";
+  expect_refused(j, "model 'WordPiece'");
+  j = tiny_tokenizer_json();
+  j["decoder"] = {{"type", "Metaspace"}};
+  expect_refused(j, "decoder 'Metaspace'");
+  j = tiny_tokenizer_json();
+  j.erase("model");
+  expect_refused(j, "not a tokenizer.json this reader understands");
+  expect_refused(json("not an object"), "not a tokenizer.json");
+  try {
+    Tokenizer::from_json_text("{", "m/tokenizer.json");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace meshtrain::text
