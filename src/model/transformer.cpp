@@ -28,17 +28,30 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
   }
 }
 
-at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
+at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache, const Documents* packed) {
   const int64_t T = tokens.size(1);
   const int64_t offset = cache ? cache->length() : 0;
   MT_CHECK(offset + T <= cfg_.max_seq_len, "sequence of ", offset + T, " tokens exceeds model.max_seq_len ",
            cfg_.max_seq_len);
+  MT_CHECK(!(packed && packed->packed() && cache), "packed documents with a KV cache");
+  // A copy the blocks share (and activation checkpointing keeps for recomputation): the mask, where SDPA
+  // needs one, is made once for all layers.
+  std::shared_ptr<Documents> docs;
+  if (packed && packed->packed()) {
+    docs = std::make_shared<Documents>(*packed);
+    if (!tokens.is_cuda() && !docs->mask.defined()) docs->mask = block_causal_mask(docs->positions);
+  }
   auto x = tok_embed->forward(tokens);  // [B, T, D]
   at::Tensor cos, sin;
   if (pos_embed) {
-    x = x + pos_embed->forward(at::arange(offset, offset + T, tokens.options()));
+    x = x + pos_embed->forward(docs ? docs->positions : at::arange(offset, offset + T, tokens.options()));
   } else {
     std::tie(cos, sin) = rope_tables(inv_freq_, offset, T);
+    if (docs) {  // each token's row of the tables at its position in its document: [B, 1, T, hd]
+      const auto at_pos = docs->positions.reshape({-1}).to(cos.device());
+      cos = cos.index_select(0, at_pos).view({tokens.size(0), 1, T, -1});
+      sin = sin.index_select(0, at_pos).view({tokens.size(0), 1, T, -1});
+    }
   }
   if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
   if (hooks_.enter_blocks) x = hooks_.enter_blocks(x);
@@ -46,10 +59,12 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
     auto block = blocks->ptr<BlockImpl>(i);
     if (runner_ && !cache) {
       // Captures by value: the runner may call it again in backward (block_runner.h).
-      BlockFn run = [block, cos, sin](const at::Tensor& h) { return block->forward(h, cos, sin, nullptr); };
+      BlockFn run = [block, cos, sin, docs](const at::Tensor& h) {
+        return block->forward(h, cos, sin, nullptr, docs.get());
+      };
       x = runner_(static_cast<int64_t>(i), *block, x, run);
     } else {
-      x = block->forward(x, cos, sin, cache ? &cache->layers[i] : nullptr);
+      x = block->forward(x, cos, sin, cache ? &cache->layers[i] : nullptr, docs.get());
     }
   }
   return final_norm->forward(x);
@@ -61,8 +76,8 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
   return lm_head ? lm_head->forward(h) : at::linear(h, tok_embed->weight);  // [B, T, V]
 }
 
-at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
-  auto h = hidden(tokens);
+at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets, const Documents* docs) {
+  auto h = hidden(tokens, nullptr, docs);
   if (hooks_.loss) return hooks_.loss(h, targets);
   if (loss_chunk_bytes_ <= 0) {
     auto logits = at::linear(h, head_weight());

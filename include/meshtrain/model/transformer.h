@@ -27,8 +27,8 @@ struct TransformerHooks {
   std::function<at::Tensor(const at::Tensor& x)> enter_blocks;
   // The output head on the final norm's output h: [B, T', D] → logits over the full vocabulary [B, T, V].
   std::function<at::Tensor(const at::Tensor& h)> logits;
-  // Mean next-token cross-entropy (fp32 scalar) of h against targets [B, T] — free to never form the full
-  // logits (the vocab-parallel cross-entropy does not).
+  // Mean next-token cross-entropy (fp32 scalar) of h against targets [B, T] over the targets that are not
+  // -100 — free to never form the full logits (the vocab-parallel cross-entropy does not).
   std::function<at::Tensor(const at::Tensor& h, const at::Tensor& targets)> loss;
 };
 
@@ -41,14 +41,16 @@ class TransformerImpl : public torch::nn::Module {
 
   // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.
   at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr);
-  // The final-norm output, before the head: [B, T] → [B, T, D].
-  at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr);
+  // The final-norm output, before the head: [B, T] → [B, T, D]. With `docs` (packed documents, no cache),
+  // positions restart at each document and attention stays within it (model/documents.h).
+  at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr, const Documents* docs = nullptr);
   // The output projection's weight [V, D]: lm_head's, or the token embedding when tied.
   const at::Tensor& head_weight() const { return lm_head ? lm_head->weight : tok_embed->weight; }
-  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T]. With a chunk size set,
-  // through the chunked head + loss (linear_cross_entropy.h: the full logits never exist); with 0, as
-  // cross_entropy(linear(h).float()) — full logits, as plain PyTorch does.
-  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
+  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T], over the targets that are
+  // not -100 (masked: prompt tokens, padding, a document's first token). With a chunk size set, through the
+  // chunked head + loss (linear_cross_entropy.h: the full logits never exist); with 0, as
+  // cross_entropy(linear(h).float()) — full logits, as plain PyTorch does. `docs`: packed documents.
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets, const Documents* docs = nullptr);
   // Bytes of fp32 logits per loss chunk; 0 = no chunking.
   void set_loss_chunk_bytes(int64_t bytes) { loss_chunk_bytes_ = bytes; }
   // Fused CUDA kernels for the loss on full logits (fused_cross_entropy.h), RoPE (fused_rope.h) and SwiGLU
