@@ -22,22 +22,51 @@ uint64_t splitmix64(uint64_t& x) {
 
 DataLoader::DataLoader(LoaderOptions opts) : opts_(std::move(opts)) {
   MT_CHECK(opts_.seq_len > 0 && opts_.batch_size > 0 && opts_.world_size > 0, "bad loader options");
-  for (const auto& path : expand_glob(opts_.pattern, opts_.what)) shards_.emplace_back(path, opts_.format);
+  for (const auto& path : expand_glob(opts_.pattern, opts_.what)) {
+    if (TokenFlags::is_sidecar(path)) continue;  // a glob such as data/x_train_* also matches the sidecars
+    shards_.emplace_back(path, opts_.format);
+  }
+  std::string without;  // a shard without a sidecar, for the message
+  for (const auto& shard : shards_) {
+    total_tokens_ += shard.size();
+    if (auto f = TokenFlags::open_for(shard.path(), shard.size())) flags_.push_back(std::move(*f));
+    else if (without.empty()) without = shard.path();
+  }
+  MT_USER_CHECK(flags_.empty() || flags_.size() == shards_.size(), opts_.what, ": ", flags_.size(), " of ",
+                shards_.size(), " shards have token flags (loss masks, documents) but ", without, " has no ",
+                TokenFlags::sidecar_path(without), "; valid: all or none (prepare them in one run)");
+  make_windows();
+  const int64_t need = opts_.batch_size * opts_.world_size;
+  MT_USER_CHECK(num_windows() >= need, opts_.what, ": '", opts_.pattern, "' holds ", total_tokens_,
+                " tokens = ", num_windows(), flags_.empty() || opts_.packing ? " windows of " : " documents of up to ",
+                opts_.seq_len + 1, " tokens; one step needs batch(", opts_.batch_size, ") × ranks(",
+                opts_.world_size, ") = ", need, " windows");
+  make_order();
+}
+
+void DataLoader::make_windows() {
   const int64_t win = opts_.seq_len + 1;
   for (size_t s = 0; s < shards_.size(); ++s) {
     const int64_t n = shards_[s].size();
-    total_tokens_ += n;
-    // Windows start every seq_len tokens and need seq_len + 1 tokens (the last target).
-    for (int64_t start = 0; start + win <= n; start += opts_.seq_len) {
+    auto add = [&](int64_t start, int64_t len) {
       window_shard_.push_back(static_cast<int32_t>(s));
       window_start_.push_back(start);
+      window_len_.push_back(len);
+    };
+    if (flags_.empty() || opts_.packing) {
+      // Windows start every seq_len tokens and need seq_len + 1 tokens (the last target).
+      for (int64_t start = 0; start + win <= n; start += opts_.seq_len) add(start, win);
+      continue;
+    }
+    // One window per document (its first seq_len + 1 tokens); a one-token document has no target.
+    const uint8_t* f = n > 0 ? flags_[s].at(0, n) : nullptr;
+    int64_t doc = 0;
+    for (int64_t i = 1; i <= n; ++i) {
+      if (i < n && !(f[i] & kDocStartFlag)) continue;
+      if (i - doc >= 2) add(doc, std::min(i - doc, win));
+      doc = i;
     }
   }
-  const int64_t need = opts_.batch_size * opts_.world_size;
-  MT_USER_CHECK(num_windows() >= need, opts_.what, ": '", opts_.pattern, "' holds ", total_tokens_,
-                " tokens = ", num_windows(), " windows of ", win, " tokens; one step needs batch(", opts_.batch_size,
-                ") × ranks(", opts_.world_size, ") = ", need, " windows");
-  make_order();
 }
 
 void DataLoader::make_order() {
@@ -73,6 +102,48 @@ void DataLoader::check_ids(const TokenShard& shard, int64_t start, const int64_t
                       "made with another tokenizer, or is data.format wrong?)"));
 }
 
+int64_t DataLoader::apply_flags(const uint8_t* f, int64_t n, int64_t* tgt, int64_t* pos,
+                                std::vector<int32_t>* starts, int64_t row_offset) const {
+  int64_t kept = 0;
+  for (int64_t t = 0; t < opts_.seq_len; ++t) {
+    // Target t is token t + 1: masked past the window (padding), where it starts a document (no token of the
+    // previous document predicts it) and where the loss mask leaves it out.
+    const bool keep = t + 1 < n && !(f[t + 1] & kDocStartFlag) && (!opts_.loss_mask || (f[t + 1] & kLossFlag));
+    if (!keep) tgt[t] = -100;
+    kept += keep;
+    if (!pos) continue;
+    pos[t] = t == 0 || (f[t] & kDocStartFlag) ? 0 : pos[t - 1] + 1;
+    if (pos[t] == 0) starts->push_back(static_cast<int32_t>(row_offset + t));
+  }
+  return kept;
+}
+
+Batch DataLoader::make_batch(const at::Tensor& rows, const std::vector<int64_t>& windows) const {
+  const int64_t B = rows.size(0), T = opts_.seq_len;
+  // Copies, not views: with one row a narrowed view is already contiguous, and masking the targets in place
+  // would then write into the inputs.
+  Batch batch{rows.narrow(1, 0, T).clone(at::MemoryFormat::Contiguous),
+              rows.narrow(1, 1, T).clone(at::MemoryFormat::Contiguous)};
+  batch.loss_tokens = B * T;
+  if (flags_.empty()) return batch;
+  const bool packed = opts_.packing;
+  if (packed) batch.positions = at::empty({B, T}, at::kLong);
+  std::vector<int32_t> starts;
+  batch.loss_tokens = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t w = windows[b];
+    const uint8_t* f = flags_[window_shard_[w]].at(window_start_[w], window_len_[w]);
+    batch.loss_tokens += apply_flags(f, window_len_[w], batch.targets.data_ptr<int64_t>() + b * T,
+                                     packed ? batch.positions.data_ptr<int64_t>() + b * T : nullptr, &starts, b * T);
+  }
+  if (!packed) return batch;
+  starts.push_back(static_cast<int32_t>(B * T));
+  for (size_t i = 1; i < starts.size(); ++i)
+    batch.max_doc_len = std::max<int64_t>(batch.max_doc_len, starts[i] - starts[i - 1]);
+  batch.cu_seqlens = at::tensor(starts, at::kInt);
+  return batch;
+}
+
 Batch DataLoader::next() {
   const int64_t B = opts_.batch_size, T = opts_.seq_len;
   if (state_.cursor + B * opts_.world_size > num_windows()) {
@@ -80,17 +151,18 @@ Batch DataLoader::next() {
     state_.cursor = 0;
     make_order();
   }
-  auto buf = at::empty({B, T + 1}, at::kLong);
+  auto buf = at::zeros({B, T + 1}, at::kLong);  // zeros: the padding of a document shorter than the window
   int64_t* out = buf.data_ptr<int64_t>();
   const int64_t first = state_.cursor + static_cast<int64_t>(opts_.rank) * B;
+  std::vector<int64_t> windows(B);
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t w = order_[first + b];
+    const int64_t w = windows[b] = order_[first + b];
     const TokenShard& shard = shards_[window_shard_[w]];
-    shard.read(window_start_[w], T + 1, out + b * (T + 1));
-    if (opts_.vocab_size > 0) check_ids(shard, window_start_[w], out + b * (T + 1), T + 1);
+    shard.read(window_start_[w], window_len_[w], out + b * (T + 1));
+    if (opts_.vocab_size > 0) check_ids(shard, window_start_[w], out + b * (T + 1), window_len_[w]);
   }
   state_.cursor += B * opts_.world_size;
-  return {buf.narrow(1, 0, T).contiguous(), buf.narrow(1, 1, T).contiguous()};
+  return make_batch(buf, windows);
 }
 
 }  // namespace meshtrain::data

@@ -46,7 +46,7 @@ ShardFormat detect_format(const std::string& path, const uint8_t* bytes, size_t 
   if (len >= 2 * sizeof(int32_t)) std::memcpy(&version, bytes + sizeof(int32_t), sizeof version);
   MT_USER_CHECK(!looks_like_llmc_header(bytes, len), path, ": has an llm.c header (1024 bytes, zero-padded) with "
                 "magic ", magic, " and version ", version, "; valid: magic ", kLlmcMagic, " with version 1 (uint16 "
-                "tokens); set data.format: uint16 or uint32 to read the file as raw tokens instead");
+                "tokens) or 2 (uint32); set data.format: uint16 or uint32 to read the file as raw tokens instead");
   return ShardFormat::U16;
 }
 
@@ -80,14 +80,14 @@ TokenShard::TokenShard(const std::string& path, ShardFormat format) : path_(path
     std::memcpy(header, bytes, sizeof header);
     MT_USER_CHECK(header[0] == kLlmcMagic, path, ": not an llm.c token shard: magic ", header[0], ", expected ",
                   kLlmcMagic, " (set data.format: uint16 or uint32 for raw token files)");
-    MT_USER_CHECK(header[1] == 1, path, ": llm.c shard version ", header[1],
-                  " is not supported (valid: 1, uint16 tokens)");
+    MT_USER_CHECK(header[1] == 1 || header[1] == 2, path, ": llm.c shard version ", header[1],
+                  " is not supported (valid: 1, uint16 tokens; 2, uint32 tokens for vocabularies over 65536)");
+    bytes_per_token_ = header[1] == 1 ? 2 : 4;
     n_tokens_ = header[2];
-    const size_t want = header_bytes + static_cast<size_t>(n_tokens_) * 2;
+    const size_t want = header_bytes + static_cast<size_t>(n_tokens_) * bytes_per_token_;
     MT_USER_CHECK(n_tokens_ >= 0 && map_len_ >= want, path, ": truncated llm.c shard: header says ", n_tokens_,
                   " tokens (", want, " bytes), file has ", map_len_, " bytes");
     tokens_ = bytes + header_bytes;
-    bytes_per_token_ = 2;
   } else {
     bytes_per_token_ = format == ShardFormat::U32 ? 4 : 2;
     MT_USER_CHECK(map_len_ % bytes_per_token_ == 0, path, ": size ", map_len_, " bytes is not a multiple of ",

@@ -21,7 +21,7 @@ AttentionImpl::AttentionImpl(const ModelConfig& cfg, const at::TensorOptions& op
 }
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                                  LayerKVCache* cache) {
+                                  LayerKVCache* cache, const Documents* docs) {
   // Head counts follow the weights: under tensor parallelism wq/wk/wv hold only this rank's heads.
   const int64_t n_head = wq->weight.size(0) / head_dim_, n_kv_head = wk->weight.size(0) / head_dim_;
   auto q = wq->forward(x);  // [B, T, H·hd]; T may differ from x's (sequence parallelism gathers it)
@@ -32,8 +32,16 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   k = k.view({B, T, n_kv_head, head_dim_}).transpose(1, 2);  // [B, Hkv, T, hd]
   v = v.view({B, T, n_kv_head, head_dim_}).transpose(1, 2);
   if (cos.defined()) {
-    q = fused_ ? fused_rope(q, cos, sin) : apply_rope(q, cos, sin);
-    k = fused_ ? fused_rope(k, cos, sin) : apply_rope(k, cos, sin);
+    // Packed documents' tables are per row ([B, 1, T, hd]); the fused kernel takes one table for all rows.
+    const bool fuse = fused_ && cos.dim() == 2;
+    q = fuse ? fused_rope(q, cos, sin) : apply_rope(q, cos, sin);
+    k = fuse ? fused_rope(k, cos, sin) : apply_rope(k, cos, sin);
+  }
+  const double p = is_training() ? dropout_ : 0.0;
+  if (docs && docs->packed()) {
+    MT_CHECK(!cache, "attention: packed documents with a KV cache");
+    auto y = document_attention(q, k, v, *docs, p);
+    return wo->forward(y.transpose(1, 2).reshape({B, T, n_head * head_dim_}));
   }
   bool causal = true;
   if (cache) {
@@ -48,11 +56,31 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
     // the usual causal mask is right for it.
     causal = T > 1;
   }
-  const double p = is_training() ? dropout_ : 0.0;
   auto y = at::scaled_dot_product_attention(q, k, v, {}, p, causal, std::nullopt,
                                             /*enable_gqa=*/n_kv_head != n_head);  // [B, H, T, hd]
   y = y.transpose(1, 2).reshape({B, T, n_head * head_dim_});
   return wo->forward(y);
+}
+
+at::Tensor AttentionImpl::document_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                             const Documents& docs, double dropout) const {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Hkv = k.size(1), hd = q.size(3);
+  const auto dt = q.scalar_type();
+  // Flash attention's variable-length kernel: half-precision CUDA tensors, head sizes it was built for.
+  const bool varlen = q.is_cuda() && (dt == at::kBFloat16 || dt == at::kHalf) && hd % 8 == 0 && hd <= 256 &&
+                      docs.cu_seqlens.defined();
+  if (!varlen) {
+    const at::Tensor mask = docs.mask.defined() ? docs.mask : block_causal_mask(docs.positions);
+    return at::scaled_dot_product_attention(q, k, v, mask, dropout, /*is_causal=*/false, std::nullopt,
+                                            /*enable_gqa=*/Hkv != H);
+  }
+  // [B, H, T, hd] → [B·T, H, hd]: the documents are the segments cu_seqlens marks in the flattened tokens,
+  // each causal within itself; flash takes fewer key heads than query heads as they are (GQA).
+  auto flat = [&](const at::Tensor& t) { return t.transpose(1, 2).reshape({B * T, t.size(1), hd}); };
+  const auto cu = docs.cu_seqlens.to(q.device(), at::kInt);
+  auto out = std::get<0>(at::_flash_attention_forward(flat(q), flat(k), flat(v), cu, cu, docs.max_len, docs.max_len,
+                                                      dropout, /*is_causal=*/true, /*return_debug_mask=*/false));
+  return out.view({B, T, H, hd}).transpose(1, 2);  // [B, H, T, hd]
 }
 
 }  // namespace meshtrain::model

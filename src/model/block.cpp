@@ -13,9 +13,9 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : dr
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                              LayerKVCache* cache) {
+                              LayerKVCache* cache, const Documents* docs) {
   const bool drop = is_training() && dropout_ > 0;
-  auto a = attn->forward(attn_norm->forward(x), cos, sin, cache);
+  auto a = attn->forward(attn_norm->forward(x), cos, sin, cache, docs);
   auto h = x + (drop ? at::dropout(a, dropout_, true) : a);
   auto m = mlp->forward(mlp_norm->forward(h));
   return h + (drop ? at::dropout(m, dropout_, true) : m);

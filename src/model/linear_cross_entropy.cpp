@@ -27,6 +27,9 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     const auto wc = weight.to(compute);
     const auto acc = at::promote_types(compute, at::kFloat);  // softmax, loss and ∂W: fp32 at least
     at::Tensor loss = at::zeros({}, x.options().dtype(acc));
+    // Targets of -100 take no loss (masked); the mean is over the others (a device count: no host sync).
+    const auto valid_all = targets.ne(-100);
+    const auto n_valid = valid_all.sum().to(acc);
     at::Tensor gx, gw;
     if (want_grad) {
       gx = at::empty_like(xc);
@@ -35,13 +38,16 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
       const int64_t n = std::min(chunk_rows, N - r0);
       auto xi = xc.narrow(0, r0, n);
-      auto ti = targets.narrow(0, r0, n).unsqueeze(1);               // [n, 1]
+      auto vi = valid_all.narrow(0, r0, n).unsqueeze(1);              // [n, 1]
+      auto ti = targets.narrow(0, r0, n).unsqueeze(1).clamp_min(0);  // [n, 1]; masked rows read class 0
       // The same kernels as cross_entropy's forward and backward, on one chunk: log-softmax in fp32, the
       // target's −log p, then ∂(mean loss)/∂logits = softmax − onehot/N through log-softmax's backward.
       auto logp = at::_log_softmax(at::mm(xi, wc.t()).to(acc), 1, /*half_to_float=*/false);  // [n, V]
-      loss -= logp.gather(1, ti).sum();
+      loss -= logp.gather(1, ti).masked_fill(vi.logical_not(), 0).sum();
       if (!want_grad) continue;
-      auto go = at::zeros_like(logp).scatter_(1, ti, -1.0 / static_cast<double>(N));
+      // −1/N_valid at each unmasked row's target; a masked row's incoming gradient is all zeros, so its
+      // log-softmax backward is zero too.
+      auto go = at::zeros_like(logp).scatter_(1, ti, vi.to(acc) * (-1.0 / n_valid));
       // In fp32, then cast: CUDA's log-softmax backward converts to a narrower type only from fp16, not bf16.
       auto g = at::_log_softmax_backward_data(go, logp, 1, acc).to(compute);  // [n, V]
       logp.reset();
@@ -53,7 +59,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     if (want_grad) ctx->save_for_backward({gx, gw});
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(weight.scalar_type());
-    return {loss / static_cast<double>(N)};
+    return {loss / n_valid};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {

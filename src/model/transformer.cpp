@@ -38,14 +38,15 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
   }
 }
 
-at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
+at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache, const Documents* packed) {
   MT_CHECK(span_.embed && span_.head && blocks->size() == static_cast<size_t>(cfg_.n_layer),
            "TransformerImpl::hidden needs the whole model (this module holds a pipeline stage)");
   const int64_t T = tokens.size(1);
   const int64_t offset = cache ? cache->length() : 0;
   MT_CHECK(offset + T <= cfg_.max_seq_len, "sequence of ", offset + T, " tokens exceeds model.max_seq_len ",
            cfg_.max_seq_len);
-  if (!cache) return final_norm->forward(run_blocks(embed(tokens), T));
+  if (!cache) return final_norm->forward(run_blocks(embed(tokens, packed), T, packed));
+  MT_CHECK(!(packed && packed->packed()), "packed documents with a KV cache");
   auto x = tok_embed->forward(tokens);  // [B, T, D]
   at::Tensor cos, sin;
   if (pos_embed) {
@@ -56,33 +57,53 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache) {
   if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
   if (hooks_.enter_blocks) x = hooks_.enter_blocks(x);
   for (size_t i = 0; i < blocks->size(); ++i)
-    x = blocks->ptr<BlockImpl>(i)->forward(x, cos, sin, &cache->layers[i]);
+    x = blocks->ptr<BlockImpl>(i)->forward(x, cos, sin, &cache->layers[i], nullptr);
   return final_norm->forward(x);
 }
 
-at::Tensor TransformerImpl::embed(const at::Tensor& tokens) {
+at::Tensor TransformerImpl::embed(const at::Tensor& tokens, const Documents* docs) {
   MT_CHECK(span_.embed, "TransformerImpl::embed on a pipeline stage without the embedding");
   const int64_t T = tokens.size(1);
   MT_CHECK(T <= cfg_.max_seq_len, "sequence of ", T, " tokens exceeds model.max_seq_len ", cfg_.max_seq_len);
   auto x = tok_embed->forward(tokens);  // [B, T, D]
-  if (pos_embed) x = x + pos_embed->forward(at::arange(0, T, tokens.options()));
+  if (pos_embed) {
+    const bool packed = docs && docs->packed();
+    x = x + pos_embed->forward(packed ? docs->positions : at::arange(0, T, tokens.options()));
+  }
   if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
   if (hooks_.enter_blocks) x = hooks_.enter_blocks(x);
   return x;
 }
 
-at::Tensor TransformerImpl::run_blocks(const at::Tensor& x_in, int64_t seq_len) {
+at::Tensor TransformerImpl::run_blocks(const at::Tensor& x_in, int64_t seq_len, const Documents* packed) {
+  // A copy the blocks share (and activation checkpointing keeps for recomputation): the mask, where SDPA
+  // needs one, is made once for all layers.
+  std::shared_ptr<Documents> docs;
+  if (packed && packed->packed()) {
+    docs = std::make_shared<Documents>(*packed);
+    if (!x_in.is_cuda() && !docs->mask.defined()) docs->mask = block_causal_mask(docs->positions);
+  }
   at::Tensor cos, sin;
-  if (inv_freq_.defined()) std::tie(cos, sin) = rope_tables(inv_freq_, 0, seq_len);
+  if (inv_freq_.defined()) {
+    std::tie(cos, sin) = rope_tables(inv_freq_, 0, seq_len);
+    if (docs) {  // each token's row of the tables at its position in its document: [B, 1, T, hd]
+      const int64_t B = docs->positions.size(0);
+      const auto at_pos = docs->positions.reshape({-1}).to(cos.device());
+      cos = cos.index_select(0, at_pos).view({B, 1, seq_len, -1});
+      sin = sin.index_select(0, at_pos).view({B, 1, seq_len, -1});
+    }
+  }
   at::Tensor x = x_in;
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto block = blocks->ptr<BlockImpl>(i);
     if (runner_) {
       // Captures by value: the runner may call it again in backward (block_runner.h).
-      BlockFn run = [block, cos, sin](const at::Tensor& h) { return block->forward(h, cos, sin, nullptr); };
+      BlockFn run = [block, cos, sin, docs](const at::Tensor& h) {
+        return block->forward(h, cos, sin, nullptr, docs.get());
+      };
       x = runner_(static_cast<int64_t>(i), *block, x, run);
     } else {
-      x = block->forward(x, cos, sin, nullptr);
+      x = block->forward(x, cos, sin, nullptr, docs.get());
     }
   }
   return x;
@@ -99,8 +120,8 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
   return lm_head ? lm_head->forward(h) : at::linear(h, tok_embed->weight);  // [B, T, V]
 }
 
-at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
-  return loss_of_hidden(hidden(tokens), targets);
+at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets, const Documents* docs) {
+  return loss_of_hidden(hidden(tokens, nullptr, docs), targets);
 }
 
 at::Tensor TransformerImpl::loss_of_hidden(const at::Tensor& h, const at::Tensor& targets) {

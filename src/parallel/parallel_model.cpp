@@ -19,15 +19,25 @@ at::Tensor ParallelModel::forward_backward(const std::vector<MicroBatch>& batche
   const double count = static_cast<double>(batches.size());
   at::Tensor loss_sum;
   for (size_t i = 0; i < batches.size(); ++i) {
+    const MicroBatch& b = batches[i];
+    const double weight = b.loss_weight.value_or(-1);  // -1: unweighted, l / count (exactly as before)
+    // A micro-batch without an unmasked target has no mean (0 / 0); its backward must still run (the layouts
+    // reduce gradients in it), so it runs on one target made valid, weighted 0.
+    at::Tensor targets = b.targets;
+    if (weight == 0) {
+      targets = targets.clone();
+      targets.view({-1}).narrow(0, 0, 1).fill_(0);
+    }
     at::Tensor l;
     {
       AutocastGuard ac(autocast_, autocast_device_);
-      l = loss(batches[i].tokens, batches[i].targets);
+      l = loss(b.tokens, targets, b.docs.packed() ? &b.docs : nullptr);
     }
+    const at::Tensor scaled = weight < 0 ? l / count : l * weight;
     // Gradients are reduced over ranks on the last micro-batch only (overlapped with its backward).
-    backward(l / count, /*sync=*/i + 1 == batches.size());
+    backward(scaled, /*sync=*/i + 1 == batches.size());
     if (!loss_sum.defined()) loss_sum = at::zeros({}, l.options().dtype(at::kFloat));
-    loss_sum += l.detach();
+    loss_sum += weight < 0 ? l.detach() : scaled.detach() * count;
   }
   return loss_sum;
 }
@@ -44,10 +54,11 @@ void ParallelModel::stage_backward(const at::Tensor&, const at::Tensor&, bool) {
   MT_CHECK(false, "layout '", describe(), "' cannot run as a pipeline stage");
 }
 
-at::Tensor ParallelModel::eval_loss(const at::Tensor& tokens, const at::Tensor& targets) {
+at::Tensor ParallelModel::eval_loss(const at::Tensor& tokens, const at::Tensor& targets,
+                                    const model::Documents* docs) {
   at::NoGradGuard no_grad;
   AutocastGuard ac(autocast_, autocast_device_);
-  return loss(tokens, targets);
+  return loss(tokens, targets, docs);
 }
 
 GenerationScope ParallelModel::generation_scope() {

@@ -82,11 +82,20 @@ std::vector<int64_t> PipelineModel::activation_shape(int64_t rows, int64_t seq_l
   return {rows, seq_len / sp_split_, d_model_};
 }
 
+void PipelineModel::check_plain_documents(const model::Documents* docs) {
+  MT_USER_CHECK(!docs || !docs->packed(), "parallel.pp > 1 with data.packing: the pipeline does not carry packed "
+                                          "documents between stages yet; set data.packing: false or parallel.pp: 1");
+}
+
 at::Tensor PipelineModel::forward_backward(const std::vector<MicroBatch>& batches) {
   MT_CHECK(!batches.empty(), "forward_backward: no micro-batches");
   const int m = schedule_.microbatches;
   std::vector<at::Tensor> toks, tgts;
   for (const auto& b : batches) {
+    check_plain_documents(&b.docs);
+    // Stages re-cut the batch into the schedule's micro-batches, so a per-micro-batch weight has no place.
+    MT_USER_CHECK(!b.loss_weight, "parallel.pp > 1 with loss-masked (instruction) data: the pipeline does not "
+                                  "weight micro-batches by their unmasked tokens yet; train it with parallel.pp: 1");
     toks.push_back(b.tokens);
     tgts.push_back(b.targets);
   }
@@ -181,7 +190,8 @@ at::Tensor PipelineModel::broadcast_loss(at::Tensor loss_sum) {
   return l;
 }
 
-at::Tensor PipelineModel::loss(const at::Tensor& tokens, const at::Tensor& targets) {
+at::Tensor PipelineModel::loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs) {
+  check_plain_documents(docs);
   const int last = schedule_.virtual_stages() - 1;
   at::Tensor loss = at::zeros({}, tokens.options().dtype(at::kFloat));
   std::vector<std::pair<comm::WorkPtr, at::Tensor>> sends;

@@ -18,8 +18,8 @@ ReplicatedModel::ReplicatedModel(model::Transformer net, comm::CommPtr dp, const
   if (dp_) reducer_ = std::make_unique<DataParallel>(std::move(dp_params), dp_, opts);
 }
 
-at::Tensor ReplicatedModel::loss(const at::Tensor& tokens, const at::Tensor& targets) {
-  return net_->loss(tokens, targets);
+at::Tensor ReplicatedModel::loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs) {
+  return net_->loss(tokens, targets, docs);
 }
 
 void ReplicatedModel::backward(const at::Tensor& loss, bool sync) { stage_backward(loss, at::Tensor(), sync); }

@@ -23,9 +23,9 @@ ShardedModel::ShardedModel(model::Transformer net, int64_t seed, const at::Devic
                   : cat("zero-", opts.zero_stage, " over ", shards, " rank(s)"));
 }
 
-at::Tensor ShardedModel::loss(const at::Tensor& tokens, const at::Tensor& targets) {
+at::Tensor ShardedModel::loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs) {
   shard_->pre_forward();
-  return net_->loss(tokens, targets);
+  return net_->loss(tokens, targets, docs);
 }
 
 void ShardedModel::backward(const at::Tensor& loss, bool sync) { stage_backward(loss, at::Tensor(), sync); }

@@ -130,9 +130,12 @@ model::TransformerHooks head_hooks(model::TransformerImpl* m, comm::CommPtr tp, 
   };
   hooks.loss = [local_logits, tp, vb](const at::Tensor& h, const at::Tensor& targets) {
     auto local = local_logits(h);
-    auto per_token = vocab_parallel_cross_entropy(local.reshape({-1, local.size(-1)}), targets.reshape({-1}),
+    // Targets of -100 take no loss (masked): they are given a valid id and dropped from the mean.
+    const auto flat = targets.reshape({-1});
+    const auto valid = flat.ne(-100);
+    auto per_token = vocab_parallel_cross_entropy(local.reshape({-1, local.size(-1)}), flat.clamp_min(0),
                                                   vb.start, tp);
-    return per_token.mean();
+    return per_token.masked_fill(valid.logical_not(), 0).sum() / valid.sum();
   };
   return hooks;
 }

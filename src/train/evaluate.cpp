@@ -63,13 +63,21 @@ class Evaluator {
 
   // Mean loss of `n` micro-batches of `loader`, averaged over ranks as the trainer's validation does (in the
   // training precision: eval_loss runs under the same autocast).
+  // Shards with loss masks: each micro-batch's mean weighs its unmasked targets (the mean over this rank's).
   double mean_loss(data::DataLoader& loader, int64_t n) {
-    double sum = 0;
+    double sum = 0, tokens = 0;
     for (int64_t i = 0; i < n; ++i) {
       auto batch = loader.next();
-      sum += par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device)).item<double>();
+      if (batch.loss_tokens == 0) continue;
+      model::Documents docs;
+      if (batch.positions.defined())
+        docs = {batch.positions.to(w_.device), batch.cu_seqlens.to(w_.device), batch.max_doc_len, {}};
+      const double l = par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device),
+                                       docs.packed() ? &docs : nullptr).item<double>();
+      sum += l * static_cast<double>(batch.loss_tokens);
+      tokens += static_cast<double>(batch.loss_tokens);
     }
-    const double mean = n > 0 ? sum / static_cast<double>(n) : 0;
+    const double mean = tokens > 0 ? sum / tokens : 0;
     if (!w_.comm) return mean;
     auto t = at::full({1}, mean, at::TensorOptions(at::kFloat).device(w_.comm->device()));
     w_.comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
@@ -101,7 +109,8 @@ EvalResult run_eval(const EvalOptions& opts) {
   data::DataLoader loader({.pattern = opts.data, .what = "--data", .format = data::parse_shard_format(cfg.data.format),
                            .seq_len = cfg.data.seq_len, .batch_size = cfg.train.micro_batch_size,
                            .rank = ev.data_rank(), .world_size = ev.data_ranks(), .shuffle = false,
-                           .vocab_size = cfg.model.vocab_size});
+                           .vocab_size = cfg.model.vocab_size, .loss_mask = cfg.data.loss_mask == "auto",
+                           .packing = cfg.data.packing});
   const int64_t available = loader.batches_per_epoch();
   MT_USER_CHECK(opts.batches <= available, "--batches: given ", opts.batches, "; '", opts.data, "' holds ", available,
                 " micro-batches of ", cfg.train.micro_batch_size, " × ", cfg.data.seq_len, " tokens per rank (",

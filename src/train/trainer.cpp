@@ -96,6 +96,11 @@ class TrainingRun {
   void restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta);
   // The next training micro-batch on the device: from the loader, or random tokens (data.train: synthetic).
   data::Batch next_batch();
+  // The step's grad_accum micro-batches, each weighted by its share of the step's unmasked targets when the
+  // data masks targets.
+  std::vector<parallel::ParallelModel::MicroBatch> step_micro_batches();
+  // Unmasked targets of the step over all data-parallel ranks, from this rank's `local` count (collective).
+  int64_t step_loss_tokens(int64_t local);
   struct StepOutcome {
     at::Tensor loss_sum, grad_norm;  // summed micro-batch losses, pre-clip gradient norm (on the device)
     bool applied = true;             // false: non-finite, the update was skipped
@@ -218,7 +223,8 @@ void TrainingRun::setup_data() {
                         .format = data::parse_shard_format(cfg_.data.format), .seq_len = cfg_.data.seq_len,
                         .batch_size = cfg_.train.micro_batch_size, .rank = w_.data_rank,
                         .world_size = w_.data_ranks, .seed = static_cast<uint64_t>(cfg_.train.seed),
-                        .shuffle = true, .vocab_size = cfg_.model.vocab_size};
+                        .shuffle = true, .vocab_size = cfg_.model.vocab_size,
+                        .loss_mask = cfg_.data.loss_mask == "auto", .packing = cfg_.data.packing};
   train_loader_ = std::make_unique<data::DataLoader>(o);
   if (cfg_.data.val.empty()) return;
   o.pattern = cfg_.data.val;
@@ -317,16 +323,47 @@ data::Batch TrainingRun::next_batch() {
   auto batch = train_loader_->next();
   if (!w_.cuda) return batch;
   // Through pinned memory, so the copy is queued behind the running step instead of waiting for it.
-  return {batch.inputs.pin_memory().to(w_.device, /*non_blocking=*/true),
-          batch.targets.pin_memory().to(w_.device, /*non_blocking=*/true)};
+  auto to_device = [&](at::Tensor& t) {
+    if (t.defined()) t = t.pin_memory().to(w_.device, /*non_blocking=*/true);
+  };
+  for (at::Tensor* t : {&batch.inputs, &batch.targets, &batch.positions, &batch.cu_seqlens}) to_device(*t);
+  return batch;
+}
+
+std::vector<parallel::ParallelModel::MicroBatch> TrainingRun::step_micro_batches() {
+  std::vector<data::Batch> raw;
+  int64_t local = 0;
+  for (int64_t micro = 0; micro < cfg_.train.grad_accum; ++micro) {
+    raw.push_back(next_batch());
+    local += raw.back().loss_tokens;
+  }
+  // Masked targets: the loss is the mean over the unmasked targets of the whole step — every micro-batch and
+  // data-parallel rank — so each micro-batch's mean weighs its share of them. The layouts average gradients
+  // over the data-parallel ranks, hence the factor data_ranks.
+  const bool weighted = train_loader_ && train_loader_->masks_targets();
+  const double global = weighted ? static_cast<double>(step_loss_tokens(local)) : 0.0;
+  std::vector<parallel::ParallelModel::MicroBatch> batches;
+  for (auto& b : raw) {
+    parallel::ParallelModel::MicroBatch mb{b.inputs, b.targets};
+    if (b.positions.defined()) mb.docs = {b.positions, b.cu_seqlens, b.max_doc_len, {}};
+    if (weighted)
+      mb.loss_weight = global > 0 ? static_cast<double>(b.loss_tokens) * w_.data_ranks / global : 0.0;
+    batches.push_back(std::move(mb));
+  }
+  return batches;
+}
+
+int64_t TrainingRun::step_loss_tokens(int64_t local) {
+  if (!w_.comm) return local;
+  // Summed over the world: the ranks sharing a data rank (tensor parallel) hold the same batches, each counted
+  // world / data_ranks times.
+  auto t = at::full({1}, local, at::TensorOptions(at::kLong).device(w_.comm->device()));
+  w_.comm->all_reduce(t, comm::ReduceOp::Sum)->wait();
+  return t.item<int64_t>() / (w_.world.world_size / w_.data_ranks);
 }
 
 TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
-  std::vector<parallel::ParallelModel::MicroBatch> batches;
-  for (int64_t micro = 0; micro < cfg_.train.grad_accum; ++micro) {
-    auto batch = next_batch();
-    batches.push_back({batch.inputs, batch.targets});
-  }
+  const auto batches = step_micro_batches();
   // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h).
   at::Tensor loss_sum = par_->forward_backward(batches);
   StepScope optimizer_scope("meshtrain::optimizer");  // clipping, the finiteness check and AdamW
@@ -445,14 +482,22 @@ double TrainingRun::evaluate() {
   torch::NoGradGuard no_grad;
   net_->eval();
   val_loader_->reset();
-  double sum = 0;
+  double sum = 0, tokens = 0;
   const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
   for (int64_t i = 0; i < n; ++i) {
     auto batch = val_loader_->next();
-    sum += par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device)).item<double>();
+    if (batch.loss_tokens == 0) continue;  // all masked: no mean to weigh
+    model::Documents docs;
+    if (batch.positions.defined())
+      docs = {batch.positions.to(w_.device), batch.cu_seqlens.to(w_.device), batch.max_doc_len, {}};
+    const double l = par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device),
+                                     docs.packed() ? &docs : nullptr).item<double>();
+    // Weighted by unmasked targets: the mean over this rank's counted tokens (plain shards: every batch alike).
+    sum += l * static_cast<double>(batch.loss_tokens);
+    tokens += static_cast<double>(batch.loss_tokens);
   }
   net_->train();
-  return mean_over_ranks(n > 0 ? sum / static_cast<double>(n) : -1);
+  return mean_over_ranks(tokens > 0 ? sum / tokens : -1);
 }
 
 void TrainingRun::save(int64_t step) {

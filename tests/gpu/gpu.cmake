@@ -14,3 +14,12 @@ meshtrain_warnings(fused_kernels_bench)
 meshtrain_use_torch(fused_kernels_bench)
 add_test(NAME gpu.fused_kernels_bench COMMAND fused_kernels_bench ${CMAKE_BINARY_DIR}/fused_kernels_bench.json)
 set_tests_properties(gpu.fused_kernels_bench PROPERTIES LABELS "gpu;model;bench" TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# Packed documents on CUDA: variable-length flash attention (bf16) and the masked SDPA (fp32) against the
+# documents run one by one, loss and gradients (label gpu; exit 77 without a GPU).
+add_executable(document_attention_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/document_attention_test.cpp)
+target_link_libraries(document_attention_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(document_attention_gpu_tests)
+meshtrain_use_torch(document_attention_gpu_tests)
+add_test(NAME gpu.document_attention COMMAND document_attention_gpu_tests)
+set_tests_properties(gpu.document_attention PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)

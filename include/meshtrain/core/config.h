@@ -94,7 +94,13 @@ namespace meshtrain {
   F(std::string, val, "", "Validation token shards: a file or a glob; empty = no validation")               \
   F(std::string, format, "auto", "Shard format; one of: auto | llmc | uint16 | uint32 (auto: llm.c header " \
     "if the magic is there, else uint16)")                                                                   \
-  F(int64_t, seq_len, 0, "Tokens per training sequence; 0 = model.max_seq_len")
+  F(int64_t, seq_len, 0, "Tokens per training sequence; 0 = model.max_seq_len")                             \
+  F(std::string, loss_mask, "auto", "Which targets the loss counts; one of: auto | all (auto: the shards' "   \
+    "loss masks where they have them (scripts/prepare_instruct.py: assistant / completion tokens), every "   \
+    "token otherwise; all: every token). The loss is the mean over the counted tokens of the whole step")    \
+  F(bool, packing, true, "Shards with document boundaries (scripts/prepare_instruct.py): true = several "     \
+    "documents per sequence, positions restarting at each, attention never crossing one; false = one "       \
+    "document per sequence, padded (a longer one cut at data.seq_len)")
 
 #define MT_OPTIMIZER_FIELDS(F)                                                                               \
   F(std::string, name, "adamw", "Optimizer; one of: adamw")                                                  \

@@ -7,6 +7,12 @@
 // (epoch, cursor) that a checkpoint saves and restores exactly. An epoch's tail shorter than world × B is
 // skipped so every rank stays in step.
 //
+// Shards with a token-flags sidecar (data/token_flags.h, written by scripts/prepare_instruct.py) carry a loss
+// mask and document boundaries. Masked targets become -100 (no loss), and so does a target that starts a
+// document (nothing of the previous document predicts it). With packing, windows cut the token stream as
+// above and each batch says where its documents start (positions, cu_seqlens); without, every document is
+// its own window, cut at seq_len + 1 tokens and padded with masked targets.
+//
 // Token ids are checked against the model's vocabulary as each window is copied (the copy reads them
 // anyway: O(batch), no pass over the shards, which can be many GB): an id ≥ vocab_size is a UserError naming
 // the file, the token's position in it and the id, instead of an index error deep inside the embedding.
@@ -19,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/data/token_flags.h"
 #include "meshtrain/data/token_shard.h"
 
 namespace meshtrain::data {
@@ -40,11 +47,18 @@ struct LoaderOptions {
   uint64_t seed = 1337;
   bool shuffle = true;
   int64_t vocab_size = 0;  // ids must be below it; 0 = not checked
+  bool loss_mask = true;   // the sidecars' loss masks (false: every target counts; data.loss_mask: all)
+  bool packing = true;     // several documents per window (false: one each, padded; data.packing)
 };
 
 struct Batch {
   at::Tensor inputs;   // [B, T] int64
-  at::Tensor targets;  // [B, T] int64
+  at::Tensor targets;  // [B, T] int64; -100 where no loss is taken
+  // Packed documents (shards with boundaries, packing on); undefined otherwise (each row one document).
+  at::Tensor positions;   // [B, T] int64: position within its document
+  at::Tensor cu_seqlens;  // [n_docs + 1] int32: document starts over the flattened B·T tokens, then B·T
+  int64_t max_doc_len = 0;
+  int64_t loss_tokens = 0;  // targets that are not -100
 };
 
 class DataLoader {
@@ -57,12 +71,23 @@ class DataLoader {
   void reset() { restore({}); }
 
   int64_t num_windows() const { return static_cast<int64_t>(window_start_.size()); }
+  // Some targets are masked (loss masks, document starts, padding): the loss needs the step's token count.
+  bool masks_targets() const { return !flags_.empty(); }
   int64_t num_tokens() const { return total_tokens_; }
   // Micro-batches per epoch (all ranks together take one per step).
   int64_t batches_per_epoch() const { return num_windows() / (opts_.batch_size * opts_.world_size); }
 
  private:
   void make_order();
+  // Windows of seq_len + 1 tokens every seq_len tokens (packing), or one per document (no packing).
+  void make_windows();
+  // One row from the flag bytes `f` of its window's n tokens: targets [seq_len] set to -100 where masked (and
+  // past n: padding); with `pos`, positions within documents and each document's start (row_offset + t)
+  // appended to `starts`. Returns the targets that stay unmasked.
+  int64_t apply_flags(const uint8_t* f, int64_t n, int64_t* tgt, int64_t* pos, std::vector<int32_t>* starts,
+                      int64_t row_offset) const;
+  // The loader's batch tensors for `rows` [B, seq_len + 1] read from the windows (targets masked by flags).
+  Batch make_batch(const at::Tensor& rows, const std::vector<int64_t>& windows) const;
   // UserError for the first id ≥ vocab_size among the n tokens of `shard` from `start`, copied into `ids`.
   void check_ids(const TokenShard& shard, int64_t start, const int64_t* ids, int64_t n) const;
 
@@ -70,6 +95,8 @@ class DataLoader {
   std::vector<TokenShard> shards_;
   std::vector<int32_t> window_shard_;   // window → shard index
   std::vector<int64_t> window_start_;   // window → first token in its shard
+  std::vector<int64_t> window_len_;     // window → tokens (seq_len + 1, or a shorter document unpacked)
+  std::vector<TokenFlags> flags_;       // one per shard, or none (shards without sidecars)
   std::vector<int64_t> order_;          // this epoch's window order
   int64_t total_tokens_ = 0;
   LoaderState state_;

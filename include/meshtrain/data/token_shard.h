@@ -1,6 +1,6 @@
 // TokenShard: one memory-mapped file of tokens, read-only.
-// Formats: llm.c ("llmc": 256 × int32 header, magic 20240520, version 1 = uint16 tokens, header[2] = token
-// count, then the tokens) and raw little-endian uint16 / uint32 arrays (nanoGPT's .bin). "auto" takes llm.c
+// Formats: llm.c ("llmc": 256 × int32 header, magic 20240520, version 1 = uint16 tokens (version 2 = uint32
+// tokens, meshtrain's extension for vocabularies over 65536), header[2] = token count, then the tokens) and raw little-endian uint16 / uint32 arrays (nanoGPT's .bin). "auto" takes llm.c
 // when the magic is present, refuses a file shaped like an llm.c header with another magic (detect_format),
 // and reads anything else as uint16. A truncated file or a wrong magic is a UserError naming it.
 #pragma once

@@ -12,8 +12,9 @@ namespace meshtrain::model {
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const ModelConfig& cfg, const at::TensorOptions& opts);
+  // docs: packed documents (model/documents.h); null = each row one document.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                     LayerKVCache* cache = nullptr);
+                     LayerKVCache* cache = nullptr, const Documents* docs = nullptr);
 
   Norm attn_norm{nullptr}, mlp_norm{nullptr};
   Attention attn{nullptr};

@@ -16,7 +16,8 @@
 
 namespace meshtrain::model {
 
-// x: [N, d], weight: [V, d], targets: [N] int64 → scalar mean loss (fp32; fp64 for fp64 inputs).
+// x: [N, d], weight: [V, d], targets: [N] int64 → scalar mean loss (fp32; fp64 for fp64 inputs) over the
+// targets that are not -100 (masked; NaN when all are, as PyTorch).
 // `chunk_rows` rows per chunk (> 0). Differentiable w.r.t. x and weight.
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets,
                                 int64_t chunk_rows = 0);

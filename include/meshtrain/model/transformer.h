@@ -29,8 +29,8 @@ struct TransformerHooks {
   std::function<at::Tensor(const at::Tensor& x)> enter_blocks;
   // The output head on the final norm's output h: [B, T', D] → logits over the full vocabulary [B, T, V].
   std::function<at::Tensor(const at::Tensor& h)> logits;
-  // Mean next-token cross-entropy (fp32 scalar) of h against targets [B, T] — free to never form the full
-  // logits (the vocab-parallel cross-entropy does not).
+  // Mean next-token cross-entropy (fp32 scalar) of h against targets [B, T] over the targets that are not
+  // -100 — free to never form the full logits (the vocab-parallel cross-entropy does not).
   std::function<at::Tensor(const at::Tensor& h, const at::Tensor& targets)> loss;
 };
 
@@ -53,23 +53,26 @@ class TransformerImpl : public torch::nn::Module {
 
   // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.
   at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr);
-  // The final-norm output, before the head: [B, T] → [B, T, D].
-  at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr);
+  // The final-norm output, before the head: [B, T] → [B, T, D]. With `docs` (packed documents, no cache),
+  // positions restart at each document and attention stays within it (model/documents.h).
+  at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr, const Documents* docs = nullptr);
   // The three pieces hidden() and loss() are made of, for a pipeline stage that holds some of them.
   // Embeddings (+ dropout, + the enter_blocks hook): tokens [B, T] → x [B, T', D]. Needs span().embed.
-  at::Tensor embed(const at::Tensor& tokens);
-  // This module's blocks over x [B, T', D] for sequences of `seq_len` positions from 0 (RoPE tables).
-  at::Tensor run_blocks(const at::Tensor& x, int64_t seq_len);
+  at::Tensor embed(const at::Tensor& tokens, const Documents* docs = nullptr);
+  // This module's blocks over x [B, T', D] for sequences of `seq_len` positions from 0 (RoPE tables), or
+  // restarting at each of `docs`' documents.
+  at::Tensor run_blocks(const at::Tensor& x, int64_t seq_len, const Documents* docs = nullptr);
   // Final norm, head and mean loss of x [B, T', D] against targets [B, T]. Needs span().head.
   at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets);
   const ModelSpan& span() const { return span_; }
 
   // The output projection's weight [V, D]: lm_head's, or the token embedding when tied.
   const at::Tensor& head_weight() const { return lm_head ? lm_head->weight : tok_embed->weight; }
-  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T]. With a chunk size set,
-  // through the chunked head + loss (linear_cross_entropy.h: the full logits never exist); with 0, as
-  // cross_entropy(linear(h).float()) — full logits, as plain PyTorch does.
-  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
+  // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T], over the targets that are
+  // not -100 (masked: prompt tokens, padding, a document's first token). With a chunk size set, through the
+  // chunked head + loss (linear_cross_entropy.h: the full logits never exist); with 0, as
+  // cross_entropy(linear(h).float()) — full logits, as plain PyTorch does. `docs`: packed documents.
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets, const Documents* docs = nullptr);
   // Bytes of fp32 logits per loss chunk; 0 = no chunking.
   void set_loss_chunk_bytes(int64_t bytes) { loss_chunk_bytes_ = bytes; }
   // Fused CUDA kernels for the loss on full logits (fused_cross_entropy.h), RoPE (fused_rope.h) and SwiGLU

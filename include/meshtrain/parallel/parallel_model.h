@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +33,13 @@ class ParallelModel {
     bool decay;        // ≥ 2-D and not an embedding (GPT-2 / nanoGPT rule)
   };
   struct MicroBatch {
-    at::Tensor tokens, targets;  // [B, T] on the training device
+    at::Tensor tokens, targets;  // [B, T] on the training device; a target of -100 takes no loss (masked)
+    model::Documents docs;       // packed documents (model/documents.h); empty = each row is one document
+    // What this micro-batch's mean loss is multiplied by before backward; unset = 1 / the number of
+    // micro-batches. For the mean over every unmasked target of the global batch, the caller sets
+    // (this micro-batch's unmasked targets) × (ranks the gradients are averaged over) / (unmasked targets of
+    // the step on all data-parallel ranks). 0 = no unmasked target here (its backward still runs, as zeros).
+    std::optional<double> loss_weight;
   };
 
   virtual ~ParallelModel() = default;
@@ -40,12 +47,13 @@ class ParallelModel {
   model::TransformerImpl& module() { return *net_; }
   const model::Transformer& net() const { return net_; }
 
-  // The step's forward and backward over `batches` (grad_accum micro-batches): each loss scaled by 1 / count,
-  // reductions skipped on all but the last. Returns the sum of the micro-batch losses as a device scalar
-  // (no host sync). Afterwards the optimizer parameters' .grad hold the global average.
+  // The step's forward and backward over `batches` (grad_accum micro-batches): each loss scaled by its
+  // loss_weight (1 / count when unset), reductions skipped on all but the last. Returns count × the loss
+  // backpropagated (the sum of the micro-batch losses when unweighted) as a device scalar (no host sync).
+  // Afterwards the optimizer parameters' .grad hold the global average.
   virtual at::Tensor forward_backward(const std::vector<MicroBatch>& batches);
   // Mean loss of one micro-batch for evaluation: no gradients, the training precision.
-  at::Tensor eval_loss(const at::Tensor& tokens, const at::Tensor& targets);
+  at::Tensor eval_loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs = nullptr);
   // Full parameters in the module and plain TP until the scope ends (collective: every rank calls it); see
   // parallel/generation_scope.h.
   GenerationScope generation_scope();
@@ -55,8 +63,10 @@ class ParallelModel {
     autocast_device_ = device;
   }
 
-  // Mean next-token cross-entropy of one micro-batch, with whatever the layout needs before a forward.
-  virtual at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) = 0;
+  // Mean next-token cross-entropy of one micro-batch over its unmasked targets, with whatever the layout
+  // needs before a forward. `docs`: packed documents (null: each row one document).
+  virtual at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets,
+                          const model::Documents* docs = nullptr) = 0;
   // Backward of one micro-batch. `sync` false on accumulation micro-steps (no reduction where the layout can
   // skip it); after a synced backward the optimizer parameters' .grad hold the global average.
   virtual void backward(const at::Tensor& loss, bool sync) = 0;

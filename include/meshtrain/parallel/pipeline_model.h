@@ -64,7 +64,8 @@ class PipelineModel : public ParallelModel {
 
   at::Tensor forward_backward(const std::vector<MicroBatch>& batches) override;
   // A forward-only pass of one batch through every stage (evaluation): the loss, on every rank.
-  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets,
+                  const model::Documents* docs = nullptr) override;
   void backward(const at::Tensor& loss, bool sync) override;  // throws: the schedule runs the backwards
   std::vector<OptimParam> optimizer_params() const override;
   at::Tensor clip_grad_norm(double max_norm) override;
@@ -87,6 +88,8 @@ class PipelineModel : public ParallelModel {
   // The activation that crosses between stages for a micro-batch of `rows` sequences: [rows, T', D].
   std::vector<int64_t> activation_shape(int64_t rows, int64_t seq_len) const;
   at::Tensor broadcast_loss(at::Tensor loss_sum);
+  // UserError for packed documents, which the stages do not pass along (yet).
+  static void check_plain_documents(const model::Documents* docs);
   void write_trace() const;
 
   comm::CommPtr pp_;

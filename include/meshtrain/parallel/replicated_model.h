@@ -18,7 +18,8 @@ class ReplicatedModel : public ParallelModel {
   ReplicatedModel(model::Transformer net, comm::CommPtr dp, const DataParallelOptions& opts,
                   std::shared_ptr<const TensorParallel> tp = nullptr);
 
-  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) override;
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets,
+                  const model::Documents* docs = nullptr) override;
   void backward(const at::Tensor& loss, bool sync) override;
   void stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync) override;
   std::vector<OptimParam> optimizer_params() const override;

@@ -69,7 +69,7 @@ TEST(ConfigSchema, EnumerationsComeFromTheDocs) {
     if (!f.choices.empty()) enums.push_back(f.path());
   EXPECT_EQ(enums, (std::vector<std::string>{"model.preset", "model.family", "parallel.pp_schedule", "parallel.backend",
                                              "parallel.param_dtype", "parallel.reduce_dtype", "parallel.master_location",
-                                             "data.format",
+                                             "data.format", "data.loss_mask",
                                              "optimizer.name", "schedule.kind", "train.device", "train.dtype",
                                              "logging.level"}));
   const FieldInfo* preset = find_config_field("model", "preset");

@@ -95,6 +95,7 @@ TEST(ConfigValidate, PositiveAndNonNegativeIntegers) {
       {[](Config& c) { c.parallel.tp = 0; }, "parallel.tp: given 0; valid ≥ 1"},
       {[](Config& c) { c.parallel.pp = 0; }, "parallel.pp: given 0; valid ≥ 1"},
       {[](Config& c) { c.data.seq_len = -1; }, "data.seq_len: given -1; valid ≥ 0"},
+      {[](Config& c) { c.data.loss_mask = "assistant"; }, "data.loss_mask: given 'assistant'; valid auto | all"},
       {[](Config& c) { c.schedule.warmup_steps = -1; }, "schedule.warmup_steps: given -1; valid ≥ 0"},
       {[](Config& c) { c.train.steps = 0; }, "train.steps: given 0; valid ≥ 1"},
       {[](Config& c) { c.train.micro_batch_size = 0; }, "train.micro_batch_size: given 0; valid ≥ 1"},

@@ -48,6 +48,25 @@ TEST(TokenShard, LlmcRoundTripAndRawFormats) {
   EXPECT_EQ(r16.size(), 6);
 }
 
+TEST(TokenShard, LlmcVersion2HoldsUint32Tokens) {
+  auto d = temp_dir("v2");
+  std::vector<int32_t> header(256, 0);
+  header[0] = data::kLlmcMagic;
+  header[1] = 2;
+  header[2] = 3;
+  const std::vector<uint32_t> tokens = {128000, 5, 128255};
+  {
+    std::ofstream f((d / "a.bin").string(), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(tokens.data()), 12);
+  }
+  data::TokenShard s((d / "a.bin").string(), data::ShardFormat::Auto);
+  ASSERT_EQ(s.size(), 3);
+  std::vector<int64_t> out(3);
+  s.read(0, 3, out.data());
+  EXPECT_EQ(out, (std::vector<int64_t>{128000, 5, 128255}));
+}
+
 TEST(TokenShard, ErrorsNameTheFile) {
   auto d = temp_dir("errors");
   auto p = (d / "t.bin").string();
@@ -78,7 +97,7 @@ TEST(TokenShard, AutoRefusesAnLlmcHeaderWithAnotherMagic) {
   auto d = temp_dir("magic");
   const std::string p = (d / "t.bin").string();
   data::write_llmc_shard(p, iota_tokens(100));
-  for (auto [at, value] : {std::pair{0, 20240521}, std::pair{1, 2}}) {  // a wrong magic; a wrong version
+  for (auto [at, value] : {std::pair{0, 20240521}, std::pair{1, 3}}) {  // a wrong magic; a wrong version
     std::vector<int32_t> header(256);
     {
       std::ifstream(p, std::ios::binary).read(reinterpret_cast<char*>(header.data()), 1024);
@@ -91,7 +110,7 @@ TEST(TokenShard, AutoRefusesAnLlmcHeaderWithAnotherMagic) {
     EXPECT_NE(msg.find(p + ": "), std::string::npos) << msg;
     EXPECT_NE(msg.find(at == 0 ? "has an llm.c header (1024 bytes, zero-padded) with magic 20240521 and version 1; "
                                  "valid: magic 20240520 with version 1"
-                               : "llm.c shard version 2 is not supported"),
+                               : "llm.c shard version 3 is not supported"),
               std::string::npos) << msg;
   }
   // Raw tokens that merely start with a large value stay uint16.

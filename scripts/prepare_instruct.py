@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""Tokenize instruction data (JSONL) into token shards with loss masks and document boundaries for meshtrain.
+
+    scripts/prepare_instruct.py --tokenizer path/to/hf_model_dir --input 'chats/*.jsonl' --out data/sft
+    scripts/prepare_instruct.py --tokenizer tok_dir --input alpaca.jsonl --out data/sft --val-fraction 0.02
+
+Each line of the input is one example (one document), in any of the shapes people bring:
+  chat      {"messages": [{"role": "system"|"user"|"assistant", "content": "…"}, …]}  (OpenAI)
+            {"conversations": [{"from": "system"|"human"|"gpt", "value": "…"}, …]}     (ShareGPT)
+  prompt    {"prompt": "…", "completion": "…"}
+  alpaca    {"instruction": "…", "input": "…" (optional), "output": "…"}
+Chat (and alpaca, as one user turn and one assistant turn) is rendered through the tokenizer's own chat
+template; prompt/completion is the prompt's tokens then the completion's and the end-of-text token. The loss
+is taken on the assistant turns / the completion only (--train-on-all: on every token). The assistant's span
+comes from the template's {% generation %} markers where it has them, else from rendering the conversation
+turn by turn, which must be prefix-stable (each rendering starts with the previous one): a template that
+allows neither is an error, never a silent all-tokens mask.
+
+The tokenizer is a local Hugging Face tokenizer directory (tokenizer.json / tokenizer_config.json with its
+chat_template), read with transformers, local files only: nothing is downloaded.
+
+Output (docs/data.md): PREFIX_train_000000.bin, … (llm.c shards: 256 × int32 header, magic 20240520, version 1
+with uint16 tokens — version 2 with uint32 tokens when the vocabulary exceeds 65536), each with a sidecar
+PREFIX_train_000000.bin.flags (256 × int32 header, magic 20241014, version 1, token count; then one byte a
+token: bit 0 = the loss is taken on it as a target, bit 1 = it starts a document). A document never spans two
+shards. --val-fraction keeps the last documents for PREFIX_val_*. Files are written to a temporary name and
+renamed; shards of the same names left from an earlier, longer run are removed.
+Mistakes (a line that is not JSON or lacks its fields: FILE:LINE) are one line on stderr and exit code 2.
+"""
+import argparse
+import array
+import glob
+import json
+import os
+import re
+import sys
+import time
+
+PROG = "prepare_instruct.py"
+MAGIC, HEADER_INTS = 20240520, 256
+FLAGS_MAGIC, FLAGS_VERSION = 20241014, 1
+LOSS, DOC_START = 1, 2
+ROLES = {"system": "system", "user": "user", "assistant": "assistant", "human": "user", "gpt": "assistant",
+         "tool": "tool", "function": "tool", "developer": "system", "bot": "assistant", "model": "assistant"}
+
+
+class UserError(Exception):
+    pass
+
+
+# ---- input ------------------------------------------------------------------------------------------------
+def input_files(patterns):
+    files = []
+    for p in patterns:
+        if glob.has_magic(p):
+            matched = sorted(f for f in glob.glob(os.path.expanduser(p)) if os.path.isfile(f))
+            if not matched:
+                raise UserError(f"--input {p}: matches no file")
+            files.extend(matched)
+        elif not os.path.isfile(p):
+            raise UserError(f"--input {p}: no such file")
+        else:
+            files.append(p)
+    return files
+
+
+def examples(files, progress):
+    """Yields (where, example dict) for every non-blank line; `where` is FILE:LINE."""
+    for path in files:
+        with open(path, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                progress(len(raw))
+                where = f"{path}:{n}"
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise UserError(f"{where}: not UTF-8 (byte {e.start} of the line)")
+                if not line.strip():
+                    continue
+                try:
+                    ex = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UserError(f"{where}: not valid JSON ({e.msg} at column {e.colno})")
+                if not isinstance(ex, dict):
+                    raise UserError(f"{where}: a JSON {type(ex).__name__}, expected an object with messages, "
+                                    "conversations, prompt/completion or instruction/output")
+                yield where, ex
+
+
+def _text(where, value, what):
+    if not isinstance(value, str):
+        raise UserError(f"{where}: {what} is {json.dumps(value)[:40]}, expected a string")
+    return value
+
+
+def as_messages(where, ex):
+    """The example as chat messages [{role, content}], or None for prompt/completion."""
+    if "messages" in ex or "conversations" in ex:
+        key = "messages" if "messages" in ex else "conversations"
+        turns = ex[key]
+        if not isinstance(turns, list) or not turns:
+            raise UserError(f"{where}: {key} must be a non-empty list of turns")
+        out = []
+        for i, t in enumerate(turns):
+            if not isinstance(t, dict):
+                raise UserError(f"{where}: {key}[{i}] is not an object")
+            role = t.get("role", t.get("from"))
+            content = t.get("content", t.get("value"))
+            if role is None or content is None:
+                raise UserError(f"{where}: {key}[{i}] lacks {'role' if role is None else 'content'} "
+                                "(valid: role/content, or ShareGPT's from/value)")
+            if role not in ROLES:
+                raise UserError(f"{where}: {key}[{i}].role is {role!r}; valid: {', '.join(sorted(ROLES))}")
+            out.append({"role": ROLES[role], "content": _text(where, content, f"{key}[{i}].content")})
+        if not any(m["role"] == "assistant" for m in out):
+            raise UserError(f"{where}: {key} has no assistant turn: nothing to train on")
+        return out
+    if "instruction" in ex and "output" in ex:
+        user = _text(where, ex["instruction"], "instruction")
+        extra = _text(where, ex.get("input") or "", "input")
+        if extra:
+            user = f"{user}\n\n{extra}"
+        return [{"role": "user", "content": user}, {"role": "assistant", "content": _text(where, ex["output"], "output")}]
+    if "prompt" in ex and "completion" in ex:
+        return None
+    raise UserError(f"{where}: lacks its fields: keys {', '.join(sorted(ex)) or '(none)'}; valid: messages, "
+                    "conversations, prompt + completion, or instruction + output (+ input)")
+
+
+# ---- tokenizer --------------------------------------------------------------------------------------------
+class Tokenizer:
+    def __init__(self, path):
+        if not os.path.isdir(path):
+            raise UserError(f"--tokenizer {path}: not a directory (a local Hugging Face tokenizer directory; "
+                            "nothing is downloaded)")
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise UserError("--tokenizer needs transformers (pip install transformers)")
+        try:
+            self.tk = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except Exception as e:  # transformers raises many kinds for an unusable directory
+            raise UserError(f"--tokenizer {path}: cannot load a tokenizer from it: "
+                            f"{str(e).splitlines()[0] if str(e) else e!r}")
+        self.path = path
+        self.vocab_size = len(self.tk)
+        self.eos = self.tk.eos_token_id
+        self.template = self.tk.chat_template if isinstance(self.tk.chat_template, str) else None
+        self.generation_markers = bool(self.template) and "{% generation %}" in self.template.replace("{%- generation", "{% generation")
+
+    def encode(self, text, special):
+        return self.tk(text, add_special_tokens=special)["input_ids"]
+
+    def render(self, messages, generation_prompt=False):
+        return self.tk.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+    def chat(self, where, messages, train_on_all):
+        """(ids, mask): the conversation through the chat template, mask 1 on assistant tokens."""
+        if not self.template:
+            raise UserError(f"{where}: a chat example, but {self.path} has no chat_template (tokenizer_config.json "
+                            "or chat_template.jinja): nothing to render it with")
+        if train_on_all:
+            ids = self.tk(self.render(messages), add_special_tokens=False)["input_ids"]
+            return list(ids), [1] * len(ids)
+        if self.generation_markers:
+            out = self.tk.apply_chat_template(messages, tokenize=True, return_dict=True,
+                                              return_assistant_tokens_mask=True)
+            return list(out["input_ids"]), list(out["assistant_masks"])
+        full = self.render(messages)
+        spans = []
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            before = self.render(messages[:i], generation_prompt=True) if i else ""
+            upto = self.render(messages[:i + 1])
+            if not (upto.startswith(before) and full.startswith(upto)):
+                raise UserError(f"{where}: the chat template of {self.path} cannot mark the assistant's span: its "
+                                f"rendering is not prefix-stable (turn {i} changes the text before it) and it has no "
+                                "{% generation %} markers; give a template with them, or --train-on-all")
+            spans.append((len(before), len(upto)))
+        enc = self.tk(full, add_special_tokens=False, return_offsets_mapping=True)
+        mask = [int(any(a <= s < b for a, b in spans)) for s, _ in enc["offset_mapping"]]
+        return list(enc["input_ids"]), mask
+
+
+def tokenize(tok, where, ex, train_on_all):
+    messages = as_messages(where, ex)
+    if messages is None:
+        prompt = tok.encode(_text(where, ex["prompt"], "prompt"), special=True)
+        completion = tok.encode(_text(where, ex["completion"], "completion"), special=False)
+        if tok.eos is not None:
+            completion.append(tok.eos)
+        ids, mask = prompt + completion, [0] * len(prompt) + [1] * len(completion)
+    else:
+        ids, mask = tok.chat(where, messages, train_on_all)
+    if train_on_all:
+        mask = [1] * len(ids)
+    return ids, mask
+
+
+# ---- shards -----------------------------------------------------------------------------------------------
+def write_atomic(path, parts):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            for p in parts:
+                if sys.byteorder != "little" and isinstance(p, array.array) and p.itemsize > 1:
+                    p = array.array(p.typecode, p)
+                    p.byteswap()
+                p.tofile(f) if isinstance(p, array.array) else f.write(p)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UserError(f"{path}: cannot write ({e.strerror})")
+
+
+def header(magic, version, count):
+    h = array.array("i", [0] * HEADER_INTS)
+    h[0], h[1], h[2] = magic, version, count
+    return h
+
+
+class ShardWriter:
+    """Documents into shards of at most shard_tokens tokens (a longer document gets a shard of its own)."""
+
+    def __init__(self, prefix, split, shard_tokens, wide):
+        self.prefix, self.split, self.shard_tokens = prefix, split, shard_tokens
+        self.code, self.version = ("I", 2) if wide else ("H", 1)
+        self.tokens, self.flags = array.array(self.code), bytearray()
+        self.paths, self.total, self.trained, self.docs = [], 0, 0, 0
+
+    def add(self, ids, mask):
+        if self.tokens and len(self.tokens) + len(ids) > self.shard_tokens:
+            self._flush()
+        self.tokens.extend(ids)
+        self.flags.extend((LOSS if m else 0) | (DOC_START if i == 0 else 0) for i, m in enumerate(mask))
+        self.total += len(ids)
+        self.trained += sum(1 for m in mask[1:] if m)  # a document's first token is never a target
+        self.docs += 1
+
+    def _flush(self):
+        path = f"{self.prefix}_{self.split}_{len(self.paths):06d}.bin"
+        n = len(self.tokens)
+        write_atomic(path + ".flags", [header(FLAGS_MAGIC, FLAGS_VERSION, n), bytes(self.flags)])
+        write_atomic(path, [header(MAGIC, self.version, n), self.tokens])
+        self.paths.append(path)
+        self.tokens, self.flags = array.array(self.code), bytearray()
+
+    def close(self):
+        if self.tokens:
+            self._flush()
+        d, base = os.path.split(self.prefix)
+        pattern = re.compile(re.escape(f"{base}_{self.split}_") + r"(\d{6})\.bin(\.flags)?$")
+        for name in os.listdir(d or "."):
+            m = pattern.match(name)
+            if m and int(m.group(1)) >= len(self.paths):
+                os.unlink(os.path.join(d, name))
+
+
+# ---- main -------------------------------------------------------------------------------------------------
+class Progress:
+    def __init__(self, total_bytes, quiet):
+        self.total, self.done, self.quiet = total_bytes, 0, quiet
+        self.t0 = self.last = time.monotonic()
+        self.docs = self.tokens = 0
+
+    def __call__(self, nbytes):
+        self.done += nbytes
+        now = time.monotonic()
+        if self.quiet or now - self.last < 5.0:
+            return
+        self.last = now
+        rate = self.done / max(now - self.t0, 1e-9)
+        eta = (self.total - self.done) / rate if rate > 0 else 0
+        print(f"{PROG}: {self.docs} documents, {self.tokens / 1e6:.1f}M tokens, {self.done / 1e6:.1f}/"
+              f"{self.total / 1e6:.1f} MB ({100 * self.done / max(self.total, 1):.0f} %), {rate / 1e6:.2f} MB/s, "
+              f"ETA {eta:.0f} s", file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description="Tokenize instruction JSONL (chat, prompt/completion, "
+                                 "alpaca) into token shards with loss masks and document boundaries.")
+    ap.add_argument("--tokenizer", required=True, metavar="DIR",
+                    help="local Hugging Face tokenizer directory (its chat_template renders chat examples)")
+    ap.add_argument("--input", required=True, nargs="+", metavar="JSONL_OR_GLOB", help="JSONL files or globs")
+    ap.add_argument("--out", required=True, metavar="PREFIX", help="writes PREFIX_{train,val}_NNNNNN.bin(.flags)")
+    ap.add_argument("--train-on-all", action="store_true",
+                    help="loss on every token (default: assistant turns / completions only)")
+    ap.add_argument("--val-fraction", type=float, default=0.0,
+                    help="share of the documents (the last ones) kept for validation, 0 to 0.5 (default 0)")
+    ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard at most (default 100M)")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = ap.parse_args(argv)
+    try:
+        if not 0 <= args.val_fraction <= 0.5:
+            raise UserError(f"--val-fraction: given {args.val_fraction}; valid: 0 to 0.5")
+        if args.shard_tokens < 1:
+            raise UserError(f"--shard-tokens: given {args.shard_tokens}; valid: ≥ 1")
+        files = input_files(args.input)
+        tok = Tokenizer(args.tokenizer)
+        if tok.vocab_size >= 1 << 32:
+            raise UserError(f"{args.tokenizer}: vocabulary of {tok.vocab_size} tokens does not fit uint32")
+        parent = os.path.dirname(args.out)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        progress = Progress(sum(os.path.getsize(f) for f in files), args.quiet)
+        docs = []  # (ids, mask) — the split needs the count; tokens are small next to the text they come from
+        for where, ex in examples(files, progress):
+            ids, mask = tokenize(tok, where, ex, args.train_on_all)
+            if ids:
+                docs.append((ids, mask))
+                progress.docs += 1
+                progress.tokens += len(ids)
+        if not docs:
+            raise UserError(f"--input {' '.join(args.input)}: no examples")
+        n_val = int(len(docs) * args.val_fraction)
+        wide = tok.vocab_size > 65536
+        writers = {"train": ShardWriter(args.out, "train", args.shard_tokens, wide),
+                   "val": ShardWriter(args.out, "val", args.shard_tokens, wide)}
+        for i, (ids, mask) in enumerate(docs):
+            writers["val" if i >= len(docs) - n_val else "train"].add(ids, mask)
+        for w in writers.values():
+            w.close()
+    except UserError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    tr, va = writers["train"], writers["val"]
+    print(f"{args.tokenizer}: vocab {tok.vocab_size}; {tr.docs + va.docs} documents in "
+          f"{time.monotonic() - progress.t0:.1f} s; train {tr.total} tokens ({tr.trained} with loss) in "
+          f"{len(tr.paths)} shard(s) ({args.out}_train_*.bin), val {va.total} tokens ({va.trained} with loss) in "
+          f"{len(va.paths)} shard(s); loss on {'every token' if args.train_on_all else 'assistant / completion tokens'}"
+          f"{'; uint32 tokens (llm.c version 2)' if wide else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

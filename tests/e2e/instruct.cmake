@@ -1,0 +1,10 @@
+# Tier 4: instruction data (docs/data.md) — scripts/prepare_instruct.py with a tokenizer trained in the test on
+# the KJV text (nothing fetched); skipped (77) where the venv lacks tokenizers or transformers.
+add_test(NAME e2e.prepare_instruct
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/prepare_instruct_test.py ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.prepare_instruct PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+# JSONL → prepare_instruct.py → meshtrain train under meshrun (2 CPU workers): the loss is the mean over the
+# assistant tokens of the whole step (2 ranks × 2 micro-batches = one batch of 4), and it falls.
+add_test(NAME e2e.instruct_train
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/instruct_train_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.instruct_train PROPERTIES LABELS e2e TIMEOUT 600 SKIP_RETURN_CODE 77)
