@@ -208,6 +208,8 @@ int check_plan(const parallel::ParallelModel& par, const train::AdamW& opt, cons
               static_cast<long long>(got.grads), static_cast<long long>(want.grads),
               static_cast<long long>(got.optimizer), static_cast<long long>(want.optimizer));
   return same ? 0 : 1;
+}
+
 // This rank's blocks of every parameter of the whole model, in the model's order: a pipeline stage holds
 // some parameters only, and assembling is collective, so the ranks it lacks come as write-less empty blocks.
 std::vector<ShardedTensor> every_parameter(const parallel::ParallelModel& par, const model::Transformer& net,

@@ -344,6 +344,8 @@ TEST(ConfigResolve, PipelineMicroBatchesDefaultToAtLeastTwicePp) {
   resolve(i, 8);
   EXPECT_EQ(i.parallel.pp_microbatches, 4);
   EXPECT_EQ(i.parallel.pp_virtual_stages, 2);
+}
+
 TEST(ConfigValidate, NcclEnvNamesAreNcclsOwn) {
   Config c;
   c.data.train = "x.bin";
