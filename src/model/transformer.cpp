@@ -34,7 +34,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
     // Llama 3.1+ presets use the published scaling (factor 8 over 8192 original positions) once the model
     // is asked for longer contexts than the original.
     if (cfg.max_seq_len > scaling.original_max_positions) scaling.factor = 8.0;
-    inv_freq_ = register_buffer("inv_freq", rope_inv_freq(cfg.d_model / cfg.n_head, cfg.rope_theta, scaling));
+    inv_freq_ = register_buffer(
+        "inv_freq", rope_inv_freq(cfg.d_model / cfg.n_head, cfg.rope_theta, scaling).to(opts.device()));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "meshtrain/train/step_profiler.h"
 
+#include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
@@ -27,6 +28,9 @@ std::vector<ProfileEvent> copy_events(const kineto::ProfilerResult& result) {
   std::vector<ProfileEvent> out;
   out.reserve(result.events().size());
   for (const auto& e : result.events()) {
+    // On CUDA each user scope ("meshtrain::step") is mirrored on the device timeline; it is a span, not
+    // device work, and counting it would count the step twice.
+    if (e.activityType() == static_cast<uint8_t>(libkineto::ActivityType::GPU_USER_ANNOTATION)) continue;
     const bool device = e.deviceType() != c10::DeviceType::CPU;
     // A device event carries the id of the CPU op that launched it as its linked correlation id.
     out.push_back({.name = e.name(), .on_device = device, .thread = e.startThreadId(),
