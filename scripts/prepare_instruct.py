@@ -29,7 +29,6 @@ Mistakes (a line that is not JSON or lacks its fields: FILE:LINE) are one line o
 """
 import argparse
 import array
-import glob
 import json
 import os
 import re
@@ -44,24 +43,8 @@ ROLES = {"system": "system", "user": "user", "assistant": "assistant", "human": 
          "tool": "tool", "function": "tool", "developer": "system", "bot": "assistant", "model": "assistant"}
 
 
-class UserError(Exception):
-    pass
-
-
-# ---- input ------------------------------------------------------------------------------------------------
-def input_files(patterns):
-    files = []
-    for p in patterns:
-        if glob.has_magic(p):
-            matched = sorted(f for f in glob.glob(os.path.expanduser(p)) if os.path.isfile(f))
-            if not matched:
-                raise UserError(f"--input {p}: matches no file")
-            files.extend(matched)
-        elif not os.path.isfile(p):
-            raise UserError(f"--input {p}: no such file")
-        else:
-            files.append(p)
-    return files
+# The same input rules and error type as the plain-text preparer (this file's folder is on sys.path when it runs).
+from prepare_data import UserError, input_files  # noqa: E402
 
 
 def examples(files, progress):

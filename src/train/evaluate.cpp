@@ -19,6 +19,7 @@
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/metrics.h"
+#include "meshtrain/train/validation_loss.h"
 #include "meshtrain/train/worker_setup.h"
 
 namespace meshtrain::train {
@@ -61,27 +62,9 @@ class Evaluator {
   int data_rank() const { return w_.data_rank; }
   int data_ranks() const { return w_.data_ranks; }
 
-  // Mean loss of `n` micro-batches of `loader`, averaged over ranks as the trainer's validation does (in the
-  // training precision: eval_loss runs under the same autocast).
-  // Shards with loss masks: each micro-batch's mean weighs its unmasked targets (the mean over this rank's).
+  // Validation's loss (train/validation_loss.h) of `n` micro-batches of `loader`, in the training precision.
   double mean_loss(data::DataLoader& loader, int64_t n) {
-    double sum = 0, tokens = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      auto batch = loader.next();
-      if (batch.loss_tokens == 0) continue;
-      model::Documents docs;
-      if (batch.positions.defined())
-        docs = {batch.positions.to(w_.device), batch.cu_seqlens.to(w_.device), batch.max_doc_len, {}};
-      const double l = par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device),
-                                       docs.packed() ? &docs : nullptr).item<double>();
-      sum += l * static_cast<double>(batch.loss_tokens);
-      tokens += static_cast<double>(batch.loss_tokens);
-    }
-    const double mean = tokens > 0 ? sum / tokens : 0;
-    if (!w_.comm) return mean;
-    auto t = at::full({1}, mean, at::TensorOptions(at::kFloat).device(w_.comm->device()));
-    w_.comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
-    return static_cast<double>(t.item<float>());
+    return validation_loss(*par_, loader, n, w_.device, w_.comm.get());
   }
 
  private:
@@ -118,6 +101,8 @@ EvalResult run_eval(const EvalOptions& opts) {
   r.step = meta.step;
   r.batches = opts.batches > 0 ? opts.batches : available;
   r.loss = ev.mean_loss(loader, r.batches);
+  MT_USER_CHECK(r.loss >= 0, "--data: '", opts.data, "' has no target the loss counts in ", r.batches,
+                " micro-batch(es) per rank (every one masked)");
   r.perplexity = std::exp(r.loss);
   r.micro_batch_size = cfg.train.micro_batch_size;
   r.seq_len = cfg.data.seq_len;

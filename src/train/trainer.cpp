@@ -41,6 +41,7 @@
 #include "meshtrain/train/step_profiler.h"
 #include "meshtrain/train/step_telemetry.h"
 #include "meshtrain/train/stop_signals.h"
+#include "meshtrain/train/validation_loss.h"
 #include "meshtrain/train/worker_setup.h"
 
 namespace meshtrain::train {
@@ -482,22 +483,10 @@ double TrainingRun::evaluate() {
   torch::NoGradGuard no_grad;
   net_->eval();
   val_loader_->reset();
-  double sum = 0, tokens = 0;
   const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
-  for (int64_t i = 0; i < n; ++i) {
-    auto batch = val_loader_->next();
-    if (batch.loss_tokens == 0) continue;  // all masked: no mean to weigh
-    model::Documents docs;
-    if (batch.positions.defined())
-      docs = {batch.positions.to(w_.device), batch.cu_seqlens.to(w_.device), batch.max_doc_len, {}};
-    const double l = par_->eval_loss(batch.inputs.to(w_.device), batch.targets.to(w_.device),
-                                     docs.packed() ? &docs : nullptr).item<double>();
-    // Weighted by unmasked targets: the mean over this rank's counted tokens (plain shards: every batch alike).
-    sum += l * static_cast<double>(batch.loss_tokens);
-    tokens += static_cast<double>(batch.loss_tokens);
-  }
+  const double loss = validation_loss(*par_, *val_loader_, n, w_.device, w_.comm.get());
   net_->train();
-  return mean_over_ranks(tokens > 0 ? sum / tokens : -1);
+  return loss;
 }
 
 void TrainingRun::save(int64_t step) {
@@ -563,7 +552,7 @@ TrainResult TrainingRun::run() {
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
     profiler_->before_step(step);
     const auto t0 = Clock::now();
-    const double blocked0 = comm::blocked_in_wait_seconds();
+    const double blocked0 = comm::blocked_in_wait_seconds(), device_wait0 = comm::device_wait_seconds();
     slow_rank_delay(w_.world.rank);
     StepOutcome outcome;
     {
@@ -572,8 +561,11 @@ TrainResult TrainingRun::run() {
       if (w_.cuda) torch::cuda::synchronize(w_.device.index());
     }
     const double step_s = seconds_since(t0);
-    // This rank's own work: the step less its waits for the others (a straggler waits least).
-    const double compute_s = step_s - (comm::blocked_in_wait_seconds() - blocked0);
+    // This rank's own work: the step less its waits for the others (a straggler waits least): the host's
+    // (CPU backend) and the GPU's inside NCCL collectives (comm/wait_clock.h).
+    const double waited_s =
+        (comm::blocked_in_wait_seconds() - blocked0) + (comm::device_wait_seconds() - device_wait0);
+    const double compute_s = std::max(0.0, step_s - waited_s);
     auto [loss_sum, grad_norm, applied] = outcome;
     if (auto profile = profiler_->after_step(step); profile && w_.world.rank == 0)
       log::progress("%s(trace and summary of every rank in %s)", profile_table(*profile, 25).c_str(),

@@ -103,6 +103,31 @@ TEST(FusedCrossEntropyGpu, StridedLogitsAllIgnoredAndSecondBackward) {
   EXPECT_ANY_THROW(l.backward());
 }
 
+TEST(FusedCrossEntropyGpu, PaddedColumnsLeftOutWithZeroGradient) {
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " in_place=" << in_place);
+      at::manual_seed(5);
+      const int64_t N = 37, V = 50257, padded = 50304;
+      auto x0 = (at::randn({N, padded}, kCuda) * 3).to(dt);
+      auto t = at::randint(0, V, {N}, kCuda.dtype(at::kLong));
+      t[4] = -100;
+      auto xr = x0.narrow(1, 0, V).clone().requires_grad_(true);
+      auto ref = at::cross_entropy_loss(xr.to(at::kFloat), t);
+      ref.backward();
+      auto x = x0.clone().requires_grad_(true);
+      auto z = x.clone();
+      auto loss = model::fused_cross_entropy(z, t, -100, in_place, V);
+      ASSERT_TRUE(made_by(loss, "FusedCrossEntropy"));
+      EXPECT_TRUE(close(loss, ref, 1e-5, 1e-6));
+      loss.backward();
+      const bool fp32 = dt == at::kFloat;
+      EXPECT_TRUE(close(x.grad().narrow(1, 0, V), xr.grad(), fp32 ? 1e-4 : 1e-2, 1e-7));
+      EXPECT_EQ(x.grad().narrow(1, V, padded - V).abs().max().item<float>(), 0.f);
+    }
+  }
+}
+
 TEST(FusedRopeGpu, MatchesApplyRopeForwardAndBackward) {
   struct Case {
     int64_t B, T, H, hd;

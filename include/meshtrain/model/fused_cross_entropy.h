@@ -18,7 +18,10 @@ namespace meshtrain::model {
 // `in_place`: backward overwrites `logits` with its gradient — only for logits that nothing else reads
 // after the loss (the model's own head output), and a graph that is not run backward twice. A target
 // outside [0, V) gives a NaN loss on CUDA (no device-side assert), an error on CPU.
+// `classes` (0 < classes ≤ V; 0 = V): only the first `classes` columns are logits; the rest are padding that
+// keeps the head's GEMM aligned (transformer.cpp pads an odd vocabulary to a multiple of 64), left out of the
+// softmax and given gradient 0.
 at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index = -100,
-                               bool in_place = false);
+                               bool in_place = false, int64_t classes = 0);
 
 }  // namespace meshtrain::model

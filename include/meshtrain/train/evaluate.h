@@ -5,7 +5,7 @@
 // process's mesh, the weights read by ckpt::load_into from whatever layout saved them — so a checkpoint
 // sharded over N ranks evaluates under meshrun with any layout, or in one process. The data's windows are
 // read in order (no shuffle) and split over the data-parallel ranks as the trainer's validation splits them:
-// the loss is the mean of the micro-batch losses, averaged over ranks, so `--data` = the run's data.val with
+// the loss is the mean over every counted target (train/validation_loss.h), so `--data` = the run's data.val with
 // `--batches` = train.eval_batches gives the trainer's last val_loss on the same windows.
 //
 // Layout: every rank holds the whole model (dp = world size) unless the overrides shard it

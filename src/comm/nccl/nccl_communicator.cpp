@@ -20,6 +20,7 @@
 #include "comm/nccl/nccl_setup_summary.h"
 #include "comm/nccl/nccl_work.h"
 #include "comm/reduce_kernels.h"  // reduce_op_name
+#include "meshtrain/comm/wait_clock.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/log.h"
 
@@ -223,7 +224,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
  private:
   struct InFlight {
     std::shared_ptr<NcclOpStatus> status;
-    CudaEvent start;             // recorded on the comm stream just before the NCCL call
+    CudaEvent start{true};       // recorded on the comm stream just before the NCCL call
     std::vector<at::Tensor> tensors;  // kept alive until the end event has completed
     std::string op;
     OpLedger::Op entry;
@@ -284,7 +285,7 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
     try {
       f.status = std::make_shared<NcclOpStatus>();
       f.status->device = device_;
-      f.status->end.emplace();
+      f.status->end.emplace(/*timing=*/true);
       // The comm stream waits for what the caller has queued so far (the inputs' producers), nothing more.
       CudaEvent ready;
       ready.record(c10::cuda::getCurrentCUDAStream(dev).stream());
@@ -380,6 +381,9 @@ class NcclCommunicator final : public Communicator, public std::enable_shared_fr
           ledger_.started(f.entry);
         }
         if (f.status->end->query()) {
+          // The op's time on the GPU, waiting for peers included: a straggler's peers spend longest here.
+          float ms = 0;
+          if (cudaEventElapsedTime(&ms, f.start.get(), f.status->end->get()) == cudaSuccess) add_device_wait(ms / 1e3);
           f.status->state = NcclOpStatus::kDone;
           ledger_.completed(f.entry);
           inflight_.pop_front();  // releases the tensors

@@ -35,7 +35,9 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-CudaEvent::CudaEvent() { CUDA_CHECK(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming)); }
+CudaEvent::CudaEvent(bool timing) {
+  CUDA_CHECK(cudaEventCreateWithFlags(&ev_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
 
 CudaEvent::~CudaEvent() {
   if (ev_ != nullptr) cudaEventDestroy(ev_);

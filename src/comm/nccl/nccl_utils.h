@@ -42,7 +42,8 @@ ncclRedOp_t nccl_op(ReduceOp op);
 // An owned CUDA event without timing (cheapest to record and query). Non-copyable, movable.
 class CudaEvent {
  public:
-  CudaEvent();
+  // `timing`: the event can be an end of cudaEventElapsedTime (a little dearer to record).
+  explicit CudaEvent(bool timing = false);
   ~CudaEvent();
   CudaEvent(CudaEvent&& o) noexcept : ev_(o.ev_) { o.ev_ = nullptr; }
   CudaEvent& operator=(CudaEvent&& o) noexcept;

@@ -15,15 +15,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+
+from ckpt_e2e import kjv_setup  # noqa: E402  (this file's folder)
 
 bin_dir, src, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
-config = os.path.join(src, "configs", "quickstart.yaml")
-work = tempfile.mkdtemp(prefix=f"meshtrain_pipeline_ckpt_{mode}_")
-prefix = os.path.join(work, "kjv")
-subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix],
-               check=True, stdout=subprocess.DEVNULL)
+meshrun, meshtrain, config, work, prefix = kjv_setup(bin_dir, src, f"pipeline_ckpt_{mode}")
 STEPS, SAVE_AT = 6, 3
 RESHARD_ATOL = 1e-4
 LAYOUTS = {  # name → (processes, data-parallel ranks, --set overrides)

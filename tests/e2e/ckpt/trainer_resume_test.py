@@ -29,15 +29,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+
+from ckpt_e2e import kjv_setup  # noqa: E402  (this file's folder)
 
 bin_dir, src, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
-config = os.path.join(src, "configs", "quickstart.yaml")
-work = tempfile.mkdtemp(prefix=f"meshtrain_trainer_ckpt_{mode}_")
-prefix = os.path.join(work, "kjv")
-subprocess.run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix],
-               check=True, stdout=subprocess.DEVNULL)
+meshrun, meshtrain, config, work, prefix = kjv_setup(bin_dir, src, f"trainer_ckpt_{mode}")
 STEPS, SAVE_AT = 6, 3
 GPU_ATOL = 1e-3
 RESHARD_ATOL = 1e-4  # fp32 losses ≈ 5: different reduction orders move them by ~1e-6 in 3 steps

@@ -32,6 +32,21 @@ TEST(FusedOpsCpu, CrossEntropyAveragesOverNonIgnoredRows) {
   EXPECT_TRUE(at::equal(x.detach(), x0));                  // in place applies to the CUDA kernel only
 }
 
+TEST(FusedOpsCpu, CrossEntropyOverTheFirstClassesOnly) {
+  at::manual_seed(2);
+  auto x0 = at::randn({5, 13}, at::kFloat);
+  auto t = at::tensor({3, -100, 0, 9, 8}, at::kLong);
+  auto x = x0.clone().requires_grad_(true), xr = x0.narrow(1, 0, 10).clone().requires_grad_(true);
+  auto loss = model::fused_cross_entropy(x, t, -100, false, /*classes=*/10);
+  auto ref = at::cross_entropy_loss(xr, t, {}, at::Reduction::Mean, -100);
+  EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-6);
+  loss.backward();
+  ref.backward();
+  EXPECT_TRUE(at::allclose(x.grad().narrow(1, 0, 10), xr.grad(), 1e-6, 1e-7));
+  EXPECT_EQ(x.grad().narrow(1, 10, 3).abs().sum().item<float>(), 0.f);  // padding: no gradient
+  EXPECT_THROW(model::fused_cross_entropy(x0, t, -100, false, 14), Error);
+}
+
 TEST(FusedOpsCpu, CrossEntropyRejectsMismatchedShapes) {
   auto x = at::randn({4, 5});
   EXPECT_THROW(model::fused_cross_entropy(x, at::zeros({3}, at::kLong)), Error);
