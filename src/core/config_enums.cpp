@@ -25,6 +25,13 @@ MasterLocation parse_master_location(const std::string& value) {
   return MasterLocation::device;
 }
 
+Fp8Scaling parse_fp8(const TrainConfig& t) {
+  if (t.fp8 == "off") return Fp8Scaling::off;
+  if (t.fp8 == "tensorwise") return Fp8Scaling::tensorwise;
+  if (t.fp8 == "rowwise") return Fp8Scaling::rowwise;
+  throw UserError(cat("train.fp8: given '", t.fp8, "'; valid off | tensorwise | rowwise"));
+}
+
 std::vector<std::string> freeze_patterns(const TrainConfig& t) {
   std::vector<std::string> out;
   if (t.freeze.find_first_not_of(" \t") == std::string::npos) return out;

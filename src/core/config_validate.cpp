@@ -183,6 +183,7 @@ class Validator {
     try {
       (void)parse_master_location(cfg_.parallel.master_location);
       (void)freeze_patterns(cfg_.train);
+      (void)parse_fp8(cfg_.train);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
     } catch (const UserError& e) {
       throw UserError(cat(name_, ": ", e.what()));

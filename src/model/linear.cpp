@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "meshtrain/model/fp8_linear.h"
+
 namespace meshtrain::model {
 
 LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts) {
@@ -9,7 +11,10 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
   if (bias) add_parameter("bias", at::empty({out}, opts), &this->bias);
 }
 
-at::Tensor LinearImpl::forward(const at::Tensor& x) { return at::linear(x, weight, bias); }
+at::Tensor LinearImpl::forward(const at::Tensor& x) {
+  if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_);
+  return at::linear(x, weight, bias);
+}
 
 EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t dim, const at::TensorOptions& opts) {
   add_parameter("weight", at::empty({num, dim}, opts), &weight);

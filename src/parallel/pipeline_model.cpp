@@ -9,6 +9,7 @@
 #include <map>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/parallel/autocast_guard.h"
 #include "meshtrain/parallel/pipeline_split.h"
 #include "pipeline_links.h"
@@ -64,6 +65,7 @@ PipelineModel::PipelineModel(const model::Transformer& net, const ParallelGroups
       if (!policy.trains(item.key())) item.value().requires_grad_(false);
     stage->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
     stage->set_fused_kernels(cfg.train.fused_kernels);
+    if (const Fp8Scaling fp8 = parse_fp8(cfg.train); fp8 != Fp8Scaling::off) model::use_fp8(*stage, fp8);
     stage->train();
     chunks_.push_back(layout(stage));
   }

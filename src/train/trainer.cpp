@@ -30,6 +30,7 @@
 #include "meshtrain/core/model_size.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
+#include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
@@ -202,6 +203,11 @@ void TrainingRun::setup_model_and_optimizer() {
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
   net_->set_fused_kernels(cfg_.train.fused_kernels);
+  if (const Fp8Scaling fp8 = parse_fp8(cfg_.train); fp8 != Fp8Scaling::off) {
+    MT_USER_CHECK(model::fp8_matmul_available(w_.device), "train.fp8: given '", cfg_.train.fp8, "', but ",
+                  w_.device.str(), " has no FP8 matmuls (a CUDA GPU of compute capability ≥ 8.9 has); valid off");
+    model::use_fp8(*net_, fp8);  // a pipeline's stages set it themselves (parallel/pipeline_model.cpp)
+  }
   std::vector<AdamW::Param> opt_params;
   for (const auto& p : par_->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
   opt_ = std::make_unique<AdamW>(opt_params, cfg_.optimizer);

@@ -23,3 +23,12 @@ meshtrain_warnings(document_attention_gpu_tests)
 meshtrain_use_torch(document_attention_gpu_tests)
 add_test(NAME gpu.document_attention COMMAND document_attention_gpu_tests)
 set_tests_properties(gpu.document_attention PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# FP8 matmuls (train.fp8) against bf16/fp32 within stated bounds: one matmul, a linear layer's forward and
+# gradients, a model's loss (label gpu; exit 77 without a GPU that has FP8 matmuls).
+add_executable(fp8_linear_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/fp8_linear_test.cpp)
+target_link_libraries(fp8_linear_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(fp8_linear_gpu_tests)
+meshtrain_use_torch(fp8_linear_gpu_tests)
+add_test(NAME gpu.fp8_linear COMMAND fp8_linear_gpu_tests)
+set_tests_properties(gpu.fp8_linear PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)

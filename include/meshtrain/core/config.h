@@ -132,6 +132,9 @@ namespace meshtrain {
     "full logits (less memory: docs/PERFORMANCE.md); 0 = full logits, as plain PyTorch computes them")        \
   F(bool, fused_kernels, true, "Fused CUDA kernels for the loss on full logits, RoPE and SwiGLU (fp32/bf16 on " \
     "CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, as eager PyTorch runs them")                 \
+  F(std::string, fp8, "off", "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) in the "   \
+    "blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master weights, " \
+    "norms, attention, the head and the loss stay as they are; one of: off | tensorwise | rowwise")          \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
   F(int64_t, max_nonfinite_steps, 3, "Steps in a row whose loss or gradient norm is inf/nan (their update is "  \

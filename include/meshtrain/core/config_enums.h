@@ -5,6 +5,7 @@
 //   Dtype c = compute_dtype(cfg.train, /*cuda=*/true);                          // train.dtype, auto resolved
 //   MasterLocation m = parse_master_location(cfg.parallel.master_location);     // device (host: not built)
 //   std::vector<std::string> globs = freeze_patterns(cfg.train);               // train.freeze, split
+//   Fp8Scaling f = parse_fp8(cfg.train);                                        // off | tensorwise | rowwise
 #pragma once
 
 #include <string>
@@ -24,6 +25,10 @@ Dtype parse_dtype(const std::string& value, const std::string& key);
 Dtype compute_dtype(const TrainConfig& t, bool cuda);
 // parallel.master_location: "device"; "host" is a UserError saying it is not built yet.
 MasterLocation parse_master_location(const std::string& value);
+// How train.fp8 scales a tensor before its FP8 cast: one scale per tensor, or one per row of the matmul's left
+// operand and per column of its right one (finer: an outlier spoils only its row).
+enum class Fp8Scaling { off, tensorwise, rowwise };
+Fp8Scaling parse_fp8(const TrainConfig& t);
 // train.freeze split at commas, blanks trimmed; an empty pattern between commas is a UserError.
 std::vector<std::string> freeze_patterns(const TrainConfig& t);
 

@@ -6,6 +6,7 @@
 // Embedding under the same module name — parameter names unchanged, the model none the wiser.
 #pragma once
 
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/model/param_module.h"
 
 namespace meshtrain::model {
@@ -14,9 +15,15 @@ class LinearImpl : public ParamModule {
  public:
   LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts);
   virtual at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
+  // FP8 matmuls (model/fp8_linear.h) where the sizes allow; off by default. A layer that overrides forward
+  // (the tensor-parallel ones) keeps its own matmuls.
+  void set_fp8(Fp8Scaling s) { fp8_ = s; }
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
+
+ private:
+  Fp8Scaling fp8_ = Fp8Scaling::off;
 };
 TORCH_MODULE(Linear);
 

@@ -1,0 +1,53 @@
+// train.fp8 off the GPU: the setting parses (a misspelling names the key and the valid values), a CPU device
+// reports no FP8 matmuls (the trainer then refuses the setting with one line), and a model whose linears
+// were switched to FP8 runs its ordinary matmuls on CPU tensors: the same loss and gradients, bit for bit.
+// The FP8 matmuls themselves are checked on a GPU (tests/gpu/fp8_linear_test.cpp).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+
+#include "meshtrain/core/config_enums.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/fp8_linear.h"
+#include "meshtrain/model/transformer.h"
+#include "support/tiny_model.h"
+
+using namespace meshtrain;
+
+TEST(Fp8Setting, ParsesTheThreeValuesAndNamesTheKey) {
+  TrainConfig t;
+  EXPECT_EQ(parse_fp8(t), Fp8Scaling::off);
+  t.fp8 = "tensorwise";
+  EXPECT_EQ(parse_fp8(t), Fp8Scaling::tensorwise);
+  t.fp8 = "rowwise";
+  EXPECT_EQ(parse_fp8(t), Fp8Scaling::rowwise);
+  t.fp8 = "e4m3";
+  try {
+    parse_fp8(t);
+    FAIL() << "no error for train.fp8=e4m3";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.fp8: given 'e4m3'; valid off | tensorwise | rowwise"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Fp8Linear, NoFp8OnTheCpuAndTheModelUnchanged) {
+  EXPECT_FALSE(model::fp8_matmul_available(c10::Device(at::kCPU)));
+  const auto x = at::randn({32, 64});
+  EXPECT_FALSE(model::fp8_applies(x, at::randn({16, 64})));
+  for (const std::string family : {"gpt2", "llama"}) {
+    at::manual_seed(1);
+    model::Transformer a(testing_support::tiny_model({.family = family, .max_seq_len = 32}));
+    a->init_weights(3);
+    model::Transformer b(testing_support::tiny_model({.family = family, .max_seq_len = 32}));
+    b->init_weights(3);
+    model::use_fp8(*b, Fp8Scaling::tensorwise);
+    auto tokens = at::randint(0, 64, {2, 16}, at::kLong), targets = at::randint(0, 64, {2, 16}, at::kLong);
+    auto la = a->loss(tokens, targets), lb = b->loss(tokens, targets);
+    la.backward();
+    lb.backward();
+    EXPECT_TRUE(at::equal(la, lb)) << family;
+    auto pa = a->parameters(), pb = b->parameters();
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i].grad(), pb[i].grad())) << family << " " << i;
+  }
+}
