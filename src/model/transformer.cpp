@@ -143,7 +143,19 @@ void TransformerImpl::set_fused_kernels(bool on) {
     auto block = blocks->ptr<BlockImpl>(i);
     block->attn->set_fused(on);
     block->mlp->set_fused(on);
+    block->mlp_norm->set_fused(on && fused_norm_);
+    block->mlp->set_fused_gelu(on && fused_gelu_);
   }
+}
+
+void TransformerImpl::set_fused_gelu(bool on) {
+  fused_gelu_ = on;
+  set_fused_kernels(fused_);
+}
+
+void TransformerImpl::set_fused_norm(bool on) {
+  fused_norm_ = on;
+  set_fused_kernels(fused_);
 }
 
 void TransformerImpl::init_weights(int64_t seed) {

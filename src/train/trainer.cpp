@@ -200,6 +200,8 @@ void TrainingRun::setup_model_and_optimizer() {
   par_ = parallel::parallelize(net_, w_.groups(), cfg_, w_.device);
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
+  net_->set_fused_norm(cfg_.train.fused_norm);
+  net_->set_fused_gelu(cfg_.train.fused_gelu);
   net_->set_fused_kernels(cfg_.train.fused_kernels);
   std::vector<AdamW::Param> opt_params;
   for (const auto& p : par_->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});

@@ -130,8 +130,14 @@ namespace meshtrain {
   F(bool, activation_checkpointing, false, "Recompute each block's activations in backward")                \
   F(int64_t, loss_chunk_mb, 0, "MiB of fp32 logits per chunk of the fused head + loss, which never holds the " \
     "full logits (less memory: docs/PERFORMANCE.md); 0 = full logits, as plain PyTorch computes them")        \
-  F(bool, fused_kernels, true, "Fused CUDA kernels for the loss on full logits, RoPE and SwiGLU (fp32/bf16 on " \
-    "CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, as eager PyTorch runs them")                 \
+  F(bool, fused_kernels, true, "Fused CUDA kernels for the loss on full logits, RoPE, SwiGLU, residual add + "  \
+    "norm and GPT-2's bias + GELU (fp32/bf16 on CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, " \
+    "as eager PyTorch runs them")                                                                              \
+  F(bool, fused_norm, true, "With train.fused_kernels: each block's residual add and the norm after it in one " \
+    "fused CUDA kernel, forward and backward; false = the add, then PyTorch's LayerNorm/RMSNorm (to measure " \
+    "this kernel on its own)")                                                                                 \
+  F(bool, fused_gelu, true, "With train.fused_kernels: GPT-2's MLP bias + GELU fused with its matmul (cuBLASLt " \
+    "epilogue without gradients; one kernel for the GELU and bias gradients); false = linear, then GELU")     \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
   F(int64_t, max_nonfinite_steps, 3, "Steps in a row whose loss or gradient norm is inf/nan (their update is "  \

@@ -14,6 +14,10 @@ class LinearImpl : public ParamModule {
  public:
   LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts);
   virtual at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
+  // gelu_tanh(forward(x)). With `fused`, bias and GELU fused with the matmul (model/fused_linear_gelu.h)
+  // where forward is this class's own: a subclass that computes differently (tensor parallel, adapters)
+  // gets gelu(forward(x)) unless it overrides this too.
+  virtual at::Tensor forward_gelu(const at::Tensor& x, bool fused);
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
