@@ -39,28 +39,38 @@ __device__ float block_sum(float v) {
   return t;
 }
 
-template <typename X, typename R, typename H, typename Y>
+// kAdd: h = x + r is written and normalised; else x itself is (r and h unused, H = X).
+template <typename X, typename R, typename H, typename Y, bool kAdd>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const X* __restrict__ x, const R* __restrict__ r, H* __restrict__ h, Y* __restrict__ y,
                    const float* __restrict__ gamma, const float* __restrict__ beta, float* __restrict__ mean_out,
                    float* __restrict__ rstd_out, int64_t dim, float eps, bool rms) {
   const int64_t off = static_cast<int64_t>(blockIdx.x) * dim;
-  x += off, r += off, h += off, y += off;
+  x += off, y += off;
+  const H* src;  // the norm's input row
   float s = 0.f;
-  for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    const H v = from_float<H>(to_float(x[i]) + to_float(r[i]));  // rounded as the eager add rounds it
-    h[i] = v;
-    s += to_float(v);
+  if constexpr (kAdd) {
+    r += off, h += off;
+    for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
+      const H v = from_float<H>(to_float(x[i]) + to_float(r[i]));  // rounded as the eager add rounds it
+      h[i] = v;
+      s += to_float(v);
+    }
+    src = h;
+  } else {
+    static_assert(std::is_same_v<H, X>, "without the add the norm reads x");
+    for (int64_t i = threadIdx.x; i < dim; i += kThreads) s += to_float(x[i]);
+    src = x;
   }
   const float mean = rms ? 0.f : block_sum(s) / static_cast<float>(dim);
-  float q = 0.f;  // second pass over h (own writes, cached): the centred variance, not E[h²] − mean²
+  float q = 0.f;  // second pass over the row (cached): the centred variance, not E[h²] − mean²
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    const float c = to_float(h[i]) - mean;
+    const float c = to_float(src[i]) - mean;
     q += c * c;
   }
   const float rstd = rsqrtf(block_sum(q) / static_cast<float>(dim) + eps);
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    const float n = (to_float(h[i]) - mean) * rstd * gamma[i];
+    const float n = (to_float(src[i]) - mean) * rstd * gamma[i];
     y[i] = from_float<Y>(beta ? n + beta[i] : n);
   }
   if (threadIdx.x == 0) {
@@ -138,6 +148,18 @@ int64_t add_norm_weight_chunks(int64_t rows) { return std::max<int64_t>(1, (rows
 LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
   if (a.rows == 0 || a.dim == 0) return nullptr;
   const auto st = static_cast<cudaStream_t>(stream);
+  if (!a.r) {  // the norm alone
+    return dispatch(a.x_type, [&](auto xt) {
+      return dispatch(a.y_type, [&](auto yt) {
+        using X = decltype(xt);
+        using Y = decltype(yt);
+        forward_kernel<X, X, X, Y, false><<<static_cast<unsigned>(a.rows), kThreads, 0, st>>>(
+            static_cast<const X*>(a.x), nullptr, nullptr, static_cast<Y*>(a.y), a.gamma, a.beta, a.mean, a.rstd,
+            a.dim, a.eps, a.rms);
+        return launched();
+      });
+    });
+  }
   return dispatch(a.x_type, [&](auto xt) {
     return dispatch(a.r_type, [&](auto rt) {
       return dispatch(a.y_type, [&](auto yt) {
@@ -146,7 +168,7 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
         using Y = decltype(yt);
         // fp32 if either addend is: the sum type of fused_add_norm_cuda.h's sum_dtype.
         using H = std::conditional_t<std::is_same_v<X, float> || std::is_same_v<R, float>, float, __nv_bfloat16>;
-        forward_kernel<X, R, H, Y><<<static_cast<unsigned>(a.rows), kThreads, 0, st>>>(
+        forward_kernel<X, R, H, Y, true><<<static_cast<unsigned>(a.rows), kThreads, 0, st>>>(
             static_cast<const X*>(a.x), static_cast<const R*>(a.r), static_cast<H*>(a.h), static_cast<Y*>(a.y),
             a.gamma, a.beta, a.mean, a.rstd, a.dim, a.eps, a.rms);
         return launched();

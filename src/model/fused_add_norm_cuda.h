@@ -13,8 +13,8 @@ inline DType sum_dtype(DType x, DType r) { return x == DType::kF32 || r == DType
 struct AddNormForward {
   DType x_type, r_type, y_type;  // h's type is sum_dtype(x_type, r_type)
   const void* x;                 // [rows, dim]
-  const void* r;                 // [rows, dim], the residual branch added to x
-  void* h;                       // [rows, dim] out: x + r
+  const void* r;                 // [rows, dim], the residual branch added to x; null = no add (y = norm(x))
+  void* h;                       // [rows, dim] out: x + r; unused without r
   void* y;                       // [rows, dim] out: norm(h)·γ (+ β)
   const float* gamma;            // [dim]
   const float* beta;             // [dim]; null for RMSNorm
@@ -25,14 +25,14 @@ struct AddNormForward {
   bool rms;
 };
 
-// h = x + r, y = norm(h): one block per row.
+// h = x + r, y = norm(h) (without r: y = norm(x)): one block per row.
 LaunchError add_norm_forward(const AddNormForward& a, void* stream);
 
 struct AddNormBackward {
   DType h_type, y_type;
   const void* dy;      // [rows, dim] ∂y
   const void* dh_out;  // [rows, dim] ∂h from h's other uses (h's type); null = none
-  const void* h;       // [rows, dim] the saved sum
+  const void* h;       // [rows, dim] the saved sum (the norm's input: x where there was no add)
   const float* gamma;  // [dim]
   const float* mean;   // [rows]; null for RMSNorm
   const float* rstd;   // [rows]

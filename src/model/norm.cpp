@@ -1,4 +1,4 @@
-// LayerNorm / RMSNorm through ATen's fused kernels; with the residual add before it, through ours.
+// LayerNorm / RMSNorm, alone or after the residual add: our fused kernels where they apply, else ATen's.
 #include "meshtrain/model/norm.h"
 
 #include <ATen/ATen.h>
@@ -14,6 +14,7 @@ NormImpl::NormImpl(bool rms, int64_t dim, double eps, const at::TensorOptions& o
 }
 
 at::Tensor NormImpl::forward(const at::Tensor& x) {
+  if (fused_) return fused_norm(x, weight, bias, rms_, eps_);
   if (rms_) return at::rms_norm(x, {dim_}, weight, eps_);
   return at::layer_norm(x, {dim_}, weight, bias, eps_);
 }

@@ -10,13 +10,14 @@ namespace meshtrain::model {
 class NormImpl : public ParamModule {
  public:
   NormImpl(bool rms, int64_t dim, double eps, const at::TensorOptions& opts);
-  // x: [..., dim] → [..., dim]
+  // x: [..., dim] → [..., dim]; through the fused CUDA kernel where it applies and fused() holds
+  // (model/fused_add_norm.h: the output in the autocast dtype under autocast), else ATen's norm.
   at::Tensor forward(const at::Tensor& x);
   // The residual add before the norm: x, r: [..., dim] → {h = x + r, forward(h)}; one fused CUDA kernel
-  // where it applies and fused() holds (model/fused_add_norm.h), else the add and forward.
+  // where it applies and fused() holds, else the add and forward.
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x, const at::Tensor& r);
 
-  // The fused add + norm kernel in add_forward (default on).
+  // The fused kernels in forward and add_forward (default on).
   void set_fused(bool on) { fused_ = on; }
   bool fused() const { return fused_; }
 

@@ -102,7 +102,14 @@ TEST(FusedOpsCpu, AddNormIsTheSumAndItsNormByHand) {
     EXPECT_TRUE(at::allclose(x.grad(), xr.grad(), 1e-5, 1e-6));
     EXPECT_TRUE(at::allclose(r.grad(), rr.grad(), 1e-5, 1e-6));
     EXPECT_TRUE(at::allclose(w.grad(), wr.grad(), 1e-5, 1e-6));
-    if (!rms) EXPECT_TRUE(at::allclose(b.grad(), br.grad(), 1e-5, 1e-6));
+    if (!rms) {
+      EXPECT_TRUE(at::allclose(b.grad(), br.grad(), 1e-5, 1e-6));
+    }
+    // The norm alone: the same definition applied to x.
+    auto xc = x0 - (rms ? at::zeros_like(x0) : x0.mean(-1, true));
+    auto xv = rms ? (x0 * x0).mean(-1, true) : (xc * xc).mean(-1, true);
+    auto by_hand = xc / at::sqrt(xv + eps) * w0 + (rms ? at::zeros_like(b0) : b0);
+    EXPECT_TRUE(at::allclose(model::fused_norm(x0, w0, rms ? at::Tensor() : b0, rms, eps), by_hand, 1e-5, 1e-6));
   }
   auto x = at::randn({4, 6});
   EXPECT_THROW(model::fused_add_norm(x, at::randn({4, 5}), at::ones({6}), at::zeros({6}), false, 1e-5), Error);
@@ -182,8 +189,11 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
 TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) {
   model::Transformer net(tiny("gpt2"));
   auto block = [&] { return net->blocks->ptr<model::BlockImpl>(1); };
+  EXPECT_TRUE(block()->attn_norm->fused());
+  EXPECT_FALSE(net->final_norm->fused());  // its output feeds the head: ATen's norm, always
   net->set_fused_norm(false);
   EXPECT_FALSE(block()->mlp_norm->fused());
+  EXPECT_FALSE(block()->attn_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
   EXPECT_TRUE(block()->attn->fused());
   net->set_fused_gelu(false);
@@ -198,5 +208,6 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   EXPECT_FALSE(block()->mlp_norm->fused());
   net->set_fused_kernels(true);
   EXPECT_TRUE(block()->mlp_norm->fused());
+  EXPECT_FALSE(net->final_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
 }
