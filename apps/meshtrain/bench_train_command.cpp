@@ -1,12 +1,29 @@
 // meshtrain bench train [options]: training throughput on synthetic tokens through the real training loop.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli.h"
 #include "commands.h"
 #include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/error.h"
 #include "meshtrain/train/bench_train.h"
 
 namespace meshtrain::cli {
+namespace {
+
+// --unfuse's names → the config keys that switch those fused kernels off (docs/config.md train.fused_*).
+std::vector<std::string> unfuse_overrides(const std::vector<std::string>& levers) {
+  std::vector<std::string> out;
+  for (const auto& l : levers) {
+    if (l == "all") out.push_back("train.fused_kernels=false");
+    else if (l == "norm" || l == "gelu") out.push_back("train.fused_" + l + "=false");
+    else MT_USER_CHECK(false, "--unfuse: unknown lever '", l, "'; valid: all, norm, gelu (comma-separated)");
+  }
+  return out;
+}
+
+}  // namespace
 
 int cmd_bench_train(int argc, char** argv) {
   cxxopts::Options o("meshtrain bench train",
@@ -27,6 +44,9 @@ int cmd_bench_train(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "profile-steps", "steps recorded by --profile",
       cxxopts::value<int64_t>()->default_value(std::to_string(d.profile_steps)))(
+      "unfuse", "fused kernels to switch off, to measure each lever: all (every fused kernel), norm (residual "
+                "add + norm), gelu (GPT-2's bias + GELU); comma-separated",
+      cxxopts::value<std::vector<std::string>>())(
       "set", "any other config value: section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "json", "also write the result as JSON to FILE", cxxopts::value<std::string>())("h,help", "show this help")(
       "what", "", cxxopts::value<std::vector<std::string>>());
@@ -40,6 +60,7 @@ int cmd_bench_train(int argc, char** argv) {
                               .profile_dir = r.count("profile") ? r["profile"].as<std::string>() : "",
                               .profile_steps = r["profile-steps"].as<int64_t>(),
                               .overrides = strings(r, "set")};
+  for (auto& o : unfuse_overrides(strings(r, "unfuse"))) bo.overrides.push_back(std::move(o));
   const auto res = train::run_bench_train(bo);
   if (comm::world_info_from_env().rank != 0) return 0;
   std::printf("%s", train::bench_train_table(res).c_str());

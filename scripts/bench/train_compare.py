@@ -19,8 +19,10 @@ SHAPES = {  # name: (preset, batch, seq, layers)
     "llama3.2-1b": ("llama3.2-1b", 8, 2048, 0),
     "llama3.1-8b-8L": ("llama3.1-8b", 4, 2048, 8),
 }
-# meshtrain's runs: as configured by default (fused kernels on), without the fused kernels, with the chunked loss.
-VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss")
+# meshtrain's runs: as configured by default (fused kernels on), without the fused kernels, with the chunked loss,
+# and with each fused lever switched off on its own (its gain = meshtrain's tokens/s over the variant's).
+VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
+            "meshtrain-no-fused-gelu")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -60,6 +62,9 @@ def main():
                 ("meshtrain-unfused", mt + ["--set", "train.fused_kernels=false"] + common),
                 # The same run with the chunked head + loss (never holds the full logits: less memory).
                 ("meshtrain-chunked-loss", mt + ["--set", "train.loss_chunk_mb=2048"] + common),
+                # One lever off, the other kernels on: the residual add + norm kernel; GPT-2's bias + GELU.
+                ("meshtrain-no-fused-norm", mt + ["--set", "train.fused_norm=false"] + common),
+                ("meshtrain-no-fused-gelu", mt + ["--set", "train.fused_gelu=false"] + common),
                 ("pytorch-eager", torch_cmd)]
         runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
         if not a.no_compile:
@@ -72,13 +77,17 @@ def main():
                 rows.append(r)
     json.dump(rows, open(os.path.join(a.out, "train_compare.json"), "w"), indent=1)
     # Last-step loss: the meshtrain variants see the same synthetic tokens, so theirs agree within bf16 noise.
-    print(f"{'shape':16s} {'impl':22s} {'tokens/s':>10s} {'MFU':>7s} {'peak GiB':>9s} {'vs eager':>9s} {'loss':>8s}")
+    print(f"{'shape':16s} {'impl':24s} {'tokens/s':>10s} {'MFU':>7s} {'peak GiB':>9s} {'vs eager':>9s} "
+          f"{'vs compile':>10s} {'loss':>8s}")
     for name in a.shapes.split(","):
-        eager = next((r for r in rows if r["shape"] == name and r["impl"] == "pytorch-eager"), None)
+        def ref(impl):
+            r = next((r for r in rows if r["shape"] == name and r["impl"] == impl), None)
+            return r["tokens_per_s"] if r else float("nan")
+        eager, compiled = ref("pytorch-eager"), ref("pytorch-compile")
         for r in (r for r in rows if r["shape"] == name):
-            ratio = r["tokens_per_s"] / eager["tokens_per_s"] if eager else float("nan")
-            print(f"{name:16s} {r['impl']:22s} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% "
-                  f"{r['peak_memory_bytes'] / 2**30:9.2f} {ratio:9.3f} {r.get('last_loss', float('nan')):8.4f}")
+            print(f"{name:16s} {r['impl']:24s} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% "
+                  f"{r['peak_memory_bytes'] / 2**30:9.2f} {r['tokens_per_s'] / eager:9.3f} "
+                  f"{r['tokens_per_s'] / compiled:10.3f} {r.get('last_loss', float('nan')):8.4f}")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const 
                               LayerKVCache* cache, const Documents* docs) {
   const bool drop = is_training() && dropout_ > 0;
   auto a = attn->forward(attn_norm->forward(x), cos, sin, cache, docs);
-  auto h = x + (drop ? at::dropout(a, dropout_, true) : a);
-  auto m = mlp->forward(mlp_norm->forward(h));
+  // The residual add and mlp_norm in one step (one fused kernel on CUDA): h = x + a, n = mlp_norm(h).
+  auto [h, n] = mlp_norm->add_forward(x, drop ? at::dropout(a, dropout_, true) : a);
+  auto m = mlp->forward(n);
   return h + (drop ? at::dropout(m, dropout_, true) : m);
 }
 

@@ -24,7 +24,7 @@ at::Tensor MlpImpl::forward(const at::Tensor& x) {
     auto g = gate->forward(x), u = up->forward(x);
     return down->forward(fused_ ? fused_swiglu(g, u) : at::silu(g) * u);
   }
-  return down->forward(at::gelu(up->forward(x), "tanh"));
+  return down->forward(up->forward_gelu(x, fused_gelu_));
 }
 
 }  // namespace meshtrain::model

@@ -1,7 +1,9 @@
-// LayerNorm / RMSNorm through ATen's fused kernels.
+// LayerNorm / RMSNorm, alone or after the residual add: our fused kernels where they apply, else ATen's.
 #include "meshtrain/model/norm.h"
 
 #include <ATen/ATen.h>
+
+#include "meshtrain/model/fused_add_norm.h"
 
 namespace meshtrain::model {
 
@@ -12,8 +14,15 @@ NormImpl::NormImpl(bool rms, int64_t dim, double eps, const at::TensorOptions& o
 }
 
 at::Tensor NormImpl::forward(const at::Tensor& x) {
+  if (fused_) return fused_norm(x, weight, bias, rms_, eps_);
   if (rms_) return at::rms_norm(x, {dim_}, weight, eps_);
   return at::layer_norm(x, {dim_}, weight, bias, eps_);
+}
+
+std::pair<at::Tensor, at::Tensor> NormImpl::add_forward(const at::Tensor& x, const at::Tensor& r) {
+  if (fused_) return fused_add_norm(x, r, weight, bias, rms_, eps_);
+  auto h = x + r;
+  return {h, forward(h)};
 }
 
 }  // namespace meshtrain::model

@@ -44,6 +44,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
   for (int64_t i = span_.first_block; i < span_.end_block; ++i) blocks->push_back(i, Block(cfg, opts).ptr());
   if (span_.head) {
     final_norm = register_module("final_norm", Norm(llama, cfg.d_model, cfg.norm_eps, opts));
+    // ATen's norm: its output feeds the head and the loss, which take it in the dtype autocast gives it.
+    final_norm->set_fused(false);
     if (!cfg.tie_embeddings) lm_head = register_module("lm_head", Linear(cfg.d_model, cfg.vocab_size, false, opts));
   }
   if (llama) {
@@ -161,7 +163,20 @@ void TransformerImpl::set_fused_kernels(bool on) {
     auto block = blocks->ptr<BlockImpl>(i);
     block->attn->set_fused(on);
     block->mlp->set_fused(on);
+    block->attn_norm->set_fused(on && fused_norm_);
+    block->mlp_norm->set_fused(on && fused_norm_);
+    block->mlp->set_fused_gelu(on && fused_gelu_);
   }
+}
+
+void TransformerImpl::set_fused_gelu(bool on) {
+  fused_gelu_ = on;
+  set_fused_kernels(fused_);
+}
+
+void TransformerImpl::set_fused_norm(bool on) {
+  fused_norm_ = on;
+  set_fused_kernels(fused_);
 }
 
 void TransformerImpl::init_weights(int64_t seed) {

@@ -54,6 +54,8 @@ class Evaluator {
     par_ = parallel::parallelize(net_, w_.groups(), cfg, w_.device);
     net_->eval();
     net_->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
+    net_->set_fused_norm(cfg.train.fused_norm);
+    net_->set_fused_gelu(cfg.train.fused_gelu);
     net_->set_fused_kernels(cfg.train.fused_kernels);
     auto blocks = model_blocks(*par_);
     ckpt::load_into(dir, blocks);

@@ -3,6 +3,7 @@
 // peak memory allocated during the calls above what existed before. Prints a table; writes JSON to argv[1]
 // (default fused_kernels_bench.json). Exit code 77 without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
 
@@ -17,7 +18,9 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
+#include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/rotary.h"
@@ -120,6 +123,54 @@ int main(int argc, char** argv) {
     rows.push_back(measure("swiglu", "16384x8192", "fused", [&] {
       auto g = g0.detach().requires_grad_(true), u = u0.detach().requires_grad_(true);
       model::fused_swiglu(g, u).backward(dy);
+    }));
+  }
+
+  // Residual add + norm as the trainer runs it under bf16 autocast: fp32 residual stream, bf16 branch output,
+  // fp32 norm weights, the normalised output read by bf16 linears (the composite's cast to bf16 counted).
+  // GPT-2 124M (LayerNorm, 32768 tokens × 768) and Llama 3.2 1B (RMSNorm, 16384 × 2048).
+  for (auto [N, dim, is_rms, name] : {std::tuple<int64_t, int64_t, bool, const char*>{32768, 768, false, "ln 32768x768"},
+                                      {16384, 2048, true, "rms 16384x2048"}}) {
+    const int64_t D = dim;  // plain copies: the lambdas below capture them
+    const bool rms = is_rms;
+    const auto f32 = bf16.dtype(at::kFloat);
+    auto x0 = at::randn({N, D}, f32), r0 = at::randn({N, D}, bf16);
+    auto w = at::ones({D}, f32).requires_grad_(true), b = rms ? at::Tensor() : at::zeros({D}, f32).requires_grad_(true);
+    auto dh = at::randn({N, D}, f32), dy = at::randn({N, D}, bf16);
+    auto under_autocast = [](const std::function<std::pair<at::Tensor, at::Tensor>()>& f) {
+      at::autocast::set_autocast_enabled(at::kCUDA, true);
+      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+      auto out = f();
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
+      return out;
+    };
+    rows.push_back(measure("add_norm", name, "composite", [&] {
+      auto x = x0.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
+      auto [h, y] = under_autocast([&] {
+        auto h = x + r;
+        auto y = rms ? at::rms_norm(h, {D}, w, 1e-5) : at::layer_norm(h, {D}, w, b, 1e-5);
+        return std::pair{h, y.to(at::kBFloat16)};
+      });
+      torch::autograd::backward({h, y}, {dh, dy});
+    }));
+    rows.push_back(measure("add_norm", name, "fused", [&] {
+      auto x = x0.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
+      auto [h, y] = under_autocast([&] { return model::fused_add_norm(x, r, w, b, rms, 1e-5); });
+      torch::autograd::backward({h, y}, {dh, dy});
+    }));
+  }
+
+  // GPT-2 124M's MLP input layer: bias + GELU with the matmul, [32768 tokens, 768] → 3072, bf16.
+  {
+    auto x0 = at::randn({32768, 768}, bf16), dy = at::randn({32768, 3072}, bf16);
+    auto w = (at::randn({3072, 768}, bf16) * 0.03).requires_grad_(true), b = at::zeros({3072}, bf16).requires_grad_(true);
+    rows.push_back(measure("linear_gelu", "32768x768x3072", "composite", [&] {
+      auto x = x0.detach().requires_grad_(true);
+      at::gelu(at::linear(x, w, b), "tanh").backward(dy);
+    }));
+    rows.push_back(measure("linear_gelu", "32768x768x3072", "fused", [&] {
+      auto x = x0.detach().requires_grad_(true);
+      model::fused_linear_gelu(x, w, b).backward(dy);
     }));
   }
 

@@ -1,6 +1,7 @@
 // The fused CUDA kernels (model/fused_*.h) against the composite ATen ops they replace, on the GPU: fp32 and
 // bf16, forward and gradients, odd sizes (vocabularies that are multiples of nothing, misaligned rows and
-// pointers that take the kernels' scalar paths) and the model's loss with fused_kernels on and off.
+// pointers that take the kernels' scalar paths) and the model's loss with fused_kernels on and off and with
+// each of fused_norm / fused_gelu off on its own.
 // Tolerances: fp32 within float rounding of the composite; bf16 within one bf16 rounding (2⁻⁸ relative) of
 // the fp32 result computed from the same bf16 inputs, since each kernel rounds once, at its store.
 // Exit code 77 (skipped) without a GPU or without the kernels in the build.
@@ -13,8 +14,11 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
 
+#include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
+#include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/rotary.h"
@@ -39,6 +43,22 @@ bool made_by(const at::Tensor& y, const std::string& fn) {
   if (worst <= 0 && !af.isnan().any().item<bool>()) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "exceeds tolerance by " << worst << " (max |a-b| "
                                        << (af - bf).abs().max().item<double>() << ")";
+}
+
+// close() with the absolute floor a fraction of b's largest magnitude: for sums over many rows (weight and
+// bias gradients, matmuls), whose elements near zero carry the rounding of the large ones.
+::testing::AssertionResult close_scaled(const at::Tensor& a, const at::Tensor& b, double rtol, double frac) {
+  return close(a, b, rtol, frac * b.to(at::kFloat).abs().max().item<double>() + 1e-12);
+}
+
+// Runs f with CUDA autocast in `dt` on (and off again afterwards, its cast cache cleared).
+template <typename F>
+void under_autocast(at::ScalarType dt, F&& f) {
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::set_autocast_dtype(at::kCUDA, dt);
+  f();
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
 }
 
 }  // namespace
@@ -191,6 +211,183 @@ TEST(FusedSwigluGpu, MatchesSiluTimesUpAndBothGradients) {
   }
 }
 
+// x + r and its norm against the composite in fp32 on the same (rounded) inputs: both outputs and all four
+// gradients (∂h flowing in from h's other use as well as ∂y), LayerNorm and RMSNorm, bf16/fp32/mixed addends
+// (fp32 residual stream + bf16 branch under autocast, where y comes out in bf16), widths that are multiples
+// of nothing and wider than a block, row counts across several weight-gradient chunks.
+TEST(FusedAddNormGpu, MatchesAddThenNormInValuesAndAllGradients) {
+  struct Types {
+    at::ScalarType x, r;
+    bool autocast;
+  };
+  struct Case {
+    int64_t rows, D;
+  };
+  for (bool rms : {false, true}) {
+    for (Types t : {Types{at::kFloat, at::kFloat, false}, Types{at::kBFloat16, at::kBFloat16, false},
+                    Types{at::kFloat, at::kBFloat16, true}}) {
+      for (Case c : {Case{1, 5}, Case{7, 37}, Case{300, 768}, Case{530, 1000}, Case{3, 4099}}) {
+        SCOPED_TRACE(::testing::Message() << (rms ? "rms" : "layer") << " x=" << c10::toString(t.x) << " r="
+                                          << c10::toString(t.r) << " autocast=" << t.autocast << " rows=" << c.rows
+                                          << " D=" << c.D);
+        at::manual_seed(c.rows * 13 + c.D + rms);
+        const double eps = 1e-5;
+        auto x0 = (at::randn({c.rows, c.D}, kCuda) + 0.5).to(t.x);
+        auto r0 = at::randn({c.rows, c.D}, kCuda).to(t.r);
+        auto w0 = at::randn({c.D}, kCuda) * 0.5 + 1, b0 = at::randn({c.D}, kCuda) * 0.1;
+        auto x = x0.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+        auto w = w0.clone().requires_grad_(true), b = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+        at::Tensor h, y;
+        auto run = [&] { std::tie(h, y) = model::fused_add_norm(x, r, w, b, rms, eps); };
+        if (t.autocast) under_autocast(at::kBFloat16, run);
+        else run();
+        ASSERT_TRUE(made_by(y, "FusedAddNorm"));
+        const auto h_type = at::promote_types(t.x, t.r);
+        EXPECT_EQ(h.scalar_type(), h_type);
+        EXPECT_EQ(y.scalar_type(), t.autocast ? at::kBFloat16 : h_type);
+        auto dh = at::randn({c.rows, c.D}, kCuda).to(h_type), dy = at::randn({c.rows, c.D}, kCuda).to(y.scalar_type());
+        ((h * dh).sum() + (y * dy).sum()).backward();
+
+        // Reference: fp32 throughout, from the sum rounded as the kernel stores it.
+        auto xr = x0.to(at::kFloat).requires_grad_(true), rr = r0.to(at::kFloat).requires_grad_(true);
+        auto wr = w0.clone().requires_grad_(true), br = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+        auto hr = xr + rr;
+        auto hn = hr + (hr.detach().to(h_type).to(at::kFloat) - hr.detach());  // rounded value, gradient of hr
+        auto yr = rms ? at::rms_norm(hn, {c.D}, wr, eps) : at::layer_norm(hn, {c.D}, wr, br, eps);
+        ((hr * dh.to(at::kFloat)).sum() + (yr * dy.to(at::kFloat)).sum()).backward();
+
+        EXPECT_TRUE(at::equal(h, hn.detach().to(h_type)));
+        const bool bf16_y = y.scalar_type() == at::kBFloat16, bf16_h = h_type == at::kBFloat16;
+        EXPECT_TRUE(close(y, yr, bf16_y ? 8e-3 : 1e-4, 1e-4));
+        // ∂x = ∂r = ∂h (rounded once to h's type, then to each addend's).
+        const double g_rtol = bf16_h || t.r == at::kBFloat16 ? 8e-3 : 1e-4;
+        EXPECT_TRUE(close_scaled(r.grad(), rr.grad(), g_rtol, 1e-4));
+        EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), bf16_h ? 8e-3 : 1e-4, 1e-4));
+        EXPECT_EQ(x.grad().scalar_type(), t.x);
+        EXPECT_EQ(r.grad().scalar_type(), t.r);
+        // Weight gradients: fp32 sums of the same products in another order.
+        EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), 1e-3, 1e-4));
+        if (!rms) {
+          EXPECT_TRUE(close_scaled(b.grad(), br.grad(), 1e-3, 1e-4));
+        }
+      }
+    }
+  }
+}
+
+// The norm alone (attn_norm's case: no add before it), LayerNorm and RMSNorm, fp32 and bf16 input, and
+// fp32 input under autocast (bf16 out): value and the gradients of x, weight and bias.
+TEST(FusedNormGpu, MatchesNormInValueAndGradients) {
+  for (bool rms : {false, true}) {
+    for (auto [dt, autocast] : {std::pair{at::kFloat, false}, std::pair{at::kBFloat16, false}, std::pair{at::kFloat, true}}) {
+      for (int64_t D : {5, 768, 2053}) {
+        SCOPED_TRACE(::testing::Message() << (rms ? "rms" : "layer") << " " << c10::toString(dt)
+                                          << " autocast=" << autocast << " D=" << D);
+        at::manual_seed(D + rms);
+        const int64_t rows = 257;
+        auto x0 = (at::randn({rows, D}, kCuda) * 2 + 0.3).to(dt);
+        auto w0 = at::randn({D}, kCuda) * 0.5 + 1, b0 = at::randn({D}, kCuda) * 0.1;
+        auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+        auto b = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+        at::Tensor y;
+        auto run = [&] { y = model::fused_norm(x.view({1, rows, D}), w, b, rms, 1e-5); };
+        if (autocast) under_autocast(at::kBFloat16, run);
+        else run();
+        ASSERT_TRUE(made_by(y, "FusedNorm"));
+        EXPECT_EQ(y.sizes(), (std::vector<int64_t>{1, rows, D}));
+        EXPECT_EQ(y.scalar_type(), autocast ? at::kBFloat16 : dt);
+        auto dy = at::randn(y.sizes(), kCuda).to(y.scalar_type());
+        (y * dy).sum().backward();
+
+        auto xr = x0.to(at::kFloat).requires_grad_(true), wr = w0.clone().requires_grad_(true);
+        auto br = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+        auto yr = rms ? at::rms_norm(xr, {D}, wr, 1e-5) : at::layer_norm(xr, {D}, wr, br, 1e-5);
+        (yr * dy.view({rows, D}).to(at::kFloat)).sum().backward();
+        const bool bf16_y = y.scalar_type() == at::kBFloat16;
+        EXPECT_TRUE(close(y.view({rows, D}), yr, bf16_y ? 8e-3 : 1e-4, 1e-4));
+        EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), dt == at::kBFloat16 ? 8e-3 : 1e-4, 1e-4));
+        EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), 1e-3, 1e-4));
+        if (!rms) {
+          EXPECT_TRUE(close_scaled(b.grad(), br.grad(), 1e-3, 1e-4));
+        }
+      }
+    }
+  }
+}
+
+// The fused linear + GELU against gelu(linear(x), "tanh") in fp32 on the same (rounded) inputs: training
+// (addmm + GELU, fused GELU/bias backward; rows over several bias chunks, odd widths) and no-grad (the
+// cuBLASLt epilogue), and bf16 under autocast from fp32 parameters as the model runs it.
+TEST(FusedLinearGeluGpu, MatchesGeluOfLinearInValueAndGradients) {
+  struct Case {
+    int64_t B, T, in, out;
+  };
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (Case c : {Case{1, 3, 5, 7}, Case{3, 7, 37, 101}, Case{2, 300, 768, 3072}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " B=" << c.B << " T=" << c.T << " in=" << c.in
+                                        << " out=" << c.out);
+      at::manual_seed(c.T + c.in);
+      auto x0 = at::randn({c.B, c.T, c.in}, kCuda).to(dt);
+      auto w0 = (at::randn({c.out, c.in}, kCuda) / std::sqrt(static_cast<double>(c.in))).to(dt);
+      auto b0 = (at::randn({c.out}, kCuda) * 0.5).to(dt);
+      auto dy = at::randn({c.B, c.T, c.out}, kCuda).to(dt);
+      auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      auto y = model::fused_linear_gelu(x, w, b);
+      ASSERT_TRUE(made_by(y, "FusedLinearGelu"));
+      EXPECT_EQ(y.scalar_type(), dt);
+      (y * dy).sum().backward();
+
+      auto xr = x0.to(at::kFloat).requires_grad_(true), wr = w0.to(at::kFloat).requires_grad_(true);
+      auto br = b0.to(at::kFloat).requires_grad_(true);
+      auto yr = at::gelu(at::linear(xr, wr, br), "tanh");
+      (yr * dy.to(at::kFloat)).sum().backward();
+      const bool fp32 = dt == at::kFloat;
+      // bf16: the matmul's output and ∂pre are each rounded once before the next step uses them.
+      EXPECT_TRUE(close_scaled(y, yr, fp32 ? 1e-4 : 2e-2, fp32 ? 1e-5 : 1e-2));
+      EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), fp32 ? 1e-4 : 2e-2, fp32 ? 1e-5 : 1e-2));
+      EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), fp32 ? 1e-4 : 2e-2, fp32 ? 1e-5 : 1e-2));
+      EXPECT_TRUE(close_scaled(b.grad(), br.grad(), fp32 ? 1e-4 : 2e-2, fp32 ? 1e-5 : 1e-2));
+
+      // Without gradients: the epilogue path, same values.
+      at::NoGradGuard no_grad;
+      auto yn = model::fused_linear_gelu(x0, w0, b0);
+      EXPECT_FALSE(yn.requires_grad());
+      EXPECT_TRUE(close_scaled(yn, yr.detach(), fp32 ? 1e-4 : 2e-2, fp32 ? 1e-5 : 1e-2));
+    }
+  }
+  // Under bf16 autocast from fp32 parameters (the trainer's case): bf16 out, fp32 gradients for fp32 leaves.
+  at::manual_seed(3);
+  auto x = at::randn({2, 9, 64}, kCuda).requires_grad_(true);
+  auto w = (at::randn({96, 64}, kCuda) * 0.125).requires_grad_(true), b = at::randn({96}, kCuda).requires_grad_(true);
+  at::Tensor y;
+  under_autocast(at::kBFloat16, [&] { y = model::fused_linear_gelu(x, w, b); });
+  ASSERT_TRUE(made_by(y, "FusedLinearGelu"));
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  y.sum().backward();
+  EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+  auto xr = x.detach().clone().requires_grad_(true), wr = w.detach().clone().requires_grad_(true);
+  auto br = b.detach().clone().requires_grad_(true);
+  auto yr = at::gelu(at::linear(xr, wr, br), "tanh");
+  yr.sum().backward();
+  EXPECT_TRUE(close_scaled(y, yr, 2e-2, 1e-2));
+  EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), 3e-2, 2e-2));
+  EXPECT_TRUE(close_scaled(b.grad(), br.grad(), 3e-2, 2e-2));
+}
+
+// The epilogue's GELU is GPT-2's tanh approximation, not the erf one: at ±2.5 and ±3 the two differ by
+// about 4·10⁻⁴, far above fp32 rounding. x·I + 0 = x exactly, so y is the activation of the given values.
+TEST(FusedLinearGeluGpu, EpilogueIsTheTanhApproximation) {
+  auto v = at::tensor({-3.0, -2.5, 2.5, 3.0, -1.5, 1.5, 0.25, -0.25}, kCuda.dtype(at::kFloat));
+  auto x = at::zeros({16, 8}, kCuda);
+  x.select(1, 0).copy_(v.repeat({2}));
+  auto w = at::eye(8, kCuda), b = at::zeros({8}, kCuda);
+  at::NoGradGuard no_grad;
+  auto y = model::fused_linear_gelu(x, w, b).select(1, 0);
+  auto p = x.select(1, 0);
+  EXPECT_TRUE(close(y, at::gelu(p, "tanh"), 1e-6, 5e-5));
+  EXPECT_GT((y - at::gelu(p)).abs().max().item<double>(), 3e-4);
+}
+
 // The whole model under bf16 autocast, as the trainer runs it: fused on and off give the same loss within
 // bf16 noise and gradients whose difference is small next to their norm.
 TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
@@ -209,13 +406,20 @@ TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
     at::manual_seed(4);
     auto tokens = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
     auto targets = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
+    // The composite run first; then all kernels, and each lever of its own switched off.
+    struct Levers {
+      bool kernels, norm, gelu;
+    };
     std::vector<double> losses;
     std::vector<at::Tensor> grads;
-    for (bool fused : {true, false}) {
+    for (Levers l : {Levers{false, true, true}, Levers{true, true, true}, Levers{true, false, true},
+                     Levers{true, true, false}}) {
       model::Transformer net(m);
       net->init_weights(5);
       net->to(at::kCUDA);
-      net->set_fused_kernels(fused);
+      net->set_fused_norm(l.norm);
+      net->set_fused_gelu(l.gelu);
+      net->set_fused_kernels(l.kernels);
       at::autocast::set_autocast_enabled(at::kCUDA, true);
       at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
       auto loss = net->loss(tokens, targets);
@@ -227,9 +431,12 @@ TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
       for (const auto& p : net->parameters()) g.push_back(p.grad().flatten());
       grads.push_back(at::cat(g));
     }
-    EXPECT_NEAR(losses[0], losses[1], 2e-3 * losses[1]);
-    const double rel = ((grads[0] - grads[1]).norm() / grads[1].norm()).item<double>();
-    EXPECT_LT(rel, 3e-2);
+    for (size_t i = 1; i < losses.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "levers #" << i);
+      EXPECT_NEAR(losses[i], losses[0], 2e-3 * losses[0]);
+      const double rel = ((grads[i] - grads[0]).norm() / grads[0].norm()).item<double>();
+      EXPECT_LT(rel, 3e-2);
+    }
   }
 }
 

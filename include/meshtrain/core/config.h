@@ -130,8 +130,14 @@ namespace meshtrain {
   F(bool, activation_checkpointing, false, "Recompute each block's activations in backward")                \
   F(int64_t, loss_chunk_mb, 0, "MiB of fp32 logits per chunk of the fused head + loss, which never holds the " \
     "full logits (less memory: docs/PERFORMANCE.md); 0 = full logits, as plain PyTorch computes them")        \
-  F(bool, fused_kernels, true, "Fused CUDA kernels for the loss on full logits, RoPE and SwiGLU (fp32/bf16 on " \
-    "CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, as eager PyTorch runs them")                 \
+  F(bool, fused_kernels, true, "Fused CUDA kernels for the loss on full logits, RoPE, SwiGLU, residual add + "  \
+    "norm and GPT-2's bias + GELU (fp32/bf16 on CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, " \
+    "as eager PyTorch runs them")                                                                              \
+  F(bool, fused_norm, true, "With train.fused_kernels: each block's residual add and the norm after it in one " \
+    "fused CUDA kernel, forward and backward; false = the add, then PyTorch's LayerNorm/RMSNorm (to measure " \
+    "this kernel on its own)")                                                                                 \
+  F(bool, fused_gelu, true, "With train.fused_kernels: GPT-2's MLP bias + GELU fused with its matmul (cuBLASLt " \
+    "epilogue without gradients; one kernel for the GELU and bias gradients); false = linear, then GELU")     \
   F(std::string, fp8, "off", "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) in the "   \
     "blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master weights, " \
     "norms, attention, the head and the loss stay as they are; one of: off | tensorwise | rowwise")          \

@@ -18,6 +18,10 @@ class LinearImpl : public ParamModule {
   // FP8 matmuls (model/fp8_linear.h) where the sizes allow; off by default. A layer that overrides forward
   // (the tensor-parallel ones) keeps its own matmuls.
   void set_fp8(Fp8Scaling s) { fp8_ = s; }
+  // gelu_tanh(forward(x)). With `fused`, bias and GELU fused with the matmul (model/fused_linear_gelu.h)
+  // where forward is this class's own: a subclass that computes differently (tensor parallel, adapters)
+  // gets gelu(forward(x)) unless it overrides this too.
+  virtual at::Tensor forward_gelu(const at::Tensor& x, bool fused);
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias

@@ -15,6 +15,9 @@ class MlpImpl : public torch::nn::Module {
   // SwiGLU's gate through the fused CUDA kernel where it applies (model/fused_swiglu.h; default).
   void set_fused(bool on) { fused_ = on; }
   bool fused() const { return fused_; }
+  // GPT-2's fc: bias + GELU fused with the matmul where it applies (LinearImpl::forward_gelu; default).
+  void set_fused_gelu(bool on) { fused_gelu_ = on; }
+  bool fused_gelu() const { return fused_gelu_; }
 
   // gpt2: up = fc, down = proj; llama: gate = w1, up = w3, down = w2.
   Linear gate{nullptr}, up{nullptr}, down{nullptr};
@@ -22,6 +25,7 @@ class MlpImpl : public torch::nn::Module {
  private:
   bool swiglu_;
   bool fused_ = true;
+  bool fused_gelu_ = true;
 };
 TORCH_MODULE(Mlp);
 

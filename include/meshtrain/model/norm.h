@@ -1,6 +1,8 @@
 // Norm: LayerNorm (GPT-2, with bias) or RMSNorm (Llama, weight only) over the last dim.
 #pragma once
 
+#include <utility>
+
 #include "meshtrain/model/param_module.h"
 
 namespace meshtrain::model {
@@ -8,8 +10,16 @@ namespace meshtrain::model {
 class NormImpl : public ParamModule {
  public:
   NormImpl(bool rms, int64_t dim, double eps, const at::TensorOptions& opts);
-  // x: [..., dim] → [..., dim]
+  // x: [..., dim] → [..., dim]; through the fused CUDA kernel where it applies and fused() holds
+  // (model/fused_add_norm.h: the output in the autocast dtype under autocast), else ATen's norm.
   at::Tensor forward(const at::Tensor& x);
+  // The residual add before the norm: x, r: [..., dim] → {h = x + r, forward(h)}; one fused CUDA kernel
+  // where it applies and fused() holds, else the add and forward.
+  std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x, const at::Tensor& r);
+
+  // The fused kernels in forward and add_forward (default on).
+  void set_fused(bool on) { fused_ = on; }
+  bool fused() const { return fused_; }
 
   at::Tensor weight, bias;  // bias undefined for RMSNorm
 
@@ -17,6 +27,7 @@ class NormImpl : public ParamModule {
   bool rms_;
   int64_t dim_;
   double eps_;
+  bool fused_ = true;
 };
 TORCH_MODULE(Norm);
 

@@ -75,10 +75,20 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets, const Documents* docs = nullptr);
   // Bytes of fp32 logits per loss chunk; 0 = no chunking.
   void set_loss_chunk_bytes(int64_t bytes) { loss_chunk_bytes_ = bytes; }
-  // Fused CUDA kernels for the loss on full logits (fused_cross_entropy.h), RoPE (fused_rope.h) and SwiGLU
-  // (fused_swiglu.h) where they apply (CUDA, fp32/bf16; default on); off = the composite ATen ops throughout.
+  // Fused CUDA kernels for the loss on full logits (fused_cross_entropy.h), RoPE (fused_rope.h), SwiGLU
+  // (fused_swiglu.h), the residual add + norm (fused_add_norm.h) and GPT-2's bias + GELU
+  // (fused_linear_gelu.h) where they apply (CUDA, fp32/bf16;
+  // default on); off = the composite ATen ops throughout.
   void set_fused_kernels(bool on);
   bool fused_kernels() const { return fused_; }
+  // The residual add + norm kernel inside each block (fused_add_norm.h), on while fused_kernels() and this
+  // both hold (default on): a switch of its own so that its share of the step is measurable.
+  void set_fused_norm(bool on);
+  bool fused_norm() const { return fused_norm_; }
+  // GPT-2's MLP bias + GELU fused with its matmul (fused_linear_gelu.h), on while fused_kernels() and this
+  // both hold (default on); a switch of its own, as set_fused_norm.
+  void set_fused_gelu(bool on);
+  bool fused_gelu() const { return fused_gelu_; }
 
   // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
   void init_weights(int64_t seed);
@@ -114,6 +124,8 @@ class TransformerImpl : public torch::nn::Module {
   BlockRunner runner_;
   int64_t loss_chunk_bytes_ = 0;
   bool fused_ = true;
+  bool fused_norm_ = true;
+  bool fused_gelu_ = true;
   TransformerHooks hooks_;
 };
 TORCH_MODULE(Transformer);

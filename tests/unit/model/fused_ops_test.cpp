@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
+#include <cmath>
+
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
+#include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/rotary.h"
@@ -85,6 +89,72 @@ TEST(FusedOpsCpu, SwigluEqualsSiluTimesUp) {
   EXPECT_THROW(model::fused_swiglu(g0, u0.t()), Error);
 }
 
+TEST(FusedOpsCpu, AddNormIsTheSumAndItsNormByHand) {
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "rms" : "layer");
+    at::manual_seed(rms ? 7 : 8);
+    const double eps = 1e-5;
+    auto x0 = at::randn({2, 3, 11}), r0 = at::randn({2, 3, 11}), w0 = at::randn({11}), b0 = at::randn({11});
+    auto x = x0.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+    auto w = w0.clone().requires_grad_(true), b = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+    auto [h, y] = model::fused_add_norm(x, r, w, b, rms, eps);
+    // By hand, from the definitions.
+    auto hh = x0 + r0;
+    auto centred = rms ? hh : hh - hh.mean(-1, true);
+    auto var = rms ? (hh * hh).mean(-1, true) : (centred * centred).mean(-1, true);
+    auto manual = centred / at::sqrt(var + eps) * w0;
+    if (!rms) manual = manual + b0;
+    EXPECT_TRUE(at::equal(h, hh));
+    EXPECT_TRUE(at::allclose(y, manual, 1e-5, 1e-6));
+    // Gradients through both outputs, against the composite ops.
+    auto xr = x0.clone().requires_grad_(true), rr = r0.clone().requires_grad_(true);
+    auto wr = w0.clone().requires_grad_(true), br = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+    auto hr = xr + rr;
+    auto yr = rms ? at::rms_norm(hr, {11}, wr, eps) : at::layer_norm(hr, {11}, wr, br, eps);
+    auto dh = at::randn_like(hh), dy = at::randn_like(hh);
+    ((h * dh).sum() + (y * dy).sum()).backward();
+    ((hr * dh).sum() + (yr * dy).sum()).backward();
+    EXPECT_TRUE(at::allclose(x.grad(), xr.grad(), 1e-5, 1e-6));
+    EXPECT_TRUE(at::allclose(r.grad(), rr.grad(), 1e-5, 1e-6));
+    EXPECT_TRUE(at::allclose(w.grad(), wr.grad(), 1e-5, 1e-6));
+    if (!rms) {
+      EXPECT_TRUE(at::allclose(b.grad(), br.grad(), 1e-5, 1e-6));
+    }
+    // The norm alone: the same definition applied to x.
+    auto xc = x0 - (rms ? at::zeros_like(x0) : x0.mean(-1, true));
+    auto xv = rms ? (x0 * x0).mean(-1, true) : (xc * xc).mean(-1, true);
+    auto by_hand = xc / at::sqrt(xv + eps) * w0 + (rms ? at::zeros_like(b0) : b0);
+    EXPECT_TRUE(at::allclose(model::fused_norm(x0, w0, rms ? at::Tensor() : b0, rms, eps), by_hand, 1e-5, 1e-6));
+  }
+  auto x = at::randn({4, 6});
+  EXPECT_THROW(model::fused_add_norm(x, at::randn({4, 5}), at::ones({6}), at::zeros({6}), false, 1e-5), Error);
+  EXPECT_THROW(model::fused_add_norm(x, x, at::ones({5}), at::Tensor(), true, 1e-5), Error);
+  EXPECT_THROW(model::fused_add_norm(x, x, at::ones({6}), at::Tensor(), false, 1e-5), Error);  // LayerNorm, no bias
+}
+
+TEST(FusedOpsCpu, LinearGeluIsTanhGeluOfTheLinearByHand) {
+  at::manual_seed(9);
+  auto x0 = at::randn({2, 5, 7}), w0 = at::randn({13, 7}) * 0.5, b0 = at::randn({13});
+  auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+  auto y = model::fused_linear_gelu(x, w, b);
+  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{2, 5, 13}));
+  // GPT-2's GELU: 0.5·p·(1 + tanh(√(2/π)·(p + 0.044715·p³))).
+  auto p = at::matmul(x0, w0.t()) + b0;
+  auto manual = 0.5 * p * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (p + 0.044715 * p * p * p)));
+  EXPECT_TRUE(at::allclose(y, manual, 1e-5, 1e-6));
+  EXPECT_FALSE(at::allclose(y, at::gelu(p), 1e-5, 1e-6));  // not the erf GELU
+  auto xr = x0.clone().requires_grad_(true), wr = w0.clone().requires_grad_(true), br = b0.clone().requires_grad_(true);
+  auto yr = at::gelu(at::linear(xr, wr, br), "tanh");
+  auto dy = at::randn_like(yr);
+  (y * dy).sum().backward();
+  (yr * dy).sum().backward();
+  EXPECT_TRUE(at::allclose(x.grad(), xr.grad(), 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose(w.grad(), wr.grad(), 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose(b.grad(), br.grad(), 1e-5, 1e-6));
+  EXPECT_THROW(model::fused_linear_gelu(x0, w0.t(), b0), Error);
+  EXPECT_THROW(model::fused_linear_gelu(x0, w0, at::Tensor()), Error);
+}
+
 namespace {
 
 ModelConfig tiny(const std::string& family) {
@@ -116,6 +186,8 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
       for (size_t i = 0; i < net->blocks->size(); ++i) {  // the switch reaches every block
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->fused(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->fused(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->fused_gelu(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp_norm->fused(), fused);
       }
       auto loss = net->loss(tokens, targets);
       loss.backward();
@@ -127,4 +199,30 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
     EXPECT_TRUE(at::allclose(losses[0], losses[1], 1e-6, 1e-7)) << family;
     EXPECT_TRUE(at::allclose(grads[0], grads[1], 1e-5, 1e-7)) << family;
   }
+}
+
+TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) {
+  model::Transformer net(tiny("gpt2"));
+  auto block = [&] { return net->blocks->ptr<model::BlockImpl>(1); };
+  EXPECT_TRUE(block()->attn_norm->fused());
+  EXPECT_FALSE(net->final_norm->fused());  // its output feeds the head: ATen's norm, always
+  net->set_fused_norm(false);
+  EXPECT_FALSE(block()->mlp_norm->fused());
+  EXPECT_FALSE(block()->attn_norm->fused());
+  EXPECT_TRUE(block()->mlp->fused_gelu());
+  EXPECT_TRUE(block()->attn->fused());
+  net->set_fused_gelu(false);
+  EXPECT_FALSE(block()->mlp->fused_gelu());
+  EXPECT_TRUE(block()->mlp->fused());
+  net->set_fused_norm(true);
+  net->set_fused_gelu(true);
+  net->set_fused_kernels(false);  // the main switch turns every lever off ...
+  EXPECT_FALSE(block()->mlp_norm->fused());
+  EXPECT_FALSE(block()->mlp->fused_gelu());
+  net->set_fused_norm(true);  // ... and a lever cannot turn itself back on under it
+  EXPECT_FALSE(block()->mlp_norm->fused());
+  net->set_fused_kernels(true);
+  EXPECT_TRUE(block()->mlp_norm->fused());
+  EXPECT_FALSE(net->final_norm->fused());
+  EXPECT_TRUE(block()->mlp->fused_gelu());
 }
