@@ -41,17 +41,14 @@ at::ScalarType result_dtype(const at::Tensor& x) {
 
 class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
  public:
-  // x2: [M, K] in the compute dtype; w: [N, K] (the parameter, any float dtype).
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
-                               int64_t scaling) {
+  // x2: [M, K] in the compute dtype; w: [N, K] (the parameter, any float dtype). y = x2 · wᵀ.
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, int64_t scaling) {
     const auto s = static_cast<Fp8Scaling>(scaling);
     // Fast accumulation (fewer fp32 promotions inside the GEMM) forward only, as is usual for FP8 training:
     // the gradients' sums are the ones that lose most to it.
     auto y = fp8_matmul(x2, w.t(), s, kE4M3, kE4M3, x2.scalar_type(), /*fast_accum=*/true);
-    if (b.defined()) y = y + b.to(y.scalar_type());
     ctx->save_for_backward({x2, w});
     ctx->saved_data["scaling"] = scaling;
-    ctx->saved_data["bias_dtype"] = b.defined() ? static_cast<int64_t>(b.scalar_type()) : int64_t{-1};
     return {y};
   }
 
@@ -63,10 +60,7 @@ class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
     const auto dy = grad[0].to(x2.scalar_type());
     auto dx = fp8_matmul(dy, w, s, g_fmt, kE4M3, x2.scalar_type());
     auto dw = fp8_matmul(dy.t(), x2, s, g_fmt, kE4M3, at::kFloat).to(w.scalar_type());
-    at::Tensor db;
-    if (const int64_t bias_dtype = ctx->saved_data["bias_dtype"].toInt(); bias_dtype >= 0)
-      db = dy.sum(0, /*keepdim=*/false, at::kFloat).to(static_cast<at::ScalarType>(bias_dtype));
-    return {dx, dw, db, at::Tensor()};
+    return {dx, dw, at::Tensor()};
   }
 };
 
@@ -99,7 +93,10 @@ bool fp8_applies(const at::Tensor& x, const at::Tensor& w) {
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling) {
   const auto dt = result_dtype(x);
   auto x2 = x.reshape({-1, x.size(-1)}).to(dt);
-  auto y = Fp8Linear::apply(x2, w, b.defined() ? b : at::Tensor(), static_cast<int64_t>(scaling))[0];
+  // The bias add stays outside the function: autograd does it (and a custom function must not be given an
+  // undefined tensor where a layer has no bias).
+  auto y = Fp8Linear::apply(x2, w, static_cast<int64_t>(scaling))[0];
+  if (b.defined()) y = y + b.to(y.scalar_type());
   auto shape = x.sizes().vec();
   shape.back() = w.size(0);
   return y.view(shape);
