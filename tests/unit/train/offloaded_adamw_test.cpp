@@ -40,8 +40,10 @@ std::vector<train::Optimizer::Param> clone(const std::vector<train::Optimizer::P
   return out;
 }
 
+// The largest difference relative to the tensor's scale: fp32 rounding (ATen's vectorized kernel fuses
+// multiply-adds this loop may not) leaves ~1e-7 per step, more where a moment cancels to near zero.
 double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
-  return ((a - b).abs() / (b.abs() + 1e-3)).max().item<double>();
+  return ((a - b).abs().max() / b.abs().max()).item<double>();
 }
 
 }  // namespace
@@ -67,11 +69,11 @@ TEST(OffloadedAdamW, MatchesFusedAdamWWithClippingAndDecayGroups) {
     off.gradients_ready();
     off.step(lr, clip);
     for (size_t i = 0; i < on_device.size(); ++i)
-      EXPECT_LT(max_rel_diff(offloaded[i].param, on_device[i].param), 1e-5) << on_device[i].name << " step " << step;
+      EXPECT_LT(max_rel_diff(offloaded[i].param, on_device[i].param), 2e-6) << on_device[i].name << " step " << step;
   }
   const auto a = off.state_tensors(), b = ref.state_tensors();
   ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : b) EXPECT_LT(max_rel_diff(a.at(name), t), 1e-5) << name;
+  for (const auto& [name, t] : b) EXPECT_LT(max_rel_diff(a.at(name), t), 2e-6) << name;
   EXPECT_EQ(a.at("big.step").item<float>(), 5.0f);
   // The step log's figures: every gradient down and every parameter up, 4 bytes an element.
   const int64_t elements = 300 * 700 + 65537 + 5 + 64;
@@ -125,7 +127,7 @@ TEST(OffloadedAdamW, StateMovesBetweenOptimizersAndLoadedParametersArePickedUp) 
   a.step(1e-2);
   b.step(1e-2);
   for (size_t i = 0; i < a_params.size(); ++i)
-    EXPECT_LT(max_rel_diff(b_params[i].param, a_params[i].param), 1e-5) << a_params[i].name;
+    EXPECT_LT(max_rel_diff(b_params[i].param, a_params[i].param), 2e-6) << a_params[i].name;
   saved["optim.big.exp_avg"] = at::zeros({3});
   EXPECT_THROW(b.load_state_tensors(saved, "optim."), UserError);
 }
