@@ -54,7 +54,7 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   s += line(f, "= device total", gib(m.device_total) + (m.fits ? "" : "  DOES NOT FIT"));
   s += line(f, "  of the GPU's", gib(m.device_memory));
   if (m.host_optimizer > 0)
-    s += line(f, "host memory (optimizer.offload: master, m, v, grads)", gib(m.host_optimizer));
+    s += line(f, "host memory (offload: master, m, v, gradients)", gib(m.host_optimizer));
   s += "\nactivations per block and micro-batch: " + gib(m.activation.block) + " saved, " +
        gib(m.activation.block_checkpoint) + " with activation checkpointing; head and loss " +
        gib(m.activation.head.saved) + "\n";

@@ -204,8 +204,8 @@ TEST(Parallelize, MasterLocationAndDtypesAreTyped) {
             std::string::npos);
   c.parallel.master_location = "device";
   c.optimizer.offload = "disk";
-  EXPECT_EQ(testing_support::user_error([&] { validate(c, 1); }),
-            "test.yaml: optimizer.offload: given 'disk'; valid none | cpu");
+  EXPECT_EQ(testing_support::user_error([&] { validate(c, 1); }).rfind("test.yaml: optimizer.offload: given 'disk'; valid none | cpu", 0),
+            0u);
   EXPECT_EQ(parse_master_location("device"), MasterLocation::device);
   EXPECT_EQ(parse_dtype("bf16", "parallel.param_dtype"), Dtype::bf16);
   EXPECT_EQ(testing_support::user_error([&] { parse_dtype("bfloat16", "parallel.param_dtype"); }),
