@@ -19,8 +19,8 @@ Dtype compute_dtype(const TrainConfig& t, bool cuda) {
 }
 
 MasterLocation parse_master_location(const std::string& value) {
-  MT_USER_CHECK(value != "host", "parallel.master_location: given 'host', which is not built yet (pinned host "
-                "memory for offload); valid device");
+  MT_USER_CHECK(value != "host", "parallel.master_location: given 'host'; valid device (the master weights and "
+                "optimizer state move to host memory with optimizer.offload: cpu)");
   MT_USER_CHECK(value == "device", "parallel.master_location: given '", value, "'; valid device");
   return MasterLocation::device;
 }
@@ -30,6 +30,12 @@ Fp8Scaling parse_fp8(const TrainConfig& t) {
   if (t.fp8 == "tensorwise") return Fp8Scaling::tensorwise;
   if (t.fp8 == "rowwise") return Fp8Scaling::rowwise;
   throw UserError(cat("train.fp8: given '", t.fp8, "'; valid off | tensorwise | rowwise"));
+}
+
+OptimizerOffload parse_optimizer_offload(const std::string& value) {
+  if (value == "none") return OptimizerOffload::none;
+  if (value == "cpu") return OptimizerOffload::cpu;
+  throw UserError(cat("optimizer.offload: given '", value, "'; valid none | cpu"));
 }
 
 std::vector<std::string> freeze_patterns(const TrainConfig& t) {

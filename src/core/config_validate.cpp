@@ -47,7 +47,7 @@ const Bound kBounds[] = {
   {"data.seq_len", 0, false},
   {"optimizer.lr", 0, true},            {"optimizer.beta1", 0, false, 1, true},
   {"optimizer.beta2", 0, false, 1, true}, {"optimizer.eps", 0, true},     {"optimizer.weight_decay", 0, false},
-  {"optimizer.grad_clip", 0, false},
+  {"optimizer.grad_clip", 0, false},  {"optimizer.offload_threads", 0, false},
   {"schedule.warmup_steps", 0, false},  {"schedule.min_lr_ratio", 0, false, 1, false},
   {"schedule.decay_fraction", 0, false, 1, false},
   {"train.steps", 1, false},            {"train.micro_batch_size", 1, false}, {"train.grad_accum", 1, false},
@@ -182,6 +182,7 @@ class Validator {
   void check_typed_values() {
     try {
       (void)parse_master_location(cfg_.parallel.master_location);
+      (void)parse_optimizer_offload(cfg_.optimizer.offload);
       (void)freeze_patterns(cfg_.train);
       (void)parse_fp8(cfg_.train);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");

@@ -91,11 +91,13 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   const Num P = total / static_cast<Num>(std::max<int64_t>(p.pp, 1));
   // Bytes per parameter on this rank: fp32 weights, gradients, two AdamW moments, each divided by tp and by
   // the data-parallel ranks once the ZeRO stage shards it.
+  // optimizer.offload: cpu keeps the moments in host memory.
+  const bool offload = cfg.optimizer.offload == "cpu";
   Num per_rank = 4 * P / (tp * (zero >= 3 ? shard : 1));
-  if (training) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1)) + 8 * P / (tp * (zero >= 1 ? shard : 1));
+  if (training) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1)) + (offload ? 0 : 8 * P / (tp * (zero >= 1 ? shard : 1)));
   const std::string name = cfg.source.empty() ? "config" : cfg.source;
   MT_USER_CHECK(per_rank <= static_cast<Num>(device_bytes), name, ": model: ", show(total), " parameters need ",
-                bytes(per_rank), " per rank for ", training ? "training (fp32 weights, gradients and AdamW moments"
+                bytes(per_rank), " per rank for ", training ? (offload ? "training (fp32 weights and gradients; the AdamW moments are on the host" : "training (fp32 weights, gradients and AdamW moments")
                 : "the fp32 weights", training ? ", " : " (", "under ", p.pp > 1 ? cat("pp(", p.pp, "), ") : "",
                 "tp(", p.tp, "), fsdp(", p.fsdp, "), zero_stage ",
                 zero, ") but ", device, " has ", bytes(static_cast<Num>(device_bytes)), "; valid: a smaller model, "

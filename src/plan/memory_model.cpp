@@ -69,8 +69,11 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
 
   // Persistent: state (gradients where they are a buffer: DDP buckets, shard gradients) and the token ids.
   const bool grad_buffer = l.reducer || l.zero_stage > 0;
+  // Offloaded (optimizer.offload: cpu): the moments live in host memory, beside a master copy and the
+  // gradients' host buffers (train/offloaded_adamw.h).
+  const bool offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
   MemoryItems base{.params = st.params, .master = st.master, .grads = grad_buffer ? st.grads : 0,
-                   .optimizer = st.optimizer, .transient = act.inputs};
+                   .optimizer = offload ? 0 : st.optimizer, .transient = act.inputs};
   // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
   const int64_t plain_grads = grad_buffer ? 0 : st.grads;
   // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters have none.
@@ -141,6 +144,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   e.fits = e.device_total <= e.device_memory;
   e.activation = act;
   e.state = st;
+  if (offload) e.host_optimizer = 2 * st.optimizer;  // master + gradient buffers: as many bytes as m + v
   return e;
 }
 

@@ -39,7 +39,8 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   s += line(f, "parameters (module copy)", gib(p.params));
   s += line(f, "fp32 master shards", gib(p.master));
   s += line(f, "gradients", gib(p.grads));
-  s += line(f, "AdamW state (fp32 m, v; on device)", gib(p.optimizer));
+  s += line(f, m.host_optimizer > 0 ? "AdamW state (offloaded: none on device)" : "AdamW state (fp32 m, v; on device)",
+            gib(p.optimizer));
   s += line(f, "gathered FSDP units (incl. prefetch)", gib(p.gathered));
   s += line(f, "bf16 weight copies (autocast, kept for backward)", gib(p.weight_copies));
   s += line(f, "activations", gib(p.activations));
@@ -52,6 +53,8 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   s += line(f, "+ NCCL buffers", gib(m.nccl));
   s += line(f, "= device total", gib(m.device_total) + (m.fits ? "" : "  DOES NOT FIT"));
   s += line(f, "  of the GPU's", gib(m.device_memory));
+  if (m.host_optimizer > 0)
+    s += line(f, "host memory (offload: master, m, v, gradients)", gib(m.host_optimizer));
   s += "\nactivations per block and micro-batch: " + gib(m.activation.block) + " saved, " +
        gib(m.activation.block_checkpoint) + " with activation checkpointing; head and loss " +
        gib(m.activation.head.saved) + "\n";
@@ -105,6 +108,7 @@ std::string plan_json(const std::vector<PlanRow>& rows, const PlanOptions& o) {
                      {"allocator_slack_bytes", m.allocator_slack}, {"context_bytes", m.context},
                      {"nccl_bytes", m.nccl}, {"device_total_bytes", m.device_total},
                      {"device_memory_bytes", m.device_memory}, {"fits", m.fits},
+                     {"host_optimizer_bytes", m.host_optimizer},
                      {"activation_block_bytes", m.activation.block},
                      {"activation_block_checkpointed_bytes", m.activation.block_checkpoint},
                      {"head_saved_bytes", m.activation.head.saved}}},

@@ -6,7 +6,7 @@
 
 namespace meshtrain::train {
 
-AdamW::AdamW(std::vector<Param> params, const OptimizerConfig& cfg) : params_(std::move(params)), cfg_(cfg) {
+AdamW::AdamW(std::vector<Param> params, const OptimizerConfig& cfg) : Optimizer(std::move(params)), cfg_(cfg) {
   for (const auto& p : params_) {
     exp_avg_.push_back(at::zeros_like(p.param));
     exp_avg_sq_.push_back(at::zeros_like(p.param));
@@ -15,7 +15,7 @@ AdamW::AdamW(std::vector<Param> params, const OptimizerConfig& cfg) : params_(st
   }
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, double /*grad_scale: the layout clipped already*/) {
   at::NoGradGuard no_grad;
   for (int decay = 0; decay < 2; ++decay) {
     std::vector<at::Tensor> ps, gs, m, v, st;
@@ -48,17 +48,6 @@ std::map<std::string, at::Tensor> AdamW::state_tensors() const {
     out[params_[i].name + ".step"] = step_[i];
   }
   return out;
-}
-
-void AdamW::load_state_tensors(const std::map<std::string, at::Tensor>& saved, const std::string& prefix) {
-  at::NoGradGuard no_grad;
-  for (auto& [name, t] : state_tensors()) {
-    auto it = saved.find(prefix + name);
-    MT_USER_CHECK(it != saved.end(), "checkpoint: optimizer state '", prefix + name, "' is missing");
-    MT_USER_CHECK(it->second.sizes() == t.sizes(), "checkpoint: optimizer state '", prefix + name, "' has shape ",
-                  it->second.sizes(), ", the model needs ", t.sizes());
-    t.copy_(it->second);
-  }
 }
 
 }  // namespace meshtrain::train

@@ -21,7 +21,7 @@ std::vector<ShardedTensor> model_blocks(const parallel::ParallelModel& par) {
   return out;
 }
 
-std::vector<ShardedTensor> optimizer_blocks(const std::vector<ShardedTensor>& model, const AdamW& opt) {
+std::vector<ShardedTensor> optimizer_blocks(const std::vector<ShardedTensor>& model, const Optimizer& opt) {
   const auto state = opt.state_tensors();
   std::vector<ShardedTensor> out;
   for (const auto& m : model) {

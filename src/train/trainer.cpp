@@ -35,7 +35,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/memory_model.h"
-#include "meshtrain/train/adamw.h"
+#include "meshtrain/train/optimizer.h"
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
@@ -137,7 +137,7 @@ class TrainingRun {
   WorkerSetup w_;  // device, communicator, mesh and data rank (train/worker_setup.h)
   model::Transformer net_{nullptr};
   std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
-  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<Optimizer> opt_;  // AdamW on the device or offloaded (train/optimizer.h)
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;  // train_loader_ null for synthetic data
   at::Generator synthetic_gen_;
@@ -161,6 +161,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, w_.comm);
   resume_if_asked();
   par_->broadcast_parameters();
+  opt_->parameters_changed();  // an offloaded master copies what was loaded and broadcast
 
   metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0, cfg.logging.tensorboard);
   telemetry_ = std::make_unique<StepTelemetry>(
@@ -210,9 +211,9 @@ void TrainingRun::setup_model_and_optimizer() {
                   w_.device.str(), " has no FP8 matmuls (a CUDA GPU of compute capability ≥ 8.9 has); valid off");
     model::use_fp8(*net_, fp8);  // a pipeline's stages set it themselves (parallel/pipeline_model.cpp)
   }
-  std::vector<AdamW::Param> opt_params;
+  std::vector<Optimizer::Param> opt_params;
   for (const auto& p : par_->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
-  opt_ = std::make_unique<AdamW>(opt_params, cfg_.optimizer);
+  opt_ = make_optimizer(opt_params, cfg_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   log::progress("layout: %s", par_->describe().c_str());
   if (w_.cuda) {
@@ -376,11 +377,18 @@ TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h).
   at::Tensor loss_sum = par_->forward_backward(batches);
   StepScope optimizer_scope("meshtrain::optimizer");  // clipping, the finiteness check and AdamW
-  at::Tensor grad_norm = par_->clip_grad_norm(cfg_.optimizer.grad_clip);
+  opt_->gradients_ready();  // an offloaded optimizer starts moving gradients to the host
+  // An optimizer that scales the gradients itself gets the clip coefficient, computed as the layouts do.
+  const double max_norm = cfg_.optimizer.grad_clip;
+  const bool scaled_inside = opt_->scales_gradients();
+  at::Tensor grad_norm = par_->clip_grad_norm(scaled_inside ? 0.0 : max_norm);
   // A skipped update leaves parameters and optimizer state (step counters too) as they were; the gradients
   // are cleared as after any step.
   const bool applied = step_is_finite(loss_sum, grad_norm);
-  if (applied) opt_->step(schedule_->at(step));
+  double clip = 1.0;
+  if (applied && scaled_inside && max_norm > 0)
+    clip = at::clamp_max(max_norm / (grad_norm.to(at::kFloat) + 1e-6), 1.0).item<double>();
+  if (applied) opt_->step(schedule_->at(step), clip);
   par_->after_optimizer_step();
   return {loss_sum, grad_norm, applied};
 }
@@ -423,6 +431,7 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, const 
   // Layout figures (a pipeline's measured bubble per stage): this rank's on its line, every rank's in the record.
   std::string extra;
   for (const auto& [key, value] : par_->step_metrics()) extra += log::sprintf(" | %s %.3g", key.c_str(), value);
+  for (const auto& [key, value] : opt_->step_metrics()) extra += log::sprintf(" | %s %.4g", key.c_str(), value);
   log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step%s | ETA %s%s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
                 mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s, extra.c_str(),
@@ -445,6 +454,11 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, const 
                   static_cast<double>(peak) / static_cast<double>(planned_peak_bytes_));
   }
   for (const auto& [key, per_rank] : layout_metrics_over_ranks()) rec[key] = per_rank;
+  // This rank's optimizer costs ("host update ms" → "optimizer_host_update_ms").
+  for (auto [key, value] : opt_->step_metrics()) {
+    std::replace(key.begin(), key.end(), ' ', '_');
+    rec["optimizer_" + key] = value;
+  }
   rec.update(tel.record);
   metrics_->write(rec);
 }

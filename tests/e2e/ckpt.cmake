@@ -27,6 +27,15 @@ foreach(mode reshard init_from)
                    ${CMAKE_SOURCE_DIR} ${mode})
   set_tests_properties(e2e.trainer_resume_${mode} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)
 endforeach()
+# optimizer.offload: cpu against the on-device optimizer (FSDP 2), checkpoints across the two; on a GPU too.
+add_test(NAME e2e.trainer_offload
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
+                 ${CMAKE_SOURCE_DIR} offload)
+set_tests_properties(e2e.trainer_offload PROPERTIES LABELS "e2e;ckpt;train" TIMEOUT 900)
+add_test(NAME e2e.trainer_offload_gpu
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
+                 ${CMAKE_SOURCE_DIR} offload_gpu)
+set_tests_properties(e2e.trainer_offload_gpu PROPERTIES LABELS "e2e;ckpt;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)
 add_test(NAME e2e.trainer_resume_gpu
          COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
                  ${CMAKE_SOURCE_DIR} gpu)

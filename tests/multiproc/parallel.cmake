@@ -48,6 +48,10 @@ parallel_layout(hsdp2x2 4 gpt2 --family gpt2 --layout hsdp --fsdp 2)
 parallel_layout(ddp2_accum2 2 gpt2 --family gpt2 --layout ddp --accum 2)
 parallel_layout(zero1_accum2 2 gpt2 --family gpt2 --layout zero1 --accum 2)
 parallel_layout(fsdp2_accum2 2 gpt2 --family gpt2 --layout fsdp --accum 2 --ac)
+# optimizer.offload: cpu (master and moments in host memory, clipping inside the host update) against the
+# on-device optimizer's single-process reference: DDP 2 and FSDP 2 (with accumulation).
+parallel_layout(ddp2_offload 2 gpt2 --family gpt2 --layout ddp --offload)
+parallel_layout(fsdp2_offload_accum2 2 llama --family llama --layout fsdp --accum 2 --offload)
 # Tensor parallelism composed by parallelize() (TP → activation checkpointing → DDP / ZeRO / FSDP), on the model
 # TP 2 and 4 can split: TP alone, DDP × TP, ZeRO-1 × TP and FSDP × TP (FSDP's chunks inside uneven vocabulary
 # blocks), with sequence parallelism, activation checkpointing and accumulation in some. Gradient clipping is

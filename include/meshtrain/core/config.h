@@ -78,7 +78,7 @@ namespace meshtrain {
   F(bool, allow_unused_params, false, "Treat a parameter that gets no gradient as a zero gradient instead "   \
     "of an error")                                                                                           \
   F(std::string, master_location, "device", "FSDP/ZeRO: where the fp32 master shards and the optimizer state " \
-    "live; one of: device (host, pinned host memory for offload, is not built yet)")                        \
+    "live; one of: device (to keep them in host memory set optimizer.offload: cpu)")                         \
   F(bool, force_wrapper, false, "Apply the data-parallel / sharding wrapper in a single process too "         \
     "(to measure its overhead; results are unchanged)")                                                      \
   F(double, timeout_s, 300.0, "Seconds a collective may take before it is an error (never a hang)")
@@ -109,7 +109,12 @@ namespace meshtrain {
   F(double, beta2, 0.95, "Adam beta2")                                                                       \
   F(double, eps, 1e-8, "Adam epsilon")                                                                       \
   F(double, weight_decay, 0.1, "Decoupled weight decay (not applied to norms, biases, embeddings)")         \
-  F(double, grad_clip, 1.0, "Global gradient-norm clip; 0 disables")
+  F(double, grad_clip, 1.0, "Global gradient-norm clip; 0 disables")                                        \
+  F(std::string, offload, "none", "Where the fp32 master weights and AdamW moments live and the update runs; " \
+    "one of: none | cpu (cpu: host memory, pinned on CUDA; gradients stream to the host, a multi-threaded "   \
+    "CPU AdamW updates each parameter as it arrives, the result goes back; docs/offload.md)")                \
+  F(int64_t, offload_threads, 0, "optimizer.offload: cpu: host threads running the update; 0 = the CPUs "    \
+    "this process may use, at most 16")
 
 #define MT_SCHEDULE_FIELDS(F)                                                                                \
   F(std::string, kind, "cosine", "Learning-rate shape after warmup; one of: cosine | linear | constant | wsd") \

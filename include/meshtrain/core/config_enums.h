@@ -3,7 +3,8 @@
 //
 //   Dtype d = parse_dtype(cfg.parallel.reduce_dtype, "parallel.reduce_dtype");   // fp32 | bf16
 //   Dtype c = compute_dtype(cfg.train, /*cuda=*/true);                          // train.dtype, auto resolved
-//   MasterLocation m = parse_master_location(cfg.parallel.master_location);     // device (host: not built)
+//   MasterLocation m = parse_master_location(cfg.parallel.master_location);     // device
+//   OptimizerOffload o = parse_optimizer_offload(cfg.optimizer.offload);         // none | cpu
 //   std::vector<std::string> globs = freeze_patterns(cfg.train);               // train.freeze, split
 //   Fp8Scaling f = parse_fp8(cfg.train);                                        // off | tensorwise | rowwise
 #pragma once
@@ -18,17 +19,21 @@ namespace meshtrain {
 enum class Dtype { fp32, bf16 };
 // Where the fp32 master shards and optimizer state of the sharded layouts live.
 enum class MasterLocation { device, host };
+// Where the fp32 master weights and AdamW moments live and the update runs (optimizer.offload).
+enum class OptimizerOffload { none, cpu };
 
 // "fp32" | "bf16"; anything else is a UserError naming `key` and the valid values.
 Dtype parse_dtype(const std::string& value, const std::string& key);
 // train.dtype with "auto" resolved for the training device (bf16 on CUDA, fp32 on the CPU).
 Dtype compute_dtype(const TrainConfig& t, bool cuda);
-// parallel.master_location: "device"; "host" is a UserError saying it is not built yet.
+// parallel.master_location: "device"; "host" is a UserError pointing at optimizer.offload: cpu.
 MasterLocation parse_master_location(const std::string& value);
 // How train.fp8 scales a tensor before its FP8 cast: one scale per tensor, or one per row of the matmul's left
 // operand and per column of its right one (finer: an outlier spoils only its row).
 enum class Fp8Scaling { off, tensorwise, rowwise };
 Fp8Scaling parse_fp8(const TrainConfig& t);
+// optimizer.offload: "none" | "cpu"; anything else is a UserError naming the key and the valid values.
+OptimizerOffload parse_optimizer_offload(const std::string& value);
 // train.freeze split at commas, blanks trimmed; an empty pattern between commas is a UserError.
 std::vector<std::string> freeze_patterns(const TrainConfig& t);
 

@@ -49,6 +49,9 @@ struct MemoryEstimate {
   bool fits = false;
   ActivationBytes activation;    // per block with and without checkpointing, the head: for the report
   RankState state;               // the worst rank's state
+  // optimizer.offload: cpu: host bytes of the offloaded optimizer (fp32 master copy, AdamW moments, the
+  // gradients' host buffers: 16 bytes per optimized element); the moments are then not in `peak`.
+  int64_t host_optimizer = 0;
 };
 
 // `cfg` resolved for `world_size` ranks; `cuda` false plans an fp32 CPU run (no autocast, no fused kernels).

@@ -21,7 +21,7 @@
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/parallel/parallel_model.h"
-#include "meshtrain/train/adamw.h"
+#include "meshtrain/train/optimizer.h"
 
 namespace meshtrain::train {
 
@@ -31,7 +31,7 @@ using RngStreams = std::vector<std::pair<std::string, at::Generator>>;
 // "model.<param>" blocks: the live parameters (loading writes into them).
 std::vector<ShardedTensor> model_blocks(const parallel::ParallelModel& par);
 // "optim.<param>.*" blocks of the optimizer's live state, laid out like `model`'s blocks.
-std::vector<ShardedTensor> optimizer_blocks(const std::vector<ShardedTensor>& model, const AdamW& opt);
+std::vector<ShardedTensor> optimizer_blocks(const std::vector<ShardedTensor>& model, const Optimizer& opt);
 // Snapshots of this rank's generator states.
 std::vector<ShardedTensor> rng_blocks(int rank, const RngStreams& streams);
 

@@ -14,8 +14,15 @@
                  `meshtrain import` copy (FSDP 2, resharded): the same first loss, far below a fresh model's;
                  a restart of that run resumes instead of re-initialising; user mistakes exit 2 with one line.
 
+  offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2: every step's loss
+                 within OFFLOAD_ATOL; a checkpoint saved with offload resumes without it and one saved without
+                 resumes with it (the format is the same), steps 4-6 within OFFLOAD_ATOL of the uninterrupted run;
+                 the step log and metrics.jsonl report the host update time and the bytes moved each way.
+
   gpu_shared     (label gpu; exit 77 without a GPU) exact, FSDP 2 with both ranks on one GPU (the CPU backend
                  stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
+  offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
+                 streams) against the on-device optimizer, fp32 and bf16: losses within GPU_ATOL / BF16_ATOL.
   gpu            (label gpu; exit 77 without 2 GPUs) the same save/resume over NCCL on 2 GPUs, fp32: saved
                  under FSDP 2 at step 3, resumed under DDP 2 and under FSDP 2; steps 4-6 within GPU_ATOL of
                  the uninterrupted run (CUDA's atomic-add reductions are not bit-reproducible).
@@ -36,6 +43,8 @@ bin_dir, src, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 meshrun, meshtrain, config, work, prefix = kjv_setup(bin_dir, src, f"trainer_ckpt_{mode}")
 STEPS, SAVE_AT = 6, 3
 GPU_ATOL = 1e-3
+OFFLOAD_ATOL = 1e-4  # the same math in another order: fp32 rounding, as RESHARD_ATOL
+BF16_ATOL = 2e-2
 RESHARD_ATOL = 1e-4  # fp32 losses ≈ 5: different reduction orders move them by ~1e-6 in 3 steps
 LAYOUTS = {  # name → (processes, --set overrides); micro_batch_size × data-parallel ranks = 8 everywhere
     "ddp2": (2, ["parallel.fsdp=1"]),
@@ -170,6 +179,55 @@ def init_from():
           f"< {fresh:.5f} (fresh): ok")
 
 
+def max_diff(got, ref, steps):
+    expect(sorted(got) == list(steps), f"steps {sorted(got)}, expected {list(steps)}")
+    return max(abs(got[s] - ref[s]) for s in steps)
+
+
+def offload_costs(out):
+    """The offloaded optimizer's figures of the last step in metrics.jsonl."""
+    last = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if "loss" in line][-1]
+    return {k: v for k, v in last.items() if k.startswith("optimizer_")}
+
+
+def offload():
+    # FSDP 2 here; DDP 2 (and FSDP 2 with accumulation) against the on-device optimizer: parallel_*_offload.
+    for layout in ("fsdp2",):
+        ref_out, off_out = os.path.join(work, f"{layout}_device"), os.path.join(work, f"{layout}_offload")
+        train(ref_out, layout)
+        _, log = train(off_out, layout, "optimizer.offload=cpu", "optimizer.offload_threads=2")
+        ref, got = losses(ref_out), losses(off_out)
+        diff = max_diff(got, ref, range(1, STEPS + 1))
+        expect(diff <= OFFLOAD_ATOL, f"{layout}: offloaded losses {got} vs on-device {ref}: max diff {diff:.3g}")
+        expect(re.search(r"host update ms [0-9.e+-]+ \| D2H MB [0-9.e+-]+ \| H2D MB [0-9.e+-]+", log), "no offload figures in the step log")
+        costs = offload_costs(off_out)
+        expect(costs.get("optimizer_D2H_MB", 0) > 0 and costs.get("optimizer_H2D_MB", 0) > 0, f"metrics: {costs}")
+        print(f"offload {layout}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {OFFLOAD_ATOL}; last step {costs}: ok")
+        # Each checkpoint resumes under the other optimizer: the state's names and shapes are the same.
+        for saved_by, resume_sets in ((off_out, []), (ref_out, ["optimizer.offload=cpu"])):
+            saved = os.path.join(saved_by, "checkpoints", f"step_{SAVE_AT:08d}")
+            out = os.path.join(work, f"{layout}_from_{os.path.basename(saved_by)}")
+            _, log = train(out, layout, f"checkpoint.resume={saved}", *resume_sets)
+            expect(f"resumed from {saved} at step {SAVE_AT}" in log, f"{layout}: no resume line")
+            diff = max_diff(losses(out), ref, range(SAVE_AT + 1, STEPS + 1))
+            expect(diff <= OFFLOAD_ATOL, f"{layout}: resumed from {saved} ({resume_sets}): max diff {diff:.3g}")
+            print(f"offload {layout}: saved by {os.path.basename(saved_by)}, resumed "
+                  f"{'with' if resume_sets else 'without'} offload: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
+
+
+def offload_gpu():
+    skip_below(1)
+    for dtype, atol in (("fp32", GPU_ATOL), ("bf16", BF16_ATOL)):
+        cuda = ["train.device=cuda", f"train.dtype={dtype}"]
+        ref_out, off_out = os.path.join(work, f"gpu_{dtype}_device"), os.path.join(work, f"gpu_{dtype}_offload")
+        train(ref_out, "single", *cuda)
+        train(off_out, "single", *cuda, "optimizer.offload=cpu")
+        diff = max_diff(losses(off_out), losses(ref_out), range(1, STEPS + 1))
+        expect(diff <= atol, f"gpu {dtype}: offloaded vs on-device losses: max diff {diff:.3g} > {atol}")
+        print(f"offload on CUDA, {dtype}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {atol}; "
+              f"last step {offload_costs(off_out)}: ok")
+
+
 def skip_below(gpus):
     try:
         import torch
@@ -210,6 +268,10 @@ elif mode == "reshard":
     reshard()
 elif mode == "init_from":
     init_from()
+elif mode == "offload":
+    offload()
+elif mode == "offload_gpu":
+    offload_gpu()
 elif mode == "gpu":
     gpu()
 elif mode == "gpu_shared":

@@ -5,7 +5,7 @@
 //
 //   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--tp N [--sp]] [--tp-model]
 //                   [--steps N] [--accum A] [--ac] [--no-reshard] [--family gpt2|llama] [--bf16-reduce]
-//                   [--device cpu|cuda] [--freeze-half] (--out FILE | --compare FILE)
+//                   [--device cpu|cuda] [--freeze-half] [--offload] (--out FILE | --compare FILE)
 //   --device cuda: the model and its tensors on the GPU, cuda:(local rank mod GPUs), so several ranks may
 //           share one GPU; the CPU backend stages the GPU tensors through host memory. Exits 77 (skipped)
 //           without a CUDA device.
@@ -23,6 +23,8 @@
 //           ZB-H1 hold at most pp micro-batches on stage 0, GPipe all m; interleaving counts chunk pieces, whose
 //           bound is the schedule's) and the Chrome trace of step 2 it
 //           wrote (one event per action), and prints its measured bubble beside (pp − 1)/(m + pp − 1).
+//   --offload: optimizer.offload cpu (train/offloaded_adamw.h): fp32 master and moments in host memory, the
+//           clip coefficient applied inside the host update; compared with the on-device optimizer's reference.
 //   --freeze-half: train.freeze "blocks.1.*,blocks.2.attn.*" (a whole block and half of another: 1.5 of the
 //           3 blocks); the frozen parameters must end bit-identical to their initial values, on every layout.
 //   --check-plan: after the last step's optimizer update, each rank sums the bytes of the storages it holds —
@@ -64,7 +66,7 @@
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/rank_state.h"
 #include "meshtrain/parallel/pipeline_model.h"
-#include "meshtrain/train/adamw.h"
+#include "meshtrain/train/optimizer.h"
 #include "support/tiny_model.h"
 
 using namespace meshtrain;
@@ -76,7 +78,7 @@ struct Args {
   std::string schedule = "1f1b";
   int64_t fsdp = 2, tp = 1, pp = 1, microbatches = 0, steps = 5, accum = 1;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
-       freeze_half = false, check_plan = false, pp_model = false;
+       freeze_half = false, check_plan = false, pp_model = false, offload = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -102,6 +104,7 @@ Config make_config(const Args& a, int world) {
   c.train.seed = 1234;
   c.train.activation_checkpointing = a.ac;
   if (a.freeze_half) c.train.freeze = "blocks.1.*,blocks.2.attn.*";
+  if (a.offload) c.optimizer.offload = "cpu";
   c.parallel.tp = a.tp;
   c.parallel.sequence_parallel = a.sp;
   c.parallel.pp = a.pp;
@@ -182,7 +185,7 @@ struct StorageBytes {
 };
 
 // This rank's state as it holds it vs plan::rank_state for its coordinate; prints both, 0 when equal.
-int check_plan(const parallel::ParallelModel& par, const train::AdamW& opt, const Config& cfg,
+int check_plan(const parallel::ParallelModel& par, const train::Optimizer& opt, const Config& cfg,
                const comm::MeshShape& shape, int rank, int world) {
   const plan::RankLayout l = plan::RankLayout::from(cfg, world);
   const int64_t tp_rank = shape.index_in_group(rank, {comm::Dim::tp});
@@ -348,9 +351,9 @@ int run(const Args& a) {
   auto par = parallel::parallelize(net, mesh ? parallel::make_parallel_groups(*mesh) : parallel::ParallelGroups{}, cfg,
                                    device);
   std::printf("rank %d: %s\n", world.rank, par->describe().c_str());
-  std::vector<train::AdamW::Param> opt_params;
+  std::vector<train::Optimizer::Param> opt_params;
   for (const auto& p : par->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
-  train::AdamW opt(opt_params, cfg.optimizer);
+  const std::unique_ptr<train::Optimizer> opt = train::make_optimizer(opt_params, cfg.optimizer);
 
   // This rank's data-parallel index: its group along dp × fsdp (TP ranks of one group share it).
   const auto shape = comm::MeshShape::from_config(cfg.parallel, world.world_size);
@@ -380,12 +383,16 @@ int run(const Args& a) {
       return 0;
     }
     const double loss_sum = par->forward_backward(batches).item<double>() / static_cast<double>(a.accum);
-    par->clip_grad_norm(cfg.optimizer.grad_clip);
-    opt.step(cfg.optimizer.lr);
+    // As the trainer steps (train/optimizer.h): an offloaded optimizer takes the clip coefficient itself.
+    opt->gradients_ready();
+    const double max_norm = cfg.optimizer.grad_clip;
+    const at::Tensor norm = par->clip_grad_norm(opt->scales_gradients() ? 0.0 : max_norm);
+    const double clip = opt->scales_gradients() ? at::clamp_max(max_norm / (norm.to(at::kFloat) + 1e-6), 1.0).item<double>() : 1.0;
+    opt->step(cfg.optimizer.lr, clip);
     // Gradients are still there until after_optimizer_step (the plain model drops them).
     // The planner's per-rank count does not split the model into pipeline stages yet (docs/plan.md).
     if (a.check_plan && a.pp == 1 && step + 1 == a.steps)
-      plan_failed = check_plan(*par, opt, cfg, shape, world.rank, world.world_size);
+      plan_failed = check_plan(*par, *opt, cfg, shape, world.rank, world.world_size);
     par->after_optimizer_step();
     auto l = at::full({1}, loss_sum, at::kFloat);
     if (comm) comm->all_reduce(l, comm::ReduceOp::Avg)->wait();
@@ -448,6 +455,7 @@ int main(int argc, char** argv) {
       else if (k == "--desync") a.desync = true;
       else if (k == "--bf16-reduce") a.bf16_reduce = true;
       else if (k == "--freeze-half") a.freeze_half = true;
+      else if (k == "--offload") a.offload = true;
       else if (k == "--check-plan") a.check_plan = true;
       else if (k == "--device") a.device = next();
       else if (k == "--probe-cuda") return cuda_visible() ? 0 : kSkipped;

@@ -199,8 +199,13 @@ TEST(Parallelize, MasterLocationAndDtypesAreTyped) {
   Config c = tiny();
   c.parallel.master_location = "host";
   EXPECT_NE(testing_support::user_error([&] { validate(c, 1); })
-                .find("test.yaml: parallel.master_location: given 'host', which is not built yet"),
+                .find("test.yaml: parallel.master_location: given 'host'; valid device (the master weights and "
+                      "optimizer state move to host memory with optimizer.offload: cpu)"),
             std::string::npos);
+  c.parallel.master_location = "device";
+  c.optimizer.offload = "disk";
+  EXPECT_EQ(testing_support::user_error([&] { validate(c, 1); }).rfind("test.yaml: optimizer.offload: given 'disk'; valid none | cpu", 0),
+            0u);
   EXPECT_EQ(parse_master_location("device"), MasterLocation::device);
   EXPECT_EQ(parse_dtype("bf16", "parallel.param_dtype"), Dtype::bf16);
   EXPECT_EQ(testing_support::user_error([&] { parse_dtype("bfloat16", "parallel.param_dtype"); }),

@@ -169,6 +169,21 @@ TEST(MemoryModel, CheckpointingAndShardingLowerThePeak) {
   EXPECT_FALSE(estimate_memory(bench("llama3.1-8b", 1, 2048, 0, true), 1, gpu_spec("a100-40gb")).fits);
 }
 
+// optimizer.offload: cpu: the AdamW moments leave the device's peak (8 bytes per parameter) and the host holds
+// 16 bytes per parameter (master, moments, gradient buffer).
+TEST(MemoryModel, OffloadMovesTheMomentsToTheHost) {
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  const Config device = bench("llama3.2-1b", 1, 2048, 0);
+  Config offload = device;
+  offload.optimizer.offload = "cpu";
+  const MemoryEstimate d = estimate_memory(device, 1, h200), o = estimate_memory(offload, 1, h200);
+  EXPECT_EQ(o.peak.optimizer, 0);
+  EXPECT_EQ(d.host_optimizer, 0);
+  EXPECT_EQ(o.host_optimizer, 2 * d.state.optimizer);
+  EXPECT_EQ(d.peak_allocated - o.peak_allocated, d.peak.optimizer);
+  EXPECT_GT(d.peak.optimizer, 8 * 1'200'000'000ll);  // Llama 3.2 1B: 1.24e9 parameters × 8 bytes
+}
+
 TEST(MfuTable, InterpolatesInLogDModel) {
   const MfuTable t = MfuTable::builtin();
   ModelConfig m;

@@ -1,0 +1,62 @@
+// Optimizer: what the trainer drives each step, wherever the state lives. Two kinds, both AdamW with the
+// same math and the same checkpoint names:
+//   AdamW           (train/adamw.h)           state beside the parameters, ATen's fused kernel
+//   OffloadedAdamW  (train/offloaded_adamw.h) fp32 master and moments in host memory, a threaded CPU update
+// make_optimizer() picks one from optimizer.offload.
+//
+// Per step:  gradients_ready() (the backward is queued) → the layout's clip_grad_norm, with max_norm 0 when
+//            scales_gradients() → step(lr, clip coefficient)
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "meshtrain/core/config.h"
+
+namespace meshtrain::train {
+
+class Optimizer {
+ public:
+  struct Param {
+    std::string name;
+    at::Tensor param;  // fp32 (the layout's parameter or shard), requires grad
+    bool decay;
+  };
+
+  virtual ~Optimizer() = default;
+
+  // Whether step() applies the clip coefficient itself: the caller then takes the norm without clipping and
+  // passes min(1, max_norm / (norm + 1e-6)). Otherwise the layout clips the gradients in place.
+  virtual bool scales_gradients() const { return false; }
+  // The step's backward has been queued and the gradients are final: an optimizer that moves them starts here.
+  virtual void gradients_ready() {}
+  // One update with learning rate `lr`; gradients scaled by `grad_scale` first (only where scales_gradients()).
+  // Parameters without a gradient are skipped.
+  virtual void step(double lr, double grad_scale = 1.0) = 0;
+  // The live parameters were written from outside (a checkpoint loaded, replicas broadcast): a copy of them
+  // is brought up to date.
+  virtual void parameters_changed() {}
+
+  // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step" → tensors (shared, not copies).
+  virtual std::map<std::string, at::Tensor> state_tensors() const = 0;
+  // Copies saved state in; a missing or mis-shaped tensor is a UserError naming it.
+  void load_state_tensors(const std::map<std::string, at::Tensor>& saved, const std::string& prefix);
+  // What the last step cost, for the step log ("host update ms", "D2H MB", ...); empty when nothing to say.
+  virtual std::vector<std::pair<std::string, double>> step_metrics() const { return {}; }
+
+  const std::vector<Param>& params() const { return params_; }
+
+ protected:
+  explicit Optimizer(std::vector<Param> params) : params_(std::move(params)) {}
+  std::vector<Param> params_;
+};
+
+// AdamW on the device, or offloaded to host memory when optimizer.offload is cpu.
+std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, const OptimizerConfig& cfg);
+
+}  // namespace meshtrain::train

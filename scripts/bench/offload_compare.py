@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Full fine-tune on one GPU with and without `optimizer.offload: cpu`, side by side in one run (the fine-tuning
+issue's target): micro-batch 1 × T 2048 at gradient accumulation 32 (64K tokens per optimizer step) and 4 (8K),
+through `meshtrain bench train` (bf16 compute, synthetic tokens, random init). Prints one table — tokens/s, the
+offloaded run's ratio to the on-device one, peak GPU memory, the host update time and the bytes moved each way
+per step (from the run's metrics.jsonl, median over the timed steps) — and writes every row to
+OUT/offload_compare.json.
+
+Model: Llama 3.1 8B when its offloaded state fits in host memory, else Llama 3.2 3B. The offloaded optimizer
+holds 16 bytes per parameter in host memory (fp32 master, exp_avg, exp_avg_sq, and the gradient's host
+buffer; train/offloaded_adamw.h), pinned: 8.03e9 × 16 B = 128 GB (120 GiB) for 8B, which does not fit beside
+the process and the OS in a 128 GiB host; 3.21e9 × 16 B = 51 GB (48 GiB) for 3B does. --model forces one.
+
+Usage: offload_compare.py MESHTRAIN_BIN OUT_DIR [--model auto|llama3.1-8b|llama3.2-3b] [--accum 32,4]
+                          [--steps N] [--warmup N] [--threads N]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+PARAMS = {"llama3.1-8b": 8.03e9, "llama3.2-3b": 3.21e9}
+HOST_BYTES_PER_PARAM = 16
+HOST_HEADROOM = 0.85  # of MemTotal the pinned state may take: the process, page cache and the OS need the rest
+
+
+def host_memory_bytes():
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def pick_model(asked):
+    total = host_memory_bytes()
+    for name in ([asked] if asked != "auto" else ["llama3.1-8b", "llama3.2-3b"]):
+        need = PARAMS[name] * HOST_BYTES_PER_PARAM
+        fits = need <= HOST_HEADROOM * total
+        print(f"{name}: offloaded state {need / 2**30:.0f} GiB pinned host memory, "
+              f"{'fits' if fits else 'does not fit'} in {HOST_HEADROOM:.0%} of {total / 2**30:.0f} GiB")
+        if fits or asked != "auto":
+            return name
+    sys.exit("no model's offloaded state fits in host memory")
+
+
+def timed_records(out, warmup):
+    recs = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"loss"' in line]
+    return recs[warmup:]
+
+
+def median_of(recs, key):
+    vals = [r[key] for r in recs if key in r]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def run_one(a, model, accum, offload):
+    name = f"{model}.accum{accum}.{'offload' if offload else 'device'}"
+    out = os.path.join(a.out, name)
+    js = os.path.join(a.out, name + ".json")
+    sets = [f"train.grad_accum={accum}", f"train.out_dir={out}", "train.sample_tokens=0",
+            f"optimizer.offload={'cpu' if offload else 'none'}"]
+    if offload and a.threads:
+        sets.append(f"optimizer.offload_threads={a.threads}")
+    cmd = [a.meshtrain, "bench", "train", "--preset", model, "--batch", "1", "--seq", "2048",
+           "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", js] + [f"--set={s}" for s in sets]
+    with open(os.path.join(a.out, name + ".log"), "w") as log:
+        p = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=3600)
+    if p.returncode != 0:
+        print(f"FAILED ({p.returncode}): {' '.join(cmd)} — see {log.name}", file=sys.stderr)
+        return None
+    r = json.load(open(js))
+    recs = timed_records(out, a.warmup)
+    r.update(model=model, accum=accum, tokens_per_step=accum * 2048, offload=offload,
+             host_update_ms=median_of(recs, "optimizer_host_update_ms"),
+             d2h_mb=median_of(recs, "optimizer_D2H_MB"), h2d_mb=median_of(recs, "optimizer_H2D_MB"))
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("meshtrain")
+    ap.add_argument("out")
+    ap.add_argument("--model", default="auto", choices=["auto", *PARAMS])
+    ap.add_argument("--accum", default="32,4", help="gradient accumulation steps to run, comma-separated")
+    ap.add_argument("--steps", type=int, default=3, help="timed optimizer steps per run")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed optimizer steps first")
+    ap.add_argument("--threads", type=int, default=0, help="optimizer.offload_threads (0: the CPUs it may use, ≤ 16)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    model = pick_model(a.model)
+    rows = []
+    for accum in (int(x) for x in a.accum.split(",")):
+        for offload in (False, True):
+            r = run_one(a, model, accum, offload)
+            if r:
+                rows.append(r)
+    json.dump(rows, open(os.path.join(a.out, "offload_compare.json"), "w"), indent=1)
+    print(f"{'model':12s} {'tokens/step':>11s} {'optimizer':9s} {'tokens/s':>9s} {'vs device':>9s} "
+          f"{'peak GiB':>8s} {'host ms':>8s} {'D2H GB':>7s} {'H2D GB':>7s}")
+    for r in rows:
+        base = next((b for b in rows if b["accum"] == r["accum"] and not b["offload"]), None)
+        ratio = r["tokens_per_s"] / base["tokens_per_s"] if base else float("nan")
+        print(f"{r['model']:12s} {r['tokens_per_step']:11d} {'offload' if r['offload'] else 'device':9s} "
+              f"{r['tokens_per_s']:9.0f} {ratio:9.2f} {r['peak_memory_bytes'] / 2**30:8.1f} "
+              f"{r['host_update_ms']:8.0f} {r['d2h_mb'] / 1e3:7.1f} {r['h2d_mb'] / 1e3:7.1f}")
+    print(f"rows: {os.path.join(a.out, 'offload_compare.json')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+#include "meshtrain/train/offloaded_adamw.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
+#include "meshtrain/train/host_adamw.h"
+#include "meshtrain/train/host_arena.h"
+
+namespace meshtrain::train {
+namespace {
+
+// Elements per task: large enough that queueing costs nothing beside the work (4 arrays × 256 KiB), small
+// enough that a big tensor spreads over every thread and the first uploads start early.
+constexpr int64_t kSpan = int64_t{1} << 16;
+
+int pick_threads(const OptimizerConfig& cfg) {
+  if (cfg.offload_threads > 0) return static_cast<int>(cfg.offload_threads);
+  return std::clamp(HostWorkers::available_cpus(), 1, 16);
+}
+
+// Per-parameter countdown of unfinished spans; the step's thread waits on it to upload in order.
+struct Countdown {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int64_t> left;
+
+  void done_one(size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (--left[i] == 0) cv.notify_all();
+  }
+  bool finished(size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    return left[i] == 0;
+  }
+  void wait(size_t i) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return left[i] == 0; });
+  }
+};
+
+}  // namespace
+
+OffloadedAdamW::OffloadedAdamW(std::vector<Param> params, const OptimizerConfig& cfg)
+    : Optimizer(std::move(params)), cfg_(cfg), workers_(pick_threads(cfg)) {
+  at::NoGradGuard no_grad;
+  if (!params_.empty()) {
+    device_ = params_.front().param.device();
+    on_device_ = !device_.is_cpu();
+  }
+  if (on_device_) {
+    // Two streams of the pool: downloads and uploads each queue behind their own kind only, never behind
+    // the compute stream's next forward.
+    c10::impl::VirtualGuardImpl impl(device_.type());
+    d2h_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/false);
+    h2d_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/false);
+  }
+  // Four host tensors per parameter (master, moments, gradient buffer): carved from a few pinned chunks on
+  // an accelerator (train/host_arena.h), plain host memory on the CPU.
+  std::vector<std::vector<int64_t>> sizes;
+  for (const auto& p : params_) {
+    MT_CHECK(p.param.device() == device_, "OffloadedAdamW: parameter ", p.name, " is on ", p.param.device(),
+             ", the others on ", device_);
+    for (int k = 0; k < 4; ++k) sizes.push_back(p.param.sizes().vec());
+  }
+  std::optional<HostArena> arena;
+  if (on_device_) arena.emplace(/*pinned=*/true, sizes);
+  int64_t host_bytes = 0;
+  auto host = [&](size_t j) {
+    at::Tensor t = arena ? arena->take(j) : at::empty(sizes[j], at::kFloat);
+    host_bytes += arena ? 0 : t.nbytes();
+    return t;
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    HostState st;
+    st.master = host(4 * i).copy_(params_[i].param);
+    st.exp_avg = host(4 * i + 1).zero_();
+    st.exp_avg_sq = host(4 * i + 2).zero_();
+    st.grad = host(4 * i + 3);
+    st.step = at::zeros({}, at::kFloat);
+    state_.push_back(std::move(st));
+  }
+  if (arena) host_bytes = arena->reserved_bytes();
+  log::progress("optimizer.offload: AdamW on %d host threads, %.2f GiB of %s host memory", workers_.size(),
+                static_cast<double>(host_bytes) / (1 << 30), on_device_ ? "pinned" : "plain");
+}
+
+OffloadedAdamW::~OffloadedAdamW() {
+  // Pinned buffers may still be the source or target of queued copies.
+  if (on_device_) {
+    d2h_->synchronize();
+    h2d_->synchronize();
+  }
+}
+
+void OffloadedAdamW::gradients_ready() {
+  at::NoGradGuard no_grad;
+  d2h_bytes_ = 0;
+  if (on_device_) {
+    // The copy stream starts after everything the compute stream queued so far: the backward and the
+    // reductions that made the gradients.
+    c10::impl::VirtualGuardImpl impl(device_.type());
+    c10::Event ready(device_.type());
+    ready.record(impl.getStream(device_));
+    ready.block(*d2h_);
+  }
+  for (size_t i = 0; i < state_.size(); ++i) download(i);
+  downloads_started_ = true;
+}
+
+void OffloadedAdamW::download(size_t i) {
+  HostState& st = state_[i];
+  const at::Tensor& g = params_[i].param.grad();
+  st.has_grad = g.defined();
+  if (!st.has_grad) return;
+  d2h_bytes_ += static_cast<double>(g.numel()) * static_cast<double>(g.element_size());
+  if (!on_device_) {
+    st.grad.copy_(g);
+    return;
+  }
+  c10::StreamGuard on_copy_stream(*d2h_);
+  st.grad.copy_(g, /*non_blocking=*/true);
+  // The layout frees the gradient after the step; its memory must not be reused before this copy ran.
+  g.record_stream(*d2h_);
+  st.downloaded.emplace(device_.type());
+  st.downloaded->record(*d2h_);
+}
+
+void OffloadedAdamW::step(double lr, double grad_scale) {
+  at::NoGradGuard no_grad;
+  if (!downloads_started_) gradients_ready();
+  downloads_started_ = false;
+  const auto start = std::chrono::steady_clock::now();
+  h2d_bytes_ = 0;
+  if (on_device_) {
+    // Uploads overwrite parameters: after whatever the compute stream queued that may still read them.
+    c10::impl::VirtualGuardImpl impl(device_.type());
+    c10::Event computed(device_.type());
+    computed.record(impl.getStream(device_));
+    computed.block(*h2d_);
+  }
+  Countdown spans;
+  spans.left.assign(state_.size(), 0);
+  size_t next_upload = 0;
+  // Uploads go in parameter order, each once its spans are done; `wait` decides whether to block for it.
+  auto upload_ready = [&](size_t limit, bool wait) {
+    for (; next_upload < limit; ++next_upload) {
+      if (!state_[next_upload].has_grad) continue;
+      if (wait) spans.wait(next_upload);
+      else if (!spans.finished(next_upload)) return;
+      upload(next_upload);
+    }
+  };
+  for (size_t i = 0; i < state_.size(); ++i) {
+    HostState& st = state_[i];
+    if (!st.has_grad) continue;
+    if (st.downloaded) st.downloaded->synchronize();  // this gradient is on the host now
+    st.step.add_(1.0);
+    const AdamWScalars s = AdamWScalars::make(lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
+                                              params_[i].decay ? cfg_.weight_decay : 0.0,
+                                              st.step.item<double>(), grad_scale);
+    const int64_t n = st.master.numel();
+    spans.left[i] = std::max<int64_t>(1, (n + kSpan - 1) / kSpan);
+    float* p = st.master.data_ptr<float>();
+    const float* g = st.grad.data_ptr<float>();
+    float* m = st.exp_avg.data_ptr<float>();
+    float* v = st.exp_avg_sq.data_ptr<float>();
+    for (int64_t a = 0; a < std::max<int64_t>(n, 1); a += kSpan) {
+      const int64_t len = std::min(kSpan, n - a);
+      workers_.submit([=, &spans] {
+        if (len > 0) adamw_update_span(p + a, g + a, m + a, v + a, len, s);
+        spans.done_one(i);
+      });
+    }
+    upload_ready(i, /*wait=*/false);
+  }
+  upload_ready(state_.size(), /*wait=*/true);
+  workers_.wait_idle();
+  if (on_device_) {
+    // The next forward (on the compute stream) reads the parameters: it waits for the last upload.
+    c10::impl::VirtualGuardImpl impl(device_.type());
+    c10::Event uploaded(device_.type());
+    uploaded.record(*h2d_);
+    uploaded.block(impl.getStream(device_));
+  }
+  host_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+void OffloadedAdamW::upload(size_t i) {
+  const at::Tensor& dst = params_[i].param;
+  h2d_bytes_ += static_cast<double>(dst.numel()) * static_cast<double>(dst.element_size());
+  if (!on_device_) {
+    dst.copy_(state_[i].master);
+    return;
+  }
+  // From pinned memory the copy is a DMA that returns at once; the master is not written again before the
+  // next step's update, which runs only after this stream has been waited for.
+  c10::StreamGuard on_copy_stream(*h2d_);
+  dst.copy_(state_[i].master, /*non_blocking=*/true);
+}
+
+void OffloadedAdamW::parameters_changed() {
+  at::NoGradGuard no_grad;
+  if (on_device_) h2d_->synchronize();  // no upload may land after this read
+  for (size_t i = 0; i < state_.size(); ++i) state_[i].master.copy_(params_[i].param);
+}
+
+std::map<std::string, at::Tensor> OffloadedAdamW::state_tensors() const {
+  std::map<std::string, at::Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out[params_[i].name + ".exp_avg"] = state_[i].exp_avg;
+    out[params_[i].name + ".exp_avg_sq"] = state_[i].exp_avg_sq;
+    out[params_[i].name + ".step"] = state_[i].step;
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> OffloadedAdamW::step_metrics() const {
+  return {{"host update ms", host_ms_}, {"D2H MB", d2h_bytes_ / 1e6}, {"H2D MB", h2d_bytes_ / 1e6}};
+}
+
+}  // namespace meshtrain::train

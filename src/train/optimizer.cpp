@@ -1,0 +1,29 @@
+#include "meshtrain/train/optimizer.h"
+
+#include <ATen/ATen.h>
+
+#include "meshtrain/core/config_enums.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/train/adamw.h"
+#include "meshtrain/train/offloaded_adamw.h"
+
+namespace meshtrain::train {
+
+std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, const OptimizerConfig& cfg) {
+  if (parse_optimizer_offload(cfg.offload) == OptimizerOffload::cpu)
+    return std::make_unique<OffloadedAdamW>(std::move(params), cfg);
+  return std::make_unique<AdamW>(std::move(params), cfg);
+}
+
+void Optimizer::load_state_tensors(const std::map<std::string, at::Tensor>& saved, const std::string& prefix) {
+  at::NoGradGuard no_grad;
+  for (auto& [name, t] : state_tensors()) {
+    auto it = saved.find(prefix + name);
+    MT_USER_CHECK(it != saved.end(), "checkpoint: optimizer state '", prefix + name, "' is missing");
+    MT_USER_CHECK(it->second.sizes() == t.sizes(), "checkpoint: optimizer state '", prefix + name, "' has shape ",
+                  it->second.sizes(), ", the model needs ", t.sizes());
+    t.copy_(it->second);
+  }
+}
+
+}  // namespace meshtrain::train
