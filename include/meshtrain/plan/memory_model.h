@@ -49,9 +49,14 @@ struct MemoryEstimate {
   bool fits = false;
   ActivationBytes activation;    // per block with and without checkpointing, the head: for the report
   RankState state;               // the worst rank's state
+  int64_t host_state = 0;        // offload: this rank's master, gradient shard and AdamW state in host memory
 };
 
 // `cfg` resolved for `world_size` ranks; `cuda` false plans an fp32 CPU run (no autocast, no fused kernels).
-MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda = true);
+// `ft`: LoRA over a frozen bf16 base and/or offloaded optimizer state (finetune_spec.h): the base has no
+// gradients and no autocast copies, only the adapters' gradients are made and reduced; offloaded state is
+// `host_state`, not device memory.
+MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda = true,
+                               const FinetuneSpec& ft = {});
 
 }  // namespace meshtrain::plan
