@@ -66,7 +66,9 @@ TEST(RangeReader, SameBytesAndChecksumsAsOnePreadPerTensor) {
       EXPECT_TRUE(at::equal(got[r.what], plain.read(r.what))) << r.what << " chunk " << chunk;
     }
     EXPECT_EQ(stats.bytes, total);
-    if (chunk == 4096) EXPECT_GT(stats.preads, written.size());
+    if (chunk == 4096) {
+      EXPECT_GT(stats.preads, written.size());
+    }
   }
   // The import path: every tensor of the file, saved dtypes kept.
   const auto all = ckpt::read_safetensors({path});
