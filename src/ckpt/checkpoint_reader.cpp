@@ -2,48 +2,19 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <fcntl.h>
-#include <unistd.h>
+#include <c10/core/ScalarType.h>
 
-#include <cstring>
 #include <filesystem>
-#include <memory>
 
+#include "meshtrain/ckpt/range_reader.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/progress_meter.h"
 
 namespace fs = std::filesystem;
 
 namespace meshtrain::ckpt {
 namespace {
-
-class ReadFile {
- public:
-  explicit ReadFile(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    MT_USER_CHECK(fd_ >= 0, path, ": cannot open checkpoint file: ", std::strerror(errno));
-  }
-  ~ReadFile() { ::close(fd_); }
-  ReadFile(const ReadFile&) = delete;
-  ReadFile& operator=(const ReadFile&) = delete;
-
-  void pread_exact(void* p, uint64_t n, uint64_t off, const std::string& tensor) const {
-    char* c = static_cast<char*>(p);
-    while (n > 0) {
-      ssize_t r = ::pread(fd_, c, n, static_cast<off_t>(off));
-      if (r < 0 && errno == EINTR) continue;
-      SYS_CHECK(r, "read ", path_);
-      MT_USER_CHECK(r > 0, path_, ": tensor '", tensor, "' is truncated (the file ends at byte ", off,
-                    "): the checkpoint is incomplete or damaged");
-      c += r;
-      off += static_cast<uint64_t>(r);
-      n -= static_cast<uint64_t>(r);
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_;
-};
 
 bool is_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
@@ -55,17 +26,80 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// Reads one saved shard's bytes into a CPU tensor of its shape and dtype and checks its CRC-32.
-void read_shard(const ReadFile& f, const std::string& file_path, const std::string& name, const ShardRecord& s,
-                at::Tensor& out) {
-  const uint64_t n = s.end - s.begin;
-  MT_USER_CHECK(s.end >= s.begin && n == static_cast<uint64_t>(out.numel()) * out.element_size(), file_path,
-                ": tensor '", name, "' has ", n, " bytes in meta.json, its shape and dtype need ",
-                out.numel() * out.element_size());
-  if (n) f.pread_exact(out.data_ptr(), n, s.begin, name);
-  const uint32_t got = s.castagnoli ? crc32c(out.data_ptr(), n) : crc32(out.data_ptr(), n);
-  MT_USER_CHECK(got == s.crc, file_path, ": tensor '", name, "' fails its checksum (", s.castagnoli ? "crc32c " : "crc32 ", got, ", expected ",
-                s.crc, "): the checkpoint is corrupt");
+// One saved shard this rank reads: straight into its destination when the saved block is the wanted block
+// in the same dtype in contiguous host memory, else into a staging buffer whose intersection with the wanted
+// block is copied afterwards (another layout's block, another dtype, device memory).
+struct ShardRead {
+  ReadRange range;
+  uint32_t expected_crc = 0;
+  at::Tensor staged;            // undefined when read in place
+  at::Tensor src_view, dst_view;  // staged only: the intersection in the buffer and in the destination
+};
+
+// Staged bytes a batch may hold at once: the whole load is never staged together.
+constexpr uint64_t kStageBatch = 1ull << 30;
+
+// The shards of `rec` that intersect `w`'s block, appended to `reads`; checks that they cover it.
+void plan_tensor(const std::string& dir, const TensorRecord& rec, at::ScalarType saved, ShardedTensor& w,
+                 std::vector<ShardRead>& reads) {
+  const size_t D = w.global_shape.size();
+  int64_t filled = 0;
+  for (const auto& s : rec.shards) {
+    // The intersection of the saved block and the wanted block, per dim: [lo, hi).
+    std::vector<int64_t> lo(D), hi(D);
+    int64_t vol = 1;
+    for (size_t d = 0; d < D; ++d) {
+      lo[d] = std::max(s.offsets[d], w.offsets[d]);
+      hi[d] = std::min(s.offsets[d] + s.shape[d], w.offsets[d] + w.local.size(static_cast<int64_t>(d)));
+      vol *= std::max<int64_t>(0, hi[d] - lo[d]);
+    }
+    if (vol == 0) continue;
+    ShardRead r;
+    r.range.path = (fs::path(dir) / s.file).string();
+    r.range.offset = s.begin;
+    r.range.length = s.end - s.begin;
+    r.range.what = w.name;
+    r.range.checksum = s.castagnoli ? ReadRange::Checksum::crc32c : ReadRange::Checksum::crc32;
+    r.expected_crc = s.crc;
+    int64_t numel = 1;
+    for (int64_t e : s.shape) numel *= e;
+    MT_USER_CHECK(s.end >= s.begin && r.range.length == static_cast<uint64_t>(numel) * c10::elementSize(saved),
+                  r.range.path, ": tensor '", w.name, "' has ", s.end - s.begin, " bytes in meta.json, its shape and ",
+                  "dtype need ", numel * static_cast<int64_t>(c10::elementSize(saved)));
+    at::Tensor dst = w.local;
+    for (size_t d = 0; d < D; ++d) dst = dst.narrow(static_cast<int64_t>(d), lo[d] - w.offsets[d], hi[d] - lo[d]);
+    if (saved == w.local.scalar_type() && dst.is_cpu() && dst.is_contiguous() && dst.sizes().vec() == s.shape) {
+      r.range.dest = dst.data_ptr();  // same block, same dtype, host memory: no staging copy
+    } else {
+      r.staged = at::empty(s.shape, at::TensorOptions().dtype(saved));
+      r.range.dest = r.staged.data_ptr();
+      at::Tensor src = r.staged;
+      for (size_t d = 0; d < D; ++d) src = src.narrow(static_cast<int64_t>(d), lo[d] - s.offsets[d], hi[d] - lo[d]);
+      r.src_view = src;
+      r.dst_view = dst;
+    }
+    reads.push_back(std::move(r));
+    filled += vol;
+  }
+  MT_USER_CHECK(filled == w.local.numel(), dir, ": the saved shards of '", w.name, "' cover ", filled, " of the ",
+                w.local.numel(), " elements this rank needs (an incomplete checkpoint)");
+}
+
+// Reads one batch, verifies every shard's checksum, then copies the staged intersections into place.
+void read_batch(std::vector<ShardRead>& batch, ReadOptions opts, ProgressMeter& progress) {
+  std::vector<ReadRange> ranges;
+  ranges.reserve(batch.size());
+  for (auto& r : batch) ranges.push_back(std::move(r.range));
+  opts.progress = &progress;
+  read_ranges(ranges, opts);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ReadRange& rr = ranges[i];
+    const bool c = rr.checksum == ReadRange::Checksum::crc32c;
+    MT_USER_CHECK(rr.crc == batch[i].expected_crc, rr.path, ": tensor '", rr.what, "' fails its checksum (",
+                  c ? "crc32c " : "crc32 ", rr.crc, ", expected ", batch[i].expected_crc, "): the checkpoint is corrupt");
+    if (batch[i].staged.defined()) batch[i].dst_view.copy_(batch[i].src_view);
+  }
+  batch.clear();
 }
 
 }  // namespace
@@ -75,12 +109,8 @@ LoadedCheckpoint load_into(const std::string& path, std::vector<ShardedTensor>& 
   LoadedCheckpoint out;
   out.path = resolve_checkpoint_dir(path);
   out.meta = read_meta(out.path);
-  std::map<std::string, std::unique_ptr<ReadFile>> files;
-  auto file = [&](const std::string& name) -> const ReadFile& {
-    auto& f = files[name];
-    if (!f) f = std::make_unique<ReadFile>((fs::path(out.path) / name).string());
-    return *f;
-  };
+  // Every check before the first byte is read: a wrong checkpoint fails at once, not after minutes of reading.
+  std::vector<ShardRead> reads;
   for (auto& w : wanted) {
     auto it = out.meta.tensors.find(w.name);
     MT_USER_CHECK(it != out.meta.tensors.end(), out.path, "/meta.json: tensor '", w.name, "' is missing from the "
@@ -92,38 +122,25 @@ LoadedCheckpoint load_into(const std::string& path, std::vector<ShardedTensor>& 
     MT_USER_CHECK(saved == w.local.scalar_type() || (is_float(saved) && is_float(w.local.scalar_type())), out.path,
                   ": tensor '", w.name, "' is ", rec.dtype, " in the checkpoint, the current run needs ",
                   dtype_to_safetensors(w.local.scalar_type()), " (only floating-point dtypes convert)");
-    const size_t D = w.global_shape.size();
-    MT_CHECK(w.offsets.size() == D && static_cast<size_t>(w.local.dim()) == D, "load_into: '", w.name,
-             "': offsets/local rank differ from the global shape's");
-    int64_t filled = 0;
-    for (const auto& s : rec.shards) {
-      // The intersection of the saved block and the wanted block, per dim: [lo, hi).
-      std::vector<int64_t> lo(D), hi(D);
-      int64_t vol = 1;
-      for (size_t d = 0; d < D; ++d) {
-        lo[d] = std::max(s.offsets[d], w.offsets[d]);
-        hi[d] = std::min(s.offsets[d] + s.shape[d], w.offsets[d] + w.local.size(static_cast<int64_t>(d)));
-        vol *= std::max<int64_t>(0, hi[d] - lo[d]);
-      }
-      if (vol == 0) continue;
-      const std::string file_path = (fs::path(out.path) / s.file).string();
-      at::Tensor dst = w.local;
-      for (size_t d = 0; d < D; ++d) dst = dst.narrow(static_cast<int64_t>(d), lo[d] - w.offsets[d], hi[d] - lo[d]);
-      // Same block, same dtype, contiguous CPU storage: read straight into it (no staging copy).
-      if (saved == w.local.scalar_type() && dst.is_cpu() && dst.is_contiguous() && dst.sizes().vec() == s.shape) {
-        read_shard(file(s.file), file_path, w.name, s, dst);
-      } else {
-        at::Tensor buf = at::empty(s.shape, at::TensorOptions().dtype(saved));
-        read_shard(file(s.file), file_path, w.name, s, buf);
-        at::Tensor src = buf;
-        for (size_t d = 0; d < D; ++d) src = src.narrow(static_cast<int64_t>(d), lo[d] - s.offsets[d], hi[d] - lo[d]);
-        dst.copy_(src);
-      }
-      filled += vol;
-    }
-    MT_USER_CHECK(filled == w.local.numel(), out.path, ": the saved shards of '", w.name, "' cover ", filled, " of the ",
-                  w.local.numel(), " elements this rank needs (an incomplete checkpoint)");
+    MT_CHECK(w.offsets.size() == w.global_shape.size() && static_cast<size_t>(w.local.dim()) == w.global_shape.size(),
+             "load_into: '", w.name, "': offsets/local rank differ from the global shape's");
+    plan_tensor(out.path, rec, saved, w, reads);
   }
+  for (const auto& r : reads) out.bytes_read += r.range.length;
+  ProgressMeter progress("load " + fs::path(out.path).filename().string(), out.bytes_read);
+  const ReadOptions opts = ReadOptions::from_env();
+  std::vector<ShardRead> batch;
+  uint64_t staged = 0;
+  for (auto& r : reads) {
+    staged += r.staged.defined() ? r.range.length : 0;
+    batch.push_back(std::move(r));
+    if (staged >= kStageBatch) {
+      read_batch(batch, opts, progress);
+      staged = 0;
+    }
+  }
+  if (!batch.empty()) read_batch(batch, opts, progress);
+  progress.finish();
   return out;
 }
 

@@ -121,7 +121,7 @@ std::vector<CkptBenchRow> run_ckpt_bench(const CkptBenchOptions& o) {
     state.push_back({log::sprintf("model.t%03d", i), {per}, {0}, at::randn({per}).to(dev), true});
   const uint64_t bytes = static_cast<uint64_t>(per) * 4 * static_cast<uint64_t>(o.tensors);
 
-  double w = 1e30, r = 1e30, save = 1e30, blocked = 1e30, async_total = 1e30, load = 1e30;
+  double w = 1e30, r = 1e30, save = 1e30, blocked = 1e30, async_total = 1e30, load = 1e30, st_read = 1e30;
   Phases ph;
   for (int rep = 0; rep < o.repeats; ++rep) {
     const fs::path raw = root / "disk.bin";
@@ -150,6 +150,16 @@ std::vector<CkptBenchRow> run_ckpt_bench(const CkptBenchOptions& o) {
     load_into(dir, into);
     load = std::min(load, seconds_since(t0));
     MT_CHECK(at::equal(into.back().local, state.back().local), "bench ckpt: loaded data differs");
+    into.clear();
+    // What `meshtrain import` reads: every tensor of a safetensors file into fresh memory, cold.
+    std::vector<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+    drop_tree_cache(dir);
+    const auto t1 = Clock::now();
+    const auto read = read_safetensors(files, "bench: read");
+    st_read = std::min(st_read, seconds_since(t1));
+    MT_CHECK(at::equal(read.at(state.back().name), state.back().local.cpu()), "bench ckpt: read data differs");
     remove_tree(dir);
   }
   remove_tree(root.string());
@@ -160,6 +170,7 @@ std::vector<CkptBenchRow> run_ckpt_bench(const CkptBenchOptions& o) {
   return {row("disk write (dd, fsync)", w, 0),   row("disk read (cold)", r, 0),
           row("save (sync, committed)", save, w), row("async save: blocked", blocked, 0),
           row("async save: committed", async_total, w), row("load (cold, CRC)", load, r),
+          row("safetensors read (cold)", st_read, r),
           row("phase: host copy (fresh)", ph.copy, 0), row("phase: crc32c", ph.crc, 0),
           row("phase: write (page cache)", ph.write, 0), row("phase: fsync", ph.fsync, 0)};
 }

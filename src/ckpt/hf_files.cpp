@@ -128,11 +128,9 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir) {
                   "convert pytorch_model.bin with transformers' save_pretrained(safe_serialization=True))");
     files.push_back("model.safetensors");
   }
-  std::map<std::string, at::Tensor> hf;
-  for (const auto& f : files) {
-    SafetensorsReader r((dir / f).string());
-    for (const auto& [name, e] : r.entries()) hf[name] = r.read(name);
-  }
+  std::vector<std::string> paths;
+  for (const auto& f : files) paths.push_back((dir / f).string());
+  const auto hf = read_safetensors(paths, "import: read");
   auto ours = from_hf_tensors(cfg.model, hf, hf_dir);
 
   // fp32: meshtrain trains on fp32 master weights whatever the file's dtype.

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/ckpt/range_reader.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/progress_meter.h"
 
 namespace meshtrain::ckpt {
 namespace {
@@ -217,6 +219,33 @@ at::Tensor SafetensorsReader::read(const std::string& name) const {
   MT_USER_CHECK(f.fd >= 0, path_, ": cannot open: ", std::strerror(errno));
   if (n) pread_all(f.fd, t.data_ptr(), n, e.begin, path_);
   return t;
+}
+
+std::map<std::string, at::Tensor> read_safetensors(const std::vector<std::string>& files, const std::string& label) {
+  std::map<std::string, at::Tensor> out;
+  std::map<std::string, std::string> from;  // tensor → the file that holds it
+  std::vector<ReadRange> ranges;
+  uint64_t total = 0;
+  for (const auto& path : files) {
+    const SafetensorsReader r(path);
+    for (const auto& [name, e] : r.entries()) {
+      MT_USER_CHECK(from.emplace(name, path).second, path, ": tensor '", name, "' is also in ", from[name]);
+      const std::string where = cat(path, ": tensor '", name, "'");
+      auto t = at::empty(e.shape, at::TensorOptions().dtype(dtype_from_safetensors(e.dtype, where)));
+      const uint64_t n = e.end - e.begin;
+      MT_USER_CHECK(n == static_cast<uint64_t>(t.numel()) * t.element_size(), where, " has ", n,
+                    " bytes, its shape and dtype need ", t.numel() * t.element_size());
+      ranges.push_back({path, e.begin, n, t.data_ptr(), name});
+      total += n;
+      out.emplace(name, std::move(t));
+    }
+  }
+  ProgressMeter progress(label, total);
+  ReadOptions opts = ReadOptions::from_env();
+  opts.progress = &progress;
+  read_ranges(ranges, opts);
+  progress.finish();
+  return out;
 }
 
 }  // namespace meshtrain::ckpt

@@ -57,7 +57,47 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* p, size_t
 }
 #endif
 
+// GF(2) 32×32 matrices (one column per bit) for zlib's combine: appending len_b zero bytes to A is a linear
+// map of its CRC, applied by repeated squaring of the one-zero-bit operator.
+uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
+  uint32_t sum = 0;
+  for (; vec; vec >>= 1, ++mat)
+    if (vec & 1) sum ^= *mat;
+  return sum;
+}
+
+void gf2_square(uint32_t* square, const uint32_t* mat) {
+  for (int n = 0; n < 32; ++n) square[n] = gf2_times(mat, mat[n]);
+}
+
+uint32_t crc_combine(uint32_t poly, uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  if (len_b == 0) return crc_a;
+  uint32_t even[32], odd[32];
+  odd[0] = poly;  // the operator for one zero bit
+  for (int n = 1; n < 32; ++n) odd[n] = 1u << (n - 1);
+  gf2_square(even, odd);  // two zero bits
+  gf2_square(odd, even);  // four zero bits
+  do {  // the first squaring gives one zero byte, each further one doubles it
+    gf2_square(even, odd);
+    if (len_b & 1) crc_a = gf2_times(even, crc_a);
+    len_b >>= 1;
+    if (!len_b) break;
+    gf2_square(odd, even);
+    if (len_b & 1) crc_a = gf2_times(odd, crc_a);
+    len_b >>= 1;
+  } while (len_b);
+  return crc_a ^ crc_b;
+}
+
 }  // namespace
+
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  return crc_combine(0xEDB88320u, crc_a, crc_b, len_b);
+}
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  return crc_combine(0x82F63B78u, crc_a, crc_b, len_b);
+}
 
 uint32_t crc32(const void* data, size_t n, uint32_t crc) {
   static const Tables t = make_tables(0xEDB88320u);

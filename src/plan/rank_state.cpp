@@ -38,26 +38,57 @@ bool on_stage(const ParamSpec& p, const ModelConfig& m, int64_t stage, int64_t p
 
 }  // namespace
 
-RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage) {
+namespace {
+
+// Frozen base weights (LoRA) and offloaded parameters: bf16 on the GPU — the full copy without sharding or
+// under ZeRO-1/2, the shard FSDP gathers from (and the gathered unit) under ZeRO-3.
+void bf16_on_gpu(RankState& s, const RankLayout& l, int64_t numel, int64_t shard_numel) {
+  if (l.zero_stage < 3) {
+    s.params += 2 * numel;
+  } else {
+    s.params += 2 * shard_numel;
+    s.gathered_params += 2 * numel;
+  }
+}
+
+}  // namespace
+
+RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage,
+                     const FinetuneSpec& ft) {
   const RankLayout l = RankLayout::from(cfg, world_size);
   const auto frozen = freeze_patterns(cfg.train);
+  std::vector<ParamSpec> params = param_table(cfg.model);
+  const size_t base_count = params.size();
+  for (auto& a : lora_params(cfg.model, ft)) params.push_back(std::move(a));
   RankState s;
-  for (const auto& p : param_table(cfg.model)) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamSpec& p = params[i];
     if (!on_stage(p, cfg.model, pp_stage, l.pp)) continue;
     const auto shape = p.tp_shape(tp_rank, l.tp);
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    const bool train = trains(frozen, p.name);
+    const bool frozen_base = ft.lora() && i < base_count;
+    const bool train = !frozen_base && trains(frozen, p.name);
+    // parallel/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers (W = 1 unsharded).
+    const int64_t W = l.zero_stage == 0 ? 1 : l.shard;
+    const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
+    const int64_t c = (rows + W - 1) / W;
+    const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
+    if (frozen_base) {  // no master, no gradient, no optimizer state
+      bf16_on_gpu(s, l, numel, c * row_numel);
+      continue;
+    }
+    if (ft.offload) {  // master (+ gradient shard, AdamW m and v) on the host, bf16 parameters on the GPU
+      s.host += 4 * c * row_numel + (train ? 4 * c * row_numel + 8 * local * row_numel + 4 : 0);
+      bf16_on_gpu(s, l, numel, c * row_numel);
+      continue;
+    }
     if (l.zero_stage == 0) {
       s.params += 4 * numel;
       s.grads += train ? 4 * numel : 0;
       s.optimizer += train ? 8 * numel + 4 : 0;
       continue;
     }
-    // parallel/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers.
-    const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
-    const int64_t c = (rows + l.shard - 1) / l.shard;
-    const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
     s.master += 4 * c * row_numel;
     s.grads += train ? 4 * c * row_numel : 0;
     s.optimizer += train ? 8 * local * row_numel + 4 : 0;
@@ -68,18 +99,19 @@ RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int
   return s;
 }
 
-RankState worst_rank_state(const Config& cfg, int64_t world_size) {
+RankState worst_rank_state(const Config& cfg, int64_t world_size, const FinetuneSpec& ft) {
   const RankLayout l = RankLayout::from(cfg, world_size);
   RankState w;
   for (int64_t stage = 0; stage < l.pp; ++stage)
   for (int64_t t = 0; t < l.tp; ++t)
     for (int64_t r = 0; r < l.shard; ++r) {
-      const RankState s = rank_state(cfg, world_size, t, r, stage);
+      const RankState s = rank_state(cfg, world_size, t, r, stage, ft);
       w.params = std::max(w.params, s.params);
       w.master = std::max(w.master, s.master);
       w.grads = std::max(w.grads, s.grads);
       w.optimizer = std::max(w.optimizer, s.optimizer);
       w.gathered_params = std::max(w.gathered_params, s.gathered_params);
+      w.host = std::max(w.host, s.host);
     }
   return w;
 }

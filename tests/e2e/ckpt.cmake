@@ -9,6 +9,11 @@ add_test(NAME e2e.hf_roundtrip
          COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/hf_roundtrip_test.py ${MESHTRAIN_BIN}
                  $<TARGET_FILE:ckpt_logits_driver>)
 set_tests_properties(e2e.hf_roundtrip PROPERTIES LABELS "e2e;ckpt" TIMEOUT 600 SKIP_RETURN_CODE 77)
+# Progress lines of import and of a checkpoint load (thresholds lowered through the environment), and the
+# parallel reader's bytes end to end (tests/e2e/ckpt/load_progress_test.py).
+add_test(NAME e2e.load_progress
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/load_progress_test.py ${MESHTRAIN_BIN})
+set_tests_properties(e2e.load_progress PROPERTIES LABELS "e2e;ckpt" TIMEOUT 120 SKIP_RETURN_CODE 77)
 add_test(NAME e2e.ckpt_kill_resume
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/kill_resume_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.ckpt_kill_resume PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)

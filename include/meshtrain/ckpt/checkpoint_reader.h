@@ -1,8 +1,11 @@
 // Loading a checkpoint into any layout (resharding). Each rank describes what it wants as ShardedTensors
 // (core/sharded_tensor.h: a rectangular block of each global tensor, `local` the live storage to fill) and
 // load_into fills them from whatever layout saved the checkpoint: for every saved shard whose block
-// intersects a wanted block, the rank preads that shard's byte range (never a whole file, never a shard
-// it does not need), verifies its CRC-32, and copies the intersection into `local` (any device).
+// intersects a wanted block, the rank reads that shard's byte range (never a whole file, never a shard
+// it does not need) through read_ranges (range_reader.h: large preads from a few threads, checksummed as
+// they arrive), verifies its CRC, and copies the intersection into `local` (any device) — or, when the saved
+// block is the wanted one in the same dtype in host memory, reads straight into `local`. Progress and ETA
+// on rank 0 for a load that takes more than a few seconds (core/progress_meter.h).
 //
 // Errors (UserError, one line): a tensor missing from the checkpoint, a global shape that differs, a dtype
 // that cannot be converted, a checksum mismatch or a truncated file (naming the file and the tensor).
@@ -24,6 +27,7 @@ namespace meshtrain::ckpt {
 struct LoadedCheckpoint {
   std::string path;  // the resolved step directory
   CheckpointMeta meta;
+  uint64_t bytes_read = 0;  // the bytes of the saved shards this rank read (only those its blocks intersect)
 };
 
 // `path`: a step directory or a parent holding `latest`. Reads format versions 1 and 2.

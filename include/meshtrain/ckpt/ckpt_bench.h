@@ -6,8 +6,10 @@
 //                pass (CPU tensors straight from the caller's memory; device tensors via pinned host),
 //                fsync, meta.json, renames — until committed
 //   async save   save_async: the time the caller is blocked (host copy) and the time until committed
-//   load         load_into the same layout after dropping the files from the page cache: pread, CRC-32
-//                (and the host → device copy with --device cuda)
+//   load         load_into the same layout after dropping the files from the page cache: read_ranges
+//                (range_reader.h: 8 MiB preads from 4 threads straight into the tensors), CRC-32C (and the
+//                host → device copy with --device cuda); "vs disk" is the ratio to the cold disk read above
+//   safetensors read   read_safetensors of the same files, cold: what `meshtrain import` reads
 //   phase: …     where a save's time goes, each phase alone on the same tensors: host copy into fresh pages,
 //                CRC-32C, write() into the page cache, fsync
 #pragma once

@@ -47,6 +47,12 @@ class SafetensorsReader {
   uint64_t file_size_ = 0;
 };
 
+// Every tensor of `files` (CPU, saved dtype) through read_ranges (range_reader.h): large preads from a few
+// threads straight into each tensor's memory, progress lines headed `label` when it takes a while. The same
+// bytes SafetensorsReader::read gives, at the disk's sequential rate. UserError for a name in two files.
+std::map<std::string, at::Tensor> read_safetensors(const std::vector<std::string>& files,
+                                                   const std::string& label = "read");
+
 std::string dtype_to_safetensors(at::ScalarType t);
 // UserError "WHERE: unsupported dtype 'I8' (valid: …)" for a name meshtrain does not read; `where` names the
 // file and tensor.

@@ -2,7 +2,9 @@
 // meshrun (CPU backend), holding the blocks of tests/multiproc/ckpt/layouts.h that its rank of LAYOUT holds.
 //   ckpt_worker save DIR LAYOUT STEP [STEP...]   save each step (async; the next save waits for the previous)
 //   ckpt_worker load DIR LAYOUT [EXPECT_STEP]    load `latest` into this rank's blocks and compare with the
-//                                                global tensors; prints "rank R loaded step N"
+//                                                global tensors; prints "rank R loaded step N"; loading
+//                                                into the layout that saved, a rank must read exactly the
+//                                                bytes of its own blocks (LoadedCheckpoint::bytes_read)
 // The world size must be the layout's. Exit 1 on any mismatch, 2 on a user error (with its one line).
 #include <ATen/ATen.h>
 
@@ -48,6 +50,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   MT_USER_CHECK(mode == "load", "mode must be save or load, got ", mode);
+  log::init({.rank = world.rank});  // progress lines: rank 0 only
   auto view = ckpt_test::rank_view(layout, world.rank, /*zeros=*/true);
   auto loaded = ckpt::load_into(dir, view);
   const std::string err = ckpt_test::check_rank_view(view);
@@ -58,6 +61,13 @@ int run(int argc, char** argv) {
   if (argc >= 5 && loaded.meta.step != std::stoll(argv[4])) {
     std::fprintf(stderr, "rank %d: loaded step %lld, expected %s\n", world.rank,
                  static_cast<long long>(loaded.meta.step), argv[4]);
+    return 1;
+  }
+  uint64_t own = 0;
+  for (const auto& s : view) own += static_cast<uint64_t>(s.local.numel()) * s.local.element_size();
+  if (loaded.meta.mesh.value("layout", "") == layout.name && loaded.bytes_read != own) {
+    std::fprintf(stderr, "rank %d: read %llu bytes, its own blocks are %llu\n", world.rank,
+                 static_cast<unsigned long long>(loaded.bytes_read), static_cast<unsigned long long>(own));
     return 1;
   }
   std::printf("rank %d loaded step %lld (saved by %s)\n", world.rank, static_cast<long long>(loaded.meta.step),

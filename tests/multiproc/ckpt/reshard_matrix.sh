@@ -29,4 +29,11 @@ check fsdp4 fsdp2 single fsdp3 tp2 fsdp2xtp2
 check fsdp2xtp2 fsdp4 single tp2 ddp2xtp2
 check tp2 fsdp4 fsdp3
 check ddp2xtp2 fsdp4 single
+# Each rank reads only the byte ranges of its own blocks (the worker checks bytes_read loading into the
+# saving layout), and a long load's progress lines come from rank 0 alone (thresholds lowered to 0).
+out=$(MESHTRAIN_PROGRESS_AFTER_S=0 MESHTRAIN_PROGRESS_EVERY_S=0 run 4 load "$WORK/fsdp4" fsdp4 10 2>&1)
+n=$(grep -c "loaded step 10 (saved by fsdp4)" <<<"$out" || true)
+p=$(grep -c "load step_00000010: .* done in" <<<"$out" || true)
+if [ "$n" != 4 ] || [ "$p" != 1 ]; then echo "FAIL: fsdp4 -> fsdp4 with progress: $out" >&2; exit 1; fi
+echo "ok: fsdp4 -> fsdp4: every rank read only its own ranges; one progress line (rank 0)"
 echo "reshard matrix: all ok"

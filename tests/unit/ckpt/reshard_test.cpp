@@ -56,6 +56,26 @@ TEST(Reshard, EveryLayoutLoadsIntoEveryOther) {
   }
 }
 
+// Each rank reads the byte ranges of the saved blocks its own blocks intersect, nothing else: loading into
+// the layout that saved, a rank reads exactly its blocks' bytes (sharded layouts: a fraction of the file set).
+TEST(Reshard, ARankReadsOnlyItsOwnRanges) {
+  for (const auto& l : all_layouts()) {
+    auto d = temp_dir("ranges_" + l.name);
+    save_layout(d, l, 3);
+    uint64_t saved = 0;
+    for (const auto& [name, rec] : ckpt::read_meta(ckpt::resolve_checkpoint_dir(d.string())).tensors)
+      for (const auto& s : rec.shards) saved += s.end - s.begin;
+    for (int r = 0; r < l.world; ++r) {
+      auto view = rank_view(l, r, /*zeros=*/true);
+      uint64_t own = 0;
+      for (const auto& s : view) own += static_cast<uint64_t>(s.local.numel()) * s.local.element_size();
+      EXPECT_EQ(ckpt::load_into(d.string(), view).bytes_read, own) << l.name << " rank " << r;
+      EXPECT_EQ(check_rank_view(view), "") << l.name << " rank " << r;
+      EXPECT_LE(own, saved);
+    }
+  }
+}
+
 TEST(Reshard, RankFilesHoldOnlyTheirBlocks) {
   auto d = temp_dir("files");
   save_layout(d, layout_named("fsdp4"), 1);

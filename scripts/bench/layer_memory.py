@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Per-layer GPU memory of a Llama 3.1 70B-shaped model, measured on one GPU, against `meshtrain plan`.
+
+A 70B model does not fit one GPU, but one of its layers does: the script trains the 70B shape (d_model 8192,
+d_ff 28672, 64 heads, 8 KV heads, vocabulary 128256) with 2 and with 4 layers through `meshtrain bench train`
+(the real training loop, synthetic tokens; peak = the caching allocator's peak allocated bytes), and takes
+  per layer = (peak(4 layers) − peak(2 layers)) / 2        the rest = peak(2 layers) − 2 × per layer
+then asks `meshtrain plan CFG --gpus 1 --json` for the same two configs and prints predicted vs measured, per
+layer and for the rest, with their ratio, and writes OUT/layer_memory.json. The 70B arithmetic in
+configs/node8/llama3.1-70b-{lora,offload}-fsdp8.yaml and docs/plan.md scales these per-layer figures to 80
+layers over FSDP 8.
+
+Modes (--modes, comma-separated):
+  full      every parameter trains, state on the GPU (bf16 autocast, fp32 master and AdamW)
+  lora      LoRA r16 on q,k,v,o,gate,up,down over a frozen bf16 base: bench train --set model.lora.rank=16
+            --set model.lora.targets=[...]; plan --lora-rank 16 --lora-targets all
+  offload   full fine-tune with optimizer.offload: cpu; plan --offload cpu
+lora and offload need the builds that have those config keys; a mode whose run fails is reported, not fatal
+for the others.
+
+    python3 scripts/bench/layer_memory.py build/bin/meshtrain OUT [--seq 4096] [--batch 1] [--modes full,lora,offload]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+SHAPE = "llama3.1-70b"
+MODES = {  # name: (bench train --set values, plan flags)
+    "full": ([], []),
+    "lora": (["model.lora.rank=16", "model.lora.alpha=32",
+              "model.lora.targets=[q,k,v,o,gate,up,down]", "parallel.param_dtype=bf16"],
+             ["--lora-rank", "16", "--lora-targets", "all"]),
+    "offload": (["optimizer.offload=cpu", "parallel.param_dtype=bf16"], ["--offload", "cpu"]),
+}
+
+
+def config_text(layers, seq, batch, sets):
+    lines = [f"model: {{preset: {SHAPE}, n_layer: {layers}}}",
+             f"data: {{train: synthetic, seq_len: {seq}}}",
+             f"train: {{micro_batch_size: {batch}, activation_checkpointing: true}}"]
+    return "\n".join(lines) + "\n"
+
+
+def measure(meshtrain, out, mode, layers, args):
+    sets, _ = MODES[mode]
+    js = os.path.join(out, f"bench_{mode}_{layers}L.json")
+    cmd = [meshtrain, "bench", "train", "--preset", SHAPE, "--layers", str(layers), "--seq", str(args.seq),
+           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", "1", "--activation-checkpointing",
+           "--json", js]
+    for s in sets:
+        cmd += ["--set", s]
+    log = os.path.join(out, f"bench_{mode}_{layers}L.log")
+    with open(log, "w") as f:
+        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=1200)
+    if p.returncode != 0:
+        print(f"FAILED ({p.returncode}): {' '.join(cmd)} — see {log}", file=sys.stderr)
+        return None
+    with open(js) as f:
+        return json.load(f)["peak_memory_bytes"]
+
+
+def predict(meshtrain, out, mode, layers, args):
+    _, flags = MODES[mode]
+    cfg = os.path.join(out, f"plan_{layers}L.yaml")
+    with open(cfg, "w") as f:
+        f.write(config_text(layers, args.seq, args.batch, []))
+    cmd = [meshtrain, "plan", cfg, "--gpus", "1", "--json", "--gpu", args.gpu] + flags
+    if mode != "full":
+        cmd += ["--set", "parallel.param_dtype=bf16"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"FAILED: {' '.join(cmd)}: {p.stderr.strip()}", file=sys.stderr)
+        return None
+    return json.loads(p.stdout)["layouts"][0]["memory"]["peak_allocated_bytes"]
+
+
+def split(two, four):
+    per = (four - two) / 2
+    return per, two - 2 * per
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("meshtrain", help="path to the meshtrain binary (a CUDA build)")
+    ap.add_argument("out", help="directory for the logs and layer_memory.json")
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--gpu", default="h200-141gb", help="the GPU the plan assumes (meshtrain plan --gpu)")
+    ap.add_argument("--modes", default="full,lora,offload")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    gib = 1024 ** 3
+    rows, ok = [], True
+    print(f"{SHAPE} shape, micro-batch {args.batch} × {args.seq}, activation checkpointing, one GPU")
+    print(f"{'mode':<8} {'what':<10} {'measured GiB':>13} {'planned GiB':>12} {'ratio':>7}")
+    for mode in args.modes.split(","):
+        if mode not in MODES:
+            sys.exit(f"--modes: given '{mode}'; valid: {', '.join(MODES)}")
+        meas = [measure(args.meshtrain, args.out, mode, n, args) for n in (2, 4)]
+        plan = [predict(args.meshtrain, args.out, mode, n, args) for n in (2, 4)]
+        if None in meas or None in plan:
+            ok = False
+            rows.append({"mode": mode, "error": "a run failed (see the logs)"})
+            continue
+        m_per, m_rest = split(*meas)
+        p_per, p_rest = split(*plan)
+        for what, m, p in (("per layer", m_per, p_per), ("rest", m_rest, p_rest)):
+            print(f"{mode:<8} {what:<10} {m / gib:13.2f} {p / gib:12.2f} {p / m if m else 0:7.2f}")
+        rows.append({"mode": mode, "measured_peak_bytes": {"2": meas[0], "4": meas[1]},
+                     "planned_peak_bytes": {"2": plan[0], "4": plan[1]},
+                     "measured_per_layer_bytes": m_per, "planned_per_layer_bytes": p_per,
+                     "measured_rest_bytes": m_rest, "planned_rest_bytes": p_rest})
+    with open(os.path.join(args.out, "layer_memory.json"), "w") as f:
+        json.dump({"shape": SHAPE, "seq": args.seq, "batch": args.batch, "gpu": args.gpu, "rows": rows}, f, indent=1)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
