@@ -23,11 +23,10 @@ struct Sizes {
 
 Sizes sizes(const Config& cfg, int64_t tp) {
   Sizes s;
-  const auto frozen = freeze_patterns(cfg.train);
   for (const auto& p : param_table(cfg.model)) {
     int64_t n = 1;
     for (int64_t d : p.tp_shape(0, tp)) n *= d;
-    const bool train = trains(frozen, p.name);
+    const bool train = trains(cfg, p.name);
     if (p.block == 0) s.block += n, s.block_matmul += p.matmul ? n : 0;
     if (p.block < 0) {
       s.root += n;

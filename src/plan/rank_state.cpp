@@ -21,7 +21,9 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   l.reducer = l.zero_stage == 0 && ((distributed && (l.dp > 1 || l.tp == 1)) || p.force_wrapper);
   l.param_bytes = parse_dtype(p.param_dtype, "parallel.param_dtype") == Dtype::bf16 ? 2 : 4;
   l.reduce_bytes = parse_dtype(p.reduce_dtype, "parallel.reduce_dtype") == Dtype::bf16 ? 2 : 4;
-  l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4;
+  // The GPU's compute dtype (train.dtype auto = bf16): what LoRA's frozen base is held in (parallelize()).
+  l.frozen_bytes = cfg.model.lora_rank > 0 && compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
+  l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4 && l.frozen_bytes == 4;
   return l;
 }
 
@@ -40,16 +42,16 @@ bool on_stage(const ParamSpec& p, const ModelConfig& m, int64_t stage, int64_t p
 
 RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage) {
   const RankLayout l = RankLayout::from(cfg, world_size);
-  const auto frozen = freeze_patterns(cfg.train);
   RankState s;
   for (const auto& p : param_table(cfg.model)) {
     if (!on_stage(p, cfg.model, pp_stage, l.pp)) continue;
     const auto shape = p.tp_shape(tp_rank, l.tp);
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    const bool train = trains(frozen, p.name);
+    const bool train = trains(cfg, p.name);
+    const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype
     if (l.zero_stage == 0) {
-      s.params += 4 * numel;
+      s.params += held * numel;
       s.grads += train ? 4 * numel : 0;
       s.optimizer += train ? 8 * numel + 4 : 0;
       continue;
@@ -58,12 +60,13 @@ RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int
     const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
     const int64_t c = (rows + l.shard - 1) / l.shard;
     const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
-    s.master += 4 * c * row_numel;
+    s.master += held * c * row_numel;
     s.grads += train ? 4 * c * row_numel : 0;
     s.optimizer += train ? 8 * local * row_numel + 4 : 0;
     if (l.alias) continue;
-    if (l.zero_stage < 3) s.params += l.param_bytes * numel;
-    else s.gathered_params += l.param_bytes * numel;
+    const int64_t gathered = train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes;
+    if (l.zero_stage < 3) s.params += gathered * numel;
+    else s.gathered_params += gathered * numel;
   }
   return s;
 }

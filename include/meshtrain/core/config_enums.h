@@ -5,6 +5,7 @@
 //   Dtype c = compute_dtype(cfg.train, /*cuda=*/true);                          // train.dtype, auto resolved
 //   MasterLocation m = parse_master_location(cfg.parallel.master_location);     // device (host: not built)
 //   std::vector<std::string> globs = freeze_patterns(cfg.train);               // train.freeze, split
+//   std::vector<LoraTarget> t = lora_targets(cfg.model);                       // model.lora_targets, split
 #pragma once
 
 #include <string>
@@ -26,5 +27,13 @@ Dtype compute_dtype(const TrainConfig& t, bool cuda);
 MasterLocation parse_master_location(const std::string& value);
 // train.freeze split at commas, blanks trimmed; an empty pattern between commas is a UserError.
 std::vector<std::string> freeze_patterns(const TrainConfig& t);
+
+// The projections LoRA adapts (model.lora_targets), named as in the config and after PEFT's Llama modules.
+enum class LoraTarget { q, k, v, o, gate, up, down };
+// "q" … "down" (lora_targets' spelling).
+const char* lora_target_name(LoraTarget t);
+// model.lora_targets split at commas: each a known projection, none twice, at least one. Empty when
+// model.lora_rank is 0 (LoRA off). UserError naming the key otherwise.
+std::vector<LoraTarget> lora_targets(const ModelConfig& m);
 
 }  // namespace meshtrain

@@ -31,6 +31,7 @@ struct RankLayout {
   bool alias = false;         // stage ≥ 1, a shard group of one, fp32 parameters: module parameters are the shards
   int param_bytes = 4;        // gathered parameters' element size (parallel.param_dtype)
   int reduce_bytes = 4;       // gradient reduction element size (parallel.reduce_dtype)
+  int frozen_bytes = 4;       // element size of a frozen parameter (LoRA's base: the compute dtype, bf16 on GPU)
 
   static RankLayout from(const Config& cfg, int64_t world_size);
 };
