@@ -23,9 +23,9 @@ int cmd_bench_train(int argc, char** argv) {
       "steps", "timed steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.steps)))(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value(std::to_string(d.warmup)))(
       "activation-checkpointing", "recompute each block in backward")(
-      "lora", "LoRA adapters of this rank (model.lora_rank; alpha 2 × rank, targets model.lora_targets: all "
-              "seven Llama projections unless --set says otherwise), the base frozen in the compute dtype; 0 = "
-              "full training", cxxopts::value<int64_t>()->default_value("0"))(
+      "lora", "LoRA adapters of this rank (model.lora_rank; alpha 2 × rank; model.lora_targets' default: all "
+              "seven Llama projections), the base frozen in the compute dtype; 0 = full training",
+      cxxopts::value<int64_t>()->default_value("0"))(
       "profile", "after the timed steps, profile more into DIR: a Chrome/Perfetto trace per rank (open in "
                  "ui.perfetto.dev) and the top kernels by step phase (forward, backward, optimizer, communication)",
       cxxopts::value<std::string>())(

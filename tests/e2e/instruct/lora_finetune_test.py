@@ -94,39 +94,23 @@ def heldout_loss(model, tok, held):
     return total / count
 
 
-def config(path, base_ckpt_dir, prefix, out_dir, steps):
-    with open(path, "w") as f:
-        f.write(f"""data:
-  train: {prefix}_train_*.bin
-optimizer:
-  lr: 1e-2
-  weight_decay: 0.0
-schedule:
-  kind: constant
-  warmup_steps: 0
-train:
-  steps: {steps}
-  micro_batch_size: 2
-  device: cpu
-  eval_every: 0
-  threads: 1
-  out_dir: {out_dir}
-checkpoint:
-  every: {HALF}
-logging:
-  every: 1
-""")
-    sets = [f"--set=checkpoint.init_from={base_ckpt_dir}", "--set=model.lora_rank=8", "--set=model.lora_alpha=16",
-            "--set=model.lora_targets=q,k,v,o,gate,up,down"]
-    return path, sets
-
-
-def model_section(imported):
-    """The model keys `meshtrain import` wrote, as --set overrides."""
+def config(path, imported, prefix, out_dir, steps):
+    """The imported model's section (what `meshtrain import` wrote) with LoRA on, and the run's settings."""
     import yaml
     with open(os.path.join(imported, "config.yaml")) as f:
-        y = yaml.safe_load(f)
-    return [f"--set=model.{k}={v}" for k, v in y["model"].items() if v is not None and v != ""]
+        model = yaml.safe_load(f)["model"]
+    model.update(lora_rank=8, lora_alpha=16.0)  # lora_targets' default: all seven projections
+    cfg = {"model": model,
+           "data": {"train": f"{prefix}_train_*.bin"},
+           "optimizer": {"lr": 1e-2, "weight_decay": 0.0},
+           "schedule": {"kind": "constant", "warmup_steps": 0},
+           "train": {"steps": steps, "micro_batch_size": 2, "device": "cpu", "eval_every": 0, "threads": 1,
+                     "out_dir": out_dir},
+           "checkpoint": {"every": HALF, "init_from": imported},
+           "logging": {"every": 1}}
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    return path
 
 
 def losses(out_dir):
@@ -149,27 +133,27 @@ def main():
          "--input", data, "--out", prefix, "--quiet"])
     held = examples(3000, 24)
 
-    model = model_section(base_ck)
     full_dir, half_dir = os.path.join(work, "full"), os.path.join(work, "half")
-    cfg, sets = config(os.path.join(work, "lora.yaml"), base_ck, prefix, full_dir, STEPS)
-    run([meshrun, "--nproc-per-node", "2", cfg, *model, *sets])
+    cfg = config(os.path.join(work, "lora.yaml"), base_ck, prefix, full_dir, STEPS)
+    run([meshrun, "--nproc-per-node", "2", cfg])
     full = losses(full_dir)
     check(len(full) == STEPS, f"{len(full)} step losses logged")
 
     # Exact resume: 2 × HALF steps through a checkpoint equal the first 2 × HALF of the straight run.
-    run([meshrun, "--nproc-per-node", "2", cfg, *model, *sets, f"--set=train.out_dir={half_dir}",
-         f"--set=train.steps={HALF}"])
-    run([meshrun, "--nproc-per-node", "2", cfg, *model, *sets, f"--set=train.out_dir={half_dir}",
-         f"--set=train.steps={2 * HALF}", "--set=checkpoint.resume=auto"])
+    run([meshrun, "--nproc-per-node", "2", cfg, f"--set=train.out_dir={half_dir}", f"--set=train.steps={HALF}"])
+    run([meshrun, "--nproc-per-node", "2", cfg, f"--set=train.out_dir={half_dir}", f"--set=train.steps={2 * HALF}",
+         "--set=checkpoint.resume=auto"])
     resumed = losses(half_dir)
     check(resumed == full[:2 * HALF], f"resumed at step {HALF}: {resumed[HALF:]} = straight {full[HALF:2 * HALF]}")
-    ckpt = os.path.join(full_dir, "checkpoints", "latest")
-    with open(os.path.join(ckpt, "meta.json")) as f:
+    ckpt = os.path.join(full_dir, "checkpoints")  # its newest step (`latest` names it)
+    with open(os.path.join(ckpt, "latest")) as f:
+        newest = os.path.join(ckpt, f.read().strip())
+    with open(os.path.join(newest, "meta.json")) as f:
         lora = json.load(f)["state"].get("lora", {})
     check(lora.get("base") == base_ck and lora.get("id", "").startswith("crc32c:") and lora.get("rank") == 8,
           f"the checkpoint names its base: {lora}")
     # Resuming those adapters onto another base is refused, in one line.
-    p = subprocess.run([meshtrain, "train", cfg, *model, *sets, f"--set=train.out_dir={half_dir}",
+    p = subprocess.run([meshtrain, "train", cfg, f"--set=train.out_dir={half_dir}",
                         f"--set=train.steps={3 * HALF}", "--set=checkpoint.resume=auto",
                         f"--set=checkpoint.init_from={other_ck}"], capture_output=True, text=True, timeout=300)
     err = [line for line in p.stderr.splitlines() if "belong to the base" in line]
