@@ -245,7 +245,10 @@ TEST(Parallelize, LoraTrainsTheAdaptersAndHoldsTheBaseInTheComputeDtype) {
     const double loss = pm->forward_backward(mb).item<double>();
     EXPECT_TRUE(std::isfinite(loss));
     EXPECT_GT(pm->clip_grad_norm(1e9).item<double>(), 0.0);  // the adapters' gradients (B = 0: A's is zero)
-    for (const auto& s : pm->sharded_parameters())
-      if (before.count(s.name)) EXPECT_TRUE(at::equal(before[s.name], s.local)) << s.name;
+    for (const auto& s : pm->sharded_parameters()) {
+      if (before.count(s.name)) {
+        EXPECT_TRUE(at::equal(before[s.name], s.local)) << s.name;
+      }
+    }
   }
 }
