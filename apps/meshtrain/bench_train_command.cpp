@@ -39,6 +39,9 @@ int cmd_bench_train(int argc, char** argv) {
       "steps", "timed steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.steps)))(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value(std::to_string(d.warmup)))(
       "activation-checkpointing", "recompute each block in backward")(
+      "lora", "LoRA adapters of this rank (model.lora_rank; alpha 2 × rank; model.lora_targets' default: all "
+              "seven Llama projections), the base frozen in the compute dtype; 0 = full training",
+      cxxopts::value<int64_t>()->default_value("0"))(
       "profile", "after the timed steps, profile more into DIR: a Chrome/Perfetto trace per rank (open in "
                  "ui.perfetto.dev) and the top kernels by step phase (forward, backward, optimizer, communication)",
       cxxopts::value<std::string>())(
@@ -61,6 +64,10 @@ int cmd_bench_train(int argc, char** argv) {
                               .profile_steps = r["profile-steps"].as<int64_t>(),
                               .overrides = strings(r, "set")};
   for (auto& o : unfuse_overrides(strings(r, "unfuse"))) bo.overrides.push_back(std::move(o));
+  if (const int64_t rank = r["lora"].as<int64_t>(); rank != 0) {
+    // Before the user's --set values, which are applied last and so may still change alpha or the targets.
+    bo.overrides.insert(bo.overrides.begin(), {cat("model.lora_rank=", rank), cat("model.lora_alpha=", 2 * rank)});
+  }
   const auto res = train::run_bench_train(bo);
   if (comm::world_info_from_env().rank != 0) return 0;
   std::printf("%s", train::bench_train_table(res).c_str());

@@ -1,9 +1,11 @@
-// meshtrain export CHECKPOINT --format hf OUT_DIR: a checkpoint (any layout) as a Hugging Face model directory.
+// meshtrain export CHECKPOINT --format hf OUT_DIR: a checkpoint (any layout) as a Hugging Face model directory;
+// a LoRA run's adapters merged into it, or (--adapters) alone in PEFT's layout.
 #include <cstdio>
 
 #include "cli.h"
 #include "commands.h"
 #include "meshtrain/ckpt/hf_files.h"
+#include "meshtrain/ckpt/lora_export.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::cli {
@@ -12,9 +14,13 @@ int cmd_export(int argc, char** argv) {
   cxxopts::Options o("meshtrain export",
                      "Write a checkpoint (any layout) as a Hugging Face model directory: config.json + "
                      "model.safetensors, or model-0000K-of-0000N.safetensors + model.safetensors.index.json above "
-                     "--max-shard-size. Loadable by transformers (LlamaForCausalLM, GPT2LMHeadModel), vLLM, TGI.");
+                     "--max-shard-size. Loadable by transformers (LlamaForCausalLM, GPT2LMHeadModel), vLLM, TGI. "
+                     "A LoRA checkpoint (model.lora_rank > 0) is written merged (W + alpha/r · B A); with "
+                     "--adapters, its adapters alone in PEFT's layout (adapter_config.json + "
+                     "adapter_model.safetensors, for peft.PeftModel.from_pretrained over the base).");
   o.add_options()("format", "output format; valid: hf", cxxopts::value<std::string>())(
       "dtype", "tensor dtype: keep | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("keep"))(
+      "adapters", "LoRA checkpoint: write only its adapters, in PEFT's layout (fp32)")(
       "max-shard-size", "largest safetensors file (K/M/G suffixes)",
       cxxopts::value<std::string>()->default_value("5G"))("h,help", "show this help")(
       "args", "", cxxopts::value<std::vector<std::string>>());
@@ -28,6 +34,12 @@ int cmd_export(int argc, char** argv) {
                 "meshtrain export: --format hf is required (the only format)");
   const size_t shard = parse_bytes("--max-shard-size", r["max-shard-size"].as<std::string>());
   MT_USER_CHECK(shard > 0, "--max-shard-size must be > 0");
+  if (r.count("adapters")) {
+    const auto res = ckpt::export_peft(args[0], args[1]);
+    std::printf("wrote %s: %lld LoRA adapter tensors, %.1f MB (PEFT layout)\n", args[1].c_str(),
+                static_cast<long long>(res.tensors), static_cast<double>(res.bytes) / 1e6);
+    return 0;
+  }
   auto res = ckpt::export_hf(args[0], args[1], {.dtype = r["dtype"].as<std::string>(), .max_shard_bytes = shard});
   std::printf("wrote %s: %lld tensors, %.1f MB in %d file(s)\n", args[1].c_str(), static_cast<long long>(res.tensors),
               static_cast<double>(res.bytes) / 1e6, res.files);

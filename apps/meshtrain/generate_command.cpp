@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "commands.h"
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/model/generate.h"
@@ -74,6 +76,19 @@ void generate_text(model::Transformer& net, const text::Tokenizer& tok, const st
   std::cout << decoder.finish() << std::endl;
 }
 
+// The prompt's logits in eval mode (no dropout), fp32, beside the ids they were computed for.
+int write_logits(model::Transformer& net, const std::vector<int64_t>& ids, const std::string& path) {
+  MT_USER_CHECK(!ids.empty(), "--logits: the prompt encodes to no token");
+  net->eval();
+  at::NoGradGuard no_grad;
+  const auto tokens = at::tensor(ids, at::kLong);
+  const auto logits = net->forward(tokens.unsqueeze(0))[0].to(at::kFloat).contiguous();  // [T, V]
+  ckpt::write_safetensors(path, {{"logits", logits}, {"ids", tokens}});
+  std::printf("wrote %s: logits [%lld, %lld]\n", path.c_str(), static_cast<long long>(logits.size(0)),
+              static_cast<long long>(logits.size(1)));
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -90,7 +105,10 @@ int cmd_generate(int argc, char** argv) {
       cxxopts::value<std::string>())("tokens", "tokens to generate", cxxopts::value<int64_t>()->default_value("200"))(
       "temperature", "sampling temperature; 0 = greedy", cxxopts::value<double>()->default_value("0.8"))(
       "top-k", "sample among the k most likely tokens; 0 = all", cxxopts::value<int64_t>()->default_value("40"))(
-      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1337"))("h,help", "show this help")(
+      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1337"))(
+      "logits", "instead of sampling, write the prompt's logits to this safetensors file (fp32 'logits' [T, V] "
+      "and the prompt's 'ids' [T]), e.g. to compare with transformers", cxxopts::value<std::string>())(
+      "h,help", "show this help")(
       "checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
@@ -124,6 +142,7 @@ int cmd_generate(int argc, char** argv) {
     wanted.push_back({"model." + item.key(), item.value().sizes().vec(),
                       std::vector<int64_t>(static_cast<size_t>(item.value().dim()), 0), item.value(), true});
   ckpt::load_into(dir, wanted);
+  if (r.count("logits")) return write_logits(net, ids, r["logits"].as<std::string>());
   const model::SampleOptions opts{.max_new_tokens = r["tokens"].as<int64_t>(),
                                   .temperature = r["temperature"].as<double>(),
                                   .top_k = r["top-k"].as<int64_t>(),

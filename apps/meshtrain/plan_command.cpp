@@ -28,12 +28,6 @@ int cmd_plan(int argc, char** argv) {
       "mfu", "measured MFU table (JSON, as scripts/bench/plan_check.py writes it) instead of the built-in one",
       cxxopts::value<std::string>())(
       "json", "print JSON instead of the table")(
-      "lora-rank", "LoRA adapters of this rank over a frozen bf16 base (0: none; model.lora.rank once the config has it)",
-      cxxopts::value<int64_t>()->default_value("0"))(
-      "lora-targets", "projections with adapters: all, or a list of q,k,v,o,gate,up,down",
-      cxxopts::value<std::string>()->default_value("all"))(
-      "offload", "where the fp32 master, gradients and AdamW state live: none (the GPU) | cpu (pinned host memory)",
-      cxxopts::value<std::string>()->default_value("none"))(
       "set", "config override section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "h,help", "show this help")("config", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"config"});
@@ -41,10 +35,8 @@ int cmd_plan(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   const auto configs = strings(r, "config");
   MT_USER_CHECK(configs.size() == 1, "meshtrain plan: expected exactly one CONFIG file, got ", configs.size());
-  const plan::PlanOptions opts{
-      .gpus = r["gpus"].as<int64_t>(), .nodes = r["nodes"].as<int64_t>(), .gpu = r["gpu"].as<std::string>(),
-      .finetune = plan::FinetuneSpec::parse(r["lora-rank"].as<int64_t>(), r["lora-targets"].as<std::string>(),
-                                            r["offload"].as<std::string>())};
+  const plan::PlanOptions opts{.gpus = r["gpus"].as<int64_t>(), .nodes = r["nodes"].as<int64_t>(),
+                               .gpu = r["gpu"].as<std::string>()};
   plan::gpu_spec(opts.gpu);  // a wrong --gpu is named before the config is looked at
   const plan::MfuTable mfu =
       r.count("mfu") ? plan::MfuTable::from_json_file(r["mfu"].as<std::string>()) : plan::MfuTable::builtin();

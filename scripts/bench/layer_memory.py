@@ -12,10 +12,9 @@ layers over FSDP 8.
 
 Modes (--modes, comma-separated):
   full      every parameter trains, state on the GPU (bf16 autocast, fp32 master and AdamW)
-  lora      LoRA r16 on q,k,v,o,gate,up,down over a frozen bf16 base: bench train --set model.lora.rank=16
-            --set model.lora.targets=[...]; plan --lora-rank 16 --lora-targets all
-  offload   full fine-tune with optimizer.offload: cpu; plan --offload cpu
-lora and offload need the builds that have those config keys; a mode whose run fails is reported, not fatal
+  lora      LoRA r16 on q,k,v,o,gate,up,down over a frozen bf16 base: model.lora_rank=16, model.lora_alpha=32
+  offload   full fine-tune with optimizer.offload: cpu
+The plan gets the same --set values as the run. A mode whose run fails is reported, not fatal
 for the others.
 
     python3 scripts/bench/layer_memory.py build/bin/meshtrain OUT [--seq 4096] [--batch 1] [--modes full,lora,offload]
@@ -27,12 +26,10 @@ import subprocess
 import sys
 
 SHAPE = "llama3.1-70b"
-MODES = {  # name: (bench train --set values, plan flags)
+MODES = {  # name: (--set values of both the run and the plan, unused)
     "full": ([], []),
-    "lora": (["model.lora.rank=16", "model.lora.alpha=32",
-              "model.lora.targets=[q,k,v,o,gate,up,down]", "parallel.param_dtype=bf16"],
-             ["--lora-rank", "16", "--lora-targets", "all"]),
-    "offload": (["optimizer.offload=cpu", "parallel.param_dtype=bf16"], ["--offload", "cpu"]),
+    "lora": (["model.lora_rank=16", "model.lora_alpha=32"], []),
+    "offload": (["optimizer.offload=cpu"], []),
 }
 
 
@@ -62,13 +59,13 @@ def measure(meshtrain, out, mode, layers, args):
 
 
 def predict(meshtrain, out, mode, layers, args):
-    _, flags = MODES[mode]
+    sets, _ = MODES[mode]
     cfg = os.path.join(out, f"plan_{layers}L.yaml")
     with open(cfg, "w") as f:
         f.write(config_text(layers, args.seq, args.batch, []))
-    cmd = [meshtrain, "plan", cfg, "--gpus", "1", "--json", "--gpu", args.gpu] + flags
-    if mode != "full":
-        cmd += ["--set", "parallel.param_dtype=bf16"]
+    cmd = [meshtrain, "plan", cfg, "--gpus", "1", "--json", "--gpu", args.gpu]
+    for s in sets:
+        cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         print(f"FAILED: {' '.join(cmd)}: {p.stderr.strip()}", file=sys.stderr)

@@ -181,6 +181,16 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
   return m;
 }
 
+std::string llama_hf_layer_name(const std::string& ours) {
+  if (ours.rfind("blocks.", 0) != 0) return "";
+  const size_t dot = ours.find('.', 7);
+  if (dot == std::string::npos) return "";
+  const std::string layer = ours.substr(7, dot - 7), rest = ours.substr(dot + 1);
+  for (const auto& [o, n] : kLlamaLayer)
+    if (rest == o) return "model.layers." + layer + "." + n;
+  return "";
+}
+
 std::map<std::string, at::Tensor> to_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& ours_in) {
   auto ours = ours_in;
   std::map<std::string, at::Tensor> hf;

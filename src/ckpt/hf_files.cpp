@@ -9,6 +9,7 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/hf_convert.h"
+#include "meshtrain/ckpt/lora_export.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
@@ -65,6 +66,8 @@ ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir
   resolve(cfg, 1);
   std::map<std::string, at::Tensor> ours;
   for (auto& [name, t] : model) ours[name.substr(6)] = t;
+  // LoRA: the adapters folded into their weights (ckpt/lora_export.h), a plain model of the base's shape.
+  ours = merge_lora(cfg.model, std::move(ours));
   const at::ScalarType dt = export_dtype(opts.dtype, ours.begin()->second.scalar_type());
   auto hf = to_hf_tensors(cfg.model, ours);
   for (auto& [name, t] : hf) t = t.to(dt).contiguous();

@@ -1,6 +1,7 @@
 // Typed values of string settings; see config_enums.h.
 #include "meshtrain/core/config_enums.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "meshtrain/core/error.h"
@@ -50,6 +51,39 @@ std::vector<std::string> freeze_patterns(const TrainConfig& t) {
   }
   MT_USER_CHECK(t.freeze[t.freeze.find_last_not_of(" \t")] != ',', "train.freeze: given '", t.freeze,
                 "'; valid comma-separated globs, none empty (a trailing comma leaves one empty)");
+  return out;
+}
+
+namespace {
+
+constexpr LoraTarget kLoraTargets[] = {LoraTarget::q,    LoraTarget::k,  LoraTarget::v,   LoraTarget::o,
+                                       LoraTarget::gate, LoraTarget::up, LoraTarget::down};
+
+}  // namespace
+
+const char* lora_target_name(LoraTarget t) {
+  static const char* const names[] = {"q", "k", "v", "o", "gate", "up", "down"};
+  return names[static_cast<int>(t)];
+}
+
+std::vector<LoraTarget> lora_targets(const ModelConfig& m) {
+  std::vector<LoraTarget> out;
+  if (m.lora_rank == 0) return out;
+  const std::string valid = "; valid comma-separated projections among q, k, v, o, gate, up, down (e.g. q,v)";
+  std::stringstream ss(m.lora_targets);
+  for (std::string part; std::getline(ss, part, ',');) {
+    const size_t b = part.find_first_not_of(" \t"), e = part.find_last_not_of(" \t");
+    const std::string name = b == std::string::npos ? "" : part.substr(b, e - b + 1);
+    auto it = std::find_if(std::begin(kLoraTargets), std::end(kLoraTargets),
+                           [&](LoraTarget t) { return name == lora_target_name(t); });
+    MT_USER_CHECK(it != std::end(kLoraTargets), "model.lora_targets: given '", m.lora_targets, "' ('", name,
+                  "' is no projection)", valid);
+    MT_USER_CHECK(std::find(out.begin(), out.end(), *it) == out.end(), "model.lora_targets: given '",
+                  m.lora_targets, "' ('", name, "' twice)", valid);
+    out.push_back(*it);
+  }
+  MT_USER_CHECK(!out.empty() && m.lora_targets.back() != ',', "model.lora_targets: given '", m.lora_targets, "'",
+                valid);
   return out;
 }
 

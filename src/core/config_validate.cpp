@@ -159,8 +159,28 @@ class Validator {
     for (auto [key, id] : {std::pair{"model.bos_token_id", m.bos_token_id}, std::pair{"model.eos_token_id", m.eos_token_id}})
       if (id >= m.vocab_size)
         fail(key, cat("given ", id, "; valid -1 (none) or an id below model.vocab_size (", m.vocab_size, ")"));
+    check_lora(m);
     // Sizes LibTorch could not even count (the device's memory is checked where the device is known).
     check_model_sizes(cfg_);
+  }
+
+  // LoRA (docs/lora.md): rank 0 is off; the adapters wrap Llama's separate projections (GPT-2 fuses q/k/v
+  // into one weight, which PEFT's layout does not name, so it is refused rather than mapped half-way).
+  void check_lora(const ModelConfig& m) {
+    if (m.lora_rank < 0)
+      fail("model.lora_rank", cat("given ", m.lora_rank, "; valid > 0 (the adapters' rank) or 0 (LoRA off)"));
+    if (m.lora_rank == 0) return;
+    if (m.family != "llama")
+      fail("model.lora_rank", cat("given ", m.lora_rank, " with model.family '", m.family,
+                                  "'; valid LoRA on family llama only (or lora_rank 0)"));
+    if (cfg_.parallel.tp > 1)
+      fail("model.lora_rank", cat("given ", m.lora_rank, " with parallel.tp ", cfg_.parallel.tp,
+                                  "; valid LoRA with tp 1 (adapters split over tensor-parallel ranks are not built "
+                                  "yet; FSDP and DDP shard or replicate them)"));
+    if (!(m.lora_alpha > 0.0))
+      fail("model.lora_alpha", cat("given ", m.lora_alpha, "; valid > 0"));
+    if (!(m.lora_dropout >= 0.0 && m.lora_dropout < 1.0))
+      fail("model.lora_dropout", cat("given ", m.lora_dropout, "; valid 0 ≤ p < 1"));
   }
 
   void check_data() {
@@ -185,6 +205,7 @@ class Validator {
       (void)parse_optimizer_offload(cfg_.optimizer.offload);
       (void)freeze_patterns(cfg_.train);
       (void)parse_fp8(cfg_.train);
+      (void)lora_targets(cfg_.model);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
     } catch (const UserError& e) {
       throw UserError(cat(name_, ": ", e.what()));

@@ -5,6 +5,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/fused_rope.h"
+#include "meshtrain/model/lora_linear.h"
 #include "meshtrain/model/rotary.h"
 
 namespace meshtrain::model {
@@ -13,11 +14,12 @@ AttentionImpl::AttentionImpl(const ModelConfig& cfg, const at::TensorOptions& op
     : head_dim_(cfg.d_model / cfg.n_head), dropout_(cfg.dropout) {
   const int64_t n_head = cfg.n_head, n_kv_head = cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head;
   const bool bias = cfg.family == "gpt2";
-  auto lin = [&](int64_t in, int64_t out) { return Linear(in, out, bias, opts); };
-  wq = register_module("wq", lin(cfg.d_model, n_head * head_dim_));
-  wk = register_module("wk", lin(cfg.d_model, n_kv_head * head_dim_));
-  wv = register_module("wv", lin(cfg.d_model, n_kv_head * head_dim_));
-  wo = register_module("wo", lin(n_head * head_dim_, cfg.d_model));
+  // A LoraLinear where LoRA adapts the projection (model/lora_linear.h), a Linear otherwise.
+  auto lin = [&](LoraTarget t, int64_t in, int64_t out) { return make_linear(cfg, t, in, out, bias, opts); };
+  wq = register_module("wq", lin(LoraTarget::q, cfg.d_model, n_head * head_dim_));
+  wk = register_module("wk", lin(LoraTarget::k, cfg.d_model, n_kv_head * head_dim_));
+  wv = register_module("wv", lin(LoraTarget::v, cfg.d_model, n_kv_head * head_dim_));
+  wo = register_module("wo", lin(LoraTarget::o, n_head * head_dim_, cfg.d_model));
 }
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,

@@ -3,19 +3,21 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/model/fused_swiglu.h"
+#include "meshtrain/model/lora_linear.h"
 
 namespace meshtrain::model {
 
 MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu_(cfg.family == "llama") {
   const bool bias = !swiglu_;
-  auto lin = [&](int64_t in, int64_t out) { return Linear(in, out, bias, opts); };
+  // A LoraLinear where LoRA adapts the projection (model/lora_linear.h; llama only), a Linear otherwise.
+  auto lin = [&](LoraTarget t, int64_t in, int64_t out) { return make_linear(cfg, t, in, out, bias, opts); };
   if (swiglu_) {
-    gate = register_module("w1", lin(cfg.d_model, cfg.d_ff));
-    down = register_module("w2", lin(cfg.d_ff, cfg.d_model));
-    up = register_module("w3", lin(cfg.d_model, cfg.d_ff));
+    gate = register_module("w1", lin(LoraTarget::gate, cfg.d_model, cfg.d_ff));
+    down = register_module("w2", lin(LoraTarget::down, cfg.d_ff, cfg.d_model));
+    up = register_module("w3", lin(LoraTarget::up, cfg.d_model, cfg.d_ff));
   } else {
-    up = register_module("fc", lin(cfg.d_model, cfg.d_ff));
-    down = register_module("proj", lin(cfg.d_ff, cfg.d_model));
+    up = register_module("fc", Linear(cfg.d_model, cfg.d_ff, bias, opts));
+    down = register_module("proj", Linear(cfg.d_ff, cfg.d_model, bias, opts));
   }
 }
 

@@ -130,7 +130,7 @@ void FullyShard::init_shards(model::TransformerImpl& net, int64_t seed) {
   at::NoGradGuard no_grad;
   const auto fp32 = at::TensorOptions().dtype(at::kFloat).device(device_);
   for (auto& unit : units_) {
-    unit.shard_flat = at::zeros({unit.numel}, fp32);
+    unit.shard_flat = at::zeros({unit.numel}, unit.trains ? fp32 : fp32.dtype(stored_dtype(unit)));
     if (unit.trains) unit.grad_flat = at::zeros({unit.numel}, fp32);
     unit.pending = unit.trains ? unit.params.size() : 0;
   }
@@ -150,10 +150,19 @@ void FullyShard::init_shards(model::TransformerImpl& net, int64_t seed) {
   }
 }
 
+at::ScalarType FullyShard::stored_dtype(const Unit& unit) const {
+  return !unit.trains && opts_.frozen_dtype ? *opts_.frozen_dtype : at::kFloat;
+}
+
+at::ScalarType FullyShard::gathered_dtype(const Unit& unit) const {
+  return !unit.trains && opts_.frozen_dtype ? *opts_.frozen_dtype : opts_.param_dtype;
+}
+
 void FullyShard::install_parameters(model::TransformerImpl& net) {
   std::map<std::string, size_t> index;
   for (size_t k = 0; k < params_.size(); ++k) index[params_[k].name] = k;
-  alias_ = shard_->size() == 1 && !replicate_ && opts_.param_dtype == at::kFloat;
+  alias_ = shard_->size() == 1 && !replicate_ && opts_.param_dtype == at::kFloat &&
+           (!opts_.frozen_dtype || *opts_.frozen_dtype == at::kFloat);
   // The module's parameters become full-shape tensors in param_dtype whose storage exists only while gathered
   // (or, aliased, the shards themselves with the flat gradients as their .grad).
   model::replace_parameters(net, [&](const std::string& name, const at::Tensor& cur) {
@@ -162,7 +171,7 @@ void FullyShard::install_parameters(model::TransformerImpl& net) {
       p.full = p.shard.detach().view(cur.sizes());
       return p.full;
     }
-    auto full = at::empty(cur.sizes(), at::TensorOptions().dtype(opts_.param_dtype).device(device_));
+    auto full = at::empty(cur.sizes(), at::TensorOptions().dtype(gathered_dtype(units_[p.unit])).device(device_));
     release_storage(full);
     p.full = full;
     return full;
@@ -192,8 +201,8 @@ void FullyShard::start_gather(size_t u) {
   if (alias_) return;
   if (unit.gather.started()) return;  // already in flight (prefetched)
   at::NoGradGuard no_grad;
-  at::Tensor in = unit.shard_flat.scalar_type() == opts_.param_dtype ? unit.shard_flat
-                                                                       : unit.shard_flat.to(opts_.param_dtype);
+  const at::ScalarType dtype = gathered_dtype(unit);
+  at::Tensor in = unit.shard_flat.scalar_type() == dtype ? unit.shard_flat : unit.shard_flat.to(dtype);
   // A group of one gathers nothing: the shard is the whole unit.
   unit.gather_out = shard_->size() == 1 ? in : at::empty({shard_->size() * unit.numel}, in.options());
   unit.gather = PendingCollective::all_gather(*shard_, unit.gather_out, in);

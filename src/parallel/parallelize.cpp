@@ -1,9 +1,12 @@
 #include "meshtrain/parallel/parallelize.h"
 
+#include <optional>
+
 #include "meshtrain/comm/fake_communicator.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/activation_checkpoint.h"
+#include "meshtrain/model/param_module.h"
 #include "meshtrain/parallel/pipeline_model.h"
 #include "meshtrain/parallel/replicated_model.h"
 #include "meshtrain/parallel/sharded_model.h"
@@ -13,6 +16,21 @@ namespace {
 
 at::ScalarType at_dtype(const std::string& value, const std::string& key) {
   return parse_dtype(value, key) == Dtype::bf16 ? at::kBFloat16 : at::kFloat;
+}
+
+// LoRA's frozen base is only ever read: under a reduced compute dtype it is held in that dtype — no fp32 copy —
+// like the autocast copies it would otherwise be cast into anyway. None: frozen parameters stay fp32.
+std::optional<at::ScalarType> frozen_dtype(const Config& cfg, const at::Device& device) {
+  if (cfg.model.lora_rank == 0 || compute_dtype(cfg.train, device.is_cuda()) != Dtype::bf16) return std::nullopt;
+  return at::kBFloat16;
+}
+
+// The replicated layout's counterpart of FullyShardOptions::frozen_dtype: frozen parameters cast in place.
+void hold_frozen_in(model::TransformerImpl& net, at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  model::replace_parameters(net, [&](const std::string&, const at::Tensor& p) {
+    return p.requires_grad() || p.scalar_type() == dtype ? p : p.to(dtype);
+  });
 }
 
 // A group of one when the world is a single process: every collective is then the identity.
@@ -27,7 +45,7 @@ int effective_zero_stage(const ParallelConfig& p) {
 
 std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const ParallelGroups& groups, const Config& cfg,
                                            const at::Device& device) {
-  return parallelize(std::move(net), groups, cfg, device, TrainablePolicy::from_config(cfg.train));
+  return parallelize(std::move(net), groups, cfg, device, TrainablePolicy::from_config(cfg));
 }
 
 namespace {
@@ -58,6 +76,7 @@ std::unique_ptr<ParallelModel> parallelize_module(model::Transformer net, const 
   std::unique_ptr<ParallelModel> out;
   if (stage == 0) {
     net->materialize(device, cfg.train.seed);
+    if (auto frozen = frozen_dtype(cfg, device)) hold_frozen_in(*net, *frozen);
     net->set_block_runner(ac);
     // A dp group of one (TP alone) reduces nothing: no reducer unless asked for.
     const bool reduce = distributed && (groups.dp->size() > 1 || !tp);
@@ -73,7 +92,8 @@ std::unique_ptr<ParallelModel> parallelize_module(model::Transformer net, const 
                         .param_dtype = at_dtype(p.param_dtype, "parallel.param_dtype"),
                         .reduce_dtype = at_dtype(p.reduce_dtype, "parallel.reduce_dtype"),
                         .allow_unused = p.allow_unused_params,
-                        .master_location = parse_master_location(p.master_location)};
+                        .master_location = parse_master_location(p.master_location),
+                        .frozen_dtype = frozen_dtype(cfg, device)};
     out = std::make_unique<ShardedModel>(std::move(net), cfg.train.seed, device, std::move(shard),
                                          std::move(replicate), o, std::move(ac), std::move(tp));
   }

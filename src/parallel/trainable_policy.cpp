@@ -13,19 +13,33 @@ TrainablePolicy::TrainablePolicy(std::vector<std::string> frozen_globs, std::str
 
 TrainablePolicy TrainablePolicy::from_config(const TrainConfig& t) { return {freeze_patterns(t), "train.freeze"}; }
 
+TrainablePolicy TrainablePolicy::from_config(const Config& cfg) {
+  TrainablePolicy out = from_config(cfg.train);
+  // LoRA: the base model is frozen, its adapters alone train (their names: model/lora_linear.h).
+  if (cfg.model.lora_rank > 0) out.train_only({"*.lora_A", "*.lora_B"});
+  return out;
+}
+
+void TrainablePolicy::train_only(const std::vector<std::string>& globs) {
+  only_.insert(only_.end(), globs.begin(), globs.end());
+}
+
 void TrainablePolicy::freeze(const std::vector<std::string>& globs) {
   globs_.insert(globs_.end(), globs.begin(), globs.end());
 }
 
 bool TrainablePolicy::trains(const std::string& name) const {
   // No FNM_PATHNAME: '*' crosses the dots of a parameter name ("blocks.0.*" is the whole block).
-  for (const auto& g : globs_)
-    if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return false;
-  return true;
+  auto matches = [&](const std::vector<std::string>& globs) {
+    for (const auto& g : globs)
+      if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+    return false;
+  };
+  return !matches(globs_) && (only_.empty() || matches(only_));
 }
 
 void TrainablePolicy::apply(model::TransformerImpl& net) const {
-  if (globs_.empty()) return;
+  if (!freezes_any()) return;
   const auto params = net.named_parameters();
   for (const auto& g : globs_) {
     bool matched = false;

@@ -9,7 +9,7 @@
 namespace meshtrain::plan {
 namespace {
 
-std::string describe(const Config& cfg, int64_t gpus, const FinetuneSpec& ft) {
+std::string describe(const Config& cfg, int64_t gpus) {
   const RankLayout l = RankLayout::from(cfg, gpus);
   std::string s;
   auto part = [&](const std::string& p) { s += (s.empty() ? "" : " × ") + p; };
@@ -21,8 +21,6 @@ std::string describe(const Config& cfg, int64_t gpus, const FinetuneSpec& ft) {
   if (l.tp > 1) part(std::string("tp ") + std::to_string(l.tp) + (cfg.parallel.sequence_parallel ? " sp" : ""));
   if (s.empty()) s = "single";
   if (cfg.train.activation_checkpointing) s += ", ac";
-  if (ft.lora()) s += ", lora r" + std::to_string(ft.lora_rank) + " on " + std::to_string(ft.lora_targets.size()) + " projections";
-  if (ft.offload) s += ", optimizer offload";
   return s;
 }
 
@@ -45,9 +43,7 @@ PlanRow plan_layout(Config cfg, const PlanOptions& opts, const MfuTable& mfu) {
   resolve(cfg, static_cast<int>(opts.gpus / pp_real));
   validate(cfg, static_cast<int>(opts.gpus / pp_real));
   cfg.parallel.pp = pp_real;
-  // The adapters' targets must exist in the model (a GPT-2 has no gate projection): named before planning.
-  (void)lora_params(cfg.model, opts.finetune);
-  PlanRow row{describe(cfg, opts.gpus, opts.finetune), cfg, estimate_memory(cfg, opts.gpus, gpu, true, opts.finetune),
+  PlanRow row{describe(cfg, opts.gpus), cfg, estimate_memory(cfg, opts.gpus, gpu),
               estimate_step_time(cfg, opts.gpus, opts.nodes, gpu, mfu), ""};
   if (pp_real > 1) row.note = "pipeline parallelism is not built yet (1F1B assumed)";
   return row;

@@ -19,21 +19,14 @@ namespace {
 struct Sizes {
   int64_t block = 0, root = 0, block_matmul = 0, root_matmul = 0, head_weight = 0, root_trainable = 0;
   int64_t block_trainable = 0;  // of all blocks together
-  int64_t block_grads = 0;      // elements of one block that get a gradient (LoRA: its adapters only)
 };
 
-Sizes sizes(const Config& cfg, int64_t tp, const FinetuneSpec& ft) {
+Sizes sizes(const Config& cfg, int64_t tp) {
   Sizes s;
-  const auto frozen = freeze_patterns(cfg.train);
-  std::vector<ParamSpec> params = param_table(cfg.model);
-  const size_t base_count = params.size();
-  for (auto& a : lora_params(cfg.model, ft)) params.push_back(std::move(a));
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ParamSpec& p = params[i];
+  for (const auto& p : param_table(cfg.model)) {
     int64_t n = 1;
     for (int64_t d : p.tp_shape(0, tp)) n *= d;
-    const bool train = !(ft.lora() && i < base_count) && trains(frozen, p.name);
-    if (p.block == 0) s.block_grads += ft.lora() ? (train ? n : 0) : n;
+    const bool train = trains(cfg, p.name);
     if (p.block == 0) s.block += n, s.block_matmul += p.matmul ? n : 0;
     if (p.block < 0) {
       s.root += n;
@@ -58,13 +51,10 @@ struct Walk {
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda,
-                               const FinetuneSpec& ft) {
+MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda) {
   const RankLayout l = RankLayout::from(cfg, world_size);
-  const RankState st = worst_rank_state(cfg, world_size, ft);
-  const Sizes sz = sizes(cfg, l.tp, ft);
-  // LoRA's frozen base and offloaded runs hold their parameters in bf16 (finetune_spec.h).
-  const bool bf16_params = ft.lora() || ft.offload;
+  const RankState st = worst_rank_state(cfg, world_size);
+  const Sizes sz = sizes(cfg, l.tp);
   const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
   const bool ac = cfg.train.activation_checkpointing;
   const int64_t L = cfg.model.n_layer / std::max<int64_t>(l.pp, 1), A = cfg.train.grad_accum;
@@ -86,18 +76,15 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
   const int64_t plain_grads = grad_buffer ? 0 : st.grads;
   // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters have none.
-  const bool copies = bf16 && !bf16_params && (l.zero_stage == 0 || l.param_bytes == 4);
+  const bool copies = bf16 && (l.zero_stage == 0 || l.param_bytes == 4);
   const int64_t block_copy = copies ? 2 * sz.block_matmul : 0, root_copy = copies ? 2 * sz.root_matmul : 0;
   // Full (unsharded) bytes of a unit in param_dtype while gathered under FSDP.
   const bool fsdp = l.zero_stage == 3 && !l.alias;
-  const int64_t pb = bf16_params ? 2 : l.param_bytes, block_full = fsdp ? pb * sz.block : 0, root_full = fsdp ? pb * sz.root : 0;
+  const int64_t pb = l.param_bytes, block_full = fsdp ? pb * sz.block : 0, root_full = fsdp ? pb * sz.root : 0;
   // ZeRO-1/2: full gradients of a unit (param_dtype) until its reduce-scatter; ZeRO-1 keeps all while accumulating.
   const bool zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
   const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root + L * sz.block) : 0;
-  const int64_t rs_unit =
-      (l.zero_stage > 0 && !l.alias && l.shard > 1) ? l.reduce_bytes * (sz.block_grads + sz.block_grads / l.shard) : 0;
-  // Offload without sharding: a block's gradients exist on the GPU until they are copied out.
-  const int64_t offload_unit = ft.offload && l.zero_stage == 0 ? pb * sz.block_grads : 0;
+  const int64_t rs_unit = (l.zero_stage > 0 && !l.alias && l.shard > 1) ? l.reduce_bytes * (sz.block + sz.block / l.shard) : 0;
 
   Walk w{base, {}, {}};
   const int64_t blocks_held = held * L * act.block_held(ac);
@@ -121,8 +108,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
     const int64_t made = A > 1 ? plain_grads
                                : plain_grads > 0 ? 4 * (sz.head_weight + sz.block_trainable / cfg.model.n_layer * done) : 0;
     // ZeRO-1/2 and FSDP: the running block's full gradients until its reduce-scatter.
-    m.grads += made + full_grads_acc + (zero12 && !full_grads_acc ? pb * sz.block_grads : 0) +
-               (fsdp ? pb * sz.block_grads : 0) + offload_unit;
+    m.grads += made + full_grads_acc + (zero12 && !full_grads_acc ? pb * sz.block : 0) + (fsdp ? pb * sz.block : 0);
     m.activations = (held - 1) * L * act.block_held(ac) + i * act.block_held(ac) + act.block;
     m.weight_copies = ac ? block_copy : (i + 1) * block_copy;
     m.gathered = fsdp ? root_full + (cfg.parallel.fsdp_reshard_after_forward ? (i > 0 ? 2 : 1) * block_full
@@ -158,7 +144,6 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   e.activation = act;
   e.state = st;
   if (offload) e.host_optimizer = 2 * st.optimizer;  // master + gradient buffers: as many bytes as m + v
-  e.host_state = st.host;
   return e;
 }
 

@@ -1,10 +1,14 @@
 // The parameter list of model/transformer.cpp (param_table.h), in its registration order: tok_embed,
 // pos_embed (gpt2), blocks.i.{attn_norm, attn.{wq,wk,wv,wo}, mlp_norm, mlp.{w1,w2,w3 | fc,proj}}, final_norm,
-// lm_head (untied).
+// lm_head (untied); with LoRA, a targeted projection's lora_A and lora_B right after its weight.
 #include "meshtrain/plan/param_table.h"
 
 #include <fnmatch.h>
 
+#include <algorithm>
+#include <optional>
+
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::plan {
@@ -41,22 +45,27 @@ std::vector<ParamSpec> param_table(const ModelConfig& m) {
     add(name + ".weight", {D}, b, TpSplit::replicated, false);
     if (!llama) add(name + ".bias", {D}, b, TpSplit::replicated, false);
   };
-  auto linear = [&](const std::string& name, int64_t in, int64_t outf, int64_t b, bool column) {
+  const auto lora = lora_targets(m);  // model/lora_linear.h: A [r, in] and B [out, r] after the base's
+  auto linear = [&](const std::string& name, int64_t in, int64_t outf, int64_t b, bool column,
+                    std::optional<LoraTarget> target = std::nullopt) {
     add(name + ".weight", {outf, in}, b, column ? TpSplit::rows : TpSplit::cols, true);
     if (bias) add(name + ".bias", {outf}, b, column ? TpSplit::rows : TpSplit::replicated, true);
+    if (!target || std::find(lora.begin(), lora.end(), *target) == lora.end()) return;
+    add(name + ".lora_A", {m.lora_rank, in}, b, TpSplit::replicated, true);
+    add(name + ".lora_B", {outf, m.lora_rank}, b, TpSplit::replicated, true);
   };
   for (int64_t b = 0; b < m.n_layer; ++b) {
     const std::string p = "blocks." + std::to_string(b) + ".";
     norm(p + "attn_norm", b);
-    linear(p + "attn.wq", D, q, b, true);
-    linear(p + "attn.wk", D, kv, b, true);
-    linear(p + "attn.wv", D, kv, b, true);
-    linear(p + "attn.wo", q, D, b, false);
+    linear(p + "attn.wq", D, q, b, true, LoraTarget::q);
+    linear(p + "attn.wk", D, kv, b, true, LoraTarget::k);
+    linear(p + "attn.wv", D, kv, b, true, LoraTarget::v);
+    linear(p + "attn.wo", q, D, b, false, LoraTarget::o);
     norm(p + "mlp_norm", b);
     if (llama) {
-      linear(p + "mlp.w1", D, F, b, true);
-      linear(p + "mlp.w2", F, D, b, false);
-      linear(p + "mlp.w3", D, F, b, true);
+      linear(p + "mlp.w1", D, F, b, true, LoraTarget::gate);
+      linear(p + "mlp.w2", F, D, b, false, LoraTarget::down);
+      linear(p + "mlp.w3", D, F, b, true, LoraTarget::up);
     } else {
       linear(p + "mlp.fc", D, F, b, true);
       linear(p + "mlp.proj", F, D, b, false);
@@ -71,6 +80,15 @@ bool trains(const std::vector<std::string>& frozen_globs, const std::string& nam
   for (const auto& g : frozen_globs)
     if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return false;
   return true;
+}
+
+bool trains(const Config& cfg, const std::string& name) {
+  auto ends_with = [&](const char* s) {
+    const std::string e(s);
+    return name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0;
+  };
+  if (cfg.model.lora_rank > 0 && !ends_with(".lora_A") && !ends_with(".lora_B")) return false;
+  return trains(freeze_patterns(cfg.train), name);
 }
 
 }  // namespace meshtrain::plan

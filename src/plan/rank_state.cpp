@@ -21,7 +21,9 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   l.reducer = l.zero_stage == 0 && ((distributed && (l.dp > 1 || l.tp == 1)) || p.force_wrapper);
   l.param_bytes = parse_dtype(p.param_dtype, "parallel.param_dtype") == Dtype::bf16 ? 2 : 4;
   l.reduce_bytes = parse_dtype(p.reduce_dtype, "parallel.reduce_dtype") == Dtype::bf16 ? 2 : 4;
-  l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4;
+  // The GPU's compute dtype (train.dtype auto = bf16): what LoRA's frozen base is held in (parallelize()).
+  l.frozen_bytes = cfg.model.lora_rank > 0 && compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
+  l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4 && l.frozen_bytes == 4;
   return l;
 }
 
@@ -38,80 +40,49 @@ bool on_stage(const ParamSpec& p, const ModelConfig& m, int64_t stage, int64_t p
 
 }  // namespace
 
-namespace {
-
-// Frozen base weights (LoRA) and offloaded parameters: bf16 on the GPU — the full copy without sharding or
-// under ZeRO-1/2, the shard FSDP gathers from (and the gathered unit) under ZeRO-3.
-void bf16_on_gpu(RankState& s, const RankLayout& l, int64_t numel, int64_t shard_numel) {
-  if (l.zero_stage < 3) {
-    s.params += 2 * numel;
-  } else {
-    s.params += 2 * shard_numel;
-    s.gathered_params += 2 * numel;
-  }
-}
-
-}  // namespace
-
-RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage,
-                     const FinetuneSpec& ft) {
+RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage) {
   const RankLayout l = RankLayout::from(cfg, world_size);
-  const auto frozen = freeze_patterns(cfg.train);
-  std::vector<ParamSpec> params = param_table(cfg.model);
-  const size_t base_count = params.size();
-  for (auto& a : lora_params(cfg.model, ft)) params.push_back(std::move(a));
   RankState s;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ParamSpec& p = params[i];
+  for (const auto& p : param_table(cfg.model)) {
     if (!on_stage(p, cfg.model, pp_stage, l.pp)) continue;
     const auto shape = p.tp_shape(tp_rank, l.tp);
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    const bool frozen_base = ft.lora() && i < base_count;
-    const bool train = !frozen_base && trains(frozen, p.name);
-    // parallel/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers (W = 1 unsharded).
-    const int64_t W = l.zero_stage == 0 ? 1 : l.shard;
-    const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
-    const int64_t c = (rows + W - 1) / W;
-    const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
-    if (frozen_base) {  // no master, no gradient, no optimizer state
-      bf16_on_gpu(s, l, numel, c * row_numel);
-      continue;
-    }
-    if (ft.offload) {  // master (+ gradient shard, AdamW m and v) on the host, bf16 parameters on the GPU
-      s.host += 4 * c * row_numel + (train ? 4 * c * row_numel + 8 * local * row_numel + 4 : 0);
-      bf16_on_gpu(s, l, numel, c * row_numel);
-      continue;
-    }
+    const bool train = trains(cfg, p.name);
+    const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype
     if (l.zero_stage == 0) {
-      s.params += 4 * numel;
+      s.params += held * numel;
       s.grads += train ? 4 * numel : 0;
       s.optimizer += train ? 8 * numel + 4 : 0;
       continue;
     }
-    s.master += 4 * c * row_numel;
+    // parallel/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers.
+    const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
+    const int64_t c = (rows + l.shard - 1) / l.shard;
+    const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
+    s.master += held * c * row_numel;
     s.grads += train ? 4 * c * row_numel : 0;
     s.optimizer += train ? 8 * local * row_numel + 4 : 0;
     if (l.alias) continue;
-    if (l.zero_stage < 3) s.params += l.param_bytes * numel;
-    else s.gathered_params += l.param_bytes * numel;
+    const int64_t gathered = train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes;
+    if (l.zero_stage < 3) s.params += gathered * numel;
+    else s.gathered_params += gathered * numel;
   }
   return s;
 }
 
-RankState worst_rank_state(const Config& cfg, int64_t world_size, const FinetuneSpec& ft) {
+RankState worst_rank_state(const Config& cfg, int64_t world_size) {
   const RankLayout l = RankLayout::from(cfg, world_size);
   RankState w;
   for (int64_t stage = 0; stage < l.pp; ++stage)
   for (int64_t t = 0; t < l.tp; ++t)
     for (int64_t r = 0; r < l.shard; ++r) {
-      const RankState s = rank_state(cfg, world_size, t, r, stage, ft);
+      const RankState s = rank_state(cfg, world_size, t, r, stage);
       w.params = std::max(w.params, s.params);
       w.master = std::max(w.master, s.master);
       w.grads = std::max(w.grads, s.grads);
       w.optimizer = std::max(w.optimizer, s.optimizer);
       w.gathered_params = std::max(w.gathered_params, s.gathered_params);
-      w.host = std::max(w.host, s.host);
     }
   return w;
 }

@@ -30,7 +30,6 @@ struct Counts {
 
 Counts counts(const Config& cfg, int64_t tp) {
   Counts c;
-  const auto frozen = freeze_patterns(cfg.train);
   for (const auto& p : param_table(cfg.model)) {
     int64_t local = 1;
     for (int64_t d : p.tp_shape(0, tp)) local *= d;
@@ -38,7 +37,7 @@ Counts counts(const Config& cfg, int64_t tp) {
                        p.name.rfind("lm_head", 0) == 0;
     if (!embed) c.non_embed += static_cast<double>(p.numel());
     if (embed) c.embed_bytes += static_cast<double>(local);
-    if (trains(frozen, p.name)) c.trainable += static_cast<double>(local);
+    if (trains(cfg, p.name)) c.trainable += static_cast<double>(local);
   }
   return c;
 }

@@ -32,11 +32,13 @@
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/generate.h"
+#include "meshtrain/model/lora_linear.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/memory_model.h"
 #include "meshtrain/train/optimizer.h"
 #include "meshtrain/train/checkpoint_state.h"
+#include "meshtrain/train/lora_base.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/step_profiler.h"
@@ -251,6 +253,9 @@ void TrainingRun::resume_if_asked() {
     const ckpt::CheckpointMeta meta = ckpt::read_meta(dir);
     MT_USER_CHECK(meta.step < cfg_.train.steps, dir, ": saved at step ", meta.step, " but train.steps is ",
                   cfg_.train.steps, ": nothing left to train (raise train.steps to go on from it)");
+    // Adapters only onto the base they were trained on: the config's mistake, not a damaged checkpoint that
+    // resume=auto would skip.
+    check_lora_checkpoint(cfg_, dir, meta);
     std::string failure;
     try {
       load_training_state(dir, meta);
@@ -311,6 +316,12 @@ void TrainingRun::init_from_weights() {
   if (cfg_.checkpoint.init_from.empty()) return;
   // Weights only: the optimizer state, step, data position and RNG start fresh (fine-tuning).
   auto model = model_blocks(*par_);
+  // LoRA from a base model's checkpoint: it has no adapters, which keep their initial values (B = 0: the
+  // adapted model starts equal to its base). From a LoRA checkpoint, its adapters are taken too.
+  const auto from = ckpt::read_meta(ckpt::resolve_checkpoint_dir(cfg_.checkpoint.init_from));
+  std::erase_if(model, [&](const ShardedTensor& b) {
+    return model::is_lora_parameter(b.name) && !from.tensors.count(b.name);
+  });
   const auto ck = ckpt::load_into(cfg_.checkpoint.init_from, model);
   log::progress("initialised the model from %s (%zu tensors; step %lld there); optimizer state fresh, step 0",
                 ck.path.c_str(), model.size(), static_cast<long long>(ck.meta.step));
@@ -532,6 +543,7 @@ void TrainingRun::save(int64_t step) {
   info.config = nlohmann::json::parse(to_json(cfg_));
   info.mesh = {{"layout", par_->describe()}, {"world_size", w_.world.world_size}};
   info.state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}}, {"step", step}};
+  if (cfg_.model.lora_rank > 0) info.state["lora"] = lora_record(cfg_);  // the base the adapters belong to
   // Copied to host here; written and committed by a background thread while training goes on.
   const auto stats = ckpts_->save_async(step, blocks, info);
   log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing %.1f MB from this "

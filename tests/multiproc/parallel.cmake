@@ -26,6 +26,7 @@ parallel_reference(gpt2_tpm --family gpt2 --tp-model)
 parallel_reference(llama_tpm --family llama --tp-model)
 parallel_reference(gpt2_freeze --family gpt2 --freeze-half)
 parallel_reference(llama_tpm_freeze --family llama --tp-model --freeze-half)
+parallel_reference(llama_lora --family llama --lora --accum 2)
 
 # parallel_layout(NAME NPROC REF worker-args...)
 function(parallel_layout name nproc ref)
@@ -86,3 +87,9 @@ add_test(NAME parallel_desync_timeout
          COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 2 --no-python ${_pw} --layout ddp --desync)
 set_tests_properties(parallel_desync_timeout PROPERTIES LABELS "multiproc;parallel" TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "timed out after 3000 ms waiting for rank\\(s\\) 1")
+
+# LoRA (docs/lora.md): the base frozen, only the adapters train — under DDP and FSDP (the frozen base in
+# parameter-only units: sharded, gathered, never reduced) with accumulation and activation checkpointing,
+# against one process at the same tolerance.
+parallel_layout(ddp2_lora 2 llama_lora --family llama --lora --layout ddp --accum 2 --ac)
+parallel_layout(fsdp2_lora 2 llama_lora --family llama --lora --layout fsdp --accum 2 --ac)

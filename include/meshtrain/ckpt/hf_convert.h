@@ -29,6 +29,9 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
 
 // meshtrain parameter names (no "model." prefix) → HF names and layouts.
 std::map<std::string, at::Tensor> to_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& ours);
+// A Llama layer parameter's HF name: "blocks.3.attn.wq.weight" → "model.layers.3.self_attn.q_proj.weight";
+// "" for a name that is not one (PEFT's adapter names are built on it: ckpt/lora_export.h).
+std::string llama_hf_layer_name(const std::string& ours);
 // HF tensors → meshtrain parameters; UserError naming `where` for a missing, mis-shaped or unknown tensor.
 std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& hf,
                                                   const std::string& where);

@@ -38,7 +38,15 @@ namespace meshtrain {
   F(int64_t, bos_token_id, -1, "Beginning-of-sequence token id, kept from an imported Hugging Face model and "  \
     "written back on export; -1 = none")                                                                     \
   F(int64_t, eos_token_id, -1, "End-of-sequence token id (the first, where config.json lists several), kept " \
-    "from an imported Hugging Face model and written back on export; -1 = none")
+    "from an imported Hugging Face model and written back on export; -1 = none")                            \
+  F(int64_t, lora_rank, 0, "LoRA adapters' rank r (docs/lora.md): > 0 freezes every base parameter (held in " \
+    "the compute dtype: no fp32 master, no gradient, no optimizer state) and trains only the adapters of "     \
+    "y = W x + lora_alpha / r · B(A(dropout x)) on the model.lora_targets projections; 0 = off")               \
+  F(double, lora_alpha, 16.0, "LoRA scale numerator: the adapters' output is multiplied by lora_alpha / "     \
+    "lora_rank")                                                                                             \
+  F(double, lora_dropout, 0.0, "Dropout probability on the LoRA adapters' input while training (0 disables)") \
+  F(std::string, lora_targets, "q,k,v,o,gate,up,down", "Projections that get LoRA adapters (llama): "         \
+    "comma-separated, each of q, k, v, o (attention) and gate, up, down (MLP)")
 
 #define MT_PARALLEL_FIELDS(F)                                                                                \
   F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \

@@ -7,6 +7,7 @@
 //   OptimizerOffload o = parse_optimizer_offload(cfg.optimizer.offload);         // none | cpu
 //   std::vector<std::string> globs = freeze_patterns(cfg.train);               // train.freeze, split
 //   Fp8Scaling f = parse_fp8(cfg.train);                                        // off | tensorwise | rowwise
+//   std::vector<LoraTarget> t = lora_targets(cfg.model);                       // model.lora_targets, split
 #pragma once
 
 #include <string>
@@ -36,5 +37,13 @@ Fp8Scaling parse_fp8(const TrainConfig& t);
 OptimizerOffload parse_optimizer_offload(const std::string& value);
 // train.freeze split at commas, blanks trimmed; an empty pattern between commas is a UserError.
 std::vector<std::string> freeze_patterns(const TrainConfig& t);
+
+// The projections LoRA adapts (model.lora_targets), named as in the config and after PEFT's Llama modules.
+enum class LoraTarget { q, k, v, o, gate, up, down };
+// "q" … "down" (lora_targets' spelling).
+const char* lora_target_name(LoraTarget t);
+// model.lora_targets split at commas: each a known projection, none twice, at least one. Empty when
+// model.lora_rank is 0 (LoRA off). UserError naming the key otherwise.
+std::vector<LoraTarget> lora_targets(const ModelConfig& m);
 
 }  // namespace meshtrain

@@ -6,7 +6,7 @@
 //
 // Rules (GPT-2 / nanoGPT, also used for Llama here): N(0, 0.02) for weights and embeddings, zeros for biases,
 // ones for norm weights (zeros for norm biases), and N(0, 0.02/√(2·n_layer)) for the projections that write
-// into the residual stream (attn.wo, mlp.proj, mlp.w2).
+// into the residual stream (attn.wo, mlp.proj, mlp.w2). LoRA adapters as PEFT: A U(-1/√in, 1/√in), B zero.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -31,6 +31,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ struct FullyShardOptions {
   at::ScalarType reduce_dtype = at::kFloat;  // gradient reduce-scatter / all-reduce
   bool allow_unused = false;                 // a parameter without a gradient counts as zeros
   MasterLocation master_location = MasterLocation::device;  // fp32 shards and optimizer state (device only)
+  // Frozen units' shards are held and gathered in this dtype (LoRA's base: the compute dtype, so a frozen
+  // weight costs 2 bytes, not 4, and gathers half the bytes); none: like trainable ones (fp32 shards, gathered
+  // in param_dtype).
+  std::optional<at::ScalarType> frozen_dtype;
 };
 
 class FullyShard {
@@ -118,7 +123,7 @@ class FullyShard {
     size_t block = 0;            // index in the model's block list; the root's is the block count
     bool trains = true;          // false: frozen parameters only (no grad_flat, nothing reduced)
     int64_t numel = 0;           // S: per-rank flat size
-    at::Tensor shard_flat;       // fp32 [S]
+    at::Tensor shard_flat;       // [S] fp32 (a frozen unit: opts.frozen_dtype where set)
     at::Tensor grad_flat;        // fp32 [S]; undefined for a frozen unit
     bool gathered = false, stale = true;
     at::Tensor gather_out;       // [W × S] param_dtype, while a gather is in flight
@@ -133,6 +138,9 @@ class FullyShard {
   void assign_units(model::TransformerImpl& net);
   void init_shards(model::TransformerImpl& net, int64_t seed);
   void install_parameters(model::TransformerImpl& net);
+  // The dtype a unit's shards are held in, and the one its gathered parameters have.
+  at::ScalarType stored_dtype(const Unit& unit) const;
+  at::ScalarType gathered_dtype(const Unit& unit) const;
   // Units of block b (the root: b = root_); gathered = every one of them up to date.
   bool block_gathered(size_t b) const;
   void start_gather_block(size_t b);

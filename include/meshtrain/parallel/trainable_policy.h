@@ -3,10 +3,11 @@
 // keeps frozen ones in parameter-only units (no gradient buffers, no reduce-scatter), the optimizer sees only
 // trainable ones, the gradient norm counts only theirs, and checkpoints still hold every parameter once.
 //
-// Today's source is train.freeze (globs over parameter names, core/config_enums.h); adapters such as LoRA
-// mark their base frozen through the same object (freeze more patterns) rather than a special case.
+// Sources: train.freeze (globs over parameter names, core/config_enums.h), and LoRA (model.lora_rank > 0,
+// docs/lora.md), which freezes its base through the same object — only the adapters train — rather than
+// through a special case in any layout.
 //
-//   TrainablePolicy policy = TrainablePolicy::from_config(cfg.train);   // all train when train.freeze is empty
+//   TrainablePolicy policy = TrainablePolicy::from_config(cfg);   // all train when train.freeze is empty
 //   policy.apply(*net);                                                 // UserError: a pattern matching nothing
 //   policy.trains("blocks.0.attn.wq.weight");
 #pragma once
@@ -25,6 +26,8 @@ class TrainablePolicy {
   // `what` names the setting in messages ("train.freeze").
   TrainablePolicy(std::vector<std::string> frozen_globs, std::string what);
   static TrainablePolicy from_config(const TrainConfig& t);
+  // train.freeze, and with LoRA on only the adapters (model/lora_linear.h) train.
+  static TrainablePolicy from_config(const Config& cfg);
 
   // Adds patterns of parameters to freeze (e.g. an adapter freezing its base model).
   void freeze(const std::vector<std::string>& globs);
@@ -34,10 +37,13 @@ class TrainablePolicy {
   // (replaced parameters inherit it; model/param_module.h). UserError for a pattern that matches no
   // parameter, naming it, or when nothing would train.
   void apply(model::TransformerImpl& net) const;
-  bool freezes_any() const { return !globs_.empty(); }
+  // Freezes every parameter that matches none of `globs` (e.g. LoRA: all but the adapters).
+  void train_only(const std::vector<std::string>& globs);
+  bool freezes_any() const { return !globs_.empty() || !only_.empty(); }
 
  private:
   std::vector<std::string> globs_;
+  std::vector<std::string> only_;  // empty: no such restriction
   std::string what_ = "train.freeze";
 };
 

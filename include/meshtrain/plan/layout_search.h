@@ -20,7 +20,6 @@ struct PlanOptions {
   int64_t gpus = 1;   // all GPUs of the job
   int64_t nodes = 1;
   std::string gpu = "h200-141gb";
-  FinetuneSpec finetune;  // LoRA / optimizer offload (finetune_spec.h)
 };
 
 struct PlanRow {

@@ -52,14 +52,9 @@ struct MemoryEstimate {
   // optimizer.offload: cpu: host bytes of the offloaded optimizer (fp32 master copy, AdamW moments, the
   // gradients' host buffers: 16 bytes per optimized element); the moments are then not in `peak`.
   int64_t host_optimizer = 0;
-  int64_t host_state = 0;        // offload: this rank's master, gradient shard and AdamW state in host memory
 };
 
 // `cfg` resolved for `world_size` ranks; `cuda` false plans an fp32 CPU run (no autocast, no fused kernels).
-// `ft`: LoRA over a frozen bf16 base and/or offloaded optimizer state (finetune_spec.h): the base has no
-// gradients and no autocast copies, only the adapters' gradients are made and reduced; offloaded state is
-// `host_state`, not device memory.
-MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda = true,
-                               const FinetuneSpec& ft = {});
+MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda = true);
 
 }  // namespace meshtrain::plan

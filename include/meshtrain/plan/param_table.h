@@ -37,5 +37,7 @@ std::vector<ParamSpec> param_table(const ModelConfig& m);
 
 // Whether train.freeze leaves `name` trainable (the globs of parallel/trainable_policy.h: '*' crosses dots).
 bool trains(const std::vector<std::string>& frozen_globs, const std::string& name);
+// Whether `name` trains under cfg: train.freeze, and with LoRA on (model.lora_rank > 0) only the adapters.
+bool trains(const Config& cfg, const std::string& name);
 
 }  // namespace meshtrain::plan

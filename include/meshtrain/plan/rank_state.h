@@ -11,15 +11,13 @@
 //                                        bytes are the memory model's "gathered units", not state)
 //   a shard group of one with fp32 parameters aliases the module's parameters to the master shard
 // Tensor parallelism first cuts each parameter into this rank's block (param_table.h); frozen parameters
-// (train.freeze) have no gradient and no optimizer state. A FinetuneSpec (finetune_spec.h) adds LoRA adapters
-// over a frozen bf16 base and/or moves the master, gradient shard and AdamW state to host memory (`host`).
+// (train.freeze) have no gradient and no optimizer state.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "meshtrain/core/config.h"
-#include "meshtrain/plan/finetune_spec.h"
 
 namespace meshtrain::plan {
 
@@ -33,6 +31,7 @@ struct RankLayout {
   bool alias = false;         // stage ≥ 1, a shard group of one, fp32 parameters: module parameters are the shards
   int param_bytes = 4;        // gathered parameters' element size (parallel.param_dtype)
   int reduce_bytes = 4;       // gradient reduction element size (parallel.reduce_dtype)
+  int frozen_bytes = 4;       // element size of a frozen parameter (LoRA's base: the compute dtype, bf16 on GPU)
 
   static RankLayout from(const Config& cfg, int64_t world_size);
 };
@@ -43,7 +42,6 @@ struct RankState {
   int64_t grads = 0;      // gradients after the step's backward (sharded: the fp32 shard gradients)
   int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq (fp32) + a 4-byte step count per optimized tensor
   int64_t gathered_params = 0;  // FSDP: this rank's full parameters of every unit (their share when gathered)
-  int64_t host = 0;       // offload: master, gradient shard and AdamW state in pinned host memory (not in total())
 
   int64_t total() const { return params + master + grads + optimizer; }
 };
@@ -53,8 +51,8 @@ struct RankState {
 // the layers — with the embeddings on the first stage and the final norm and head on the last (a tied embedding
 // on both).
 RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank,
-                     int64_t pp_stage = 0, const FinetuneSpec& ft = {});
+                     int64_t pp_stage = 0);
 // The largest state of any rank (item by item), what the memory model plans for.
-RankState worst_rank_state(const Config& cfg, int64_t world_size, const FinetuneSpec& ft = {});
+RankState worst_rank_state(const Config& cfg, int64_t world_size);
 
 }  // namespace meshtrain::plan

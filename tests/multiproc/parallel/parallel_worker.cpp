@@ -5,7 +5,7 @@
 //
 //   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--tp N [--sp]] [--tp-model]
 //                   [--steps N] [--accum A] [--ac] [--no-reshard] [--family gpt2|llama] [--bf16-reduce]
-//                   [--device cpu|cuda] [--freeze-half] [--offload] (--out FILE | --compare FILE)
+//                   [--device cpu|cuda] [--freeze-half] [--offload] [--lora] (--out FILE | --compare FILE)
 //   --device cuda: the model and its tensors on the GPU, cuda:(local rank mod GPUs), so several ranks may
 //           share one GPU; the CPU backend stages the GPU tensors through host memory. Exits 77 (skipped)
 //           without a CUDA device.
@@ -27,6 +27,8 @@
 //           clip coefficient applied inside the host update; compared with the on-device optimizer's reference.
 //   --freeze-half: train.freeze "blocks.1.*,blocks.2.attn.*" (a whole block and half of another: 1.5 of the
 //           3 blocks); the frozen parameters must end bit-identical to their initial values, on every layout.
+//   --lora: LoRA rank 4 on all seven projections (llama; model.lora_*): the base is frozen and must end
+//           bit-identical, only the adapters train (a lr large enough that B moves off zero and A with it).
 //   --check-plan: after the last step's optimizer update, each rank sums the bytes of the storages it holds —
 //           module parameters, master shards, gradients, AdamW state — and compares them, item by item and
 //           exactly, with the planner's count for its (tp, shard) coordinate (plan/rank_state.h); FAIL on any
@@ -78,7 +80,7 @@ struct Args {
   std::string schedule = "1f1b";
   int64_t fsdp = 2, tp = 1, pp = 1, microbatches = 0, steps = 5, accum = 1;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
-       freeze_half = false, check_plan = false, pp_model = false, offload = false;
+       freeze_half = false, check_plan = false, pp_model = false, offload = false, lora = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -105,6 +107,12 @@ Config make_config(const Args& a, int world) {
   c.train.activation_checkpointing = a.ac;
   if (a.freeze_half) c.train.freeze = "blocks.1.*,blocks.2.attn.*";
   if (a.offload) c.optimizer.offload = "cpu";
+  if (a.lora) {
+    c.model.lora_rank = 4;
+    c.model.lora_alpha = 8.0;
+    c.model.lora_targets = "q,k,v,o,gate,up,down";
+    c.train.dtype = "fp32";  // the layouts are compared in fp32 (the frozen base too: no bf16 copy)
+  }
   c.parallel.tp = a.tp;
   c.parallel.sequence_parallel = a.sp;
   c.parallel.pp = a.pp;
@@ -358,7 +366,7 @@ int run(const Args& a) {
   // This rank's data-parallel index: its group along dp × fsdp (TP ranks of one group share it).
   const auto shape = comm::MeshShape::from_config(cfg.parallel, world.world_size);
   comm::Communicator* gather = par->replicated() ? nullptr : comm.get();
-  const auto policy = parallel::TrainablePolicy::from_config(cfg.train);
+  const auto policy = parallel::TrainablePolicy::from_config(cfg);
   std::map<std::string, at::Tensor> frozen_before;  // whole initial values of the frozen parameters
   for (const auto& s : every_parameter(*par, net, device))
     if (!policy.trains(s.name)) frozen_before[s.name] = parallel::assemble_full(s, gather).cpu().clone();
@@ -408,7 +416,7 @@ int run(const Args& a) {
       ++changed;
     }
   }
-  if (a.freeze_half && world.rank == 0)
+  if ((a.freeze_half || a.lora) && world.rank == 0)
     std::printf("%zu frozen parameters, %d changed\n", frozen_before.size(), changed);
   result["loss"] = at::tensor(losses, at::kDouble);
   if (const auto* pm = dynamic_cast<const parallel::PipelineModel*>(par.get())) {  // test-only: its schedule
@@ -456,6 +464,7 @@ int main(int argc, char** argv) {
       else if (k == "--bf16-reduce") a.bf16_reduce = true;
       else if (k == "--freeze-half") a.freeze_half = true;
       else if (k == "--offload") a.offload = true;
+      else if (k == "--lora") a.lora = true;
       else if (k == "--check-plan") a.check_plan = true;
       else if (k == "--device") a.device = next();
       else if (k == "--probe-cuda") return cuda_visible() ? 0 : kSkipped;

@@ -365,3 +365,38 @@ TEST(ConfigValidate, NcclEnvNamesAreNcclsOwn) {
   c.comm.nccl_env = "NCCL_DEBUG=INFO NCCL_DEBUG=WARN";
   EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("NCCL_DEBUG is given twice"), std::string::npos);
 }
+
+TEST(ConfigValidate, Lora) {
+  auto lora = [] {
+    Config c = good();
+    c.model.family = "llama";
+    c.model.lora_rank = 8;
+    return c;
+  };
+  EXPECT_NO_THROW(validate(lora(), 8));
+  Config c = lora();
+  c.model.lora_rank = -1;
+  expect_invalid(c, "model.lora_rank: given -1; valid > 0 (the adapters' rank) or 0 (LoRA off)");
+  c = lora();
+  c.model.family = "gpt2";
+  expect_invalid(c, "model.lora_rank: given 8 with model.family 'gpt2'; valid LoRA on family llama only");
+  c = lora();
+  c.parallel.tp = 2;
+  expect_invalid(c, "model.lora_rank: given 8 with parallel.tp 2; valid LoRA with tp 1");
+  c = lora();
+  c.model.lora_alpha = 0;
+  expect_invalid(c, "model.lora_alpha: given 0; valid > 0");
+  c = lora();
+  c.model.lora_dropout = 1.0;
+  expect_invalid(c, "model.lora_dropout: given 1; valid 0 ≤ p < 1");
+  c = lora();
+  c.model.lora_targets = "q,proj";
+  expect_invalid(c, "model.lora_targets: given 'q,proj' ('proj' is no projection); valid comma-separated "
+                    "projections among q, k, v, o, gate, up, down");
+  c.model.lora_targets = "q, v,q";
+  expect_invalid(c, "model.lora_targets: given 'q, v,q' ('q' twice)");
+  c.model.lora_targets = "q,";
+  expect_invalid(c, "model.lora_targets: given 'q,'");
+  c.model.lora_rank = 0;  // off: the targets are not read
+  EXPECT_NO_THROW(validate(c, 8));
+}

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -213,4 +214,46 @@ TEST(Parallelize, MasterLocationAndDtypesAreTyped) {
   c.train.dtype = "auto";
   EXPECT_EQ(compute_dtype(c.train, /*cuda=*/true), Dtype::bf16);
   EXPECT_EQ(compute_dtype(c.train, /*cuda=*/false), Dtype::fp32);
+}
+
+// LoRA (docs/lora.md): only the adapters reach the optimizer, in fp32; the frozen base is held in the
+// compute dtype — bf16 here — by the replicated layout (cast in place) and by FSDP (its frozen units' shards
+// and gathered parameters), and a training step leaves it as it was.
+TEST(Parallelize, LoraTrainsTheAdaptersAndHoldsTheBaseInTheComputeDtype) {
+  for (int64_t stage : {0, 3}) {
+    SCOPED_TRACE(cat("zero stage ", stage));
+    Config c = tiny();
+    c.model.family = "llama";
+    c.model.lora_rank = 2;
+    c.model.lora_targets = "q,v,down";
+    c.train.dtype = "bf16";
+    c.parallel.zero_stage = stage;
+    c.parallel.force_wrapper = true;  // the sharded layout over a group of one
+    resolve(c, 1);
+    validate(c, 1);
+    auto pm = parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU));
+    EXPECT_EQ(pm->replicated(), stage == 0);
+    const auto opt = pm->optimizer_params();
+    EXPECT_EQ(opt.size(), 2u * 3u * static_cast<size_t>(c.model.n_layer));
+    for (const auto& p : opt) {
+      EXPECT_NE(p.name.find(".lora_"), std::string::npos) << p.name;
+      EXPECT_EQ(p.param.scalar_type(), at::kFloat) << p.name;
+    }
+    std::map<std::string, at::Tensor> before;
+    for (const auto& s : pm->sharded_parameters()) {
+      const bool adapter = s.name.find(".lora_") != std::string::npos;
+      EXPECT_EQ(s.local.scalar_type(), adapter ? at::kFloat : at::kBFloat16) << s.name;
+      if (!adapter) before[s.name] = s.local.clone();
+    }
+    const auto tokens = at::randint(c.model.vocab_size, {2, 9});
+    std::vector<parallel::ParallelModel::MicroBatch> mb{{tokens.narrow(1, 0, 8), tokens.narrow(1, 1, 8)}};
+    const double loss = pm->forward_backward(mb).item<double>();
+    EXPECT_TRUE(std::isfinite(loss));
+    EXPECT_GT(pm->clip_grad_norm(1e9).item<double>(), 0.0);  // the adapters' gradients (B = 0: A's is zero)
+    for (const auto& s : pm->sharded_parameters()) {
+      if (before.count(s.name)) {
+        EXPECT_TRUE(at::equal(before[s.name], s.local)) << s.name;
+      }
+    }
+  }
 }

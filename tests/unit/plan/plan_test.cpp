@@ -6,9 +6,7 @@
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/model_size.h"
-#include "meshtrain/core/error.h"
 #include "meshtrain/plan/activation_model.h"
-#include "meshtrain/plan/finetune_spec.h"
 #include "meshtrain/plan/layout_search.h"
 #include "meshtrain/plan/memory_model.h"
 #include "meshtrain/plan/mfu_table.h"
@@ -229,102 +227,4 @@ TEST(LayoutSearch, EveryDivisorLayoutSortedByTime) {
   }
   EXPECT_TRUE(fits);
   EXPECT_TRUE(ddp_without_ac);
-}
-
-namespace {
-
-FinetuneSpec lora_all(int64_t rank) { return FinetuneSpec::parse(rank, "all", "none"); }
-
-}  // namespace
-
-TEST(Finetune, LoraAdaptersByHand) {
-  // Rank 2 on the seven projections of tiny_llama's block: q A[2,4] B[4,2], k and v A[2,4] B[2,2], o A[2,4]
-  // B[4,2], gate and up A[2,4] B[8,2], down A[2,8] B[4,2]: 128 elements in 14 tensors.
-  const auto a = lora_params(tiny_llama(1, 1).model, lora_all(2));
-  ASSERT_EQ(a.size(), 14u);
-  int64_t n = 0;
-  for (const auto& p : a) n += p.numel();
-  EXPECT_EQ(n, 128);
-  EXPECT_EQ(a[0].name, "blocks.0.attn.wq.lora_A");
-  EXPECT_EQ(a[0].split, TpSplit::replicated);
-  EXPECT_EQ(a[1].split, TpSplit::rows);       // column-parallel q: B's output rows split
-  EXPECT_EQ(a[6].name, "blocks.0.attn.wo.lora_A");
-  EXPECT_EQ(a[6].split, TpSplit::cols);       // row-parallel o: A's input columns split
-  EXPECT_EQ(a[7].split, TpSplit::replicated);
-}
-
-TEST(Finetune, LoraReplicatedByHand) {
-  // Frozen base in bf16: 2 × 236; adapters fp32 4 × 128 with fp32 gradients and AdamW 8 × 128 + 4 × 14.
-  const RankState s = rank_state(tiny_llama(1, 1), 1, 0, 0, 0, lora_all(2));
-  EXPECT_EQ(s.params, 2 * 236 + 4 * 128);
-  EXPECT_EQ(s.master, 0);
-  EXPECT_EQ(s.grads, 4 * 128);
-  EXPECT_EQ(s.optimizer, 8 * 128 + 4 * 14);
-  EXPECT_EQ(s.host, 0);
-}
-
-TEST(Finetune, LoraFsdpShardsByHand) {
-  // FSDP over 4, rank 3. Base: bf16 shards of the 67 padded elements (RankState.FsdpPaddedShardsByHand),
-  // gathered in bf16. Adapters padded per rank: q, k, v, o 6 each, gate and up 8, down 10 = 50; rank 3's real
-  // rows: q B 1 row (2), o B 2, gate B and up B 4 each, down B 2 = 14 elements.
-  const RankState s = rank_state(tiny_llama(4, 4), 4, 0, 3, 0, lora_all(2));
-  EXPECT_EQ(s.params, 2 * 67);
-  EXPECT_EQ(s.master, 4 * 50);
-  EXPECT_EQ(s.grads, 4 * 50);
-  EXPECT_EQ(s.optimizer, 8 * 14 + 4 * 14);
-  EXPECT_EQ(s.gathered_params, 2 * 236 + 4 * 128);
-}
-
-TEST(Finetune, OffloadByHand) {
-  // One GPU: bf16 weights on it (2 × 236); fp32 master, gradient, m and v on the host (16 × 236 + 4 × 12).
-  const RankState s = rank_state(tiny_llama(1, 1), 1, 0, 0, 0, FinetuneSpec::parse(0, "all", "cpu"));
-  EXPECT_EQ(s.params, 2 * 236);
-  EXPECT_EQ(s.grads + s.master + s.optimizer, 0);
-  EXPECT_EQ(s.host, 16 * 236 + 4 * 12);
-  // FSDP over 4, rank 3: the bf16 shard on the GPU, the padded master and gradient shards and the real rows'
-  // moments on the host.
-  const RankState f = rank_state(tiny_llama(4, 4), 4, 0, 3, 0, FinetuneSpec::parse(0, "all", "cpu"));
-  EXPECT_EQ(f.params, 2 * 67);
-  EXPECT_EQ(f.gathered_params, 2 * 236);
-  EXPECT_EQ(f.host, 4 * 67 + 4 * 67 + 8 * 43 + 4 * 12);
-}
-
-TEST(Finetune, BadInputIsOneLine) {
-  EXPECT_THROW(FinetuneSpec::parse(-1, "all", "none"), UserError);
-  try {
-    FinetuneSpec::parse(16, "q,kk", "none");
-    FAIL();
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("--lora-targets: given 'kk'"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(FinetuneSpec::parse(0, "all", "nvme"), UserError);
-  Config g = bench("gpt2-124m", 1, 128, 0);
-  try {
-    lora_params(g.model, FinetuneSpec::parse(8, "q,gate", "none"));
-    FAIL();
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("LoRA target 'gate' does not exist in a gpt2 model"), std::string::npos)
-        << e.what();
-  }
-}
-
-TEST(Finetune, Llama70bOnEight80GbGpus) {
-  // configs/node8/llama3.1-70b-{lora,offload}-fsdp8.yaml: FSDP 8, bf16, activation checkpointing, 1 × 4096.
-  Config c = bench("llama3.1-70b", 1, 4096, 0, true);
-  c.parallel.fsdp = 8;
-  c.parallel.param_dtype = "bf16";
-  resolve(c, 8);
-  const GpuSpec h100 = gpu_spec("h100-80gb");
-  const double N = 70.55e9;
-  // Full fine-tune, state on the GPU: 16 B a parameter / 8 ≈ 141 GB alone — does not fit.
-  EXPECT_FALSE(estimate_memory(c, 8, h100).fits);
-  // LoRA r16 on all seven: the frozen bf16 base is 2 B a parameter / 8 ≈ 17.6 GB per GPU.
-  const MemoryEstimate lora = estimate_memory(c, 8, h100, true, lora_all(16));
-  EXPECT_NEAR(static_cast<double>(lora.state.params), 2 * N / 8, 0.01 * 2 * N / 8);
-  EXPECT_TRUE(lora.fits) << lora.device_total / kGiB;
-  // Offload: bf16 shard on the GPU, 16 B a parameter / 8 ≈ 141 GB per rank in host memory.
-  const MemoryEstimate off = estimate_memory(c, 8, h100, true, FinetuneSpec::parse(0, "all", "cpu"));
-  EXPECT_TRUE(off.fits) << off.device_total / kGiB;
-  EXPECT_NEAR(static_cast<double>(off.host_state), 16 * N / 8, 0.01 * 16 * N / 8);
-  EXPECT_EQ(off.peak.master + off.peak.optimizer, 0);
 }
