@@ -63,7 +63,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& h
 
 class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
  public:
-  // x, r: contiguous [rows, D]; weight, bias: [D] (bias undefined for RMSNorm); y_type: y's dtype.
+  // x, r: contiguous [rows, D]; weight, bias: [D] (bias empty for RMSNorm, not read); y_type: y's dtype.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& r,
                                const at::Tensor& weight, const at::Tensor& bias, bool rms, double eps,
                                at::ScalarType y_type) {
@@ -112,7 +112,7 @@ class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
 // a linear would make of an fp32 output (and that copy's backward) never happens.
 class FusedNorm : public torch::autograd::Function<FusedNorm> {
  public:
-  // x: contiguous [rows, D]; weight, bias: [D] (bias undefined for RMSNorm); y_type: y's dtype.
+  // x: contiguous [rows, D]; weight, bias: [D] (bias empty for RMSNorm, not read); y_type: y's dtype.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                                const at::Tensor& bias, bool rms, double eps, at::ScalarType y_type) {
     const c10::DeviceGuard guard(x.device());
@@ -157,6 +157,10 @@ at::ScalarType norm_output_type(const at::Tensor& x, const at::Tensor& r) {
   return at::promote_types(x.scalar_type(), r.scalar_type());
 }
 
+// RMSNorm's stand-in for the bias: an empty tensor, never read. autograd functions record every tensor input's
+// device and dtype (torch::autograd::VariableInfo), which an undefined tensor does not have.
+at::Tensor no_bias(const at::Tensor& weight) { return at::empty({0}, weight.options()); }
+
 bool is_kernel_type(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16; }
 #endif
 
@@ -178,7 +182,7 @@ std::pair<at::Tensor, at::Tensor> fused_add_norm(const at::Tensor& x, const at::
   if (ready) {
     const int64_t D = x.size(-1);
     auto out = FusedAddNorm::apply(x.reshape({-1, D}).contiguous(), r.reshape({-1, D}).contiguous(), weight,
-                                   rms ? at::Tensor() : bias, rms, eps, norm_output_type(x, r));
+                                   rms ? no_bias(weight) : bias, rms, eps, norm_output_type(x, r));
     return {out[0].view(x.sizes()), out[1].view(x.sizes())};
   }
 #endif
@@ -196,7 +200,7 @@ at::Tensor fused_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
                      is_kernel_type(x) && is_kernel_type(weight) && (rms || is_kernel_type(bias)) && x.numel() > 0;
   if (ready) {
     const int64_t D = x.size(-1);
-    return FusedNorm::apply(x.reshape({-1, D}).contiguous(), weight, rms ? at::Tensor() : bias, rms, eps,
+    return FusedNorm::apply(x.reshape({-1, D}).contiguous(), weight, rms ? no_bias(weight) : bias, rms, eps,
                             norm_output_type(x, x))[0]
         .view(x.sizes());
   }
