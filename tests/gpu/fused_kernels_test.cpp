@@ -30,9 +30,13 @@ namespace {
 
 const auto kCuda = at::TensorOptions().device(at::kCUDA);
 
-// Whether `y` came out of the named fused autograd function (and not its composite fallback).
+// Whether `y` came out of the named fused autograd function (and not its composite fallback), looking
+// through the view back to the caller's shape that the ops put on top of their [rows, D] results.
 bool made_by(const at::Tensor& y, const std::string& fn) {
-  return y.grad_fn() && y.grad_fn()->name().find(fn) != std::string::npos;
+  auto node = y.grad_fn();
+  while (node && node->name().find("ViewBackward") != std::string::npos && node->num_outputs() > 0)
+    node = node->next_edge(0).function;
+  return node && node->name().find(fn) != std::string::npos;
 }
 
 // max |a − b| − (atol + rtol·|b|) ≤ 0 everywhere, in fp32; the report names the worst element's excess.
