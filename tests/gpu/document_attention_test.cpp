@@ -83,7 +83,7 @@ Outcome run(model::Transformer& net, bool bf16, bool packed_run, const std::vect
     auto docs_ = model::documents_from_positions(at::cat(pos).unsqueeze(0).cuda());
     auto l = net->loss(tokens, at::cat(tg).unsqueeze(0).cuda(), &docs_);
     const auto names = graph_names(l);
-    r.varlen = graph_has(names, "FlashAttentionForward");
+    r.varlen = graph_has(names, "FlashAttentionBackward");  // _flash_attention_forward's node
     for (const auto& n : names) r.nodes += n + " ";
     l.backward();
     r.loss = l.item<double>();
