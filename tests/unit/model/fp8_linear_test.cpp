@@ -37,9 +37,11 @@ TEST(Fp8Linear, NoFp8OnTheCpuAndTheModelUnchanged) {
   EXPECT_FALSE(model::fp8_applies(x, at::randn({16, 64})));
   for (const std::string family : {"gpt2", "llama"}) {
     at::manual_seed(1);
-    model::Transformer a(testing_support::tiny_model({.family = family, .max_seq_len = 32}));
+    const auto cfg = testing_support::tiny_model({.family = family, .n_kv_head = family == "llama" ? 2 : 4,
+                                                  .d_ff = family == "gpt2" ? 128 : 96, .max_seq_len = 32});
+    model::Transformer a(cfg);
     a->init_weights(3);
-    model::Transformer b(testing_support::tiny_model({.family = family, .max_seq_len = 32}));
+    model::Transformer b(cfg);
     b->init_weights(3);
     model::use_fp8(*b, Fp8Scaling::tensorwise);
     auto tokens = at::randint(0, 64, {2, 16}, at::kLong), targets = at::randint(0, 64, {2, 16}, at::kLong);
