@@ -26,8 +26,8 @@ struct Quantized {
 };
 
 // t [R, C] → FP8 with one scale per tensor or (rowwise) per row, taken from the absolute maximum. The scale
-// is rounded to t's dtype before the multiply, and the inverse is taken of that rounded scale, so the pair
-// is exact whatever the dtype.
+// is rounded to t's dtype before the multiply (no fp32 copy of a bf16 tensor), and the inverse is taken of
+// that rounded scale: the one the GEMM undoes is the one that was applied.
 Quantized quantize(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt) {
   auto amax = scaling == Fp8Scaling::rowwise ? t.abs().amax({1}, /*keepdim=*/true) : t.abs().max();
   auto scale = (fp8_max(fmt) / amax.to(at::kFloat).clamp_min(1e-12)).to(t.scalar_type());
