@@ -230,6 +230,15 @@ class ShardWriter:
 
 
 # ---- input ------------------------------------------------------------------------------------------------
+def checked_inputs(args):
+    """The flags both preparers share, checked (UserError naming the flag); returns the input files."""
+    if not 0 <= args.val_fraction <= 0.5:
+        raise UserError(f"--val-fraction: given {args.val_fraction}; valid: 0 to 0.5")
+    if args.shard_tokens < 1:
+        raise UserError(f"--shard-tokens: given {args.shard_tokens}; valid: ≥ 1")
+    return input_files(args.input)
+
+
 def input_files(patterns):
     files = []
     for p in patterns:
@@ -298,11 +307,7 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
     try:
-        if not 0 <= args.val_fraction <= 0.5:
-            raise UserError(f"--val-fraction: given {args.val_fraction}; valid: 0 to 0.5")
-        if args.shard_tokens < 1:
-            raise UserError(f"--shard-tokens: given {args.shard_tokens}; valid: ≥ 1")
-        files = input_files(args.input)
+        files = checked_inputs(args)
         total_bytes = sum(os.path.getsize(f) for f in files)
         if total_bytes == 0:
             raise UserError(f"--input: {', '.join(args.input)}: empty text")

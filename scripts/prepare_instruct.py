@@ -43,8 +43,9 @@ ROLES = {"system": "system", "user": "user", "assistant": "assistant", "human": 
          "tool": "tool", "function": "tool", "developer": "system", "bot": "assistant", "model": "assistant"}
 
 
-# The same input rules and error type as the plain-text preparer (this file's folder is on sys.path when it runs).
-from prepare_data import UserError, input_files  # noqa: E402
+# The same input rules, shared flags and error type as the plain-text preparer (this file's folder is on sys.path
+# when it runs).
+from prepare_data import UserError, checked_inputs  # noqa: E402
 
 
 def examples(files, progress):
@@ -278,11 +279,7 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
     try:
-        if not 0 <= args.val_fraction <= 0.5:
-            raise UserError(f"--val-fraction: given {args.val_fraction}; valid: 0 to 0.5")
-        if args.shard_tokens < 1:
-            raise UserError(f"--shard-tokens: given {args.shard_tokens}; valid: ≥ 1")
-        files = input_files(args.input)
+        files = checked_inputs(args)
         tok = Tokenizer(args.tokenizer)
         if tok.vocab_size >= 1 << 32:
             raise UserError(f"{args.tokenizer}: vocabulary of {tok.vocab_size} tokens does not fit uint32")
