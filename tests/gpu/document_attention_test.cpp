@@ -9,15 +9,16 @@
 
 #include <cmath>
 #include <cstdio>
-#include <deque>
-#include <set>
 #include <string>
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/model/documents.h"
 #include "meshtrain/model/transformer.h"
+#include "support/autograd_graph.h"
 
 using namespace meshtrain;
+using testing_support::graph_has;
+using testing_support::graph_names;
 
 namespace {
 
@@ -39,27 +40,6 @@ at::Tensor doc_targets(const at::Tensor& doc) {
   auto t = doc.roll(-1, 0).clone();
   t[-1] = -100;
   return t;
-}
-
-// The names of the nodes in the graph behind `y` (for a failure's message too).
-std::set<std::string> graph_names(const at::Tensor& y) {
-  std::deque<torch::autograd::Node*> todo{y.grad_fn().get()};
-  std::set<torch::autograd::Node*> seen;
-  std::set<std::string> names;
-  while (!todo.empty()) {
-    auto* n = todo.front();
-    todo.pop_front();
-    if (!n || !seen.insert(n).second) continue;
-    names.insert(n->name());
-    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
-  }
-  return names;
-}
-
-bool graph_has(const std::set<std::string>& names, const std::string& fn) {
-  for (const auto& n : names)
-    if (n.find(fn) != std::string::npos) return true;
-  return false;
 }
 
 struct Outcome {

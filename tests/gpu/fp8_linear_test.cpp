@@ -13,14 +13,14 @@
 #include <torch/autograd.h>
 
 #include <cstdio>
-#include <deque>
-#include <set>
 #include <string>
 
 #include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/transformer.h"
+#include "support/autograd_graph.h"
 
 using namespace meshtrain;
+using testing_support::graph_has;  // the result is a view of the function's: search the graph
 
 namespace {
 
@@ -29,20 +29,6 @@ const auto kCuda = at::TensorOptions().device(at::kCUDA);
 double rel_err(const at::Tensor& got, const at::Tensor& want) {
   auto g = got.to(at::kFloat), w = want.to(at::kFloat);
   return ((g - w).norm() / w.norm()).item<double>();
-}
-
-// Whether the graph behind `y` holds a node whose name contains `fn` (the result is a view of the function's).
-bool graph_has(const at::Tensor& y, const std::string& fn) {
-  std::deque<torch::autograd::Node*> todo{y.grad_fn().get()};
-  std::set<torch::autograd::Node*> seen;
-  while (!todo.empty()) {
-    auto* n = todo.front();
-    todo.pop_front();
-    if (!n || !seen.insert(n).second) continue;
-    if (n->name().find(fn) != std::string::npos) return true;
-    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
-  }
-  return false;
 }
 
 const char* name(Fp8Scaling s) { return s == Fp8Scaling::rowwise ? "rowwise" : "tensorwise"; }

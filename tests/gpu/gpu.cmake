@@ -21,6 +21,7 @@ add_executable(document_attention_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/document_a
 target_link_libraries(document_attention_gpu_tests PRIVATE meshtrain_model GTest::gtest)
 meshtrain_warnings(document_attention_gpu_tests)
 meshtrain_use_torch(document_attention_gpu_tests)
+target_include_directories(document_attention_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME gpu.document_attention COMMAND document_attention_gpu_tests)
 set_tests_properties(gpu.document_attention PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
 
@@ -30,5 +31,6 @@ add_executable(fp8_linear_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/fp8_linear_test.cp
 target_link_libraries(fp8_linear_gpu_tests PRIVATE meshtrain_model GTest::gtest)
 meshtrain_warnings(fp8_linear_gpu_tests)
 meshtrain_use_torch(fp8_linear_gpu_tests)
+target_include_directories(fp8_linear_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME gpu.fp8_linear COMMAND fp8_linear_gpu_tests)
 set_tests_properties(gpu.fp8_linear PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
