@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <utility>
 
 #include "meshtrain/ckpt/checkpoint_meta.h"
@@ -31,6 +32,12 @@ std::vector<ShardedTensor> replicated(const std::map<std::string, at::Tensor>& t
   for (const auto& [name, t] : tensors)
     out.push_back({name, t.sizes().vec(), std::vector<int64_t>(static_cast<size_t>(t.dim()), 0), t, rank == 0});
   return out;
+}
+
+uint64_t host_bytes(const std::map<std::string, at::Tensor>& host) {
+  uint64_t bytes = 0;
+  for (const auto& [n, h] : host) bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
+  return bytes;
 }
 
 SaveInfo replicated_info(const nlohmann::json& state, int world) {
@@ -161,8 +168,12 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
     fs::create_directories(tmp_dir);
     if (!host.empty()) {
       const std::string file = rank_file(rank_);
+      std::optional<ProgressMeter> progress;
+      if (!progress_label_.empty()) progress.emplace(progress_label_, host_bytes(host));
       auto entries = write_safetensors((tmp_dir / file).string(), host, {{"format", "pt"}},
-                                       [&] { crash_point("file_partial", rank_, step); });
+                                       [&] { crash_point("file_partial", rank_, step); },
+                                       progress ? &*progress : nullptr);
+      if (progress) progress->finish();
       for (const auto& t : layout) {
         const TensorEntry& e = entries.at(t.name);
         mine.push_back({t.name, t.global_shape, e.dtype, {file, e.begin, e.end, t.offsets, e.shape, e.crc}});
@@ -172,8 +183,7 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
     write_error = e.what();
   }
   crash_point("file_synced", rank_, step);
-  uint64_t bytes = 0;
-  for (const auto& [n, h] : host) bytes += static_cast<uint64_t>(h.numel()) * h.element_size();
+  const uint64_t bytes = host_bytes(host);
   const std::string mine_json =
       write_error.empty() ? rank_shards_to_json(mine).dump() : nlohmann::json({{"error", write_error}}).dump();
   std::vector<std::string> lists = ckpt_comm_ ? all_gather_strings(*ckpt_comm_, mine_json)

@@ -89,17 +89,25 @@ ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir
     in_file += n;
   }
   res.files = static_cast<int>(files.size());
+  ProgressMeter progress("export: write", res.bytes);
+  // Each file under a temporary name until it is complete: a crash leaves no truncated weights behind.
+  const auto write_file = [&](const std::string& name, const std::map<std::string, at::Tensor>& tensors) {
+    const fs::path final_path = fs::path(out_dir) / name, tmp = final_path.string() + ".tmp";
+    write_safetensors(tmp.string(), tensors, {{"format", "pt"}}, {}, &progress);
+    fs::rename(tmp, final_path);
+  };
   if (files.size() == 1) {
-    write_safetensors((fs::path(out_dir) / "model.safetensors").string(), files[0], {{"format", "pt"}});
+    write_file("model.safetensors", files[0]);
   } else {
     nlohmann::json index = {{"metadata", {{"total_size", res.bytes}}}, {"weight_map", nlohmann::json::object()}};
     for (size_t i = 0; i < files.size(); ++i) {
       const std::string f = log::sprintf("model-%05zu-of-%05zu.safetensors", i + 1, files.size());
-      write_safetensors((fs::path(out_dir) / f).string(), files[i], {{"format", "pt"}});
+      write_file(f, files[i]);
       for (const auto& [name, t] : files[i]) index["weight_map"][name] = f;
     }
     write_text(fs::path(out_dir) / "model.safetensors.index.json", index.dump(2) + "\n");
   }
+  progress.finish();
   write_text(fs::path(out_dir) / "config.json", hf_config_from(cfg.model, hf_dtype_name(dt)).dump(2) + "\n");
   return res;
 }
@@ -145,6 +153,7 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir) {
   resolve(cfg, 1);
   const nlohmann::json cfg_json = nlohmann::json::parse(to_json(cfg));
   CheckpointManager m(out_dir, 0, nullptr);
+  m.show_progress("import: write");
   ImportResult res;
   res.checkpoint = m.save(0, tensors, {{"config", cfg_json}, {"imported_from", fs::absolute(dir).string()}});
   res.config_yaml = (fs::path(out_dir) / "config.yaml").string();

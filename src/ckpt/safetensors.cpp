@@ -136,7 +136,8 @@ class StreamingWriter {
 std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
                                                       const std::map<std::string, at::Tensor>& tensors,
                                                       const std::map<std::string, std::string>& metadata,
-                                                      const std::function<void()>& after_first_tensor) {
+                                                      const std::function<void()>& after_first_tensor,
+                                                      ProgressMeter* progress) {
   std::map<std::string, at::Tensor> cpu;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -164,6 +165,7 @@ std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
   for (const auto& [name, c] : cpu) {
     TensorEntry& e = entries[name];
     e.crc = w.write(c.data_ptr(), e.end - e.begin, true);  // CRC-32C of the bytes as written
+    if (progress) progress->add(e.end - e.begin), progress->report();
     if (first && after_first_tensor) after_first_tensor();
     first = false;
   }

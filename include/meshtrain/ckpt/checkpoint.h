@@ -86,6 +86,10 @@ class CheckpointManager {
   // and tensor on a checksum mismatch or a truncated file, or on a missing/unsupported meta.json.
   static Checkpoint load(const std::string& path);
 
+  // Later saves print progress and ETA (ProgressMeter) under `label` while this rank writes its file: for
+  // saves a person waits on (import, a final save); background saves during training stay quiet.
+  void show_progress(std::string label) { progress_label_ = std::move(label); }
+
   const std::string& dir() const { return dir_; }
   std::string step_dir(int64_t step) const;
 
@@ -99,6 +103,7 @@ class CheckpointManager {
   void prune();
 
   std::string dir_;
+  std::string progress_label_;  // empty: no progress lines
   int64_t keep_;
   int rank_ = 0, world_ = 1;
   comm::CommPtr ckpt_comm_;  // split off the caller's communicator; used only by writer_

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "meshtrain/core/crc32.h"
+#include "meshtrain/core/progress_meter.h"
 
 namespace meshtrain::ckpt {
 
@@ -24,11 +25,13 @@ struct TensorEntry {
 
 // Writes `tensors` (CPU or device; copied to contiguous CPU) in name order to `path`, fsynced. Returns each
 // tensor's absolute byte range and CRC-32. `metadata` goes in "__metadata__". `after_first_tensor` (tests:
-// crash_point.h) runs once the header and the first tensor's bytes are written.
+// crash_point.h) runs once the header and the first tensor's bytes are written. `progress`, if given, counts
+// the tensor bytes as they are written and reports from this thread (the caller starts and finishes it).
 std::map<std::string, TensorEntry> write_safetensors(const std::string& path,
                                                       const std::map<std::string, at::Tensor>& tensors,
                                                       const std::map<std::string, std::string>& metadata = {},
-                                                      const std::function<void()>& after_first_tensor = {});
+                                                      const std::function<void()>& after_first_tensor = {},
+                                                      ProgressMeter* progress = nullptr);
 
 class SafetensorsReader {
  public:

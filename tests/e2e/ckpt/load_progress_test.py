@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Progress lines of long reads, as a user sees them: `meshtrain import` of a Hugging Face directory and
-`meshtrain export` (which loads the checkpoint through load_into) print bytes, rate and time left on stderr
+"""Progress lines of long reads and writes, as a user sees them: `meshtrain import` of a Hugging Face directory
+(reading the safetensors, writing the checkpoint) and `meshtrain export` (loading the checkpoint through
+load_into, writing the safetensors) print bytes, rate and time left on stderr
 once the work has run MESHTRAIN_PROGRESS_AFTER_S (lowered to 0 here, so a tiny model shows them), and a
 closing line; with the default threshold the same quick work prints none. The imported weights equal the
 file's (the parallel reader's bytes, end to end).
@@ -66,19 +67,25 @@ with open(os.path.join(hf, "config.json"), "w") as f:
 now = {"MESHTRAIN_PROGRESS_AFTER_S": "0", "MESHTRAIN_PROGRESS_EVERY_S": "0"}
 r = meshtrain("import", hf, os.path.join(WORK, "quick"))
 check("quick import: exit 0", r.returncode == 0, r.stderr)
-check("quick import: no progress line", "import: read:" not in r.stderr, r.stderr)
+check("quick import: no progress line", "import: read:" not in r.stderr and "import: write:" not in r.stderr,
+      r.stderr)
 
 r = meshtrain("import", hf, os.path.join(WORK, "ckpt"), env=now)
 check("import: exit 0", r.returncode == 0, r.stderr)
 lines = [l for l in r.stderr.splitlines() if "import: read:" in l]
 check("import: progress lines with bytes, rate and a closing line",
       lines and " GB (" in lines[-1] and " GB/s" in lines[-1] and "done in" in lines[-1], r.stderr)
+lines = [l for l in r.stderr.splitlines() if "import: write:" in l]
+check("import's checkpoint write: progress lines with a closing line", lines and "done in" in lines[-1], r.stderr)
 
 out = os.path.join(WORK, "export")
 r = meshtrain("export", os.path.join(WORK, "ckpt"), "--format", "hf", out, env=now)
 check("export: exit 0", r.returncode == 0, r.stderr)
 lines = [l for l in r.stderr.splitlines() if "load step_00000000:" in l]
 check("export's checkpoint load: progress lines with a closing line", lines and "done in" in lines[-1], r.stderr)
+lines = [l for l in r.stderr.splitlines() if "export: write:" in l]
+check("export's write: progress lines with a closing line", lines and "done in" in lines[-1], r.stderr)
+check("export: no temporary file left", not [f for f in os.listdir(out) if f.endswith(".tmp")], os.listdir(out))
 back = load_file(os.path.join(out, "model.safetensors"))
 check("import → export gives the file's weights back, bit for bit",
       set(back) == set(tensors) and all(np.array_equal(back[k], tensors[k]) for k in tensors),
