@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fp8_cast.h"
 #include "meshtrain/model/linear.h"
 #include "meshtrain/model/transformer.h"
 
@@ -18,48 +19,53 @@ using torch::autograd::variable_list;
 
 constexpr at::ScalarType kE4M3 = at::kFloat8_e4m3fn, kE5M2 = at::kFloat8_e5m2;
 
-double fp8_max(at::ScalarType fmt) { return fmt == kE4M3 ? 448.0 : 57344.0; }
-
-struct Quantized {
-  at::Tensor q;          // FP8
-  at::Tensor inv_scale;  // fp32: q · inv_scale ≈ the input; () tensorwise, [rows, 1] rowwise
-};
-
-// t [R, C] → FP8 with one scale per tensor or (rowwise) per row, taken from the absolute maximum. The scale
-// is rounded to t's dtype before the multiply (no fp32 copy of a bf16 tensor), and the inverse is taken of
-// that rounded scale: the one the GEMM undoes is the one that was applied.
-Quantized quantize(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt) {
-  auto amax = scaling == Fp8Scaling::rowwise ? t.abs().amax({1}, /*keepdim=*/true) : t.abs().max();
-  auto scale = (fp8_max(fmt) / amax.to(at::kFloat).clamp_min(1e-12)).to(t.scalar_type());
-  auto q = (t * scale).clamp(-fp8_max(fmt), fp8_max(fmt)).to(fmt);
-  return {q, scale.to(at::kFloat).reciprocal()};
+// a · btᵀ for FP8 a [M, K] and bt [N, K], both row-major (_scaled_mm's right operand is btᵀ, column-major);
+// the inverse scales as fp8_cast gives them: () each, or a's [M, 1] and bt's [N, 1] (rowwise).
+at::Tensor scaled_mm(const at::Tensor& a, const at::Tensor& a_inv, const at::Tensor& bt, const at::Tensor& bt_inv,
+                     bool rowwise, at::ScalarType out_dtype, bool fast_accum) {
+  // Rowwise GEMMs write bf16 only; tensorwise ones write what they are asked.
+  const auto gemm_out = rowwise ? at::kBFloat16 : out_dtype;
+  auto y = at::_scaled_mm(a, bt.t(), a_inv, rowwise ? bt_inv.t() : bt_inv, std::nullopt, std::nullopt, gemm_out,
+                          fast_accum);
+  return y.scalar_type() == out_dtype ? y : y.to(out_dtype);
 }
 
 at::ScalarType result_dtype(const at::Tensor& x) {
   return at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type();
 }
 
+// y = x2 · wᵀ, ∂x = ∂y · w, ∂W = ∂yᵀ · x2. Each operand is cast once for both of its products: the forward
+// writes x2's and w's FP8 copies together with their transposes, which are all the backward keeps of them
+// (half of x2's bytes), and the backward casts ∂y and ∂yᵀ in one go. Rowwise, a transpose is scaled per row
+// of itself (per column of the tensor), as the GEMM's K is then the other dimension.
 class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
  public:
-  // x2: [M, K] in the compute dtype; w: [N, K] (the parameter, any float dtype). y = x2 · wᵀ.
+  // x2: [M, K] in the compute dtype; w: [N, K] (the parameter, any float dtype).
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, int64_t scaling) {
     const auto s = static_cast<Fp8Scaling>(scaling);
+    const bool rowwise = s == Fp8Scaling::rowwise;
+    const Fp8Cast cx = fp8_cast(x2, s, kE4M3, Fp8Copies::both);
+    const Fp8Cast cw = fp8_cast(w, s, kE4M3, Fp8Copies::both);
     // Fast accumulation (fewer fp32 promotions inside the GEMM) forward only, as is usual for FP8 training:
     // the gradients' sums are the ones that lose most to it.
-    auto y = fp8_matmul(x2, w.t(), s, kE4M3, kE4M3, x2.scalar_type(), /*fast_accum=*/true);
-    ctx->save_for_backward({x2, w});
+    auto y = scaled_mm(cx.q, cx.inv_scale, cw.q, cw.inv_scale, rowwise, x2.scalar_type(), /*fast_accum=*/true);
+    ctx->save_for_backward({cx.qt, cx.inv_scale_t, cw.qt, cw.inv_scale_t});
     ctx->saved_data["scaling"] = scaling;
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x2.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
     return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x2 = saved[0], &w = saved[1];
+    const at::Tensor &xt = saved[0], &xt_inv = saved[1], &wt = saved[2], &wt_inv = saved[3];
     const auto s = static_cast<Fp8Scaling>(ctx->saved_data["scaling"].toInt());
-    const auto g_fmt = s == Fp8Scaling::rowwise ? kE4M3 : kE5M2;
-    const auto dy = grad[0].to(x2.scalar_type());
-    auto dx = fp8_matmul(dy, w, s, g_fmt, kE4M3, x2.scalar_type());
-    auto dw = fp8_matmul(dy.t(), x2, s, g_fmt, kE4M3, at::kFloat).to(w.scalar_type());
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
+    const bool rowwise = s == Fp8Scaling::rowwise;
+    const Fp8Cast cdy = fp8_cast(grad[0].to(x_dtype), s, rowwise ? kE4M3 : kE5M2, Fp8Copies::both);
+    auto dx = scaled_mm(cdy.q, cdy.inv_scale, wt, wt_inv, rowwise, x_dtype, false);
+    auto dw = scaled_mm(cdy.qt, cdy.inv_scale_t, xt, xt_inv, rowwise, at::kFloat, false).to(w_dtype);
     return {dx, dw, at::Tensor()};
   }
 };
@@ -75,13 +81,9 @@ at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scali
   MT_CHECK(!rowwise || (a_fmt == kE4M3 && b_fmt == kE4M3), "fp8_matmul: rowwise scaling takes e4m3 operands");
   // The left operand row-major, scaled per row; the right one column-major, i.e. bᵀ row-major scaled per row
   // (= per column of b). Both reductions run along K, the summed dimension.
-  const Quantized qa = quantize(a.contiguous(), scaling, a_fmt);
-  const Quantized qbt = quantize(b.t().contiguous(), scaling, b_fmt);
-  // Rowwise GEMMs write bf16 only; tensorwise ones write what they are asked.
-  const auto gemm_out = rowwise ? at::kBFloat16 : out_dtype;
-  auto y = at::_scaled_mm(qa.q, qbt.q.t(), qa.inv_scale, rowwise ? qbt.inv_scale.t() : qbt.inv_scale, std::nullopt,
-                          std::nullopt, gemm_out, fast_accum);
-  return y.scalar_type() == out_dtype ? y : y.to(out_dtype);
+  const Fp8Cast qa = fp8_cast(a, scaling, a_fmt, Fp8Copies::rowmajor);
+  const Fp8Cast qb = fp8_cast(b, scaling, b_fmt, Fp8Copies::transposed);
+  return scaled_mm(qa.q, qa.inv_scale, qb.qt, qb.inv_scale_t, rowwise, out_dtype, fast_accum);
 }
 
 bool fp8_applies(const at::Tensor& x, const at::Tensor& w) {
