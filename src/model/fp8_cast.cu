@@ -65,7 +65,8 @@ __device__ __forceinline__ void load_row(const T* __restrict__ x, int64_t rows, 
 
 // line[c .. c+kV) = b where inside the line's n elements. kVec: one aligned 8-byte store, n % kV == 0.
 template <bool kVec>
-__device__ __forceinline__ void store_line(uint8_t* __restrict__ line, int64_t n, int64_t c, const Vec<uint8_t, kV>& b) {
+__device__ __forceinline__ void store_line(uint8_t* __restrict__ line, int64_t n, int64_t c,
+                                           const Vec<uint8_t, kV>& b) {
   if constexpr (kVec) {
     if (c < n) *reinterpret_cast<Vec<uint8_t, kV>*>(line + c) = b;
   } else {
