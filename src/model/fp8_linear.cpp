@@ -5,10 +5,15 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <initializer_list>
+#include <memory>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/attention.h"
 #include "meshtrain/model/fp8_cast.h"
+#include "meshtrain/model/fp8_shared_input.h"
 #include "meshtrain/model/linear.h"
+#include "meshtrain/model/mlp.h"
 #include "meshtrain/model/transformer.h"
 
 namespace meshtrain::model {
@@ -34,22 +39,24 @@ at::ScalarType result_dtype(const at::Tensor& x) {
   return at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type();
 }
 
-// y = x2 · wᵀ, ∂x = ∂y · w, ∂W = ∂yᵀ · x2. Each operand is cast once for both of its products: the forward
-// writes x2's and w's FP8 copies together with their transposes, which are all the backward keeps of them
-// (half of x2's bytes), and the backward casts ∂y and ∂yᵀ in one go. Rowwise, a transpose is scaled per row
-// of itself (per column of the tensor), as the GEMM's K is then the other dimension.
+// y = x2 · wᵀ, ∂x = ∂y · w, ∂W = ∂yᵀ · x2. Each operand is cast once for both of its products: x2's and w's
+// FP8 copies come with their transposes, which are all the backward keeps of them (half of x2's bytes), and
+// the backward casts ∂y and ∂yᵀ in one go. Rowwise, a transpose is scaled per row of itself (per column of
+// the tensor), as the GEMM's K is then the other dimension. x2 is cast in its own dtype (no copy to the
+// compute dtype first); y and ∂y are in the compute dtype, ∂x in x2's.
 class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
  public:
-  // x2: [M, K] in the compute dtype; w: [N, K] (the parameter, any float dtype).
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, int64_t scaling) {
+  // x2: [M, K]; w: [N, K] (the parameter, any float dtype); cx: x2's casts (fp8_cast(x2, ..., both)).
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, int64_t scaling,
+                               const std::shared_ptr<const Fp8Cast>& cx, int64_t out_dtype) {
     const auto s = static_cast<Fp8Scaling>(scaling);
     const bool rowwise = s == Fp8Scaling::rowwise;
-    const Fp8Cast cx = fp8_cast(x2, s, kE4M3, Fp8Copies::both);
     const Fp8Cast cw = fp8_cast(w, s, kE4M3, Fp8Copies::both);
     // Fast accumulation (fewer fp32 promotions inside the GEMM) forward only, as is usual for FP8 training:
     // the gradients' sums are the ones that lose most to it.
-    auto y = scaled_mm(cx.q, cx.inv_scale, cw.q, cw.inv_scale, rowwise, x2.scalar_type(), /*fast_accum=*/true);
-    ctx->save_for_backward({cx.qt, cx.inv_scale_t, cw.qt, cw.inv_scale_t});
+    auto y = scaled_mm(cx->q, cx->inv_scale, cw.q, cw.inv_scale, rowwise, static_cast<at::ScalarType>(out_dtype),
+                       /*fast_accum=*/true);
+    ctx->save_for_backward({cx->qt, cx->inv_scale_t, cw.qt, cw.inv_scale_t});
     ctx->saved_data["scaling"] = scaling;
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x2.scalar_type());
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
@@ -63,10 +70,10 @@ class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
     const bool rowwise = s == Fp8Scaling::rowwise;
-    const Fp8Cast cdy = fp8_cast(grad[0].to(x_dtype), s, rowwise ? kE4M3 : kE5M2, Fp8Copies::both);
+    const Fp8Cast cdy = fp8_cast(grad[0], s, rowwise ? kE4M3 : kE5M2, Fp8Copies::both);
     auto dx = scaled_mm(cdy.q, cdy.inv_scale, wt, wt_inv, rowwise, x_dtype, false);
     auto dw = scaled_mm(cdy.qt, cdy.inv_scale_t, xt, xt_inv, rowwise, at::kFloat, false).to(w_dtype);
-    return {dx, dw, at::Tensor()};
+    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -92,12 +99,14 @@ bool fp8_applies(const at::Tensor& x, const at::Tensor& w) {
   return rows % 16 == 0 && w.size(0) % 16 == 0 && w.size(1) % 16 == 0 && rows > 0;
 }
 
-at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling) {
-  const auto dt = result_dtype(x);
-  auto x2 = x.reshape({-1, x.size(-1)}).to(dt);
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling,
+                      Fp8SharedInput* shared) {
+  auto x2 = x.reshape({-1, x.size(-1)});
+  auto cx = shared != nullptr ? shared->cast(x2, scaling)
+                              : std::make_shared<const Fp8Cast>(fp8_cast(x2, scaling, kE4M3, Fp8Copies::both));
   // The bias add stays outside the function: autograd does it (and a custom function must not be given an
   // undefined tensor where a layer has no bias).
-  auto y = Fp8Linear::apply(x2, w, static_cast<int64_t>(scaling))[0];
+  auto y = Fp8Linear::apply(x2, w, static_cast<int64_t>(scaling), cx, static_cast<int64_t>(result_dtype(x)))[0];
   if (b.defined()) y = y + b.to(y.scalar_type());
   auto shape = x.sizes().vec();
   shape.back() = w.size(0);
@@ -115,9 +124,25 @@ bool fp8_matmul_available(const c10::Device& device) {
   }
 }
 
+namespace {
+
+// Linear layers that read one input share its FP8 casts (model/fp8_shared_input.h).
+void share_input(std::initializer_list<Linear> readers, Fp8Scaling scaling) {
+  auto shared = scaling == Fp8Scaling::off ? nullptr : std::make_shared<Fp8SharedInput>(int(readers.size()));
+  for (Linear l : readers) l->set_fp8(scaling, shared);  // a holder copy: the same module
+}
+
+}  // namespace
+
 void use_fp8(TransformerImpl& net, Fp8Scaling scaling) {
-  for (const auto& m : net.blocks->modules(/*include_self=*/false))
+  const auto modules = net.blocks->modules(/*include_self=*/false);
+  for (const auto& m : modules)
     if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) lin->set_fp8(scaling);
+  for (const auto& m : modules) {
+    if (auto* attn = dynamic_cast<AttentionImpl*>(m.get())) share_input({attn->wq, attn->wk, attn->wv}, scaling);
+    auto* mlp = dynamic_cast<MlpImpl*>(m.get());
+    if (mlp != nullptr && mlp->gate) share_input({mlp->gate, mlp->up}, scaling);  // SwiGLU (GPT-2 has no gate)
+  }
 }
 
 }  // namespace meshtrain::model

@@ -20,6 +20,7 @@
 
 namespace meshtrain::model {
 
+class Fp8SharedInput;
 class TransformerImpl;
 
 // a [M, K] · b [K, N] with both operands cast to FP8 as `scaling` says (a's and b's formats: `a_fmt`, `b_fmt`,
@@ -31,8 +32,10 @@ at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scali
 // Whether fp8_linear would run FP8 matmuls for input x and weight w (CUDA, sizes multiples of 16).
 bool fp8_applies(const at::Tensor& x, const at::Tensor& w);
 // x [..., in] · w [out, in]ᵀ + b (b may be undefined), differentiable in x, w and b, in FP8 as described
-// above. The result takes autocast's dtype when autocast is on, else x's.
-at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling);
+// above. The result takes autocast's dtype when autocast is on, else x's. `shared`: x's casts shared with
+// the other layers that read x (model/fp8_shared_input.h); null: cast here.
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling,
+                      Fp8SharedInput* shared = nullptr);
 
 // Tries one small FP8 matmul on `device`: false where the GPU (or this build) has none.
 bool fp8_matmul_available(const c10::Device& device);
