@@ -72,6 +72,7 @@ Fp8Cast cast_with_kernels(const at::Tensor& t, Fp8Scaling scaling, at::ScalarTyp
 
 Fp8Amax fp8_amax(const at::Tensor& t, bool tensor, bool rows, bool cols) {
   MT_CHECK(t.dim() == 2, "fp8_amax: t [R, C]; got ", t.sizes());
+  const at::NoGradGuard no_grad;  // a cast's inputs are not differentiated through it (fp8_linear's are by hand)
 #if MESHTRAIN_CUDA_KERNELS
   if (cuda::kernel_ready({t})) {
     const c10::DeviceGuard guard(t.device());
@@ -98,6 +99,7 @@ Fp8Amax fp8_amax(const at::Tensor& t, bool tensor, bool rows, bool cols) {
 
 Fp8Cast fp8_cast(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies) {
   check_args(t, scaling, fmt);
+  const at::NoGradGuard no_grad;
 #if MESHTRAIN_CUDA_KERNELS
   if (cuda::kernel_ready({t}) && t.numel() > 0) return cast_with_kernels(t.contiguous(), scaling, fmt, copies);
 #endif
@@ -106,6 +108,7 @@ Fp8Cast fp8_cast(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp
 
 Fp8Cast fp8_cast_composite(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies) {
   check_args(t, scaling, fmt);
+  const at::NoGradGuard no_grad;
   const bool rowwise = scaling == Fp8Scaling::rowwise;
   Fp8Cast c;
   if (wants_rowmajor(copies)) std::tie(c.q, c.inv_scale) = quantize(t.contiguous(), rowwise, fmt);

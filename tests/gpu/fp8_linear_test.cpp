@@ -6,6 +6,10 @@
 //   - a linear layer's forward ≤ 6 %; its gradients ∂x, ∂W with e5m2 gradients (2 mantissa bits, ≈ 5.2 % rms)
 //     ≤ 10 %, with rowwise (e4m3 everywhere) ≤ 6 %;
 //   - a whole model's loss within 1 % of the bf16 model's (the first step of a tiny Llama).
+// The casts run the CUDA kernels where the build has them: fp8_matmul is then the GEMM of the composite
+// casts bit for bit (tests/gpu/fp8_cast_test.cpp checks the casts themselves), the layer's bounds hold on
+// sizes that fill none of the kernels' tiles, and layers sharing one input's casts (q, k, v) give what three
+// casts of their own give, bit for bit.
 // Skipped (77) without a GPU that has FP8 matmuls.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -14,9 +18,11 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "meshtrain/model/fp8_cast.h"
 #include "meshtrain/model/fp8_linear.h"
+#include "meshtrain/model/fp8_shared_input.h"
 #include "meshtrain/model/transformer.h"
 #include "support/autograd_graph.h"
 
@@ -96,6 +102,36 @@ TEST(Fp8Gpu, LinearForwardAndGradientsWithinTheStatedBounds) {
       EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
       EXPECT_EQ(x.grad().scalar_type(), at::kBFloat16);
     }
+}
+
+// Attention's q, k, v read one input: cast once for the three (model/fp8_shared_input.h), with the same
+// outputs and gradients, bit for bit, as three casts of their own.
+TEST(Fp8Gpu, LayersReadingOneInputShareItsCastsWithTheSameResults) {
+  for (Fp8Scaling s : {Fp8Scaling::tensorwise, Fp8Scaling::rowwise}) {
+    at::manual_seed(5);
+    const auto x0 = at::randn({2, 64, 256}, kCuda).to(at::kBFloat16);
+    std::vector<at::Tensor> w0, dy;
+    for (int64_t out : {256, 128, 128}) {
+      w0.push_back(at::randn({out, 256}, kCuda) * 0.03);
+      dy.push_back(at::randn({2, 64, out}, kCuda).to(at::kBFloat16));
+    }
+    const auto run = [&](model::Fp8SharedInput* shared) {
+      auto x = x0.clone().requires_grad_(true);
+      std::vector<at::Tensor> ys, grads;
+      for (const auto& w : w0) grads.push_back(w.clone().requires_grad_(true));
+      for (const auto& w : grads) ys.push_back(model::fp8_linear(x, w, at::Tensor(), s, shared));
+      torch::autograd::backward(ys, dy);
+      for (auto& w : grads) w = w.grad();
+      grads.push_back(x.grad());
+      ys.insert(ys.end(), grads.begin(), grads.end());
+      return ys;
+    };
+    model::Fp8SharedInput shared(3);
+    const auto with = run(&shared);
+    EXPECT_EQ(shared.casts_made(), 1) << name(s);
+    const auto without = run(nullptr);
+    for (size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(at::equal(with[i], without[i])) << name(s) << " " << i;
+  }
 }
 
 TEST(Fp8Gpu, ModelLossWithinOnePercentOfBf16) {

@@ -9,6 +9,9 @@
 //   use_fp8(*net, Fp8Scaling::tensorwise);          // every linear layer of the blocks (not the head)
 //   if (!fp8_matmul_available(device)) ...          // a GPU without FP8 matmuls (compute capability < 8.9)
 //
+// The casts run as CUDA kernels (model/fp8_cast.h): each operand once for both of its products, x's shared by
+// the layers that read it (model/fp8_shared_input.h).
+//
 // A layer whose sizes FP8 GEMMs cannot take (rows, in or out features not multiples of 16), or a CPU tensor,
 // runs the ordinary matmul: the switch is a request, never an error mid-run.
 #pragma once
