@@ -15,7 +15,7 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
 }
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
-  if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_);
+  if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_, fp8_input_.get());
   return at::linear(x, weight, bias);
 }
 

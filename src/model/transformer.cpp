@@ -11,14 +11,16 @@
 namespace meshtrain::model {
 namespace {
 
+// The head's matmuls see the vocabulary padded to a multiple of this (see padded_head_loss).
+constexpr int64_t kHeadAlign = 64;
+
 // Fused loss on the full logits: the head and the loss of hidden states h with head weight w [V, d].
 at::Tensor padded_head_loss(const at::Tensor& h, const at::Tensor& w, const at::Tensor& targets) {
   // An odd vocabulary (GPT-2's 50257) makes the logits' leading dimension odd, and cuBLAS then falls back to
   // unaligned kernels several times slower (H200: the head was 47 % of a GPT-2 124M step). Zero rows pad the
   // weight to a multiple of 64 for the matmuls; the loss ignores the padded columns, whose gradient is 0, and
   // the pad's backward drops the padded rows' gradient. The copy of the weight is small beside the logits.
-  constexpr int64_t kAlign = 64;
-  const int64_t V = w.size(0), padded = (V + kAlign - 1) / kAlign * kAlign;
+  const int64_t V = w.size(0), padded = (V + kHeadAlign - 1) / kHeadAlign * kHeadAlign;
   const auto wp = padded == V ? w : at::constant_pad_nd(w, {0, 0, 0, padded - V});
   auto logits = at::linear(h, wp).reshape({-1, padded});
   // The logits are this function's own: the fused loss may overwrite them with their gradient.
@@ -154,7 +156,9 @@ at::Tensor TransformerImpl::loss_of_hidden(const at::Tensor& h, const at::Tensor
     return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
   }
   const int64_t rows = std::max<int64_t>(1, loss_chunk_bytes_ / (4 * cfg_.vocab_size));
-  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), head_weight(), targets.reshape({-1}), rows);
+  // The chunked head pads the vocabulary as the full-logits one does, where the GEMMs are cuBLAS's.
+  return linear_cross_entropy(h.reshape({-1, h.size(-1)}), head_weight(), targets.reshape({-1}), rows,
+                              h.is_cuda() ? kHeadAlign : 1);
 }
 
 void TransformerImpl::set_fused_kernels(bool on) {

@@ -1,7 +1,8 @@
 // Each fused kernel against the composite ATen ops it replaces, forward + backward on one GPU, bf16, at the
 // training benchmark's shapes (GPT-2 124M b32 × T1024, Llama 3.2 1B b8 × T2048): mean time per call and the
 // peak memory allocated during the calls above what existed before. Prints a table; writes JSON to argv[1]
-// (default fused_kernels_bench.json). Exit code 77 without a GPU or without the kernels in the build.
+// (default fused_kernels_bench.json). The FP8 casts (model/fp8_cast.h) likewise, at the Llama 3.1 8B shape.
+// Exit code 77 without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
@@ -18,6 +19,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "meshtrain/model/fp8_cast.h"
 #include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/fused_linear_gelu.h"
@@ -172,6 +174,24 @@ int main(int argc, char** argv) {
       auto x = x0.detach().requires_grad_(true);
       model::fused_linear_gelu(x, w, b).backward(dy);
     }));
+  }
+
+  // FP8 casts of train.fp8 at the Llama 3.1 8B shape (mb 4 × T 2048): an activation [8192, 4096] and the MLP's
+  // [8192, 14336] in bf16, a weight [14336, 4096] in fp32; both copies (row-major and transposed) each.
+  for (auto [R, C, dt, name] : {std::tuple<int64_t, int64_t, at::ScalarType, const char*>{
+                                    8192, 4096, at::kBFloat16, "8192x4096 bf16"},
+                                {8192, 14336, at::kBFloat16, "8192x14336 bf16"},
+                                {14336, 4096, at::kFloat, "14336x4096 fp32"}}) {
+    const auto t = at::randn({R, C}, bf16.dtype(dt));
+    for (auto [s, op] :
+         {std::pair{Fp8Scaling::tensorwise, "fp8_cast_tw"}, std::pair{Fp8Scaling::rowwise, "fp8_cast_rw"}}) {
+      rows.push_back(measure(op, name, "composite", [&, s = s] {
+        (void)model::fp8_cast_composite(t, s, at::kFloat8_e4m3fn, model::Fp8Copies::both);
+      }));
+      rows.push_back(measure(op, name, "fused", [&, s = s] {
+        (void)model::fp8_cast(t, s, at::kFloat8_e4m3fn, model::Fp8Copies::both);
+      }));
+    }
   }
 
   std::printf("%-14s %-20s %-10s %10s %12s %8s\n", "op", "shape", "impl", "ms", "extra GiB", "speedup");

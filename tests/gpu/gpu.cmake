@@ -34,3 +34,12 @@ meshtrain_use_torch(fp8_linear_gpu_tests)
 target_include_directories(fp8_linear_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME gpu.fp8_linear COMMAND fp8_linear_gpu_tests)
 set_tests_properties(gpu.fp8_linear PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# The FP8 cast kernels (model/fp8_cast.h) against their composite ATen ops, byte for byte: amax of tensor, rows
+# and columns; the row-major and transposed copies (label gpu; exit 77 without a GPU or the kernels).
+add_executable(fp8_cast_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/fp8_cast_test.cpp)
+target_link_libraries(fp8_cast_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(fp8_cast_gpu_tests)
+meshtrain_use_torch(fp8_cast_gpu_tests)
+add_test(NAME gpu.fp8_cast COMMAND fp8_cast_gpu_tests)
+set_tests_properties(gpu.fp8_cast PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)

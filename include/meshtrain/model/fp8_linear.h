@@ -9,6 +9,9 @@
 //   use_fp8(*net, Fp8Scaling::tensorwise);          // every linear layer of the blocks (not the head)
 //   if (!fp8_matmul_available(device)) ...          // a GPU without FP8 matmuls (compute capability < 8.9)
 //
+// The casts run as CUDA kernels (model/fp8_cast.h): each operand once for both of its products, x's shared by
+// the layers that read it (model/fp8_shared_input.h).
+//
 // A layer whose sizes FP8 GEMMs cannot take (rows, in or out features not multiples of 16), or a CPU tensor,
 // runs the ordinary matmul: the switch is a request, never an error mid-run.
 #pragma once
@@ -20,6 +23,7 @@
 
 namespace meshtrain::model {
 
+class Fp8SharedInput;
 class TransformerImpl;
 
 // a [M, K] · b [K, N] with both operands cast to FP8 as `scaling` says (a's and b's formats: `a_fmt`, `b_fmt`,
@@ -31,8 +35,10 @@ at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scali
 // Whether fp8_linear would run FP8 matmuls for input x and weight w (CUDA, sizes multiples of 16).
 bool fp8_applies(const at::Tensor& x, const at::Tensor& w);
 // x [..., in] · w [out, in]ᵀ + b (b may be undefined), differentiable in x, w and b, in FP8 as described
-// above. The result takes autocast's dtype when autocast is on, else x's.
-at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling);
+// above. The result takes autocast's dtype when autocast is on, else x's. `shared`: x's casts shared with
+// the other layers that read x (model/fp8_shared_input.h); null: cast here.
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling,
+                      Fp8SharedInput* shared = nullptr);
 
 // Tries one small FP8 matmul on `device`: false where the GPU (or this build) has none.
 bool fp8_matmul_available(const c10::Device& device);

@@ -6,18 +6,27 @@
 // Embedding under the same module name — parameter names unchanged, the model none the wiser.
 #pragma once
 
+#include <memory>
+#include <utility>
+
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/model/param_module.h"
 
 namespace meshtrain::model {
+
+class Fp8SharedInput;
 
 class LinearImpl : public ParamModule {
  public:
   LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts);
   virtual at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
   // FP8 matmuls (model/fp8_linear.h) where the sizes allow; off by default. A layer that overrides forward
-  // (the tensor-parallel ones) keeps its own matmuls.
-  void set_fp8(Fp8Scaling s) { fp8_ = s; }
+  // (the tensor-parallel ones) keeps its own matmuls. `shared`: the input's casts shared with the other
+  // layers that read the same input (model/fp8_shared_input.h).
+  void set_fp8(Fp8Scaling s, std::shared_ptr<Fp8SharedInput> shared = nullptr) {
+    fp8_ = s;
+    fp8_input_ = std::move(shared);
+  }
   // gelu_tanh(forward(x)). With `fused`, bias and GELU fused with the matmul (model/fused_linear_gelu.h)
   // where forward is this class's own: a subclass that computes differently (tensor parallel, adapters)
   // gets gelu(forward(x)) unless it overrides this too.
@@ -28,6 +37,7 @@ class LinearImpl : public ParamModule {
 
  private:
   Fp8Scaling fp8_ = Fp8Scaling::off;
+  std::shared_ptr<Fp8SharedInput> fp8_input_;
 };
 TORCH_MODULE(Linear);
 

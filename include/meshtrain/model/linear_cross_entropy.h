@@ -19,7 +19,11 @@ namespace meshtrain::model {
 // x: [N, d], weight: [V, d], targets: [N] int64 → scalar mean loss (fp32; fp64 for fp64 inputs) over the
 // targets that are not -100 (masked; NaN when all are, as PyTorch).
 // `chunk_rows` rows per chunk (> 0). Differentiable w.r.t. x and weight.
+// `vocab_multiple` (> 0): the matmuls see the weight padded with zero rows to a multiple of it — an odd
+// vocabulary (GPT-2's 50257) makes the logits' leading dimension odd, and cuBLAS then falls back to unaligned
+// kernels several times slower; the softmax and the loss take the first V columns only, so the loss and the
+// gradients are those of the unpadded weight.
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets,
-                                int64_t chunk_rows = 0);
+                                int64_t chunk_rows = 0, int64_t vocab_multiple = 1);
 
 }  // namespace meshtrain::model
