@@ -50,6 +50,8 @@ int cmd_bench_train(int argc, char** argv) {
       "unfuse", "fused kernels to switch off, to measure each lever: all (every fused kernel), norm (residual "
                 "add + norm), gelu (GPT-2's bias + GELU); comma-separated",
       cxxopts::value<std::vector<std::string>>())(
+      "cuda-graph", "capture the forward and backward into a CUDA graph after warm-up and replay it "
+                    "(train.cuda_graph: on; a single GPU, static shapes)")(
       "set", "any other config value: section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
       "json", "also write the result as JSON to FILE", cxxopts::value<std::string>())("h,help", "show this help")(
       "what", "", cxxopts::value<std::vector<std::string>>());
@@ -64,6 +66,7 @@ int cmd_bench_train(int argc, char** argv) {
                               .profile_steps = r["profile-steps"].as<int64_t>(),
                               .overrides = strings(r, "set")};
   for (auto& o : unfuse_overrides(strings(r, "unfuse"))) bo.overrides.push_back(std::move(o));
+  if (r.count("cuda-graph")) bo.overrides.insert(bo.overrides.begin(), "train.cuda_graph=on");
   if (const int64_t rank = r["lora"].as<int64_t>(); rank != 0) {
     // Before the user's --set values, which are applied last and so may still change alpha or the targets.
     bo.overrides.insert(bo.overrides.begin(), {cat("model.lora_rank=", rank), cat("model.lora_alpha=", 2 * rank)});

@@ -22,8 +22,9 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # meshtrain's runs: as configured by default (fused kernels on), without the fused kernels, with the chunked loss,
 # and with each fused lever switched off on its own (its gain = meshtrain's tokens/s over the variant's).
 # FP8: the blocks' linear layers through FP8 matmuls (train.fp8), tensorwise and rowwise scaling.
+# Graph: the forward and backward captured into a CUDA graph and replayed (train.cuda_graph: on).
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
-            "meshtrain-no-fused-gelu", "meshtrain-fp8", "meshtrain-fp8-rowwise")
+            "meshtrain-no-fused-gelu", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -68,6 +69,7 @@ def main():
                 ("meshtrain-no-fused-gelu", mt + ["--set", "train.fused_gelu=false"] + common),
                 ("meshtrain-fp8", mt + ["--set", "train.fp8=tensorwise"] + common),
                 ("meshtrain-fp8-rowwise", mt + ["--set", "train.fp8=rowwise"] + common),
+                ("meshtrain-graph", mt + ["--cuda-graph"] + common),
                 ("pytorch-eager", torch_cmd)]
         runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
         if not a.no_compile:

@@ -33,6 +33,12 @@ Fp8Scaling parse_fp8(const TrainConfig& t) {
   throw UserError(cat("train.fp8: given '", t.fp8, "'; valid off | tensorwise | rowwise"));
 }
 
+bool cuda_graph_on(const TrainConfig& t) {
+  if (t.cuda_graph == "off") return false;
+  if (t.cuda_graph == "on") return true;
+  throw UserError(cat("train.cuda_graph: given '", t.cuda_graph, "'; valid off | on"));
+}
+
 OptimizerOffload parse_optimizer_offload(const std::string& value) {
   if (value == "none") return OptimizerOffload::none;
   if (value == "cpu") return OptimizerOffload::cpu;

@@ -114,6 +114,7 @@ class Validator {
     check_data();
     check_parallel();
     check_checkpoint();
+    check_cuda_graph();
   }
 
  private:
@@ -183,6 +184,25 @@ class Validator {
       fail("model.lora_dropout", cat("given ", m.lora_dropout, "; valid 0 ≤ p < 1"));
   }
 
+  // train.cuda_graph: on replays one captured forward + backward; what the config alone shows cannot be in it
+  // (the layout, the device and the data are asked at start-up: train/cuda_graph_step.h).
+  void check_cuda_graph() {
+    if (!cuda_graph_on(cfg_.train)) return;
+    const auto refuse = [&](const std::string& given, const std::string& why) {
+      fail("train.cuda_graph", cat("given on with ", given, "; valid off, or on without it (", why, ")"));
+    };
+    const TrainConfig& t = cfg_.train;
+    const ModelConfig& m = cfg_.model;
+    if (t.device == "cpu") refuse("train.device cpu", "CUDA graphs need a CUDA device");
+    if (cfg_.optimizer.offload != "none")
+      refuse(cat("optimizer.offload ", cfg_.optimizer.offload), "the offloaded update moves gradients to the host");
+    if (m.dropout > 0 || (m.lora_rank > 0 && m.lora_dropout > 0))
+      refuse(cat(m.dropout > 0 ? "model.dropout " : "model.lora_dropout ", m.dropout > 0 ? m.dropout : m.lora_dropout),
+             "a replay would draw the same dropout masks every time");
+    if (t.activation_checkpointing)
+      refuse("train.activation_checkpointing true", "the recomputation saves and restores the generator on the host");
+  }
+
   void check_data() {
     const int64_t seq = cfg_.data.seq_len, max = cfg_.model.max_seq_len;
     if (seq > max) fail("data.seq_len", cat("given ", seq, "; valid ≤ model.max_seq_len (", max, ")"));
@@ -205,6 +225,7 @@ class Validator {
       (void)parse_optimizer_offload(cfg_.optimizer.offload);
       (void)freeze_patterns(cfg_.train);
       (void)parse_fp8(cfg_.train);
+      (void)cuda_graph_on(cfg_.train);
       (void)lora_targets(cfg_.model);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
     } catch (const UserError& e) {

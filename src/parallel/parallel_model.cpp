@@ -28,11 +28,7 @@ at::Tensor ParallelModel::forward_backward(const std::vector<MicroBatch>& batche
       targets = targets.clone();
       targets.view({-1}).narrow(0, 0, 1).fill_(0);
     }
-    at::Tensor l;
-    {
-      AutocastGuard ac(autocast_, autocast_device_);
-      l = loss(b.tokens, targets, b.docs.packed() ? &b.docs : nullptr);
-    }
+    const at::Tensor l = train_loss(b.tokens, targets, b.docs.packed() ? &b.docs : nullptr);
     const at::Tensor scaled = weight < 0 ? l / count : l * weight;
     // Gradients are reduced over ranks on the last micro-batch only (overlapped with its backward).
     backward(scaled, /*sync=*/i + 1 == batches.size());
@@ -40,6 +36,12 @@ at::Tensor ParallelModel::forward_backward(const std::vector<MicroBatch>& batche
     loss_sum += weight < 0 ? l.detach() : scaled.detach() * count;
   }
   return loss_sum;
+}
+
+at::Tensor ParallelModel::train_loss(const at::Tensor& tokens, const at::Tensor& targets,
+                                     const model::Documents* docs) {
+  AutocastGuard ac(autocast_, autocast_device_);
+  return loss(tokens, targets, docs);
 }
 
 at::Tensor ParallelModel::stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets) {

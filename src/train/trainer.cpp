@@ -38,6 +38,7 @@
 #include "meshtrain/plan/memory_model.h"
 #include "meshtrain/train/optimizer.h"
 #include "meshtrain/train/checkpoint_state.h"
+#include "meshtrain/train/cuda_graph_step.h"
 #include "meshtrain/train/lora_base.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
@@ -139,6 +140,7 @@ class TrainingRun {
   WorkerSetup w_;  // device, communicator, mesh and data rank (train/worker_setup.h)
   model::Transformer net_{nullptr};
   std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
+  std::unique_ptr<CudaGraphStep> graph_step_;  // train.cuda_graph: the step's forward + backward replayed
   std::unique_ptr<Optimizer> opt_;  // AdamW on the device or offloaded (train/optimizer.h)
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;  // train_loader_ null for synthetic data
@@ -213,11 +215,15 @@ void TrainingRun::setup_model_and_optimizer() {
                   w_.device.str(), " has no FP8 matmuls (a CUDA GPU of compute capability ≥ 8.9 has); valid off");
     model::use_fp8(*net_, fp8);  // a pipeline's stages set it themselves (parallel/pipeline_model.cpp)
   }
+  // After every switch of the model above: the graph captures the kernels they choose.
+  if (cuda_graph_on(cfg_.train)) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);
   std::vector<Optimizer::Param> opt_params;
   for (const auto& p : par_->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
   opt_ = make_optimizer(opt_params, cfg_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
-  log::progress("layout: %s", par_->describe().c_str());
+  log::progress("layout: %s%s", par_->describe().c_str(),
+                graph_step_ ? log::sprintf(", CUDA graph of the forward and backward after %lld eager steps",
+                                           static_cast<long long>(CudaGraphStep::kWarmupSteps)).c_str() : "");
   if (w_.cuda) {
     // The planner's prediction of the allocator's peak, logged beside the measured one at the first step.
     plan::GpuSpec gpu{.name = w_.device.str(), .memory_bytes = device_memory_bytes(true, w_.device.index())};
@@ -385,8 +391,9 @@ int64_t TrainingRun::step_loss_tokens(int64_t local) {
 
 TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   const auto batches = step_micro_batches();
-  // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h).
-  at::Tensor loss_sum = par_->forward_backward(batches);
+  // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h), or
+  // its captured graph replays it (train/cuda_graph_step.h).
+  at::Tensor loss_sum = graph_step_ ? graph_step_->forward_backward(batches) : par_->forward_backward(batches);
   StepScope optimizer_scope("meshtrain::optimizer");  // clipping, the finiteness check and AdamW
   opt_->gradients_ready();  // an offloaded optimizer starts moving gradients to the host
   // An optimizer that scales the gradients itself gets the clip coefficient, computed as the layouts do.

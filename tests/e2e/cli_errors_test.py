@@ -49,6 +49,17 @@ cases = [
     ("second yaml document", write("docs.yaml", f"data:\n  train: {data}\n---\ntrain:\n  steps: 5\n"), [],
      "docs.yaml:4:1: a second YAML document (after '---'); a config is one document"),
     ("deep nesting", write("deep.yaml", "[" * 3000), [], "levels deep, beyond the YAML parser's limit"),
+    # train.cuda_graph: what the config alone shows cannot be captured (device auto: the device is not the reason).
+    ("cuda graph on the cpu", good, ["--set", "train.cuda_graph=on"],
+     "train.cuda_graph: given on with train.device cpu; valid off"),
+    ("cuda graph with dropout", good, ["--set", "train.cuda_graph=on", "--set", "train.device=auto", "--set",
+                                       "model.dropout=0.1"], "train.cuda_graph: given on with model.dropout 0.1; valid off"),
+    ("cuda graph with offload", good, ["--set", "train.cuda_graph=on", "--set", "train.device=auto", "--set",
+                                       "optimizer.offload=cpu"], "train.cuda_graph: given on with optimizer.offload cpu"),
+    ("cuda graph with recomputation", good, ["--set", "train.cuda_graph=on", "--set", "train.device=auto", "--set",
+                                             "train.activation_checkpointing=true"],
+     "train.cuda_graph: given on with train.activation_checkpointing true"),
+    ("cuda graph value", good, ["--set", "train.cuda_graph=yes"], "train.cuda_graph: given 'yes'; valid off | on"),
     ("huge d_model", good, ["--set", "model.d_model=1099511627776"], "d_model(1099511627776)"),
     ("huge n_layer", good, ["--set", "model.n_layer=9223372036854775807"], "more than 64-bit sizes hold"),
     ("huge max_seq_len", good, ["--set", "model.max_seq_len=4611686018427387904"],
@@ -74,10 +85,10 @@ for what, path, extra, fragment in cases:
         check(f"meshrun / {what}", [meshrun, "--nproc-per-node", "2", path, *extra], fragment)
 
 
-def check_runtime(label, cmd, fragment):
+def check_runtime(label, cmd, fragment, env=None):
     """A mistake only the worker can see (the data, the device): exit 2, the last line is the one error line,
     and no LibTorch stack or 'fatal:' anywhere (progress lines may come before it)."""
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300, env=env)
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     ok = (p.returncode == 2 and lines and lines[-1].startswith("meshtrain: error: ") and fragment in lines[-1]
           and "frame #" not in p.stderr and "fatal" not in p.stderr)
@@ -111,6 +122,17 @@ check_runtime("meshtrain train / model larger than the device",
               [meshtrain, "train", good, "--set", "model.vocab_size=2147483648", "--set", "model.tie_embeddings=false",
                *tiny], "per rank for training (fp32 weights, gradients and AdamW moments, under tp(1), fsdp(1), "
               "zero_stage 0) but cpu has")
+
+# train.cuda_graph where only the worker sees why not: no GPU (none visible), a layout with hooks in backward.
+no_gpu = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+graph = ["--set", "train.cuda_graph=on", "--set", "train.device=auto", *tiny]
+check_runtime("meshtrain train / cuda graph without a GPU", [meshtrain, "train", good, *graph],
+              "train.cuda_graph: given on with the device cpu; valid off, or on with a CUDA device", env=no_gpu)
+p = subprocess.run([meshrun, "--nproc-per-node", "2", good, *graph], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   text=True, timeout=300, env=no_gpu)
+if p.returncode != 2 or "train.cuda_graph: given on with the layout 'ddp over 2 rank(s)" not in p.stderr:
+    print(p.stderr)
+    failures.append("meshrun / cuda graph under ddp")
 
 check("meshrun / world size arithmetic", [meshrun, "--nproc-per-node", "3", good, "--set", "parallel.tp=2"],
       "world size 3 is not divisible by pp(1) × fsdp(1) × tp(2) = 2")

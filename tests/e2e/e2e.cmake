@@ -19,6 +19,10 @@ set_tests_properties(e2e.tp_train PROPERTIES LABELS e2e TIMEOUT 600)
 add_test(NAME e2e.tp_gpu
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/tp_gpu_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.tp_gpu PROPERTIES LABELS "e2e;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)
+# train.cuda_graph: the captured step against the eager step (GPT-2 bf16, Llama fp32); skipped (77) without a GPU.
+add_test(NAME e2e.cuda_graph_gpu
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/cuda_graph_gpu_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.cuda_graph_gpu PROPERTIES LABELS "e2e;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)
 # bench train --profile: trace and phase table on CPU; the same with CUDA kernels on a GPU machine.
 add_test(NAME e2e.profile
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/profile_test.py ${MESHTRAIN_BIN})

@@ -154,6 +154,9 @@ namespace meshtrain {
   F(std::string, fp8, "off", "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) in the "   \
     "blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master weights, " \
     "norms, attention, the head and the loss stay as they are; one of: off | tensorwise | rowwise")          \
+  F(std::string, cuda_graph, "off", "CUDA graphs: one micro-batch's forward + backward captured after " \
+    "warm-up steps and replayed for every micro-batch (static shapes; CUDA, a single process, no dropout, "   \
+    "activation checkpointing, offload or packed documents: refused at start-up otherwise); one of: off | on") \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
   F(int64_t, max_nonfinite_steps, 3, "Steps in a row whose loss or gradient norm is inf/nan (their update is "  \

@@ -52,6 +52,13 @@ class ParallelModel {
   // backpropagated (the sum of the micro-batch losses when unweighted) as a device scalar (no host sync).
   // Afterwards the optimizer parameters' .grad hold the global average.
   virtual at::Tensor forward_backward(const std::vector<MicroBatch>& batches);
+  // Mean loss of one micro-batch with gradients, under the training precision: what forward_backward runs per
+  // micro-batch, and what a CUDA graph of the step captures (train/cuda_graph_step.h).
+  at::Tensor train_loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs = nullptr);
+  // Whether one micro-batch's train_loss + backward(sync = true) may be captured into a CUDA graph and
+  // replayed: nothing in it reads values on the host, issues collectives or keeps CPU-side bookkeeping, and
+  // the gradients accumulate into the .grad tensors as given. The layouts with hooks in backward cannot.
+  virtual bool capturable() const { return false; }
   // Mean loss of one micro-batch for evaluation: no gradients, the training precision.
   at::Tensor eval_loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs = nullptr);
   // Full parameters in the module and plain TP until the scope ends (collective: every rank calls it); see

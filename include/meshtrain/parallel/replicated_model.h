@@ -29,6 +29,8 @@ class ReplicatedModel : public ParallelModel {
   std::vector<ShardedTensor> sharded_parameters() const override;
   std::string describe() const override;
   bool replicated() const override { return !tp_; }
+  // A single process: no reducer hooks or tensor-parallel collectives in backward.
+  bool capturable() const override { return !reducer_ && !tp_; }
 
   DataParallel* reducer() { return reducer_.get(); }
 

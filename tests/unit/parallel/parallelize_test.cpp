@@ -56,6 +56,7 @@ TEST(Parallelize, TensorParallelShardsTileEveryParameterOnce) {
         g.tp = comm::make_fake_communicator(tp, 2);
         auto pm = parallel::parallelize(meta(c), g, c, at::Device(at::kCPU));
         EXPECT_FALSE(pm->replicated());
+        EXPECT_FALSE(pm->capturable());
         EXPECT_EQ(pm->describe().rfind("tp 2", 0), 0u) << pm->describe();
         for (const auto& s : pm->sharded_parameters()) {
           SCOPED_TRACE(cat(layout, " dp/fsdp ", dp, " tp ", tp, " ", s.name));
@@ -92,6 +93,7 @@ TEST(Parallelize, SingleProcessLayouts) {
     resolve(c, 1);
     auto pm = parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU));
     EXPECT_EQ(pm->replicated(), stage == 0);
+    EXPECT_FALSE(pm->capturable()) << "stage " << stage;  // a wrapper's hooks run in backward, even for one rank
     auto tokens = at::randint(64, {2, 8}, at::kLong);
     auto loss = pm->loss(tokens, tokens);
     pm->backward(loss, true);
