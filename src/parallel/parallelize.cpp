@@ -1,11 +1,15 @@
 #include "meshtrain/parallel/parallelize.h"
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "meshtrain/comm/fake_communicator.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/activation_checkpoint.h"
+#include "meshtrain/model/init.h"
 #include "meshtrain/model/param_module.h"
 #include "meshtrain/parallel/pipeline_model.h"
 #include "meshtrain/parallel/replicated_model.h"
@@ -25,12 +29,44 @@ std::optional<at::ScalarType> frozen_dtype(const Config& cfg, const at::Device& 
   return at::kBFloat16;
 }
 
-// The replicated layout's counterpart of FullyShardOptions::frozen_dtype: frozen parameters cast in place.
-void hold_frozen_in(model::TransformerImpl& net, at::ScalarType dtype) {
+// The replicated layout's counterpart of FullyShardOptions::frozen_dtype: each frozen parameter gets its storage
+// in `dtype` directly, drawn in fp32 (init_parameter_block: the same numbers as every layout) and cast at once.
+// Materialising the whole model in fp32 and casting afterwards held an fp32 copy of the frozen base at once — on
+// a GPU, before the first step, 4 bytes per base parameter where the base needs 2. Drawn largest first, the
+// most alive at once is the largest parameter's fp32 draw and bf16 copy beside the few drawn before it (70B
+// shape: head and embedding, 8 B × V·D), not the last one's beside the whole base. Frozen parameters that
+// are real already (tensor parallelism's blocks) are cast in place.
+void materialize_frozen_in(model::TransformerImpl& net, const at::Device& device, int64_t seed,
+                           at::ScalarType dtype) {
+  struct Frozen {
+    model::ParamModule* owner;
+    std::string local, name;
+    at::Tensor current;
+  };
+  std::vector<Frozen> frozen;
+  for (const auto& item : net.named_modules()) {
+    auto* m = dynamic_cast<model::ParamModule*>(item.value().get());
+    if (!m) continue;
+    const std::string prefix = item.key().empty() ? "" : item.key() + ".";
+    for (const auto& p : m->named_parameters(/*recurse=*/false))
+      if (!p.value().requires_grad() && p.value().scalar_type() != dtype)
+        frozen.push_back({m, p.key(), prefix + p.key(), p.value()});
+  }
+  std::stable_sort(frozen.begin(), frozen.end(),
+                   [](const Frozen& a, const Frozen& b) { return a.current.numel() > b.current.numel(); });
   at::NoGradGuard no_grad;
-  model::replace_parameters(net, [&](const std::string&, const at::Tensor& p) {
-    return p.requires_grad() || p.scalar_type() == dtype ? p : p.to(dtype);
-  });
+  for (Frozen& f : frozen) {
+    at::Tensor held;
+    if (f.current.is_meta()) {
+      held = at::empty(f.current.sizes(), f.current.options().device(device).dtype(dtype));
+      model::init_parameter_block(net.config(), f.name, f.current.sizes().vec(),
+                                  std::vector<int64_t>(f.current.dim(), 0), held, seed);
+    } else {
+      held = f.current.to(dtype);
+    }
+    f.current = at::Tensor();  // the fp32 block (tensor parallelism's) goes as soon as it is replaced
+    f.owner->replace_parameter(f.local, std::move(held));
+  }
 }
 
 // A group of one when the world is a single process: every collective is then the identity.
@@ -75,8 +111,8 @@ std::unique_ptr<ParallelModel> parallelize_module(model::Transformer net, const 
   // 4. FSDP / ZeRO or DDP, over the TP blocks.
   std::unique_ptr<ParallelModel> out;
   if (stage == 0) {
-    net->materialize(device, cfg.train.seed);
-    if (auto frozen = frozen_dtype(cfg, device)) hold_frozen_in(*net, *frozen);
+    if (auto frozen = frozen_dtype(cfg, device)) materialize_frozen_in(*net, device, cfg.train.seed, *frozen);
+    net->materialize(device, cfg.train.seed);  // the rest in fp32
     net->set_block_runner(ac);
     // A dp group of one (TP alone) reduces nothing: no reducer unless asked for.
     const bool reduce = distributed && (groups.dp->size() > 1 || !tp);

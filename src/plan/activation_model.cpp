@@ -10,8 +10,11 @@ namespace {
 HeadBytes head_bytes(const ModelConfig& m, const ActivationInputs& in, int64_t N, int64_t Ns) {
   const int64_t D = m.d_model, V = m.vocab_size, c = in.compute_bytes, t = in.tp;
   HeadBytes h;
-  h.saved = 4 * Ns * D + (c == 2 ? c * N * D : 0);  // the norm's input; the head's bf16 input
-  const int64_t weight_grad = c == 2 ? 2 * V * D / t + 4 * V * D / t : 4 * V * D / t;  // bf16, then its fp32 cast
+  // The norm's input; the head's bf16 input, kept for the weight's gradient.
+  h.saved = 4 * Ns * D + (c == 2 && in.head_trains ? c * N * D : 0);
+  // The weight's gradient in bf16, then its fp32 cast; none for a frozen head.
+  const int64_t weight_grad = !in.head_trains ? 0 : c == 2 ? 2 * V * D / t + 4 * V * D / t : 4 * V * D / t;
+  const int64_t weight_grad_bf16 = in.head_trains ? c * V * D : 0;
   if (t > 1) {
     // Vocab-parallel loss (parallel/tp_cross_entropy.cpp): softmax of this rank's block in fp32 is kept; the
     // forward holds the logits, their fp32 copy, the shifted values and their exp at once.
@@ -33,7 +36,7 @@ HeadBytes head_bytes(const ModelConfig& m, const ActivationInputs& in, int64_t N
   if (in.fused_kernels) {
     // Fused loss: only the logits, whose gradient is written in place.
     h.saved += logits;
-    h.backward_peak = std::max(c * V * D + c * N * D, weight_grad - logits);
+    h.backward_peak = std::max(weight_grad_bf16 + c * N * D, weight_grad - logits);
     return h;
   }
   // Composite loss: an fp32 copy of the logits and the fp32 log-softmax kept (bf16), then the bf16 logit
@@ -59,8 +62,9 @@ ActivationBytes activation_bytes(const ModelConfig& m, const ActivationInputs& i
   ActivationBytes a;
   a.block = 2 * 4 * Ns * D + casts + attn + mlp;
   a.block_checkpoint = 4 * Ns * D;
-  // The MLP's inner gradients (two [N, F/t]) and the largest weight's gradient (bf16 and its fp32 cast).
-  const int64_t w = std::max(q * D, D * F) / t;
+  // The MLP's inner gradients (two [N, F/t]) and the largest weight's gradient (bf16 and its fp32 cast): under
+  // LoRA an adapter's, A [r, F] or B [F, r] (the adapters are not split by tensor parallelism).
+  const int64_t w = in.block_weights_train ? std::max(q * D, D * F) / t : m.lora_rank * std::max(D, F);
   a.block_backward = 2 * c * N * F / t + (c == 2 ? 6 : 4) * w;
   a.head = head_bytes(m, in, N, Ns);
   a.inputs = 2 * 8 * in.micro_batch * (in.seq_len + 1);

@@ -2,6 +2,7 @@
 #include "meshtrain/plan/memory_model.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/plan/param_table.h"
@@ -17,26 +18,40 @@ namespace {
 
 // Element counts of one block and of the root (this tp rank's blocks), and of their matmul operands.
 struct Sizes {
-  int64_t block = 0, root = 0, block_matmul = 0, root_matmul = 0, head_weight = 0, root_trainable = 0;
-  int64_t block_trainable = 0;  // of all blocks together
+  int64_t block = 0, root = 0, root_trainable = 0;
+  int64_t block_grad = 0;                 // the most trainable elements of any block: its gradients' size
+  int64_t block_gathered = 0, root_gathered = 0;  // bytes of a unit's full parameters while FSDP gathers them
+  int64_t block_cast = 0, root_cast = 0;  // matmul operands held in fp32: autocast makes a bf16 copy of each
+  int64_t head_grad = 0;                  // the head weight's elements when it trains (LoRA: 0, it is frozen)
+  int64_t block_trainable = 0;            // of all blocks together
+  bool block_weights_train = false;       // some block's base weight trains (LoRA: only its adapters do)
 };
 
-Sizes sizes(const Config& cfg, int64_t tp) {
+Sizes sizes(const Config& cfg, const RankLayout& l) {
   Sizes s;
+  std::vector<int64_t> trainable(static_cast<size_t>(cfg.model.n_layer), 0);
   for (const auto& p : param_table(cfg.model)) {
     int64_t n = 1;
-    for (int64_t d : p.tp_shape(0, tp)) n *= d;
+    for (int64_t d : p.tp_shape(0, l.tp)) n *= d;
     const bool train = trains(cfg, p.name);
-    if (p.block == 0) s.block += n, s.block_matmul += p.matmul ? n : 0;
+    // parallelize(): a frozen parameter may be held in the compute dtype already (LoRA's base), then not cast.
+    const int64_t cast = p.matmul && (train || l.frozen_bytes == 4) ? n : 0;
+    // FSDP gathers a trainable unit in param_dtype, a frozen one in the dtype it is held in (rank_state.cpp).
+    const int64_t gathered = (train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes) * n;
+    if (p.block == 0) s.block += n, s.block_cast += cast, s.block_gathered += gathered;
     if (p.block < 0) {
       s.root += n;
-      s.root_matmul += p.matmul ? n : 0;
+      s.root_gathered += gathered;
+      s.root_cast += cast;
       s.root_trainable += train ? n : 0;
-      if (p.matmul) s.head_weight = n;
+      if (p.matmul) s.head_grad = train ? n : 0;
     } else {
       s.block_trainable += train ? n : 0;
+      trainable[static_cast<size_t>(p.block)] += train ? n : 0;
+      s.block_weights_train |= p.matmul && train && cfg.model.lora_rank == 0;
     }
   }
+  for (int64_t t : trainable) s.block_grad = std::max(s.block_grad, t);
   return s;
 }
 
@@ -54,7 +69,7 @@ struct Walk {
 MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda) {
   const RankLayout l = RankLayout::from(cfg, world_size);
   const RankState st = worst_rank_state(cfg, world_size);
-  const Sizes sz = sizes(cfg, l.tp);
+  const Sizes sz = sizes(cfg, l);
   const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
   const bool ac = cfg.train.activation_checkpointing;
   const int64_t L = cfg.model.n_layer / std::max<int64_t>(l.pp, 1), A = cfg.train.grad_accum;
@@ -63,7 +78,8 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   ActivationInputs in{.micro_batch = cfg.train.micro_batch_size, .seq_len = cfg.data.seq_len, .tp = l.tp,
                       .sequence_parallel = cfg.parallel.sequence_parallel, .compute_bytes = bf16 ? 2 : 4,
                       .fused_kernels = cfg.train.fused_kernels && cuda, .checkpointing = ac,
-                      .loss_chunk_bytes = cfg.train.loss_chunk_mb << 20};
+                      .loss_chunk_bytes = cfg.train.loss_chunk_mb << 20, .head_trains = sz.head_grad > 0,
+                      .block_weights_train = sz.block_weights_train};
   const ActivationBytes act = activation_bytes(cfg.model, in);
 
   // Persistent: state (gradients where they are a buffer: DDP buckets, shard gradients) and the token ids.
@@ -75,16 +91,19 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
                    .optimizer = offload ? 0 : st.optimizer, .transient = act.inputs};
   // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
   const int64_t plain_grads = grad_buffer ? 0 : st.grads;
-  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters have none.
+  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters have none, nor has a frozen
+  // base held in bf16 (LoRA).
   const bool copies = bf16 && (l.zero_stage == 0 || l.param_bytes == 4);
-  const int64_t block_copy = copies ? 2 * sz.block_matmul : 0, root_copy = copies ? 2 * sz.root_matmul : 0;
-  // Full (unsharded) bytes of a unit in param_dtype while gathered under FSDP.
+  const int64_t block_copy = copies ? 2 * sz.block_cast : 0, root_copy = copies ? 2 * sz.root_cast : 0;
+  // Full (unsharded) bytes of a unit while gathered under FSDP.
   const bool fsdp = l.zero_stage == 3 && !l.alias;
-  const int64_t pb = l.param_bytes, block_full = fsdp ? pb * sz.block : 0, root_full = fsdp ? pb * sz.root : 0;
+  const int64_t pb = l.param_bytes, block_full = fsdp ? sz.block_gathered : 0, root_full = fsdp ? sz.root_gathered : 0;
   // ZeRO-1/2: full gradients of a unit (param_dtype) until its reduce-scatter; ZeRO-1 keeps all while accumulating.
+  // Only trainable units have gradients (parallel/fully_shard.h splits each block by trainable and frozen).
   const bool zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
-  const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root + L * sz.block) : 0;
-  const int64_t rs_unit = (l.zero_stage > 0 && !l.alias && l.shard > 1) ? l.reduce_bytes * (sz.block + sz.block / l.shard) : 0;
+  const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root_trainable + L * sz.block_grad) : 0;
+  const int64_t rs_unit =
+      (l.zero_stage > 0 && !l.alias && l.shard > 1) ? l.reduce_bytes * (sz.block_grad + sz.block_grad / l.shard) : 0;
 
   Walk w{base, {}, {}};
   const int64_t blocks_held = held * L * act.block_held(ac);
@@ -106,9 +125,9 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
     const int64_t done = L - 1 - i;  // blocks already back-propagated
     // Plain model: the head's weight gradient, then each finished block's (all of them when accumulating).
     const int64_t made = A > 1 ? plain_grads
-                               : plain_grads > 0 ? 4 * (sz.head_weight + sz.block_trainable / cfg.model.n_layer * done) : 0;
+                               : plain_grads > 0 ? 4 * (sz.head_grad + sz.block_trainable / cfg.model.n_layer * done) : 0;
     // ZeRO-1/2 and FSDP: the running block's full gradients until its reduce-scatter.
-    m.grads += made + full_grads_acc + (zero12 && !full_grads_acc ? pb * sz.block : 0) + (fsdp ? pb * sz.block : 0);
+    m.grads += made + full_grads_acc + (zero12 && !full_grads_acc ? pb * sz.block_grad : 0) + (fsdp ? pb * sz.block_grad : 0);
     m.activations = (held - 1) * L * act.block_held(ac) + i * act.block_held(ac) + act.block;
     m.weight_copies = ac ? block_copy : (i + 1) * block_copy;
     m.gathered = fsdp ? root_full + (cfg.parallel.fsdp_reshard_after_forward ? (i > 0 ? 2 : 1) * block_full
@@ -123,7 +142,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   {
     MemoryItems m = base;
     m.grads += plain_grads + full_grads_acc;
-    m.transient += cfg.model.tie_embeddings ? 4 * sz.head_weight : 0;
+    m.transient += cfg.model.tie_embeddings ? 4 * sz.head_grad : 0;
     m.gathered = root_full;
     m.comm_buffers = l.reducer && l.reduce_bytes != 4 ? l.reduce_bytes * st.grads / 4 : 0;
     w.point(m, "end of backward");

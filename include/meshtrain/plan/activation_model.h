@@ -28,6 +28,12 @@ struct ActivationInputs {
   bool fused_kernels = true;   // fused softmax cross-entropy, RoPE, SwiGLU (CUDA only)
   bool checkpointing = false;  // train.activation_checkpointing
   int64_t loss_chunk_bytes = 0;  // train.loss_chunk_mb in bytes; 0 = full logits
+  // Whether the head's weight trains. A frozen head (LoRA) makes no weight gradient, and its matmul keeps no
+  // copy of its input (autograd saves a matmul's input only for the weight's gradient).
+  bool head_trains = true;
+  // Whether the blocks' base weights train. Under LoRA only the adapters do: a block's backward makes no
+  // weight gradient larger than an adapter's (r × max(D, F)).
+  bool block_weights_train = true;
 };
 
 struct HeadBytes {

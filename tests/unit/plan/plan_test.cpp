@@ -169,6 +169,38 @@ TEST(MemoryModel, CheckpointingAndShardingLowerThePeak) {
   EXPECT_FALSE(estimate_memory(bench("llama3.1-8b", 1, 2048, 0, true), 1, gpu_spec("a100-40gb")).fits);
 }
 
+// LoRA over a frozen bf16 base, the 70B shape on one GPU as scripts/bench/layer_memory.py runs it: autocast copies
+// only the fp32 adapters (the base is read in bf16, as it is held), and the frozen head and base make no weight
+// gradient — the head's backward makes only ∂h, a block's backward an adapter's gradient at most. A layer is 2
+// bytes per base parameter, 12 per adapter parameter (fp32 weight and AdamW; the block running backward has
+// made no gradient yet), a step count per adapter tensor, and the checkpointed input.
+TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
+  auto lora = [](int64_t layers) {
+    Config c = bench("llama3.1-70b", 1, 4096, layers, true);
+    c.model.lora_rank = 16;
+    c.model.lora_alpha = 32;
+    c.model.lora_targets = "q,k,v,o,gate,up,down";
+    return c;
+  };
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  const MemoryEstimate two = estimate_memory(lora(2), 1, h200), four = estimate_memory(lora(4), 1, h200);
+  int64_t base = 0, adapters = 0, adapter_tensors = 0;
+  for (const auto& p : param_table(lora(2).model)) {
+    if (p.block != 0) continue;
+    const bool adapter = p.name.find(".lora_") != std::string::npos;
+    (adapter ? adapters : base) += p.numel();
+    adapter_tensors += adapter ? 1 : 0;
+  }
+  const int64_t N = 4096, D = 8192, F = 28672;
+  EXPECT_EQ(adapters, 16 * (2 * (D + D) + 2 * (D + 1024) + 3 * (D + F)));
+  EXPECT_EQ(two.peak_at, "block 1 backward");
+  EXPECT_EQ(two.peak.weight_copies, 2 * adapters);
+  EXPECT_EQ(two.activation.head.backward_peak, 2 * N * D);
+  EXPECT_EQ(two.activation.block_backward, 2 * 2 * N * F + 6 * 16 * F);
+  EXPECT_EQ((four.peak_allocated - two.peak_allocated) / 2,
+            2 * base + 12 * adapters + 4 * adapter_tensors + 4 * N * D);
+}
+
 // optimizer.offload: cpu: the AdamW moments leave the device's peak (8 bytes per parameter) and the host holds
 // 16 bytes per parameter (master, moments, gradient buffer).
 TEST(MemoryModel, OffloadMovesTheMomentsToTheHost) {
