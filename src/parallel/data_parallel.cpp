@@ -126,6 +126,8 @@ void DataParallel::finish_gradient_sync() {
       b.reduce_buffer = at::Tensor();
     }
     b.op = PendingCollective();
+    if (on_reduced_)
+      for (size_t k : b.params) on_reduced_(k);
   }
   reset_counts();
   synced_ = true;

@@ -2,20 +2,78 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/param_module.h"
+#include "meshtrain/parallel/post_accumulate_hook.h"
 
 namespace meshtrain::parallel {
 
 ReplicatedModel::ReplicatedModel(model::Transformer net, comm::CommPtr dp, const DataParallelOptions& opts,
                                  std::shared_ptr<const TensorParallel> tp)
-    : ParallelModel(std::move(net), std::move(tp)), dp_(std::move(dp)) {
-  std::vector<DataParallel::Param> dp_params;
+    : ParallelModel(std::move(net), std::move(tp)), dp_(std::move(dp)), opts_(opts) {
   for (const auto& item : net_->named_parameters()) {
     MT_CHECK(!item.value().is_meta(), "ReplicatedModel: parameter ", item.key(), " is not materialised");
     params_.emplace_back(item.key(), item.value());
-    dp_params.push_back({item.key(), item.value()});
   }
-  if (dp_) reducer_ = std::make_unique<DataParallel>(std::move(dp_params), dp_, opts);
+  make_reducer();
+}
+
+ReplicatedModel::~ReplicatedModel() {
+  if (!sink_ || reducer_) return;
+  for (const auto& [name, p] : params_)
+    if (p.requires_grad()) clear_post_accumulate_hook(p);
+}
+
+void ReplicatedModel::make_reducer() {
+  reducer_.reset();  // its hooks go before the new ones are set
+  if (!dp_) return;
+  std::vector<DataParallel::Param> dp_params;
+  for (const auto& [name, p] : params_) dp_params.push_back({name, p});
+  reducer_ = std::make_unique<DataParallel>(std::move(dp_params), dp_, opts_);
+}
+
+size_t ReplicatedModel::optimizer_index(size_t k) const {
+  size_t index = 0;
+  for (size_t j = 0; j < k; ++j) index += params_[j].second.requires_grad() ? 1 : 0;
+  return index;
+}
+
+bool ReplicatedModel::stream_gradients(GradientSink& sink) {
+  // Sequence parallelism's partial gradients are summed over tp after the synced backward: not streamed yet.
+  if (tp_) return false;
+  MT_CHECK(!sink_, "ReplicatedModel: gradients are streamed already");
+  sink_ = &sink;
+  const at::ScalarType dtype = autocast_ ? at::kBFloat16 : at::kFloat;
+  {
+    at::NoGradGuard no_grad;
+    model::replace_parameters(*net_, [&](const std::string&, const at::Tensor& p) {
+      if (!p.requires_grad() || p.scalar_type() == dtype) return p;
+      return p.to(dtype).requires_grad_(true);
+    });
+  }
+  params_.clear();
+  for (const auto& item : net_->named_parameters()) params_.emplace_back(item.key(), item.value());
+  std::vector<size_t> index(params_.size());
+  for (size_t k = 0; k < params_.size(); ++k) index[k] = optimizer_index(k);
+  make_reducer();
+  if (reducer_) {
+    reducer_->on_reduced([this, index](size_t k) { sink_->take_gradient(index[k], params_[k].second.grad()); });
+    return true;
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    at::Tensor p = params_[k].second;
+    if (!p.requires_grad()) continue;
+    // Runs right after autograd accumulated the gradient: hand it over and drop it, so the device holds one
+    // parameter's gradient at a time (plus what backward has not consumed yet).
+    set_post_accumulate_hook(p, [this, k, i = index[k]] {
+      at::Tensor& param = params_[k].second;
+      sink_->take_gradient(i, param.grad());
+      param.mutable_grad() = at::Tensor();
+    });
+  }
+  return true;
 }
 
 at::Tensor ReplicatedModel::loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs) {
@@ -25,6 +83,13 @@ at::Tensor ReplicatedModel::loss(const at::Tensor& tokens, const at::Tensor& tar
 void ReplicatedModel::backward(const at::Tensor& loss, bool sync) { stage_backward(loss, at::Tensor(), sync); }
 
 void ReplicatedModel::stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync) {
+  if (sink_ && reducer_) {
+    // Every micro-batch is averaged and leaves the device; its buckets start from zero once the previous
+    // micro-batch's copies out of them ran.
+    sync = true;
+    sink_->before_reuse();
+    reducer_->zero_grad();
+  }
   if (reducer_) reducer_->set_requires_sync(sync);
   out.backward(grad);
   if (!sync) return;
@@ -41,6 +106,16 @@ std::vector<ParallelModel::OptimParam> ReplicatedModel::optimizer_params() const
 }
 
 at::Tensor ReplicatedModel::clip_grad_norm(double max_norm) {
+  if (sink_) {
+    // The gradients are on the host, accumulated in fp32: the sink sums their squares. Replicas hold the
+    // same averages, so the local norm is the global one (no TP here).
+    MT_CHECK(max_norm == 0, "ReplicatedModel: streamed gradients are clipped by the optimizer, not in place");
+    double sq = 0;
+    size_t index = 0;
+    for (const auto& [name, p] : params_)
+      if (p.requires_grad()) sq += sink_->squared_norm(index++);
+    return at::scalar_tensor(std::sqrt(sq), at::kFloat);
+  }
   std::vector<at::Tensor> grads, counted;
   for (const auto& [name, p] : params_) {
     if (!p.grad().defined()) continue;

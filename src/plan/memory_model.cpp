@@ -91,9 +91,12 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
                    .optimizer = offload ? 0 : st.optimizer, .transient = act.inputs};
   // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
   const int64_t plain_grads = grad_buffer ? 0 : st.grads;
-  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters have none, nor has a frozen
-  // base held in bf16 (LoRA).
-  const bool copies = bf16 && (l.zero_stage == 0 || l.param_bytes == 4);
+  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed offload, and a frozen
+  // base held in bf16 (LoRA) have none.
+  const bool copies = bf16 && !l.stream && (l.zero_stage == 0 || l.param_bytes == 4);
+  // Streamed offload: the gradient being handed over and its fp32 cast on the copy stream (the largest is
+  // the embedding's or the head's).
+  if (l.stream) base.transient += (l.stream_bytes + 4) * sz.head_grad;
   const int64_t block_copy = copies ? 2 * sz.block_cast : 0, root_copy = copies ? 2 * sz.root_cast : 0;
   // Full (unsharded) bytes of a unit while gathered under FSDP.
   const bool fsdp = l.zero_stage == 3 && !l.alias;
@@ -144,7 +147,8 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
     m.grads += plain_grads + full_grads_acc;
     m.transient += cfg.model.tie_embeddings ? 4 * sz.head_grad : 0;
     m.gathered = root_full;
-    m.comm_buffers = l.reducer && l.reduce_bytes != 4 ? l.reduce_bytes * st.grads / 4 : 0;
+    const int64_t bucket_bytes = l.stream ? l.stream_bytes : 4;
+    m.comm_buffers = l.reducer && l.reduce_bytes != bucket_bytes ? l.reduce_bytes * st.grads / bucket_bytes : 0;
     w.point(m, "end of backward");
   }
 
@@ -163,6 +167,8 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   e.activation = act;
   e.state = st;
   if (offload) e.host_optimizer = 2 * st.optimizer;  // master + gradient buffers: as many bytes as m + v
+  // Streamed with accumulation on CUDA: a pinned fp32 staging buffer per parameter (half of m + v).
+  if (l.stream && A > 1 && cuda) e.host_optimizer += st.optimizer / 2;
   return e;
 }
 

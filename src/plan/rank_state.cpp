@@ -23,6 +23,10 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   l.reduce_bytes = parse_dtype(p.reduce_dtype, "parallel.reduce_dtype") == Dtype::bf16 ? 2 : 4;
   // The GPU's compute dtype (train.dtype auto = bf16): what LoRA's frozen base is held in (parallelize()).
   l.frozen_bytes = cfg.model.lora_rank > 0 && compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
+  // ReplicatedModel::stream_gradients(): offload under the replicated layout, not under TP or a pipeline.
+  l.stream = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu && l.zero_stage == 0 &&
+             l.tp == 1 && l.pp == 1;
+  l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4 && l.frozen_bytes == 4;
   return l;
 }
@@ -51,6 +55,12 @@ RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int
     const bool train = trains(cfg, p.name);
     const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype
     if (l.zero_stage == 0) {
+      if (l.stream) {  // the master on the host; gradients in DDP's buckets only
+        s.params += (train ? l.stream_bytes : l.frozen_bytes) * numel;
+        s.grads += train && l.reducer ? l.stream_bytes * numel : 0;
+        s.optimizer += train ? 8 * numel + 4 : 0;
+        continue;
+      }
       s.params += held * numel;
       s.grads += train ? 4 * numel : 0;
       s.optimizer += train ? 8 * numel + 4 : 0;

@@ -15,9 +15,13 @@ std::string rng_name(int rank, const std::string& stream) {
 
 }  // namespace
 
-std::vector<ShardedTensor> model_blocks(const parallel::ParallelModel& par) {
+std::vector<ShardedTensor> model_blocks(const parallel::ParallelModel& par, const Optimizer* opt) {
   std::vector<ShardedTensor> out = par.sharded_parameters();
-  for (auto& s : out) s.name = "model." + s.name;
+  for (auto& s : out) {
+    s.name = "model." + s.name;
+    if (!opt) continue;
+    if (at::Tensor master = opt->master_of(s.local); master.defined()) s.local = master;
+  }
   return out;
 }
 

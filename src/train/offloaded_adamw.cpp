@@ -12,6 +12,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/parallel/parallel_model.h"
 #include "meshtrain/train/host_adamw.h"
 #include "meshtrain/train/host_arena.h"
 
@@ -103,6 +104,16 @@ OffloadedAdamW::~OffloadedAdamW() {
 
 void OffloadedAdamW::gradients_ready() {
   at::NoGradGuard no_grad;
+  if (streaming_ || !step_closed_) {
+    // The gradients came through take_gradient() during the backward: wait for the last copies and additions.
+    if (on_device_) d2h_->synchronize();
+    workers_.wait_idle();
+    for (auto& st : state_) st.adding = false;
+    if (step_closed_) d2h_bytes_ = 0;  // no gradient at all this step
+    step_closed_ = true;
+    downloads_started_ = true;
+    return;
+  }
   d2h_bytes_ = 0;
   if (on_device_) {
     // The copy stream starts after everything the compute stream queued so far: the backward and the
@@ -196,21 +207,131 @@ void OffloadedAdamW::step(double lr, double grad_scale) {
 
 void OffloadedAdamW::upload(size_t i) {
   const at::Tensor& dst = params_[i].param;
-  h2d_bytes_ += static_cast<double>(dst.numel()) * static_cast<double>(dst.element_size());
   if (!on_device_) {
+    h2d_bytes_ += static_cast<double>(dst.numel()) * static_cast<double>(dst.element_size());
     dst.copy_(state_[i].master);
     return;
   }
   // From pinned memory the copy is a DMA that returns at once; the master is not written again before the
-  // next step's update, which runs only after this stream has been waited for.
+  // next step's update, which runs only after this stream has been waited for. A compute-dtype parameter
+  // gets the fp32 master into a transient device buffer and the cast from there (a cross-device copy that
+  // casts would convert through unpinned host memory).
   c10::StreamGuard on_copy_stream(*h2d_);
-  dst.copy_(state_[i].master, /*non_blocking=*/true);
+  h2d_bytes_ += static_cast<double>(dst.numel()) * 4.0;
+  if (dst.scalar_type() == at::kFloat) {
+    dst.copy_(state_[i].master, /*non_blocking=*/true);
+    return;
+  }
+  at::Tensor fp32 = at::empty(dst.sizes(), dst.options().dtype(at::kFloat));  // on the upload stream
+  fp32.copy_(state_[i].master, /*non_blocking=*/true);
+  dst.copy_(fp32);
+}
+
+bool OffloadedAdamW::stream_from(parallel::ParallelModel& par) {
+  if (!par.stream_gradients(*this)) return false;
+  // The masters were copied from the fp32 parameters at construction; the layout now holds their cast.
+  const auto now = par.optimizer_params();
+  MT_CHECK(now.size() == params_.size(), "OffloadedAdamW: the layout has ", now.size(), " optimizer parameters, ",
+           params_.size(), " before streaming");
+  for (size_t i = 0; i < now.size(); ++i) {
+    MT_CHECK(now[i].name == params_[i].name, "OffloadedAdamW: parameter ", i, " is ", now[i].name, ", was ",
+             params_[i].name);
+    params_[i].param = now[i].param;
+  }
+  streaming_ = true;
+  log::progress("optimizer.offload: gradients leave the device as the backward produces them; the device "
+                "holds %s parameters", c10::toString(params_.empty() ? at::kFloat : params_.front().param.scalar_type()));
+  return true;
+}
+
+at::Tensor OffloadedAdamW::master_of(const at::Tensor& param) const {
+  if (!streaming_) return at::Tensor();
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].param.is_same(param)) return state_[i].master;
+  return at::Tensor();
+}
+
+void OffloadedAdamW::take_gradient(size_t index, const at::Tensor& grad) {
+  MT_CHECK(index < state_.size(), "OffloadedAdamW: gradient of parameter ", index, " of ", state_.size());
+  if (!grad.defined()) return;
+  at::NoGradGuard no_grad;
+  if (step_closed_) {  // the step's first gradient of any parameter: a new accumulation
+    for (auto& st : state_) st.has_grad = false;
+    d2h_bytes_ = 0;
+    step_closed_ = false;
+  }
+  HostState& st = state_[index];
+  d2h_bytes_ += static_cast<double>(grad.numel()) * static_cast<double>(grad.element_size());
+  if (on_device_) {
+    stream_in(st, grad);
+  } else if (st.has_grad) {
+    st.grad.add_(grad);
+  } else {
+    st.grad.copy_(grad);
+  }
+  st.has_grad = true;
+}
+
+void OffloadedAdamW::stream_in(HostState& st, const at::Tensor& grad) {
+  c10::impl::VirtualGuardImpl impl(device_.type());
+  c10::Event produced(device_.type());
+  produced.record(impl.getStream(device_));  // the gradient is final on the stream that made it
+  produced.block(*d2h_);
+  c10::StreamGuard on_copy_stream(*d2h_);
+  grad.record_stream(*d2h_);  // the layout drops or reuses it: not before this stream read it
+  const at::Tensor fp32 = grad.to(at::kFloat);  // a transient on this stream when the gradient is bf16
+  if (!st.has_grad) {
+    st.grad.copy_(fp32, /*non_blocking=*/true);
+    return;
+  }
+  if (st.adding) {  // the previous micro-batch's addition still reads staging (rare: a whole micro-batch ago)
+    workers_.wait_idle();
+    for (auto& other : state_) other.adding = false;
+  }
+  if (!st.staging.defined()) st.staging = at::empty(st.grad.sizes(), st.grad.options().pinned_memory(true));
+  st.staging.copy_(fp32, /*non_blocking=*/true);
+  auto landed = std::make_shared<c10::Event>(device_.type());
+  landed->record(*d2h_);
+  st.adding = true;
+  float* acc = st.grad.data_ptr<float>();
+  const float* add = st.staging.data_ptr<float>();
+  const int64_t n = st.grad.numel();
+  for (int64_t a = 0; a < n; a += kSpan) {
+    const int64_t len = std::min(kSpan, n - a);
+    workers_.submit([=] {
+      landed->synchronize();
+      for (int64_t j = 0; j < len; ++j) acc[a + j] += add[a + j];
+    });
+  }
+}
+
+void OffloadedAdamW::before_reuse() {
+  if (!on_device_) return;
+  c10::impl::VirtualGuardImpl impl(device_.type());
+  c10::Event copied(device_.type());
+  copied.record(*d2h_);
+  copied.block(impl.getStream(device_));
+}
+
+double OffloadedAdamW::squared_norm(size_t index) {
+  const HostState& st = state_.at(index);
+  if (!st.has_grad) return 0;
+  const double n = st.grad.norm().item<double>();
+  return n * n;
 }
 
 void OffloadedAdamW::parameters_changed() {
   at::NoGradGuard no_grad;
   if (on_device_) h2d_->synchronize();  // no upload may land after this read
-  for (size_t i = 0; i < state_.size(); ++i) state_[i].master.copy_(params_[i].param);
+  if (!streaming_) {
+    for (size_t i = 0; i < state_.size(); ++i) state_[i].master.copy_(params_[i].param);
+    return;
+  }
+  // Streaming: checkpoints load into the host master (master_of), which the parameters are the cast of.
+  const double before = h2d_bytes_;
+  for (size_t i = 0; i < state_.size(); ++i) upload(i);
+  h2d_bytes_ = before;
+  if (on_device_) h2d_->synchronize();
 }
 
 std::map<std::string, at::Tensor> OffloadedAdamW::state_tensors() const {

@@ -4,6 +4,7 @@
 
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/parallel/parallel_model.h"
 #include "meshtrain/train/adamw.h"
 #include "meshtrain/train/offloaded_adamw.h"
 
@@ -13,6 +14,14 @@ std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, 
   if (parse_optimizer_offload(cfg.offload) == OptimizerOffload::cpu)
     return std::make_unique<OffloadedAdamW>(std::move(params), cfg);
   return std::make_unique<AdamW>(std::move(params), cfg);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg) {
+  std::vector<Optimizer::Param> params;
+  for (const auto& p : par.optimizer_params()) params.push_back({p.name, p.param, p.decay});
+  auto opt = make_optimizer(std::move(params), cfg);
+  opt->stream_from(par);
+  return opt;
 }
 
 void Optimizer::load_state_tensors(const std::map<std::string, at::Tensor>& saved, const std::string& prefix) {

@@ -165,7 +165,9 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, w_.comm);
   resume_if_asked();
   par_->broadcast_parameters();
-  opt_->parameters_changed();  // an offloaded master copies what was loaded and broadcast
+  // An offloaded master copies what was loaded and broadcast, or (gradients streamed) the parameters are
+  // written from the master the checkpoint loaded into.
+  opt_->parameters_changed();
 
   metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0, cfg.logging.tensorboard);
   telemetry_ = std::make_unique<StepTelemetry>(
@@ -217,9 +219,7 @@ void TrainingRun::setup_model_and_optimizer() {
   }
   // After every switch of the model above: the graph captures the kernels they choose.
   if (cuda_graph_on(cfg_.train)) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);
-  std::vector<Optimizer::Param> opt_params;
-  for (const auto& p : par_->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
-  opt_ = make_optimizer(opt_params, cfg_.optimizer);
+  opt_ = make_optimizer(*par_, cfg_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   log::progress("layout: %s%s", par_->describe().c_str(),
                 graph_step_ ? log::sprintf(", CUDA graph of the forward and backward after %lld eager steps",
@@ -302,7 +302,7 @@ void TrainingRun::load_training_state(const std::string& dir, const ckpt::Checkp
   MT_USER_CHECK(meta.state.contains("data"), dir, ": no data position or optimizer state (not a training "
                 "checkpoint; checkpoint.init_from starts a run from its weights)");
   // This rank's blocks of the model and optimizer state, read from whatever layout saved them.
-  auto model = model_blocks(*par_);
+  auto model = model_blocks(*par_, opt_.get());
   auto wanted = optimizer_blocks(model, *opt_);
   wanted.insert(wanted.begin(), model.begin(), model.end());
   ckpt::load_into(dir, wanted);
@@ -321,7 +321,7 @@ void TrainingRun::restore_position(const std::string& dir, const ckpt::Checkpoin
 void TrainingRun::init_from_weights() {
   if (cfg_.checkpoint.init_from.empty()) return;
   // Weights only: the optimizer state, step, data position and RNG start fresh (fine-tuning).
-  auto model = model_blocks(*par_);
+  auto model = model_blocks(*par_, opt_.get());
   // LoRA from a base model's checkpoint: it has no adapters, which keep their initial values (B = 0: the
   // adapted model starts equal to its base). From a LoRA checkpoint, its adapters are taken too.
   const auto from = ckpt::read_meta(ckpt::resolve_checkpoint_dir(cfg_.checkpoint.init_from));
@@ -533,7 +533,7 @@ void TrainingRun::save(int64_t step) {
   // This rank's own blocks, written by this rank: nothing is gathered. Blocks that several ranks hold
   // (replicas) are written once, the work spread over their holders; the layout never changes during a run,
   // so the assignment (one small metadata exchange) is made at the first save and kept.
-  auto blocks = model_blocks(*par_);
+  auto blocks = model_blocks(*par_, opt_.get());
   auto optim = optimizer_blocks(blocks, *opt_);
   blocks.insert(blocks.end(), optim.begin(), optim.end());
   if (ckpt_writes_.size() != blocks.size()) {

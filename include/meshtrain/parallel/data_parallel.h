@@ -19,6 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ class DataParallel {
   void finish_gradient_sync();
   // Zeroes the buckets (gradients stay views of them, so the next backward accumulates in place).
   void zero_grad();
+  // Called by finish_gradient_sync() with each parameter's index (construction order) as soon as its bucket's
+  // average is in place, bucket 0 first (optimizer offload hands the averaged gradients on from here).
+  void on_reduced(std::function<void(size_t)> fn) { on_reduced_ = std::move(fn); }
 
   size_t num_buckets() const { return buckets_.size(); }
   // Parameter names per bucket, bucket 0 first (tests and logs).
@@ -86,6 +90,7 @@ class DataParallel {
   DataParallelOptions opts_;
   bool requires_sync_ = true;
   bool synced_ = true;  // nothing pending since the last finish
+  std::function<void(size_t)> on_reduced_;
 };
 
 }  // namespace meshtrain::parallel

@@ -21,6 +21,7 @@
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/generation_scope.h"
+#include "meshtrain/parallel/gradient_sink.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 
 namespace meshtrain::parallel {
@@ -90,6 +91,15 @@ class ParallelModel {
   virtual at::Tensor clip_grad_norm(double max_norm) = 0;
   // After the optimizer step: clears gradients for the next step, marks gathered copies out of date.
   virtual void after_optimizer_step() = 0;
+  // Optimizer offload: from now on the trainable parameters are held in the compute dtype (bf16 under bf16
+  // compute; the fp32 master lives in the sink's host memory) and each micro-batch's gradient goes to `sink`
+  // as soon as it is final, freed on the device after; clip_grad_norm() then takes the norm from the sink
+  // (and never clips in place). Call once, before the first step; optimizer_params() afterwards names the
+  // new tensors. False: this layout cannot, and keeps fp32 parameters and gradients on the device.
+  virtual bool stream_gradients(GradientSink& sink) {
+    (void)sink;
+    return false;
+  }
   // Makes replicas identical (rank 0's values) after loading; a no-op where nothing is replicated.
   virtual void broadcast_parameters() {}
   // This rank's parameters as blocks of the global tensors (checkpoints; core/sharded_tensor.h). `local` is

@@ -10,6 +10,10 @@
 //   FSDP / HSDP                          as ZeRO, but the full parameters exist only while gathered (those
 //                                        bytes are the memory model's "gathered units", not state)
 //   a shard group of one with fp32 parameters aliases the module's parameters to the master shard
+//   optimizer.offload: cpu, replicated without TP or pipeline (parallel/gradient_sink.h): trainable parameters
+//                                        in the compute dtype (the fp32 master is on the host); gradients leave
+//                                        during the backward: DDP keeps its buckets (in the compute dtype),
+//                                        a plain model none after the step
 // Tensor parallelism first cuts each parameter into this rank's block (param_table.h); frozen parameters
 // (train.freeze) have no gradient and no optimizer state.
 #pragma once
@@ -32,6 +36,8 @@ struct RankLayout {
   int param_bytes = 4;        // gathered parameters' element size (parallel.param_dtype)
   int reduce_bytes = 4;       // gradient reduction element size (parallel.reduce_dtype)
   int frozen_bytes = 4;       // element size of a frozen parameter (LoRA's base: the compute dtype, bf16 on GPU)
+  bool stream = false;        // optimizer offload streams the gradients (replicated, no TP, no pipeline)
+  int stream_bytes = 4;       // then: element size of a trainable parameter (the compute dtype, bf16 on GPU)
 
   static RankLayout from(const Config& cfg, int64_t world_size);
 };

@@ -28,8 +28,9 @@ namespace meshtrain::train {
 // This rank's named generators ("cpu", "cuda", "synthetic").
 using RngStreams = std::vector<std::pair<std::string, at::Generator>>;
 
-// "model.<param>" blocks: the live parameters (loading writes into them).
-std::vector<ShardedTensor> model_blocks(const parallel::ParallelModel& par);
+// "model.<param>" blocks: the live parameters (loading writes into them), or the fp32 master where `opt`
+// holds it apart from a compute-dtype parameter (optimizer offload; opt->parameters_changed() after loading).
+std::vector<ShardedTensor> model_blocks(const parallel::ParallelModel& par, const Optimizer* opt = nullptr);
 // "optim.<param>.*" blocks of the optimizer's live state, laid out like `model`'s blocks.
 std::vector<ShardedTensor> optimizer_blocks(const std::vector<ShardedTensor>& model, const Optimizer& opt);
 // Snapshots of this rank's generator states.

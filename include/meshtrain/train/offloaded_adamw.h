@@ -9,6 +9,13 @@
 //                       as each parameter's spans finish (in order), its updated master → the device parameter
 //                       on the upload stream (non-blocking from pinned memory); at the end the compute
 //                       stream waits for the upload stream, so the next forward sees the new values
+// Streaming (stream_from(), where the layout can: parallel/gradient_sink.h): the host master is THE master
+// and the device holds only the layout's compute-dtype parameters. Each micro-batch's gradient arrives from
+// the layout's hooks during the backward: cast to fp32 and copied on the download stream, the step's first
+// straight into the gradient buffer, later ones into a pinned staging buffer that a host thread adds once
+// the copy landed (accumulation in fp32 on the host, never through bf16 on the device). gradients_ready()
+// then only waits for the copies and additions; the norm's squares come from the host buffers; uploads
+// write the cast of the master.
 // The global-norm clip is known only once every gradient has arrived: the caller takes the norm unclipped
 // and the update scales each gradient by the coefficient (scales_gradients()). Results equal AdamW's
 // (train/adamw.h) within fp32 rounding; the state has the same names and shapes, so checkpoints move
@@ -21,12 +28,13 @@
 #include <memory>
 #include <optional>
 
+#include "meshtrain/parallel/gradient_sink.h"
 #include "meshtrain/train/host_workers.h"
 #include "meshtrain/train/optimizer.h"
 
 namespace meshtrain::train {
 
-class OffloadedAdamW : public Optimizer {
+class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
  public:
   OffloadedAdamW(std::vector<Param> params, const OptimizerConfig& cfg);
   ~OffloadedAdamW() override;
@@ -35,6 +43,11 @@ class OffloadedAdamW : public Optimizer {
   void gradients_ready() override;
   void step(double lr, double grad_scale = 1.0) override;
   void parameters_changed() override;
+  bool stream_from(parallel::ParallelModel& par) override;
+  at::Tensor master_of(const at::Tensor& param) const override;
+  void take_gradient(size_t index, const at::Tensor& grad) override;
+  void before_reuse() override;
+  double squared_norm(size_t index) override;
   std::map<std::string, at::Tensor> state_tensors() const override;
   // host update ms (the host's part of step(): waiting for gradients, updating, queueing uploads),
   // D2H MB and H2D MB of the last step.
@@ -46,12 +59,16 @@ class OffloadedAdamW : public Optimizer {
   // Per optimizer parameter: its host state and the event after its gradient's download.
   struct HostState {
     at::Tensor master, exp_avg, exp_avg_sq, grad, step;  // fp32, contiguous, host (pinned on CUDA)
+    at::Tensor staging;                                  // streaming, CUDA: a later micro-batch's copy (lazy)
     std::optional<c10::Event> downloaded;                // set by gradients_ready() (device parameters only)
     bool has_grad = false;
+    bool adding = false;  // staging's addition is queued on the host threads
   };
 
   void download(size_t i);
   void upload(size_t i);
+  // Streaming, CUDA: one micro-batch's gradient into the host buffer (first) or added to it (later).
+  void stream_in(HostState& st, const at::Tensor& grad);
 
   OptimizerConfig cfg_;
   bool on_device_ = false;  // parameters live on an accelerator (streams, events and pinned memory apply)
@@ -60,6 +77,8 @@ class OffloadedAdamW : public Optimizer {
   std::vector<HostState> state_;
   HostWorkers workers_;
   bool downloads_started_ = false;
+  bool streaming_ = false;     // gradients arrive through take_gradient(); the host master is the master
+  bool step_closed_ = true;    // streaming: the next take_gradient() starts a new step's accumulation
   double host_ms_ = 0, d2h_bytes_ = 0, h2d_bytes_ = 0;
 };
 

@@ -6,6 +6,7 @@
 //
 // Per step:  gradients_ready() (the backward is queued) → the layout's clip_grad_norm, with max_norm 0 when
 //            scales_gradients() → step(lr, clip coefficient)
+// The live parameters were written (loaded, broadcast) → parameters_changed()
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,6 +18,10 @@
 #include <vector>
 
 #include "meshtrain/core/config.h"
+
+namespace meshtrain::parallel {
+class ParallelModel;
+}
 
 namespace meshtrain::train {
 
@@ -42,6 +47,19 @@ class Optimizer {
   // is brought up to date.
   virtual void parameters_changed() {}
 
+  // Takes `par`'s gradients as they are produced where the layout can stream them (parallel/gradient_sink.h);
+  // the optimizer's parameters become the layout's compute-dtype ones and its own fp32 master is the master.
+  virtual bool stream_from(parallel::ParallelModel& par) {
+    (void)par;
+    return false;
+  }
+  // The fp32 master of a live parameter when this optimizer holds it apart from the parameter (checkpoints
+  // save and load it; parameters_changed() then writes the parameters from it); undefined otherwise.
+  virtual at::Tensor master_of(const at::Tensor& param) const {
+    (void)param;
+    return at::Tensor();
+  }
+
   // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step" → tensors (shared, not copies).
   virtual std::map<std::string, at::Tensor> state_tensors() const = 0;
   // Copies saved state in; a missing or mis-shaped tensor is a UserError naming it.
@@ -58,5 +76,8 @@ class Optimizer {
 
 // AdamW on the device, or offloaded to host memory when optimizer.offload is cpu.
 std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, const OptimizerConfig& cfg);
+// The optimizer of `par`'s optimizer_params(); offloaded, it takes the gradients as the layout produces them
+// where the layout can stream them (stream_from).
+std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg);
 
 }  // namespace meshtrain::train

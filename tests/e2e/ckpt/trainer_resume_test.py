@@ -14,15 +14,19 @@
                  `meshtrain import` copy (FSDP 2, resharded): the same first loss, far below a fresh model's;
                  a restart of that run resumes instead of re-initialising; user mistakes exit 2 with one line.
 
-  offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2: every step's loss
-                 within OFFLOAD_ATOL; a checkpoint saved with offload resumes without it and one saved without
+  offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2 (gradients downloaded after
+                 the backward) and in a single process with accumulation 2 (gradients streamed from the backward
+                 and accumulated on the host; the host master is the master): every step's loss within
+                 OFFLOAD_ATOL; a checkpoint saved with offload resumes without it and one saved without
                  resumes with it (the format is the same), steps 4-6 within OFFLOAD_ATOL of the uninterrupted run;
                  the step log and metrics.jsonl report the host update time and the bytes moved each way.
 
   gpu_shared     (label gpu; exit 77 without a GPU) exact, FSDP 2 with both ranks on one GPU (the CPU backend
                  stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
-                 streams) against the on-device optimizer, fp32 and bf16: losses within GPU_ATOL / BF16_ATOL.
+                 streams, gradients streamed during the backward, bf16 parameters on the device under bf16)
+                 against the on-device optimizer, fp32 and bf16, accumulation 1 and 4: losses within GPU_ATOL /
+                 BF16_ATOL; the bf16 run's peak device memory below the on-device optimizer's.
   gpu            (label gpu; exit 77 without 2 GPUs) the same save/resume over NCCL on 2 GPUs, fp32: saved
                  under FSDP 2 at step 3, resumed under DDP 2 and under FSDP 2; steps 4-6 within GPU_ATOL of
                  the uninterrupted run (CUDA's atomic-add reductions are not bit-reproducible).
@@ -190,12 +194,20 @@ def offload_costs(out):
     return {k: v for k, v in last.items() if k.startswith("optimizer_")}
 
 
+OFFLOAD_CASES = {  # layout → extra settings: FSDP downloads after the backward; a single process streams
+    "fsdp2": [],
+    "single": ["train.micro_batch_size=4", "train.grad_accum=2"],
+}
+
+
 def offload():
-    # FSDP 2 here; DDP 2 (and FSDP 2 with accumulation) against the on-device optimizer: parallel_*_offload.
-    for layout in ("fsdp2",):
+    # DDP 2 (and FSDP 2 with accumulation) against the on-device optimizer: parallel_*_offload.
+    for layout, extra in OFFLOAD_CASES.items():
         ref_out, off_out = os.path.join(work, f"{layout}_device"), os.path.join(work, f"{layout}_offload")
-        train(ref_out, layout)
-        _, log = train(off_out, layout, "optimizer.offload=cpu", "optimizer.offload_threads=2")
+        train(ref_out, layout, *extra)
+        _, log = train(off_out, layout, *extra, "optimizer.offload=cpu", "optimizer.offload_threads=2")
+        streams = "gradients leave the device as the backward produces them" in log
+        expect(streams == (layout == "single"), f"{layout}: streaming {streams} (the log says whether)")
         ref, got = losses(ref_out), losses(off_out)
         diff = max_diff(got, ref, range(1, STEPS + 1))
         expect(diff <= OFFLOAD_ATOL, f"{layout}: offloaded losses {got} vs on-device {ref}: max diff {diff:.3g}")
@@ -207,7 +219,7 @@ def offload():
         for saved_by, resume_sets in ((off_out, []), (ref_out, ["optimizer.offload=cpu"])):
             saved = os.path.join(saved_by, "checkpoints", f"step_{SAVE_AT:08d}")
             out = os.path.join(work, f"{layout}_from_{os.path.basename(saved_by)}")
-            _, log = train(out, layout, f"checkpoint.resume={saved}", *resume_sets)
+            _, log = train(out, layout, *extra, f"checkpoint.resume={saved}", *resume_sets)
             expect(f"resumed from {saved} at step {SAVE_AT}" in log, f"{layout}: no resume line")
             diff = max_diff(losses(out), ref, range(SAVE_AT + 1, STEPS + 1))
             expect(diff <= OFFLOAD_ATOL, f"{layout}: resumed from {saved} ({resume_sets}): max diff {diff:.3g}")
@@ -215,17 +227,29 @@ def offload():
                   f"{'with' if resume_sets else 'without'} offload: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
 
 
+def peak_memory(out):
+    return max(json.loads(line).get("peak_memory_bytes", 0) for line in open(os.path.join(out, "metrics.jsonl")))
+
+
 def offload_gpu():
     skip_below(1)
-    for dtype, atol in (("fp32", GPU_ATOL), ("bf16", BF16_ATOL)):
-        cuda = ["train.device=cuda", f"train.dtype={dtype}"]
-        ref_out, off_out = os.path.join(work, f"gpu_{dtype}_device"), os.path.join(work, f"gpu_{dtype}_offload")
+    # BF16_ATOL: the device computes with the bf16 cast of the master either way (autocast casts the fp32
+    # weights for the matmuls), but with streaming the norms' and embedding's weights are bf16 too.
+    for dtype, atol, accum in (("fp32", GPU_ATOL, 1), ("bf16", BF16_ATOL, 1), ("bf16", BF16_ATOL, 4)):
+        cuda = ["train.device=cuda", f"train.dtype={dtype}", f"train.micro_batch_size={8 // accum}",
+                f"train.grad_accum={accum}"]
+        name = f"gpu_{dtype}_accum{accum}"
+        ref_out, off_out = os.path.join(work, f"{name}_device"), os.path.join(work, f"{name}_offload")
         train(ref_out, "single", *cuda)
-        train(off_out, "single", *cuda, "optimizer.offload=cpu")
+        _, log = train(off_out, "single", *cuda, "optimizer.offload=cpu")
+        expect("gradients leave the device as the backward produces them" in log, f"{name}: gradients not streamed")
         diff = max_diff(losses(off_out), losses(ref_out), range(1, STEPS + 1))
-        expect(diff <= atol, f"gpu {dtype}: offloaded vs on-device losses: max diff {diff:.3g} > {atol}")
-        print(f"offload on CUDA, {dtype}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {atol}; "
-              f"last step {offload_costs(off_out)}: ok")
+        expect(diff <= atol, f"{name}: offloaded vs on-device losses: max diff {diff:.3g} > {atol}")
+        ref_peak, off_peak = peak_memory(ref_out), peak_memory(off_out)
+        if dtype == "bf16":  # no fp32 master, gradient or moments on the device
+            expect(off_peak < ref_peak, f"{name}: peak device memory {off_peak} with offload, {ref_peak} without")
+        print(f"offload on CUDA, {name}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {atol}; peak {off_peak / 2**20:.1f} "
+              f"MiB (on-device optimizer {ref_peak / 2**20:.1f} MiB); last step {offload_costs(off_out)}: ok")
 
 
 def skip_below(gpus):

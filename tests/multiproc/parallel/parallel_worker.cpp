@@ -106,7 +106,10 @@ Config make_config(const Args& a, int world) {
   c.train.seed = 1234;
   c.train.activation_checkpointing = a.ac;
   if (a.freeze_half) c.train.freeze = "blocks.1.*,blocks.2.attn.*";
-  if (a.offload) c.optimizer.offload = "cpu";
+  if (a.offload) {
+    c.optimizer.offload = "cpu";
+    c.train.dtype = "fp32";  // compared in fp32: the streamed layouts' device parameters stay fp32 (the plan too)
+  }
   if (a.lora) {
     c.model.lora_rank = 4;
     c.model.lora_alpha = 8.0;
@@ -359,9 +362,7 @@ int run(const Args& a) {
   auto par = parallel::parallelize(net, mesh ? parallel::make_parallel_groups(*mesh) : parallel::ParallelGroups{}, cfg,
                                    device);
   std::printf("rank %d: %s\n", world.rank, par->describe().c_str());
-  std::vector<train::Optimizer::Param> opt_params;
-  for (const auto& p : par->optimizer_params()) opt_params.push_back({p.name, p.param, p.decay});
-  const std::unique_ptr<train::Optimizer> opt = train::make_optimizer(opt_params, cfg.optimizer);
+  const std::unique_ptr<train::Optimizer> opt = train::make_optimizer(*par, cfg.optimizer);
 
   // This rank's data-parallel index: its group along dp × fsdp (TP ranks of one group share it).
   const auto shape = comm::MeshShape::from_config(cfg.parallel, world.world_size);
