@@ -22,8 +22,11 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # meshtrain's runs: as configured by default (fused kernels on), without the fused kernels, with the chunked loss,
 # and with each fused lever switched off on its own (its gain = meshtrain's tokens/s over the variant's).
 # FP8: the blocks' linear layers through FP8 matmuls (train.fp8), tensorwise and rowwise scaling.
+# Attention: SDPA restricted to flash attention or to cuDNN attention (train.attention_backend; the default run
+# is SDPA's own pick), to choose the kernel per shape.
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
-            "meshtrain-no-fused-gelu", "meshtrain-fp8", "meshtrain-fp8-rowwise")
+            "meshtrain-no-fused-gelu", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-flash",
+            "meshtrain-cudnn")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -68,6 +71,8 @@ def main():
                 ("meshtrain-no-fused-gelu", mt + ["--set", "train.fused_gelu=false"] + common),
                 ("meshtrain-fp8", mt + ["--set", "train.fp8=tensorwise"] + common),
                 ("meshtrain-fp8-rowwise", mt + ["--set", "train.fp8=rowwise"] + common),
+                ("meshtrain-flash", mt + ["--attention", "flash"] + common),
+                ("meshtrain-cudnn", mt + ["--attention", "cudnn"] + common),
                 ("pytorch-eager", torch_cmd)]
         runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
         if not a.no_compile:

@@ -205,6 +205,7 @@ class Validator {
       (void)parse_optimizer_offload(cfg_.optimizer.offload);
       (void)freeze_patterns(cfg_.train);
       (void)parse_fp8(cfg_.train);
+      (void)parse_attention_backend(cfg_.train);
       (void)lora_targets(cfg_.model);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
     } catch (const UserError& e) {
