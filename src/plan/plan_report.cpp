@@ -39,8 +39,9 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   const char* f = "  %-48s %12s\n";
   s += line(f, "parameters (module copy)", gib(p.params));
   s += line(f, "fp32 master shards", gib(p.master));
-  // Shown only where something is frozen: LoRA's base shard is no master copy, and is held in the compute dtype.
-  if (p.frozen > 0) s += line(f, "frozen parameter shards (no master; LoRA base: compute dtype)", gib(p.frozen));
+  // Shown only where something is frozen: those shards are no master copy (LoRA's base is held in the compute
+  // dtype, bf16 on a GPU; train.freeze's in fp32).
+  if (p.frozen > 0) s += line(f, "frozen parameter shards (no master copy)", gib(p.frozen));
   s += line(f, "gradients", gib(p.grads));
   s += line(f, m.host_optimizer > 0 ? "AdamW state (offloaded: none on device)" : "AdamW state (fp32 m, v; on device)",
             gib(p.optimizer));
