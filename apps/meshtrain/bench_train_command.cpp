@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/train/bench_train.h"
 
@@ -15,12 +16,24 @@ namespace {
 // --unfuse's names → the config keys that switch those fused kernels off (docs/config.md train.fused_*).
 std::vector<std::string> unfuse_overrides(const std::vector<std::string>& levers) {
   std::vector<std::string> out;
-  for (const auto& l : levers) {
+  for (const auto& l : split_commas(levers)) {
     if (l == "all") out.push_back("train.fused_kernels=false");
     else if (l == "norm" || l == "gelu") out.push_back("train.fused_" + l + "=false");
     else MT_USER_CHECK(false, "--unfuse: unknown lever '", l, "'; valid: all, norm, gelu (comma-separated)");
   }
   return out;
+}
+
+// --attention's value, checked here so that a mistake names the flag rather than the config key.
+std::string attention_option(const std::string& v) {
+  TrainConfig t;
+  t.attention_backend = v;
+  try {
+    (void)parse_attention_backend(t);
+  } catch (const UserError&) {
+    throw UserError(cat("--attention: given '", v, "'; valid auto | flash | cudnn | efficient | math"));
+  }
+  return v;
 }
 
 }  // namespace
@@ -39,6 +52,9 @@ int cmd_bench_train(int argc, char** argv) {
       "steps", "timed steps", cxxopts::value<int64_t>()->default_value(std::to_string(d.steps)))(
       "warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value(std::to_string(d.warmup)))(
       "activation-checkpointing", "recompute each block in backward")(
+      "attention", "the SDPA kernel attention runs (train.attention_backend), checked against the shape at "
+                   "start-up: auto (SDPA's pick) | flash | cudnn | efficient | math",
+      cxxopts::value<std::string>()->default_value(d.attention))(
       "lora", "LoRA adapters of this rank (model.lora_rank; alpha 2 × rank; model.lora_targets' default: all "
               "seven Llama projections), the base frozen in the compute dtype; 0 = full training",
       cxxopts::value<int64_t>()->default_value("0"))(
@@ -62,6 +78,7 @@ int cmd_bench_train(int argc, char** argv) {
                               .micro_batch = r["batch"].as<int64_t>(), .layers = r["layers"].as<int64_t>(),
                               .steps = r["steps"].as<int64_t>(), .warmup = r["warmup"].as<int64_t>(),
                               .activation_checkpointing = r.count("activation-checkpointing") > 0,
+                              .attention = attention_option(r["attention"].as<std::string>()),
                               .profile_dir = r.count("profile") ? r["profile"].as<std::string>() : "",
                               .profile_steps = r["profile-steps"].as<int64_t>(),
                               .overrides = strings(r, "set")};

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "meshtrain/core/error.h"
 
@@ -19,6 +20,18 @@ cxxopts::ParseResult parse(cxxopts::Options& o, int argc, char** argv) {
 
 std::vector<std::string> strings(const cxxopts::ParseResult& r, const std::string& name) {
   return r.count(name) ? r[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
+std::vector<std::string> split_commas(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const auto& v : values) {
+    std::stringstream ss(v);
+    for (std::string part; std::getline(ss, part, ',');) {
+      const size_t b = part.find_first_not_of(" \t"), e = part.find_last_not_of(" \t");
+      if (b != std::string::npos) out.push_back(part.substr(b, e - b + 1));
+    }
+  }
+  return out;
 }
 
 Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,

@@ -2,6 +2,10 @@
 // byte sizes with K/M/G suffixes, and JSON result files. Commands are declared in commands.h.
 #pragma once
 
+// A repeatable flag keeps each value whole: cxxopts would split it at commas, which cuts list-valued config
+// keys apart (`--set model.lora_targets=q,v`). Every file of this binary includes cxxopts through this header,
+// so all agree on the delimiter (one definition of its templates); argv strings never hold a NUL.
+#define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 
 #include <string>
@@ -16,6 +20,10 @@ cxxopts::ParseResult parse(cxxopts::Options& o, int argc, char** argv);
 
 // The values of a repeatable (or positional) option; empty when it was not given.
 std::vector<std::string> strings(const cxxopts::ParseResult& r, const std::string& name);
+
+// Each value split at commas, blanks trimmed, empty pieces dropped: for flags whose one value is a list
+// (`--unfuse norm,gelu`), the values of repeated flags taken together.
+std::vector<std::string> split_commas(const std::vector<std::string>& values);
 
 // CONFIG + repeated --set into a resolved, validated Config for `world_size` ranks (inputs checked to exist).
 Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,

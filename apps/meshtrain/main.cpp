@@ -1,10 +1,9 @@
 // meshtrain: the worker and the tool box. CLI only — each command lives in its own file (commands.h) and calls
 // into the library; this file dispatches and turns errors into one line and an exit code.
-#include <cxxopts.hpp>
-
 #include <cstdio>
 #include <string>
 
+#include "cli.h"
 #include "commands.h"
 #include "meshtrain/core/crash_handler.h"
 #include "meshtrain/core/error.h"

@@ -23,8 +23,11 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # and with each fused lever switched off on its own (its gain = meshtrain's tokens/s over the variant's).
 # FP8: the blocks' linear layers through FP8 matmuls (train.fp8), tensorwise and rowwise scaling.
 # Graph: the forward and backward captured into a CUDA graph and replayed (train.cuda_graph: on).
+# Attention: SDPA restricted to flash attention or to cuDNN attention (train.attention_backend; the default run
+# is SDPA's own pick), to choose the kernel per shape.
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
-            "meshtrain-no-fused-gelu", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph")
+            "meshtrain-no-fused-gelu", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
+            "meshtrain-flash", "meshtrain-cudnn")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -70,6 +73,8 @@ def main():
                 ("meshtrain-fp8", mt + ["--set", "train.fp8=tensorwise"] + common),
                 ("meshtrain-fp8-rowwise", mt + ["--set", "train.fp8=rowwise"] + common),
                 ("meshtrain-graph", mt + ["--cuda-graph"] + common),
+                ("meshtrain-flash", mt + ["--attention", "flash"] + common),
+                ("meshtrain-cudnn", mt + ["--attention", "cudnn"] + common),
                 ("pytorch-eager", torch_cmd)]
         runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
         if not a.no_compile:

@@ -39,6 +39,26 @@ bool cuda_graph_on(const TrainConfig& t) {
   throw UserError(cat("train.cuda_graph: given '", t.cuda_graph, "'; valid off | on"));
 }
 
+namespace {
+
+constexpr AttentionBackend kAttentionBackends[] = {AttentionBackend::automatic, AttentionBackend::flash,
+                                                   AttentionBackend::cudnn, AttentionBackend::efficient,
+                                                   AttentionBackend::math};
+
+}  // namespace
+
+const char* attention_backend_name(AttentionBackend b) {
+  static const char* const names[] = {"auto", "flash", "cudnn", "efficient", "math"};
+  return names[static_cast<int>(b)];
+}
+
+AttentionBackend parse_attention_backend(const TrainConfig& t) {
+  for (AttentionBackend b : kAttentionBackends)
+    if (t.attention_backend == attention_backend_name(b)) return b;
+  throw UserError(cat("train.attention_backend: given '", t.attention_backend,
+                      "'; valid auto | flash | cudnn | efficient | math"));
+}
+
 OptimizerOffload parse_optimizer_offload(const std::string& value) {
   if (value == "none") return OptimizerOffload::none;
   if (value == "cpu") return OptimizerOffload::cpu;

@@ -226,6 +226,7 @@ class Validator {
       (void)freeze_patterns(cfg_.train);
       (void)parse_fp8(cfg_.train);
       (void)cuda_graph_on(cfg_.train);
+      (void)parse_attention_backend(cfg_.train);
       (void)lora_targets(cfg_.model);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
     } catch (const UserError& e) {

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/attention_backend.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/lora_linear.h"
 #include "meshtrain/model/rotary.h"
@@ -68,8 +69,9 @@ at::Tensor AttentionImpl::document_attention(const at::Tensor& q, const at::Tens
                                              const Documents& docs, double dropout) const {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Hkv = k.size(1), hd = q.size(3);
   const auto dt = q.scalar_type();
-  // Flash attention's variable-length kernel: half-precision CUDA tensors, head sizes it was built for.
-  const bool varlen = q.is_cuda() && (dt == at::kBFloat16 || dt == at::kHalf) && hd % 8 == 0 && hd <= 256 &&
+  // Flash attention's variable-length kernel where it can run and flash is allowed (train.attention_backend
+  // restricts SDPA through the same switch); else the masked SDPA under whichever backend is allowed.
+  const bool varlen = varlen_flash_runs(q.device(), dt, hd) && at::globalContext().userEnabledFlashSDP() &&
                       docs.cu_seqlens.defined();
   if (!varlen) {
     const at::Tensor mask = docs.mask.defined() ? docs.mask : block_causal_mask(docs.positions);

@@ -61,6 +61,37 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& h
   return {dh, dgamma, dbeta};
 }
 
+// What both forwards share: the norm's fp32 γ and β, the per-row statistics the backward reads, and the
+// kernel's arguments over them. x: [rows, D]; r: the residual added to x, with h = x + r its output, or both
+// undefined (the norm alone: the kernel reads x); y: the output; weight, bias: [D] (bias not read for
+// RMSNorm). The arguments point into the tensors held here, which the caller keeps until the launch.
+struct NormLaunch {
+  at::Tensor gamma, beta, mean, rstd;  // beta and mean undefined for RMSNorm
+  cuda::AddNormForward args;
+};
+
+NormLaunch norm_launch(const at::Tensor& x, const at::Tensor& r, const at::Tensor& h, const at::Tensor& y,
+                       const at::Tensor& weight, const at::Tensor& bias, bool rms, double eps) {
+  const int64_t rows = x.size(0), D = x.size(1);
+  const auto f32 = x.options().dtype(at::kFloat);
+  NormLaunch n;
+  n.gamma = weight.to(at::kFloat).contiguous();
+  n.beta = rms ? at::Tensor() : bias.to(at::kFloat).contiguous();
+  n.mean = rms ? at::Tensor() : at::empty({rows}, f32);
+  n.rstd = at::empty({rows}, f32);
+  const auto xt = cuda::dtype_of(x);
+  n.args = cuda::AddNormForward{.x_type = xt, .r_type = r.defined() ? cuda::dtype_of(r) : xt,
+                                .y_type = cuda::dtype_of(y), .x = x.const_data_ptr(),
+                                .r = r.defined() ? r.const_data_ptr() : nullptr,
+                                .h = h.defined() ? h.mutable_data_ptr() : nullptr, .y = y.mutable_data_ptr(),
+                                .gamma = n.gamma.const_data_ptr<float>(),
+                                .beta = rms ? nullptr : n.beta.const_data_ptr<float>(),
+                                .mean = rms ? nullptr : n.mean.mutable_data_ptr<float>(),
+                                .rstd = n.rstd.mutable_data_ptr<float>(), .rows = rows, .dim = D,
+                                .eps = static_cast<float>(eps), .rms = rms};
+  return n;
+}
+
 class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
  public:
   // x, r: contiguous [rows, D]; weight, bias: [D] (bias empty for RMSNorm, not read); y_type: y's dtype.
@@ -69,25 +100,13 @@ class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
                                at::ScalarType y_type) {
     const c10::DeviceGuard guard(x.device());
     const int64_t rows = x.size(0), D = x.size(1);
-    const auto xt = cuda::dtype_of(x), rt = cuda::dtype_of(r), ht = cuda::sum_dtype(xt, rt);
+    const auto ht = cuda::sum_dtype(cuda::dtype_of(x), cuda::dtype_of(r));
     auto h = at::empty({rows, D}, x.options().dtype(scalar_of(ht)));
     auto y = at::empty({rows, D}, x.options().dtype(y_type));
-    const auto f32 = x.options().dtype(at::kFloat);
-    auto gamma = weight.to(at::kFloat).contiguous();
-    auto beta = rms ? at::Tensor() : bias.to(at::kFloat).contiguous();
-    auto mean = rms ? at::Tensor() : at::empty({rows}, f32);
-    auto rstd = at::empty({rows}, f32);
-    const cuda::AddNormForward a{.x_type = xt, .r_type = rt, .y_type = y_type == at::kBFloat16 ? cuda::DType::kBF16
-                                                                                           : cuda::DType::kF32,
-                                 .x = x.const_data_ptr(), .r = r.const_data_ptr(), .h = h.mutable_data_ptr(),
-                                 .y = y.mutable_data_ptr(), .gamma = gamma.const_data_ptr<float>(),
-                                 .beta = rms ? nullptr : beta.const_data_ptr<float>(),
-                                 .mean = rms ? nullptr : mean.mutable_data_ptr<float>(),
-                                 .rstd = rstd.mutable_data_ptr<float>(), .rows = rows, .dim = D,
-                                 .eps = static_cast<float>(eps), .rms = rms};
-    cuda::check_launch(cuda::add_norm_forward(a, cuda::stream_of(x)), "fused add + norm forward");
+    const NormLaunch n = norm_launch(x, r, h, y, weight, bias, rms, eps);
+    cuda::check_launch(cuda::add_norm_forward(n.args, cuda::stream_of(x)), "fused add + norm forward");
     // mean is undefined for RMSNorm: saved as such, and never read there.
-    ctx->save_for_backward({h, gamma, mean, rstd});
+    ctx->save_for_backward({h, n.gamma, n.mean, n.rstd});
     ctx->saved_data["rms"] = rms;
     ctx->saved_data["x_type"] = x.scalar_type();
     ctx->saved_data["r_type"] = r.scalar_type();
@@ -116,24 +135,10 @@ class FusedNorm : public torch::autograd::Function<FusedNorm> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                                const at::Tensor& bias, bool rms, double eps, at::ScalarType y_type) {
     const c10::DeviceGuard guard(x.device());
-    const int64_t rows = x.size(0), D = x.size(1);
-    auto y = at::empty({rows, D}, x.options().dtype(y_type));
-    const auto f32 = x.options().dtype(at::kFloat);
-    auto gamma = weight.to(at::kFloat).contiguous();
-    auto beta = rms ? at::Tensor() : bias.to(at::kFloat).contiguous();
-    auto mean = rms ? at::Tensor() : at::empty({rows}, f32);
-    auto rstd = at::empty({rows}, f32);
-    const auto xt = cuda::dtype_of(x);
-    const cuda::AddNormForward a{.x_type = xt, .r_type = xt, .y_type = y_type == at::kBFloat16 ? cuda::DType::kBF16
-                                                                                           : cuda::DType::kF32,
-                                 .x = x.const_data_ptr(), .r = nullptr, .h = nullptr, .y = y.mutable_data_ptr(),
-                                 .gamma = gamma.const_data_ptr<float>(),
-                                 .beta = rms ? nullptr : beta.const_data_ptr<float>(),
-                                 .mean = rms ? nullptr : mean.mutable_data_ptr<float>(),
-                                 .rstd = rstd.mutable_data_ptr<float>(), .rows = rows, .dim = D,
-                                 .eps = static_cast<float>(eps), .rms = rms};
-    cuda::check_launch(cuda::add_norm_forward(a, cuda::stream_of(x)), "fused norm forward");
-    ctx->save_for_backward({x, gamma, mean, rstd});
+    auto y = at::empty({x.size(0), x.size(1)}, x.options().dtype(y_type));
+    const NormLaunch n = norm_launch(x, at::Tensor(), at::Tensor(), y, weight, bias, rms, eps);
+    cuda::check_launch(cuda::add_norm_forward(n.args, cuda::stream_of(x)), "fused norm forward");
+    ctx->save_for_backward({x, n.gamma, n.mean, n.rstd});
     ctx->saved_data["rms"] = rms;
     ctx->saved_data["w_type"] = weight.scalar_type();
     return {y};

@@ -10,7 +10,7 @@
 namespace meshtrain::plan {
 
 int64_t MemoryItems::sum() const {
-  return params + master + grads + optimizer + gathered + weight_copies + activations + loss + comm_buffers +
+  return params + master + frozen + grads + optimizer + gathered + weight_copies + activations + loss + comm_buffers +
          transient;
 }
 
@@ -87,7 +87,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   // Offloaded (optimizer.offload: cpu): the moments live in host memory, beside a master copy and the
   // gradients' host buffers (train/offloaded_adamw.h).
   const bool offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
-  MemoryItems base{.params = st.params, .master = st.master, .grads = grad_buffer ? st.grads : 0,
+  MemoryItems base{.params = st.params, .master = st.master, .frozen = st.frozen, .grads = grad_buffer ? st.grads : 0,
                    .optimizer = offload ? 0 : st.optimizer, .transient = act.inputs};
   // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
   const int64_t plain_grads = grad_buffer ? 0 : st.grads;

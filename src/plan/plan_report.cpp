@@ -21,7 +21,8 @@ std::string line(const char* fmt, const std::string& a, const std::string& b) {
 }
 
 nlohmann::json items_json(const MemoryItems& m) {
-  return {{"params", m.params},           {"master", m.master},       {"grads", m.grads},
+  return {{"params", m.params},           {"master", m.master},       {"frozen", m.frozen},
+          {"grads", m.grads},
           {"optimizer", m.optimizer},     {"gathered", m.gathered},   {"weight_copies", m.weight_copies},
           {"activations", m.activations}, {"loss", m.loss},           {"comm_buffers", m.comm_buffers},
           {"transient", m.transient}};
@@ -38,6 +39,9 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   const char* f = "  %-48s %12s\n";
   s += line(f, "parameters (module copy)", gib(p.params));
   s += line(f, "fp32 master shards", gib(p.master));
+  // Shown only where something is frozen: those shards are no master copy (LoRA's base is held in the compute
+  // dtype, bf16 on a GPU; train.freeze's in fp32).
+  if (p.frozen > 0) s += line(f, "frozen parameter shards (no master copy)", gib(p.frozen));
   s += line(f, "gradients", gib(p.grads));
   s += line(f, m.host_optimizer > 0 ? "AdamW state (offloaded: none on device)" : "AdamW state (fp32 m, v; on device)",
             gib(p.optimizer));

@@ -70,7 +70,7 @@ RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int
     const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
     const int64_t c = (rows + l.shard - 1) / l.shard;
     const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
-    s.master += held * c * row_numel;
+    (train ? s.master : s.frozen) += held * c * row_numel;
     s.grads += train ? 4 * c * row_numel : 0;
     s.optimizer += train ? 8 * local * row_numel + 4 : 0;
     if (l.alias) continue;
@@ -90,6 +90,7 @@ RankState worst_rank_state(const Config& cfg, int64_t world_size) {
       const RankState s = rank_state(cfg, world_size, t, r, stage);
       w.params = std::max(w.params, s.params);
       w.master = std::max(w.master, s.master);
+      w.frozen = std::max(w.frozen, s.frozen);
       w.grads = std::max(w.grads, s.grads);
       w.optimizer = std::max(w.optimizer, s.optimizer);
       w.gathered_params = std::max(w.gathered_params, s.gathered_params);

@@ -23,6 +23,7 @@ Config bench_train_config(const BenchTrainOptions& o) {
       "train.steps=" + std::to_string(o.warmup + o.steps + profiled),
       "train.eval_every=0",
       "train.activation_checkpointing=" + std::string(o.activation_checkpointing ? "true" : "false"),
+      "train.attention_backend=" + o.attention,
       "checkpoint.save_final=false",
       "schedule.warmup_steps=0",
       "logging.every=1",
@@ -52,9 +53,10 @@ BenchTrainResult run_bench_train(const BenchTrainOptions& o) {
   MT_CHECK(!timed.empty(), "bench train: no timed steps");
   std::sort(timed.begin(), timed.end());
   BenchTrainResult r;
-  r.name = log::sprintf("%s%s b%lld T%lld", o.preset.c_str(),
+  r.name = log::sprintf("%s%s b%lld T%lld%s", o.preset.c_str(),
                         o.layers > 0 ? log::sprintf(" (%lld layers)", static_cast<long long>(o.layers)).c_str() : "",
-                        static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq_len));
+                        static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq_len),
+                        o.attention == "auto" ? "" : (" " + o.attention).c_str());
   r.params = tr.num_params;
   r.step_time_s = timed[timed.size() / 2];
   r.tokens_per_s = static_cast<double>(tr.tokens_per_step) / r.step_time_s;
@@ -80,7 +82,8 @@ std::string bench_train_json(const BenchTrainResult& r, const BenchTrainOptions&
                       {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
                       {"peak_memory_bytes", r.peak_memory_bytes},
                       {"first_loss", r.first_loss},    {"last_loss", r.last_loss},
-                      {"activation_checkpointing", o.activation_checkpointing}};
+                      {"activation_checkpointing", o.activation_checkpointing},
+                      {"attention_backend", o.attention}};
   return j.dump(1);
 }
 

@@ -36,6 +36,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/memory_model.h"
+#include "meshtrain/train/attention_setup.h"
 #include "meshtrain/train/optimizer.h"
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/cuda_graph_step.h"
@@ -162,6 +163,8 @@ class TrainingRun {
 TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   setup_model_and_optimizer();
   setup_data();
+  // Packed documents: shards with document boundaries (their flag sidecars) and data.packing.
+  setup_attention_backend(cfg_, w_.device, w_.bf16, train_loader_ && train_loader_->masks_targets() && cfg.data.packing);
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, w_.comm);
   resume_if_asked();
   par_->broadcast_parameters();

@@ -122,6 +122,32 @@ check_runtime("meshtrain train / model larger than the device",
               [meshtrain, "train", good, "--set", "model.vocab_size=2147483648", "--set", "model.tie_embeddings=false",
                *tiny], "per rank for training (fp32 weights, gradients and AdamW moments, under tp(1), fsdp(1), "
               "zero_stage 0) but cpu has")
+# train.attention_backend: checked against the run's attention before the first step (CPU: auto, flash, math).
+check_runtime("meshtrain train / attention backend the device cannot run",
+              [meshtrain, "train", good, "--set", "train.attention_backend=cudnn", *tiny],
+              "train.attention_backend: given 'cudnn', which cannot run q [8, 4, 16, 64], 4 kv heads, fp32 on cpu (")
+check("meshtrain bench train / unknown --attention", [meshtrain, "bench", "train", "--attention", "fast"],
+      "--attention: given 'fast'; valid auto | flash | cudnn | efficient | math")
+# A list flag's value is split by the command, not the option parser: norm passes, the unknown lever is named.
+check("meshtrain bench train / --unfuse list", [meshtrain, "bench", "train", "--unfuse", "norm,bogus"],
+      "--unfuse: unknown lever 'bogus'")
+
+
+def config_lines(*sets):
+    p = subprocess.run([meshtrain, "config", good, *sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        failures.append(f"meshtrain config {' '.join(sets)}: exit {p.returncode}: {p.stderr.strip()}")
+    return [l.strip() for l in p.stdout.splitlines()]
+
+
+# A list-valued key in one --set (its commas are the value's), beside other --set flags in both spellings.
+lines = config_lines("--set", "model.family=llama", "--set", "model.lora_rank=4", "--set", "model.lora_targets=q,v",
+                     "--set=train.freeze=a.*,b.*", "--set", "optimizer.lr=1e-3")
+for want in ('lora_targets: "q,v"', "lora_rank: 4", 'freeze: "a.*,b.*"', "lr: 0.001"):
+    ok = want in lines
+    print(f"{'ok  ' if ok else 'FAIL'} meshtrain config --set list values: {want!r}")
+    if not ok:
+        failures.append(f"--set list values: no line {want!r} in {lines}")
 
 # train.cuda_graph where only the worker sees why not: no GPU (none visible), a layout with hooks in backward.
 no_gpu = dict(os.environ, CUDA_VISIBLE_DEVICES="")

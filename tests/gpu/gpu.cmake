@@ -43,3 +43,13 @@ meshtrain_warnings(fp8_cast_gpu_tests)
 meshtrain_use_torch(fp8_cast_gpu_tests)
 add_test(NAME gpu.fp8_cast COMMAND fp8_cast_gpu_tests)
 set_tests_properties(gpu.fp8_cast PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# train.attention_backend: flash and cuDNN attention against the math backend, loss and gradients within bf16
+# rounding (Llama with GQA, GPT-2), and the backends each bench shape can run (label gpu; exit 77 without a GPU).
+add_executable(attention_backend_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/attention_backend_test.cpp)
+target_link_libraries(attention_backend_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(attention_backend_gpu_tests)
+meshtrain_use_torch(attention_backend_gpu_tests)
+target_include_directories(attention_backend_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
+add_test(NAME gpu.attention_backend COMMAND attention_backend_gpu_tests)
+set_tests_properties(gpu.attention_backend PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)

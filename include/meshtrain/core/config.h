@@ -151,6 +151,10 @@ namespace meshtrain {
     "this kernel on its own)")                                                                                 \
   F(bool, fused_gelu, true, "With train.fused_kernels: GPT-2's MLP bias + GELU fused with its matmul (cuBLASLt " \
     "epilogue without gradients; one kernel for the GELU and bias gradients); false = linear, then GELU")     \
+  F(std::string, attention_backend, "auto", "Which SDPA kernel runs attention (ATen's per-backend switches, "  \
+    "for the whole run; to compare them per shape, `bench train --attention`); checked at start-up against "   \
+    "the run's shape, dtype and device, which lists the ones that can run; one of: auto | flash | cudnn | "     \
+    "efficient | math (auto: SDPA's own pick; packed documents use variable-length flash under auto and flash)") \
   F(std::string, fp8, "off", "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) in the "   \
     "blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master weights, " \
     "norms, attention, the head and the loss stay as they are; one of: off | tensorwise | rowwise")          \

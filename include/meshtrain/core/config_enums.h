@@ -8,6 +8,7 @@
 //   std::vector<std::string> globs = freeze_patterns(cfg.train);               // train.freeze, split
 //   Fp8Scaling f = parse_fp8(cfg.train);                                        // off | tensorwise | rowwise
 //   bool g = cuda_graph_on(cfg.train);                                          // train.cuda_graph: off | on
+//   AttentionBackend a = parse_attention_backend(cfg.train);                    // auto | flash | cudnn | …
 //   std::vector<LoraTarget> t = lora_targets(cfg.model);                       // model.lora_targets, split
 #pragma once
 
@@ -36,6 +37,11 @@ enum class Fp8Scaling { off, tensorwise, rowwise };
 Fp8Scaling parse_fp8(const TrainConfig& t);
 // train.cuda_graph: "off" | "on"; anything else is a UserError naming the key and the valid values.
 bool cuda_graph_on(const TrainConfig& t);
+// The SDPA kernel attention is restricted to (train.attention_backend); automatic = SDPA chooses.
+enum class AttentionBackend { automatic, flash, cudnn, efficient, math };
+AttentionBackend parse_attention_backend(const TrainConfig& t);
+// "auto" … "math" (attention_backend's spelling).
+const char* attention_backend_name(AttentionBackend b);
 // optimizer.offload: "none" | "cpu"; anything else is a UserError naming the key and the valid values.
 OptimizerOffload parse_optimizer_offload(const std::string& value);
 // train.freeze split at commas, blanks trimmed; an empty pattern between commas is a UserError.

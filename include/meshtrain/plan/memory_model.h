@@ -25,6 +25,7 @@ namespace meshtrain::plan {
 struct MemoryItems {
   int64_t params = 0;        // module parameters (replicated: fp32, the master copy; ZeRO-1/2: gathered copy)
   int64_t master = 0;        // fp32 master shards
+  int64_t frozen = 0;        // frozen parameters' shards (LoRA's base: compute dtype)
   int64_t grads = 0;         // gradients alive at the peak (buffers, shards, or made so far by backward)
   int64_t optimizer = 0;     // AdamW state
   int64_t gathered = 0;      // FSDP units gathered at the peak (the running block, the prefetched one, the root)

@@ -44,12 +44,14 @@ struct RankLayout {
 
 struct RankState {
   int64_t params = 0;     // module parameters held outside the master copy (replicated: the fp32 weights)
-  int64_t master = 0;     // fp32 master shards (sharded layouts; padding included)
+  int64_t master = 0;     // fp32 master shards of trained parameters (sharded layouts; padding included)
+  int64_t frozen = 0;     // shards of frozen parameters (sharded layouts; padding included): no master, held as
+                          // they are — LoRA's base in the compute dtype (bf16 on GPU), else fp32
   int64_t grads = 0;      // gradients after the step's backward (sharded: the fp32 shard gradients)
   int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq (fp32) + a 4-byte step count per optimized tensor
   int64_t gathered_params = 0;  // FSDP: this rank's full parameters of every unit (their share when gathered)
 
-  int64_t total() const { return params + master + grads + optimizer; }
+  int64_t total() const { return params + master + frozen + grads + optimizer; }
 };
 
 // Rank (tp_rank, shard_rank)'s state under `cfg` (resolved) on `world_size` ranks. With pp > 1 (planned only:

@@ -217,13 +217,14 @@ int check_plan(const parallel::ParallelModel& par, const train::Optimizer& opt, 
   for (const auto& p : module) got.grads += seen.add(p.grad());
   for (const auto& s : shards) got.grads += seen.add(s.local.grad());
   for (const auto& [name, t] : opt.state_tensors()) got.optimizer += seen.add(t);
-  const bool same = got.params == want.params && got.master == want.master && got.grads == want.grads &&
+  // The shards held are the master shards and the frozen parameters' shards together (the plan counts them apart).
+  const bool same = got.params == want.params && got.master == want.master + want.frozen && got.grads == want.grads &&
                     got.optimizer == want.optimizer;
   std::printf("%s state bytes rank %d (tp %lld, shard %lld): params %lld (plan %lld), master %lld (plan %lld), "
               "grads %lld (plan %lld), optimizer %lld (plan %lld)\n",
               same ? "plan:" : "FAIL plan:", rank, static_cast<long long>(tp_rank), static_cast<long long>(shard_rank),
               static_cast<long long>(got.params), static_cast<long long>(want.params),
-              static_cast<long long>(got.master), static_cast<long long>(want.master),
+              static_cast<long long>(got.master), static_cast<long long>(want.master + want.frozen),
               static_cast<long long>(got.grads), static_cast<long long>(want.grads),
               static_cast<long long>(got.optimizer), static_cast<long long>(want.optimizer));
   return same ? 0 : 1;

@@ -71,7 +71,8 @@ TEST(ConfigSchema, EnumerationsComeFromTheDocs) {
                                              "parallel.param_dtype", "parallel.reduce_dtype", "parallel.master_location",
                                              "data.format", "data.loss_mask",
                                              "optimizer.name", "optimizer.offload", "schedule.kind", "train.device",
-                                             "train.dtype", "train.fp8", "train.cuda_graph", "logging.level"}));
+                                             "train.dtype", "train.attention_backend", "train.fp8",
+                                             "train.cuda_graph", "logging.level"}));
   const FieldInfo* preset = find_config_field("model", "preset");
   EXPECT_EQ(preset->choices, model_preset_names());  // the doc list and the preset table agree
   EXPECT_TRUE(preset->choices_allow_empty);

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/nccl_env.h"
 #include "support/test_support.h"
@@ -399,4 +400,15 @@ TEST(ConfigValidate, Lora) {
   expect_invalid(c, "model.lora_targets: given 'q,'");
   c.model.lora_rank = 0;  // off: the targets are not read
   EXPECT_NO_THROW(validate(c, 8));
+}
+
+TEST(ConfigValidate, AttentionBackendIsOneOfTheKernels) {
+  Config c = good();
+  for (const char* ok : {"auto", "flash", "cudnn", "efficient", "math"}) {
+    c.train.attention_backend = ok;
+    EXPECT_NO_THROW(validate(c, 8)) << ok;
+    EXPECT_STREQ(attention_backend_name(parse_attention_backend(c.train)), ok);
+  }
+  c.train.attention_backend = "flash2";
+  expect_invalid(c, "train.attention_backend: given 'flash2'; valid auto | flash | cudnn | efficient | math");
 }

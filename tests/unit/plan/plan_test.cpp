@@ -83,6 +83,26 @@ TEST(RankState, ReplicatedByHand) {
   EXPECT_EQ(s.optimizer, 1936);
 }
 
+TEST(RankState, FrozenShardsAreNoMaster) {
+  // The shards of FsdpPaddedShardsByHand (67 padded elements on rank 3), some frozen: those have no master
+  // copy, gradient or AdamW state, and are counted apart from the master shards.
+  Config c = tiny_llama(4, 4);
+  c.train.freeze = "blocks.0.*";
+  const RankState s = rank_state(c, 4, 0, 3);
+  EXPECT_GT(s.frozen, 0);
+  EXPECT_GT(s.master, 0);
+  EXPECT_EQ(s.master + s.frozen, 4 * 67);  // fp32 either way: nothing but LoRA's base changes dtype
+  EXPECT_EQ(s.grads, s.master);
+  // LoRA: the whole base is frozen and held in the compute dtype (bf16 on a GPU): 2 bytes per padded element;
+  // only the adapters have master shards.
+  Config lora = tiny_llama(4, 4);
+  lora.model.lora_rank = 2;
+  const RankState l = rank_state(lora, 4, 0, 3);
+  EXPECT_EQ(l.frozen, 2 * 67);
+  EXPECT_GT(l.master, 0);
+  EXPECT_EQ(l.grads, l.master);
+}
+
 TEST(RankState, FsdpPaddedShardsByHand) {
   // FSDP over 4, rank 3. Rows per rank c = ceil(rows / 4), padded: tok_embed 10 rows → 3 (12 elements), wk/wv 2
   // rows → 1 (4), w1 8 rows → 2 (8), everything else 1 row: 67 padded elements. Rank 3's real rows: tok_embed
@@ -90,6 +110,7 @@ TEST(RankState, FsdpPaddedShardsByHand) {
   const Config c = tiny_llama(4, 4);
   const RankState s = rank_state(c, 4, 0, 3);
   EXPECT_EQ(s.master, 4 * 67);
+  EXPECT_EQ(s.frozen, 0);
   EXPECT_EQ(s.grads, 4 * 67);
   EXPECT_EQ(s.optimizer, 8 * 43 + 4 * 12);
   EXPECT_EQ(s.params, 0);
