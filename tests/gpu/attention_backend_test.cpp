@@ -86,8 +86,8 @@ TEST(AttentionBackendGpu, FlashAndCudnnMatchMathLlama) {
 }
 
 TEST(AttentionBackendGpu, FlashAndCudnnMatchMathGpt2) {
-  expect_same_as_math(tiny_model({.family = "gpt2", .vocab_size = 128, .n_head = 8, .d_model = 512, .d_ff = 2048,
-                                 .max_seq_len = 256}),
+  expect_same_as_math(tiny_model({.family = "gpt2", .vocab_size = 128, .n_head = 8, .n_kv_head = 8, .d_model = 512,
+                                  .d_ff = 2048, .max_seq_len = 256}),
                       "gpt2");
 }
 

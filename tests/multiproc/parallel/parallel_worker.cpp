@@ -178,8 +178,12 @@ struct Tolerance {
 // gradient 0, so Adam turns last-bit noise into ±lr steps) 1.4e-2 apart after 5 steps; llama pp 2 (no biases)
 // stays within the data-parallel bound. Which kernel's last bit differs is not pinned down (the same layout on
 // the CPU stays within 5e-5); a lost or doubled micro-batch changes an eighth of the gradient, far beyond 1e-4.
+// Offload on one GPU (the streamed layout holds parameters of its own making): the step-1 loss, before any
+// update, is already 3.6e-6 (single) and 1.8e-5 (DDP 2) apart on the H200 — the forward's kernels differ, not
+// the update — and Adam grows it over 5 steps to losses 3e-4 and parameters 4.3e-2 apart: the bf16 bound. On
+// the CPU the same tests hold the 5e-5 bound, which checks the streamed accumulation itself.
 Tolerance tolerance(const Args& a) {
-  if (a.bf16_reduce || (a.device == "cuda" && a.tp > 1)) return {1e-3, 5e-2, 0};
+  if (a.bf16_reduce || (a.device == "cuda" && (a.tp > 1 || a.offload))) return {1e-3, 5e-2, 0};
   if (a.device == "cuda" && a.pp > 1) return {1e-4, 3e-2, 1e-4};
   if (a.device == "cuda") return {1e-5, 1e-2, 1e-4};
   return {1e-5, 5e-5, 1e-4};
