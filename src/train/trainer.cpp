@@ -55,9 +55,10 @@ namespace {
 // rank's): a resume that reseeds the streams of ranks the checkpoint lacks would part them.
 void align_rng_over(comm::Communicator& group, RngStreams& streams) {
   for (auto& [name, gen] : streams) {
-    at::Tensor state = gen.get_state().to(group.device());
+    // Bytes widened to int32: communicators take no byte tensors.
+    at::Tensor state = gen.get_state().to(group.device(), at::kInt);
     group.broadcast(state, 0)->wait();
-    gen.set_state(state.cpu());
+    gen.set_state(state.to(at::kCPU, at::kByte));
   }
 }
 
