@@ -174,10 +174,6 @@ class Validator {
     if (m.family != "llama")
       fail("model.lora_rank", cat("given ", m.lora_rank, " with model.family '", m.family,
                                   "'; valid LoRA on family llama only (or lora_rank 0)"));
-    if (cfg_.parallel.tp > 1)
-      fail("model.lora_rank", cat("given ", m.lora_rank, " with parallel.tp ", cfg_.parallel.tp,
-                                  "; valid LoRA with tp 1 (adapters split over tensor-parallel ranks are not built "
-                                  "yet; FSDP and DDP shard or replicate them)"));
     if (!(m.lora_alpha > 0.0))
       fail("model.lora_alpha", cat("given ", m.lora_alpha, "; valid > 0"));
     if (!(m.lora_dropout >= 0.0 && m.lora_dropout < 1.0))

@@ -18,7 +18,7 @@ at::Tensor LoraLinearImpl::forward(const at::Tensor& x) {
   auto y = LinearImpl::forward(x);
   // The adapters run in the compute dtype like the base: under autocast both linears are cast; without it a
   // base held in bf16 takes bf16 adapters' weights too (their fp32 master stays with the optimizer).
-  const at::Tensor xa = dropout_ > 0.0 && is_training() ? at::dropout(x, dropout_, /*train=*/true) : x;
+  const at::Tensor xa = dropout_ > 0.0 && is_training() ? lora_dropout(x, dropout_, x.size(-1), 0) : x;
   auto a = at::linear(xa, lora_A.to(x.scalar_type()));   // [..., r]
   auto b = at::linear(a, lora_B.to(x.scalar_type()));    // [..., out]
   return y + b * scale_;
@@ -28,6 +28,13 @@ at::Tensor LoraLinearImpl::merged_weight() const {
   at::NoGradGuard no_grad;
   auto delta = at::matmul(lora_B.to(at::kFloat), lora_A.to(at::kFloat)) * scale_;  // [out, in]
   return (weight.to(at::kFloat) + delta.to(weight.device())).to(weight.scalar_type());
+}
+
+at::Tensor lora_dropout(const at::Tensor& x, double p, int64_t width, int64_t offset) {
+  auto shape = x.sizes().vec();
+  shape.back() = width;
+  auto keep = at::empty(shape, x.options()).bernoulli_(1.0 - p).narrow(-1, offset, x.size(-1));  // [..., in]
+  return x * keep / (1.0 - p);
 }
 
 Linear make_linear(const ModelConfig& cfg, LoraTarget target, int64_t in, int64_t out, bool bias,

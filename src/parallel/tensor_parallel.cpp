@@ -7,6 +7,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/init.h"
+#include "meshtrain/model/lora_linear.h"
 #include "meshtrain/parallel/tp_column_parallel_linear.h"
 #include "meshtrain/parallel/tp_cross_entropy.h"
 #include "meshtrain/parallel/tp_regions.h"
@@ -54,8 +55,10 @@ class Cutter {
     return block(name, full, dim, rank_ * n, n);
   }
   // A replicated parameter: recorded, and given storage if it is on the meta device.
-  at::Tensor replicated(const std::string& name, const at::Tensor& full) {
-    if (!layouts_.count(name)) layouts_[name] = {full.sizes().vec(), std::vector<int64_t>(full.dim(), 0), true};
+  // `partial_grad`: each rank's gradient is its share of the sum (Layout::partial_grad).
+  at::Tensor replicated(const std::string& name, const at::Tensor& full, bool partial_grad = false) {
+    if (!layouts_.count(name))
+      layouts_[name] = {full.sizes().vec(), std::vector<int64_t>(full.dim(), 0), true, partial_grad};
     if (!full.is_meta() || device_.is_meta()) return full;
     auto t = at::empty(full.sizes(), full.options().device(device_));
     model::init_parameter(cfg_.model, name, t, cfg_.train.seed);
@@ -91,7 +94,7 @@ void shard_linear(torch::nn::Module& parent, const std::string& path, model::Lin
   const std::string name = child_name(parent, member.ptr());
   const std::string prefix = path + name + ".";
   auto& lin = *member;
-  std::shared_ptr<model::LinearImpl> repl;
+  std::shared_ptr<TpLinearImpl> repl;
   if (split == Split::Column) {
     auto w = cut.even_block(prefix + "weight", lin.weight, 0);
     auto b = lin.bias.defined() ? cut.even_block(prefix + "bias", lin.bias, 0) : at::Tensor();
@@ -101,7 +104,18 @@ void shard_linear(torch::nn::Module& parent, const std::string& path, model::Lin
     auto b = lin.bias.defined() ? cut.replicated(prefix + "bias", lin.bias) : at::Tensor();
     repl = std::make_shared<RowParallelLinearImpl>(w, b, tp, sp);
   }
-  member = model::Linear(parent.replace_module(name, repl));
+  // LoRA: the adapters follow the weight's split on the dimension they share with it — B's output rows
+  // (column) or A's input columns (row) — and the other piece, [out, r] or [r, in], stays whole.
+  if (auto lora = std::dynamic_pointer_cast<model::LoraLinearImpl>(member.ptr())) {
+    const bool column = split == Split::Column;
+    auto a = column ? cut.replicated(prefix + "lora_A", lora->lora_A, /*partial_grad=*/true)
+                    : cut.even_block(prefix + "lora_A", lora->lora_A, 1);
+    auto b = column ? cut.even_block(prefix + "lora_B", lora->lora_B, 0)
+                    : cut.replicated(prefix + "lora_B", lora->lora_B, /*partial_grad=*/true);
+    repl->add_adapters(a, b, lora->scale(), lora->dropout());
+  }
+  std::shared_ptr<model::LinearImpl> as_linear = repl;
+  member = model::Linear(parent.replace_module(name, as_linear));
 }
 
 // Logits and loss through the column-parallel head (rows `vb` of the vocabulary on this rank).
@@ -146,8 +160,9 @@ TensorParallel::TensorParallel(comm::CommPtr tp, std::shared_ptr<bool> sp, std::
     : tp_(std::move(tp)), sp_(sp && *sp ? std::move(sp) : nullptr), layouts_(std::move(layouts)) {
   // Under sequence parallelism every replicated parameter after the split (all but pos_embed, which is added
   // before it) sees only this rank's tokens.
+  // LoRA's replicated adapter pieces are partial under plain TP too.
   for (const auto& [name, l] : layouts_)
-    if (sp_ && l.replicated && name.rfind("pos_embed.", 0) != 0) partial_grads_.push_back(name);
+    if (l.partial_grad || (sp_ && l.replicated && name.rfind("pos_embed.", 0) != 0)) partial_grads_.push_back(name);
 }
 
 void TensorParallel::finish_gradients(const model::TransformerImpl& model) const {
@@ -171,7 +186,8 @@ void TensorParallel::finish_gradients(const std::function<at::Tensor(const std::
     flat_parts.push_back(g.reshape({-1}));
   }
   if (grads.empty()) return;
-  // One all-reduce for all of them (they are small: norms and biases); every TP rank freezes the same ones.
+  // One all-reduce for all of them (they are small: norms, biases, rank-r adapter pieces); every TP rank
+  // freezes the same ones.
   auto flat = detail::all_reduce(at::cat(flat_parts, 0), *tp_);
   at::NoGradGuard no_grad;
   int64_t offset = 0;

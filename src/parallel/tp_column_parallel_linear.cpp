@@ -12,7 +12,11 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(at::Tensor weight, at::Tensor
 
 at::Tensor ColumnParallelLinearImpl::forward(const at::Tensor& x) {
   auto in = sequence_parallel() ? gather_from_sp_region(x, tp_) : copy_to_tp_region(x, tp_);  // [B, T, in]
-  return at::linear(in, weight, bias);                                                         // [B, T, out/tp]
+  auto y = at::linear(in, weight, bias);                                                       // [B, T, out/tp]
+  // LoRA: A [r, in] is whole, B [out/tp, r] this rank's rows, so this is this rank's block of the adapters'
+  // output features. The input here is the same on every TP rank (gathered under sequence parallelism), and
+  // so is the dropout mask drawn for it.
+  return has_adapters() ? y + adapters(in, in.size(-1), 0) : y;
 }
 
 }  // namespace meshtrain::parallel

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "meshtrain/model/lora_linear.h"
+
 namespace meshtrain::parallel {
 
 TpLinearImpl::TpLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp, SequenceParallelFlag sp)
@@ -10,6 +12,21 @@ TpLinearImpl::TpLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp,
       sp_(std::move(sp)) {
   replace_parameter("weight", std::move(weight));
   if (bias.defined()) replace_parameter("bias", std::move(bias));
+}
+
+void TpLinearImpl::add_adapters(at::Tensor a, at::Tensor b, double scale, double dropout) {
+  add_parameter("lora_A", std::move(a), &lora_A);
+  add_parameter("lora_B", std::move(b), &lora_B);
+  lora_scale_ = scale;
+  lora_dropout_ = dropout;
+}
+
+at::Tensor TpLinearImpl::adapters(const at::Tensor& x, int64_t width, int64_t offset) {
+  // In the compute dtype like the base (as model::LoraLinearImpl::forward).
+  const bool drop = lora_dropout_ > 0.0 && is_training();
+  const at::Tensor xa = drop ? model::lora_dropout(x, lora_dropout_, width, offset) : x;
+  auto a = at::linear(xa, lora_A.to(x.scalar_type()));  // [..., r]
+  return at::linear(a, lora_B.to(x.scalar_type())) * lora_scale_;
 }
 
 }  // namespace meshtrain::parallel

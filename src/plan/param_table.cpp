@@ -51,8 +51,10 @@ std::vector<ParamSpec> param_table(const ModelConfig& m) {
     add(name + ".weight", {outf, in}, b, column ? TpSplit::rows : TpSplit::cols, true);
     if (bias) add(name + ".bias", {outf}, b, column ? TpSplit::rows : TpSplit::replicated, true);
     if (!target || std::find(lora.begin(), lora.end(), *target) == lora.end()) return;
-    add(name + ".lora_A", {m.lora_rank, in}, b, TpSplit::replicated, true);
-    add(name + ".lora_B", {outf, m.lora_rank}, b, TpSplit::replicated, true);
+    // Under TP the adapters follow the weight on the dimension they share with it, the other piece whole
+    // (parallel/tensor_parallel.h): column — A whole, B's rows split; row — A's columns split, B whole.
+    add(name + ".lora_A", {m.lora_rank, in}, b, column ? TpSplit::replicated : TpSplit::cols, true);
+    add(name + ".lora_B", {outf, m.lora_rank}, b, column ? TpSplit::rows : TpSplit::replicated, true);
   };
   for (int64_t b = 0; b < m.n_layer; ++b) {
     const std::string p = "blocks." + std::to_string(b) + ".";

@@ -52,6 +52,18 @@
 namespace meshtrain::train {
 namespace {
 
+// Every rank of `group` takes its rank 0's generator states. Tensor-parallel ranks must draw alike (LoRA's
+// adapter dropout draws one mask for the group's replicated input, docs/lora.md; synthetic data is the data
+// rank's): a resume that reseeds the streams of ranks the checkpoint lacks would part them.
+void align_rng_over(comm::Communicator& group, RngStreams& streams) {
+  for (auto& [name, gen] : streams) {
+    // Bytes widened to int32: communicators take no byte tensors.
+    at::Tensor state = gen.get_state().to(group.device(), at::kInt);
+    group.broadcast(state, 0)->wait();
+    gen.set_state(state.to(at::kCPU, at::kByte));
+  }
+}
+
 // The PCI bus id of the training GPU ("0000:07:00.0"), which NVML knows it by; empty on CPU.
 std::string device_pci_bus_id(bool cuda, int device_index) {
 #ifdef MESHTRAIN_WITH_CUDA
@@ -319,6 +331,7 @@ void TrainingRun::restore_position(const std::string& dir, const ckpt::Checkpoin
   const std::string note = restore_rng(dir, meta, w_.world.rank, streams,
                                        static_cast<uint64_t>(cfg_.train.seed + 1000003 * start_step_));
   if (!note.empty()) log::warn("%s", note.c_str());
+  if (cfg_.parallel.tp > 1) align_rng_over(*w_.groups().tp, streams);
 }
 
 void TrainingRun::init_from_weights() {

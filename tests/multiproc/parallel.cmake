@@ -27,6 +27,8 @@ parallel_reference(llama_tpm --family llama --tp-model)
 parallel_reference(gpt2_freeze --family gpt2 --freeze-half)
 parallel_reference(llama_tpm_freeze --family llama --tp-model --freeze-half)
 parallel_reference(llama_lora --family llama --lora --accum 2)
+parallel_reference(llama_tpm_lora --family llama --tp-model --lora --accum 2)
+parallel_reference(llama_tpm_lora_drop --family llama --tp-model --lora --lora-dropout 0.2 --accum 2)
 
 # parallel_layout(NAME NPROC REF worker-args...)
 function(parallel_layout name nproc ref)
@@ -97,3 +99,12 @@ set_tests_properties(parallel_desync_timeout PROPERTIES LABELS "multiproc;parall
 # against one process at the same tolerance.
 parallel_layout(ddp2_lora 2 llama_lora --family llama --lora --layout ddp --accum 2 --ac)
 parallel_layout(fsdp2_lora 2 llama_lora --family llama --lora --layout fsdp --accum 2 --ac)
+# LoRA under tensor parallelism: the adapters split with their column-/row-parallel layers (the replicated
+# piece's partial gradients summed over tp) — TP 2 with sequence parallelism and activation checkpointing,
+# FSDP 2 × TP 2, and TP 2 with adapter dropout (masks drawn for the whole input width: the single process's).
+parallel_layout(tp2_lora 2 llama_tpm_lora --family llama --tp-model --lora --layout ddp --tp 2 --accum 2)
+parallel_layout(tp2_sp_ac_lora 2 llama_tpm_lora --family llama --tp-model --lora --layout ddp --tp 2 --sp --ac
+                --accum 2)
+parallel_layout(fsdp2_tp2_lora 4 llama_tpm_lora --family llama --tp-model --lora --layout fsdp --tp 2 --accum 2)
+parallel_layout(tp2_sp_lora_dropout 2 llama_tpm_lora_drop --family llama --tp-model --lora --lora-dropout 0.2
+                --layout ddp --tp 2 --sp --accum 2)

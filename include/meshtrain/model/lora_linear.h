@@ -22,6 +22,8 @@ class LoraLinearImpl : public LinearImpl {
 
   // alpha / r: what the adapters' product is multiplied by.
   double scale() const { return scale_; }
+  // The probability of dropping an adapter input feature while training.
+  double dropout() const { return dropout_; }
   // W + scale · B A in W's dtype: the weight of the merged model (export).
   at::Tensor merged_weight() const;
 
@@ -37,6 +39,13 @@ class LoraLinearImpl : public LinearImpl {
 // `target` is among model.lora_targets, else a plain LinearImpl.
 Linear make_linear(const ModelConfig& cfg, LoraTarget target, int64_t in, int64_t out, bool bias,
                    const at::TensorOptions& opts);
+
+// The adapters' dropout of `x`, features [offset, offset + x.size(-1)) of a `width`-wide input ([..., width]):
+// the keep-mask is drawn for the whole width from the default generator and narrowed. Ranks holding column
+// blocks of one input (a row-parallel layer) thus drop what one process drops, and ranks holding the same
+// input (column-parallel) draw the same mask, as long as their default generators agree — which is why the
+// whole width is drawn even where a rank uses part of it.
+at::Tensor lora_dropout(const at::Tensor& x, double p, int64_t width, int64_t offset);
 
 // The name suffixes of adapter parameters, for whoever must tell them from the base's (the trainable policy,
 // init_from of a base checkpoint, export).

@@ -10,6 +10,9 @@
 //                           one tensor, so tied stays tied); the loss is the vocab-parallel cross-entropy, so no
 //                           rank forms full logits. forward() (generation, evaluation of logits) gathers them.
 //   norms, pos_embed        replicated
+//   LoRA adapters           column-parallel: A [r, in] replicated, B split by output rows like the weight;
+//                           row-parallel: A split by input columns like the weight, B [out, r] replicated.
+//                           The replicated piece's gradient is partial on each rank (finish_gradients sums it).
 // With parallel.sequence_parallel the residual stream between TP regions holds seq_len/tp tokens per rank:
 // the embeddings are split after the lookup, column-parallel layers all-gather their input, row-parallel
 // ones reduce-scatter their output. The replicated parameters that then see only this rank's tokens (norms,
@@ -49,6 +52,9 @@ class TensorParallel {
     std::vector<int64_t> global_shape;
     std::vector<int64_t> offsets;  // all 0 for replicated parameters
     bool replicated = false;
+    // Replicated, but each rank's gradient is its share of the sum over the group, with or without sequence
+    // parallelism: LoRA's whole adapter beside a split weight (docs/lora.md "Tensor parallelism").
+    bool partial_grad = false;
   };
 
   // `sp`: the switch the layers read (null or false: no sequence parallelism).
@@ -75,10 +81,11 @@ class TensorParallel {
   // live parameter. Sharded blocks are written by every TP rank (they differ), replicated ones by TP rank 0.
   std::vector<ShardedTensor> sharded_parameters(const model::TransformerImpl& model) const;
   const Layout& layout(const std::string& name) const;
-  // Sequence parallelism only (else a no-op): all-reduces over `tp`, in one collective, the gradients of the
-  // replicated parameters that saw only this rank's tokens. Call on every TP rank after the step's last
-  // backward (accumulated micro-batches need it once), before clipping and the optimizer. Sums commute with
-  // the data-parallel reduction, so before or after DDP's all-reduce / FSDP's reduce-scatter are both right.
+  // All-reduces over `tp`, in one collective, the replicated parameters' gradients that are partial on each
+  // rank: under sequence parallelism those that saw only this rank's tokens, and LoRA's replicated adapter
+  // pieces (Layout::partial_grad); a no-op without any. Call on every TP rank after the step's last backward
+  // (accumulated micro-batches need it once), before clipping and the optimizer. Sums commute with the
+  // data-parallel reduction, so before or after DDP's all-reduce / FSDP's reduce-scatter are both right.
   void finish_gradients(const model::TransformerImpl& model) const;
   // The same on gradients that live elsewhere (FSDP's shard gradients): `grad_of(name)` is the tensor to sum
   // in place, undefined for a frozen parameter (skipped). A replicated parameter is sharded identically on

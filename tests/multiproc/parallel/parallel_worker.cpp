@@ -5,7 +5,8 @@
 //
 //   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--tp N [--sp]] [--tp-model]
 //                   [--steps N] [--accum A] [--ac] [--no-reshard] [--family gpt2|llama] [--bf16-reduce]
-//                   [--device cpu|cuda] [--freeze-half] [--offload] [--lora] (--out FILE | --compare FILE)
+//                   [--device cpu|cuda] [--freeze-half] [--offload] [--lora [--lora-dropout P]]
+//                   (--out FILE | --compare FILE)
 //   --device cuda: the model and its tensors on the GPU, cuda:(local rank mod GPUs), so several ranks may
 //           share one GPU; the CPU backend stages the GPU tensors through host memory. Exits 77 (skipped)
 //           without a CUDA device.
@@ -29,6 +30,9 @@
 //           3 blocks); the frozen parameters must end bit-identical to their initial values, on every layout.
 //   --lora: LoRA rank 4 on all seven projections (llama; model.lora_*): the base is frozen and must end
 //           bit-identical, only the adapters train (a lr large enough that B moves off zero and A with it).
+//   --lora-dropout P: model.lora_dropout P (with --lora). Ranks draw the adapters' dropout masks from their
+//           default generators, seeded alike in every process (train.seed, as the trainer does), so a layout
+//           whose ranks see the single process's micro-batches in its order (TP alone) drops what it drops.
 //   --check-plan: after the last step's optimizer update, each rank sums the bytes of the storages it holds —
 //           module parameters, master shards, gradients, AdamW state — and compares them, item by item and
 //           exactly, with the planner's count for its (tp, shard) coordinate (plan/rank_state.h); FAIL on any
@@ -79,6 +83,7 @@ struct Args {
   std::string layout = "single", family = "gpt2", device = "cpu", out, compare;
   std::string schedule = "1f1b";
   int64_t fsdp = 2, tp = 1, pp = 1, microbatches = 0, steps = 5, accum = 1;
+  double lora_dropout = 0.0;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
        freeze_half = false, check_plan = false, pp_model = false, offload = false, lora = false;
 };
@@ -114,6 +119,7 @@ Config make_config(const Args& a, int world) {
     c.model.lora_rank = 4;
     c.model.lora_alpha = 8.0;
     c.model.lora_targets = "q,k,v,o,gate,up,down";
+    c.model.lora_dropout = a.lora_dropout;
     c.train.dtype = "fp32";  // the layouts are compared in fp32 (the frozen base too: no bf16 copy)
   }
   c.parallel.tp = a.tp;
@@ -362,6 +368,7 @@ int run(const Args& a) {
   const auto timeout = std::chrono::milliseconds(a.desync ? 3000 : 60000);
   comm::CommPtr comm = make_world_comm(world, device, a.desync);
   const Config cfg = make_config(a, world.world_size);
+  at::manual_seed(static_cast<uint64_t>(cfg.train.seed));  // as the trainer: every rank's default generator alike
   model::Transformer net(cfg.model, at::TensorOptions().device(at::kMeta));
   std::unique_ptr<comm::Mesh> mesh = comm ? std::make_unique<comm::Mesh>(cfg, comm) : nullptr;
   auto par = parallel::parallelize(net, mesh ? parallel::make_parallel_groups(*mesh) : parallel::ParallelGroups{}, cfg,
@@ -471,6 +478,7 @@ int main(int argc, char** argv) {
       else if (k == "--freeze-half") a.freeze_half = true;
       else if (k == "--offload") a.offload = true;
       else if (k == "--lora") a.lora = true;
+      else if (k == "--lora-dropout") a.lora_dropout = std::stod(next());
       else if (k == "--check-plan") a.check_plan = true;
       else if (k == "--device") a.device = next();
       else if (k == "--probe-cuda") return cuda_visible() ? 0 : kSkipped;

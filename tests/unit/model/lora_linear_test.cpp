@@ -98,3 +98,19 @@ TEST(LoraLinear, OnlyTheTargetsAreAdaptedAndTheModelStartsEqualToItsBase) {
   const auto tokens = at::randint(50, {2, 8});
   EXPECT_TRUE(at::equal(base->forward(tokens), lora->forward(tokens)));
 }
+
+// A rank holding columns [offset, offset + n) of a split input drops exactly those columns of what one process
+// drops from the whole input from the same generator state (the row-parallel adapters rely on it).
+TEST(LoraLinear, DropoutOfAColumnBlockIsTheWholeInputsBlock) {
+  const auto x = at::randn({2, 3, 8});
+  at::Generator gen = at::globalContext().defaultGenerator(at::kCPU);  // a handle on the default one
+  const auto state = gen.get_state();
+  const auto whole = model::lora_dropout(x, 0.5, 8, 0);
+  EXPECT_GT(whole.eq(0).sum().item<int64_t>(), 0);  // something was dropped...
+  EXPECT_TRUE(at::allclose(whole.masked_select(whole.ne(0)), (x * 2.0).masked_select(whole.ne(0))));  // ...and kept ×2
+  for (int64_t offset : {0, 4}) {
+    gen.set_state(state);
+    const auto block = model::lora_dropout(x.narrow(-1, offset, 4), 0.5, 8, offset);
+    EXPECT_TRUE(at::equal(block, whole.narrow(-1, offset, 4))) << "offset " << offset;
+  }
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""LoRA under tensor parallelism, end to end (tier 4; docs/lora.md "Tensor parallelism"): checkpoints and export.
+
+A tiny Llama (seeded base, byte-level KJV shards) trains LoRA (rank 4, all seven projections, adapter dropout
+0.1) for 4 steps with a checkpoint at step 2, once in one process (tp 1) and once under meshrun with tp 2 and sequence
+parallelism. Asserts that
+  - the tp 2 losses follow the tp 1 run within 1e-4 (fp32 sums in another order; a split adapter counted
+    twice, a replicated one's gradient left partial, or ranks dropping different features depart by far more);
+  - the tp 2 step-2 checkpoint resumes under tp 1, and the tp 1 one under tp 2 (the adapters' blocks
+    resharded on load; the rank the checkpoint lacks takes its TP group's random streams), each ending at the
+    losses of the run it left within the same bound;
+  - `meshtrain export` of the tp 2 checkpoint — the merged HF directory and the PEFT adapters — gives the
+    files of the tp 1 checkpoint: the same names, shapes and dtypes, the same adapter_config.json, and
+    values within 1e-4 (the two trainings differ by fp32 rounding only).
+Exit code 77 (skipped) without safetensors.
+Usage: lora_tp_test.py BIN_DIR SOURCE_DIR
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+try:
+    import safetensors.torch
+except ImportError as e:
+    print(f"skipped: {e.name} is not installed")
+    sys.exit(77)
+from e2e_support import metrics, prepare_kjv, run  # noqa: E402
+
+bin_dir, src = sys.argv[1], sys.argv[2]
+meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
+work = tempfile.mkdtemp(prefix="meshtrain_lora_tp_")
+STEPS, HALF, TOL = 4, 2, 1e-4
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def write_config(prefix):
+    import yaml
+    cfg = {"model": {"family": "llama", "vocab_size": 256, "n_layer": 2, "n_head": 4, "n_kv_head": 2,
+                     "d_model": 64, "d_ff": 128, "max_seq_len": 32, "tie_embeddings": False,
+                     "lora_rank": 4, "lora_alpha": 8.0, "lora_dropout": 0.1},
+           "data": {"train": f"{prefix}_train.bin", "seq_len": 32},
+           "optimizer": {"lr": 1e-2, "weight_decay": 0.0, "grad_clip": 1.0},
+           "schedule": {"kind": "constant", "warmup_steps": 0},
+           "train": {"steps": STEPS, "micro_batch_size": 4, "device": "cpu", "dtype": "fp32", "eval_every": 0,
+                     "sample_tokens": 0, "threads": 1},
+           "checkpoint": {"every": HALF, "keep": 4},
+           "logging": {"every": 1}}
+    path = os.path.join(work, "lora.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    return path
+
+
+TP2 = ["--set=parallel.tp=2", "--set=parallel.sequence_parallel=true"]
+
+
+def train(cfg, out_dir, tp, extra=()):
+    sets = [f"--set=train.out_dir={out_dir}", *extra]
+    if tp == 1:
+        run([meshtrain, "train", cfg, *sets])
+    else:
+        run([meshrun, "--standalone", "--nproc-per-node", "2", cfg, *TP2, *sets])
+    return [r["loss"] for r in metrics(out_dir) if "loss" in r and "val_loss" not in r]
+
+
+def close(a, b):
+    return len(a) == len(b) and all(abs(x - y) <= TOL * max(1.0, abs(y)) for x, y in zip(a, b))
+
+
+def resume_from(cfg, run_dir, step, out_dir, tp):
+    """Resumes `run_dir`'s step-`step` checkpoint under `tp` in a fresh out_dir; returns the losses it logs."""
+    os.makedirs(os.path.join(out_dir, "checkpoints"))
+    name = f"step_{step:08d}"
+    shutil.copytree(os.path.join(run_dir, "checkpoints", name), os.path.join(out_dir, "checkpoints", name))
+    with open(os.path.join(out_dir, "checkpoints", "latest"), "w") as f:
+        f.write(name)
+    return train(cfg, out_dir, tp, ["--set=checkpoint.resume=auto", "--set=checkpoint.every=0"])
+
+
+def tensors(path):
+    return {k: v.float() for k, v in safetensors.torch.load_file(path).items()}
+
+
+def same_files(a_dir, b_dir, what):
+    """Both export directories hold the same files; safetensors alike within TOL, others byte for byte."""
+    names = sorted(os.listdir(a_dir))
+    check(names == sorted(os.listdir(b_dir)), f"{what}: the same files {names}")
+    for name in names:
+        a, b = os.path.join(a_dir, name), os.path.join(b_dir, name)
+        if not name.endswith(".safetensors"):
+            with open(a, "rb") as fa, open(b, "rb") as fb:
+                check(fa.read() == fb.read(), f"{what}: {name} identical")
+            continue
+        ta, tb = tensors(a), tensors(b)
+        check(sorted(ta) == sorted(tb), f"{what}: {name} holds the same {len(ta)} tensors")
+        worst = max(((ta[k] - tb[k]).abs().max().item() if ta[k].shape == tb[k].shape else float("inf"))
+                    for k in ta if k in tb)
+        check(worst <= TOL, f"{what}: {name} within {worst:.2e} of the tp 1 export")
+
+
+def main():
+    prefix = prepare_kjv(meshtrain, src, work)
+    cfg = write_config(prefix)
+    single, tp2 = os.path.join(work, "tp1"), os.path.join(work, "tp2")
+    ref = train(cfg, single, 1)
+    got = train(cfg, tp2, 2)
+    check(len(ref) == STEPS and close(got, ref), f"tp 2 losses {got} follow tp 1 {ref}")
+
+    # Checkpoints cross layouts: each run's step-HALF checkpoint resumed under the other tp.
+    to1 = resume_from(cfg, tp2, HALF, os.path.join(work, "tp2_to_tp1"), 1)
+    check(close(to1, got[HALF:]), f"tp 2 checkpoint resumed under tp 1: {to1} = {got[HALF:]}")
+    to2 = resume_from(cfg, single, HALF, os.path.join(work, "tp1_to_tp2"), 2)
+    check(close(to2, ref[HALF:]), f"tp 1 checkpoint resumed under tp 2: {to2} = {ref[HALF:]}")
+
+    for flags, what in [([], "merged export"), (["--adapters"], "PEFT export")]:
+        outs = []
+        for run_dir in (single, tp2):
+            out = os.path.join(work, os.path.basename(run_dir) + ("_peft" if flags else "_merged"))
+            run([meshtrain, "export", os.path.join(run_dir, "checkpoints"), "--format", "hf", *flags, out])
+            outs.append(out)
+        same_files(*outs, what)
+    with open(os.path.join(work, "tp2_peft", "adapter_config.json")) as f:
+        check(json.load(f).get("r") == 4, "the PEFT export of the tp 2 run names rank 4")
+
+
+try:
+    main()
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
