@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <typeinfo>
 
 #include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/fused_linear_gelu.h"
@@ -20,9 +19,8 @@ at::Tensor LinearImpl::forward(const at::Tensor& x) {
 }
 
 at::Tensor LinearImpl::forward_gelu(const at::Tensor& x, bool fused) {
-  // The fusion replaces this class's forward, so it holds only where forward is not overridden.
   // FP8 matmuls have no GELU epilogue: forward's FP8 path, then the GELU.
-  if (fused && bias.defined() && fp8_ == Fp8Scaling::off && typeid(*this) == typeid(LinearImpl))
+  if (fused && bias.defined() && fp8_ == Fp8Scaling::off && can_fuse_gelu())
     return fused_linear_gelu(x, weight, bias);
   return at::gelu(forward(x), "tanh");
 }

@@ -28,9 +28,12 @@ class LinearImpl : public ParamModule {
     fp8_input_ = std::move(shared);
   }
   // gelu_tanh(forward(x)). With `fused`, bias and GELU fused with the matmul (model/fused_linear_gelu.h)
-  // where forward is this class's own: a subclass that computes differently (tensor parallel, adapters)
-  // gets gelu(forward(x)) unless it overrides this too.
+  // where the layer can_fuse_gelu(); otherwise gelu(forward(x)).
   virtual at::Tensor forward_gelu(const at::Tensor& x, bool fused);
+  // Whether forward is exactly x·Wᵀ + b on this layer's whole weight, so a fused matmul + bias + GELU may stand
+  // in for it. A subclass whose forward computes more or otherwise (adapters, a shard between collectives)
+  // answers false.
+  virtual bool can_fuse_gelu() const { return true; }
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias

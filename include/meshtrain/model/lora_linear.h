@@ -19,6 +19,8 @@ class LoraLinearImpl : public LinearImpl {
   LoraLinearImpl(int64_t in, int64_t out, bool bias, int64_t rank, double alpha, double dropout,
                  const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x) override;  // x: [..., in] → [..., out]
+  // The adapters' product is added after the matmul: no fused GELU epilogue.
+  bool can_fuse_gelu() const override { return false; }
 
   // alpha / r: what the adapters' product is multiplied by.
   double scale() const { return scale_; }

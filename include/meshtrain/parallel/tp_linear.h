@@ -22,6 +22,8 @@ class TpLinearImpl : public model::LinearImpl {
   // layer adds scale · B (A (dropout x)) to its matmul's output (docs/lora.md "Tensor parallelism").
   void add_adapters(at::Tensor a, at::Tensor b, double scale, double dropout);
   bool has_adapters() const { return lora_A.defined(); }
+  // The matmul is on this rank's block, between collectives: no fused GELU epilogue.
+  bool can_fuse_gelu() const override { return false; }
 
   at::Tensor lora_A;  // undefined without adapters
   at::Tensor lora_B;
