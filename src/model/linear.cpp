@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 
-
 #include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/fused_linear_gelu.h"
 
