@@ -7,11 +7,12 @@ per step (from the run's metrics.jsonl, median over the timed steps) — and wri
 OUT/offload_compare.json.
 
 Model: Llama 3.1 8B when its offloaded state fits in host memory, else Llama 3.2 3B. The offloaded optimizer
-holds 20 bytes per parameter in host memory (fp32 master, exp_avg, exp_avg_sq, the gradient's host buffer and,
-with accumulation, the staging buffer the micro-batches' gradients land in; train/offloaded_adamw.h), pinned:
-8.03e9 × 20 B = 161 GB for 8B, which does not fit beside the process and the OS in a 128 GiB host;
-3.21e9 × 20 B = 64 GB (60 GiB) for 3B does. --model forces one. On one GPU the offloaded runs keep only bf16
-parameters on the device and stream the gradients to the host during the backward (docs/offload.md).
+holds 16 bytes per parameter in host memory (fp32 master, exp_avg, exp_avg_sq, the gradient's host buffer;
+train/offloaded_adamw.h), pinned: 8.03e9 × 16 B = 128 GB (120 GiB) for 8B, which does not fit beside the
+process and the OS in a 128 GiB host; 3.21e9 × 16 B = 51 GB (48 GiB) for 3B does. --model forces one. With
+accumulation (both default cases) the gradients sum on the device and go to the host after the backward;
+at --accum 1 a single process streams them during the backward and keeps only bf16 parameters on the device
+(docs/offload.md).
 
 Usage: offload_compare.py MESHTRAIN_BIN OUT_DIR [--model auto|llama3.1-8b|llama3.2-3b] [--accum 32,4]
                           [--steps N] [--warmup N] [--threads N]
@@ -24,7 +25,7 @@ import subprocess
 import sys
 
 PARAMS = {"llama3.1-8b": 8.03e9, "llama3.2-3b": 3.21e9}
-HOST_BYTES_PER_PARAM = 20
+HOST_BYTES_PER_PARAM = 16
 HOST_HEADROOM = 0.85  # of MemTotal the pinned state may take: the process, page cache and the OS need the rest
 
 

@@ -23,9 +23,10 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   l.reduce_bytes = parse_dtype(p.reduce_dtype, "parallel.reduce_dtype") == Dtype::bf16 ? 2 : 4;
   // The GPU's compute dtype (train.dtype auto = bf16): what LoRA's frozen base is held in (parallelize()).
   l.frozen_bytes = cfg.model.lora_rank > 0 && compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
-  // ReplicatedModel::stream_gradients(): offload under the replicated layout, not under TP or a pipeline.
+  // ReplicatedModel::stream_gradients(): offload under the replicated layout, not under TP or a pipeline, and
+  // only without accumulation (train/optimizer.h make_optimizer).
   l.stream = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu && l.zero_stage == 0 &&
-             l.tp == 1 && l.pp == 1;
+             l.tp == 1 && l.pp == 1 && cfg.train.grad_accum == 1;
   l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4 && l.frozen_bytes == 4;
   return l;

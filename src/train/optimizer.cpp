@@ -16,11 +16,12 @@ std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, 
   return std::make_unique<AdamW>(std::move(params), cfg);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg) {
+std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg,
+                                          int64_t grad_accum) {
   std::vector<Optimizer::Param> params;
   for (const auto& p : par.optimizer_params()) params.push_back({p.name, p.param, p.decay});
   auto opt = make_optimizer(std::move(params), cfg);
-  opt->stream_from(par);
+  if (grad_accum == 1) opt->stream_from(par);
   return opt;
 }
 

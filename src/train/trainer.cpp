@@ -234,7 +234,7 @@ void TrainingRun::setup_model_and_optimizer() {
   }
   // After every switch of the model above: the graph captures the kernels they choose.
   if (cuda_graph_on(cfg_.train)) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);
-  opt_ = make_optimizer(*par_, cfg_.optimizer);
+  opt_ = make_optimizer(*par_, cfg_.optimizer, cfg_.train.grad_accum);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   log::progress("layout: %s%s", par_->describe().c_str(),
                 graph_step_ ? log::sprintf(", CUDA graph of the forward and backward after %lld eager steps",

@@ -52,12 +52,12 @@ parallel_layout(ddp2_accum2 2 gpt2 --family gpt2 --layout ddp --accum 2)
 parallel_layout(zero1_accum2 2 gpt2 --family gpt2 --layout zero1 --accum 2)
 parallel_layout(fsdp2_accum2 2 gpt2 --family gpt2 --layout fsdp --accum 2 --ac)
 # optimizer.offload: cpu (master and moments in host memory, clipping inside the host update) against the
-# on-device optimizer's single-process reference: DDP 2 and FSDP 2 (with accumulation). The replicated
-# layouts stream each micro-batch's gradient to the host during the backward and accumulate there (one
-# process: from the post-accumulate hooks; DDP 2: each micro-batch's averaged buckets).
+# on-device optimizer's single-process reference: DDP 2 and FSDP 2 (with accumulation). Without accumulation
+# the replicated layouts stream each gradient to the host during the backward (one process: from the
+# post-accumulate hooks; DDP 2: the averaged buckets); with it every layout sums on the device and downloads.
 parallel_layout(ddp2_offload 2 gpt2 --family gpt2 --layout ddp --offload)
 parallel_layout(ddp2_offload_accum2 2 gpt2 --family gpt2 --layout ddp --accum 2 --offload)
-parallel_layout(single_offload_accum4 1 llama --family llama --layout single --accum 4 --offload)
+parallel_layout(single_offload 1 llama --family llama --layout single --offload)
 parallel_layout(fsdp2_offload_accum2 2 llama --family llama --layout fsdp --accum 2 --offload)
 # Tensor parallelism composed by parallelize() (TP → activation checkpointing → DDP / ZeRO / FSDP), on the model
 # TP 2 and 4 can split: TP alone, DDP × TP, ZeRO-1 × TP and FSDP × TP (FSDP's chunks inside uneven vocabulary

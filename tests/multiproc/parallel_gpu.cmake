@@ -18,11 +18,10 @@ function(parallel_gpu_layout name nproc ref_args)
                        SKIP_RETURN_CODE 77 FAIL_REGULAR_EXPRESSION "FAIL")
 endfunction()
 parallel_gpu_layout(ddp2 2 "--family gpt2 --accum 2" --family gpt2 --layout ddp)
-# Optimizer offload streamed from the backward (pinned buffers, download and upload streams, host
-# accumulation through the staging buffers) against the on-device optimizer's run.
+# Optimizer offload against the on-device optimizer's run: streamed from the backward (pinned buffers,
+# download and upload streams; one process) and downloaded after a DDP 2 backward with accumulation.
 parallel_gpu_layout(ddp2_offload_accum2 2 "--family gpt2 --accum 4" --family gpt2 --layout ddp --accum 2 --offload)
-parallel_gpu_layout(single_offload_accum4 1 "--family llama --accum 4" --family llama --layout single --accum 4
-                    --offload)
+parallel_gpu_layout(single_offload 1 "--family llama" --family llama --layout single --offload)
 parallel_gpu_layout(zero1 2 "--family gpt2 --accum 2" --family gpt2 --layout zero1)
 parallel_gpu_layout(zero2 2 "--family gpt2 --accum 2" --family gpt2 --layout zero2)
 parallel_gpu_layout(fsdp2 2 "--family llama --accum 2" --family llama --layout fsdp)

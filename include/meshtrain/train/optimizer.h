@@ -77,7 +77,10 @@ class Optimizer {
 // AdamW on the device, or offloaded to host memory when optimizer.offload is cpu.
 std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, const OptimizerConfig& cfg);
 // The optimizer of `par`'s optimizer_params(); offloaded, it takes the gradients as the layout produces them
-// where the layout can stream them (stream_from).
-std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg);
+// where the layout can stream them (stream_from) and the step has one micro-batch (`grad_accum` 1): with
+// accumulation the gradients sum on the device and leave after the backward, because summing them on the host
+// moves 12 bytes a parameter through host memory per micro-batch (measured far slower: docs/offload.md).
+std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg,
+                                          int64_t grad_accum);
 
 }  // namespace meshtrain::train

@@ -15,8 +15,8 @@
                  a restart of that run resumes instead of re-initialising; user mistakes exit 2 with one line.
 
   offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2 (gradients downloaded after
-                 the backward) and in a single process with accumulation 2 (gradients streamed from the backward
-                 and accumulated on the host; the host master is the master): every step's loss within
+                 the backward), in a single process (gradients streamed from the backward; the host master is
+                 the master) and with accumulation 2 (summed on the device, then downloaded): every step's loss within
                  OFFLOAD_ATOL; a checkpoint saved with offload resumes without it and one saved without
                  resumes with it (the format is the same), steps 4-6 within OFFLOAD_ATOL of the uninterrupted run;
                  the step log and metrics.jsonl report the host update time and the bytes moved each way.
@@ -24,7 +24,7 @@
   gpu_shared     (label gpu; exit 77 without a GPU) exact, FSDP 2 with both ranks on one GPU (the CPU backend
                  stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
-                 streams, gradients streamed during the backward, bf16 parameters on the device under bf16)
+                 streams; at accumulation 1 gradients streamed during the backward, bf16 parameters on the device)
                  against the on-device optimizer, fp32 and bf16, accumulation 1 and 4: losses within GPU_ATOL /
                  BF16_ATOL; the bf16 run's peak device memory below the on-device optimizer's.
   gpu            (label gpu; exit 77 without 2 GPUs) the same save/resume over NCCL on 2 GPUs, fp32: saved
@@ -194,36 +194,38 @@ def offload_costs(out):
     return {k: v for k, v in last.items() if k.startswith("optimizer_")}
 
 
-OFFLOAD_CASES = {  # layout → extra settings: FSDP downloads after the backward; a single process streams
-    "fsdp2": [],
-    "single": ["train.micro_batch_size=4", "train.grad_accum=2"],
+OFFLOAD_CASES = {  # case → (layout, extra settings, streamed): FSDP downloads after the backward; a single
+    # process streams without accumulation, with it the gradients sum on the device (train/optimizer.h)
+    "fsdp2": ("fsdp2", [], False),
+    "single": ("single", [], True),
+    "single_accum2": ("single", ["train.micro_batch_size=4", "train.grad_accum=2"], False),
 }
 
 
 def offload():
     # DDP 2 (and FSDP 2 with accumulation) against the on-device optimizer: parallel_*_offload.
-    for layout, extra in OFFLOAD_CASES.items():
-        ref_out, off_out = os.path.join(work, f"{layout}_device"), os.path.join(work, f"{layout}_offload")
+    for case, (layout, extra, streamed) in OFFLOAD_CASES.items():
+        ref_out, off_out = os.path.join(work, f"{case}_device"), os.path.join(work, f"{case}_offload")
         train(ref_out, layout, *extra)
         _, log = train(off_out, layout, *extra, "optimizer.offload=cpu", "optimizer.offload_threads=2")
         streams = "gradients leave the device as the backward produces them" in log
-        expect(streams == (layout == "single"), f"{layout}: streaming {streams} (the log says whether)")
+        expect(streams == streamed, f"{case}: streaming {streams} (the log says whether)")
         ref, got = losses(ref_out), losses(off_out)
         diff = max_diff(got, ref, range(1, STEPS + 1))
-        expect(diff <= OFFLOAD_ATOL, f"{layout}: offloaded losses {got} vs on-device {ref}: max diff {diff:.3g}")
+        expect(diff <= OFFLOAD_ATOL, f"{case}: offloaded losses {got} vs on-device {ref}: max diff {diff:.3g}")
         expect(re.search(r"host update ms [0-9.e+-]+ \| D2H MB [0-9.e+-]+ \| H2D MB [0-9.e+-]+", log), "no offload figures in the step log")
         costs = offload_costs(off_out)
         expect(costs.get("optimizer_D2H_MB", 0) > 0 and costs.get("optimizer_H2D_MB", 0) > 0, f"metrics: {costs}")
-        print(f"offload {layout}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {OFFLOAD_ATOL}; last step {costs}: ok")
+        print(f"offload {case}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {OFFLOAD_ATOL}; last step {costs}: ok")
         # Each checkpoint resumes under the other optimizer: the state's names and shapes are the same.
         for saved_by, resume_sets in ((off_out, []), (ref_out, ["optimizer.offload=cpu"])):
             saved = os.path.join(saved_by, "checkpoints", f"step_{SAVE_AT:08d}")
-            out = os.path.join(work, f"{layout}_from_{os.path.basename(saved_by)}")
+            out = os.path.join(work, f"{case}_from_{os.path.basename(saved_by)}")
             _, log = train(out, layout, *extra, f"checkpoint.resume={saved}", *resume_sets)
-            expect(f"resumed from {saved} at step {SAVE_AT}" in log, f"{layout}: no resume line")
+            expect(f"resumed from {saved} at step {SAVE_AT}" in log, f"{case}: no resume line")
             diff = max_diff(losses(out), ref, range(SAVE_AT + 1, STEPS + 1))
-            expect(diff <= OFFLOAD_ATOL, f"{layout}: resumed from {saved} ({resume_sets}): max diff {diff:.3g}")
-            print(f"offload {layout}: saved by {os.path.basename(saved_by)}, resumed "
+            expect(diff <= OFFLOAD_ATOL, f"{case}: resumed from {saved} ({resume_sets}): max diff {diff:.3g}")
+            print(f"offload {case}: saved by {os.path.basename(saved_by)}, resumed "
                   f"{'with' if resume_sets else 'without'} offload: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
 
 
@@ -242,11 +244,12 @@ def offload_gpu():
         ref_out, off_out = os.path.join(work, f"{name}_device"), os.path.join(work, f"{name}_offload")
         train(ref_out, "single", *cuda)
         _, log = train(off_out, "single", *cuda, "optimizer.offload=cpu")
-        expect("gradients leave the device as the backward produces them" in log, f"{name}: gradients not streamed")
+        streams = "gradients leave the device as the backward produces them" in log
+        expect(streams == (accum == 1), f"{name}: streaming {streams}, expected only without accumulation")
         diff = max_diff(losses(off_out), losses(ref_out), range(1, STEPS + 1))
         expect(diff <= atol, f"{name}: offloaded vs on-device losses: max diff {diff:.3g} > {atol}")
         ref_peak, off_peak = peak_memory(ref_out), peak_memory(off_out)
-        if dtype == "bf16":  # no fp32 master, gradient or moments on the device
+        if dtype == "bf16":  # no moments on the device (streamed: no fp32 master or gradient either)
             expect(off_peak < ref_peak, f"{name}: peak device memory {off_peak} with offload, {ref_peak} without")
         print(f"offload on CUDA, {name}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {atol}; peak {off_peak / 2**20:.1f} "
               f"MiB (on-device optimizer {ref_peak / 2**20:.1f} MiB); last step {offload_costs(off_out)}: ok")

@@ -374,7 +374,7 @@ int run(const Args& a) {
   auto par = parallel::parallelize(net, mesh ? parallel::make_parallel_groups(*mesh) : parallel::ParallelGroups{}, cfg,
                                    device);
   std::printf("rank %d: %s\n", world.rank, par->describe().c_str());
-  const std::unique_ptr<train::Optimizer> opt = train::make_optimizer(*par, cfg.optimizer);
+  const std::unique_ptr<train::Optimizer> opt = train::make_optimizer(*par, cfg.optimizer, cfg.train.grad_accum);
 
   // This rank's data-parallel index: its group along dp × fsdp (TP ranks of one group share it).
   const auto shape = comm::MeshShape::from_config(cfg.parallel, world.world_size);
