@@ -50,7 +50,7 @@ def train(name, extra, graph):
     assert ("train.cuda_graph: one micro-batch's forward and backward captured" in out) == graph, "capture line"
     recs = [r for r in metrics(out_dir) if "loss" in r]
     assert len(recs) == STEPS, len(recs)
-    params = load_file(os.path.join(out_dir, "checkpoints", f"step_{STEPS:08d}", "rank_0.safetensors"))
+    params = load_file(os.path.join(out_dir, "checkpoints", f"step_{STEPS:08d}", "rank_00000.safetensors"))
     checksum = re.search(r"parameter checksum ([0-9a-f]{8})", out).group(1)
     return recs, params, checksum
 

@@ -2,11 +2,12 @@
 // (SDPA's reference, which computes bf16 inputs in fp32) within bf16 rounding, for Llama (RoPE, GQA) and GPT-2
 // under bf16 autocast, and the backends a bench shape can run are listed. Bounds: loss within 1 % relative;
 // each parameter's gradient within 5 % of its largest element (max abs difference), as for the other bf16
-// attention paths (document_attention_test.cpp). Exit code 77 (skipped) without a GPU.
+// attention paths (document_attention_test.cpp), or 1e-3 of the model's largest gradient where that is larger. Exit code 77 (skipped) without a GPU.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -67,10 +68,16 @@ void expect_same_as_math(const ModelConfig& m, const char* what) {
     }
     const Outcome got = run(net, b, tokens, targets);
     EXPECT_NEAR(got.loss, want.loss, 1e-2 * std::abs(want.loss)) << what << " " << attention_backend_name(b);
+    // A tensor whose true gradient is 0 (GPT-2's key biases: softmax ignores a shift shared by every key) holds
+    // only the backward's bf16 noise, 2e-6 on the H200 with max |g| 3e-6: each tensor is held to 5 % of its own
+    // largest element or 1e-3 of the model's largest gradient, whichever is larger.
+    double model_scale = 0;
+    for (const auto& g : want.grads) model_scale = std::max(model_scale, g.abs().max().item<double>());
     for (size_t i = 0; i < got.grads.size(); ++i) {
       const double scale = want.grads[i].abs().max().item<double>();
       const double diff = (got.grads[i] - want.grads[i]).abs().max().item<double>();
-      EXPECT_LE(diff, 5e-2 * scale + 1e-7) << what << " " << attention_backend_name(b) << " parameter " << i;
+      EXPECT_LE(diff, std::max(5e-2 * scale, 1e-3 * model_scale))
+          << what << " " << attention_backend_name(b) << " parameter " << i;
     }
     std::printf("%s: %s loss %.6f vs math %.6f\n", what, attention_backend_name(b), got.loss, want.loss);
   }
