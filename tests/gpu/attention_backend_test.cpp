@@ -18,6 +18,7 @@
 #include "meshtrain/model/attention_backend.h"
 #include "meshtrain/model/transformer.h"
 #include "support/tiny_model.h"
+#include "support/gpu_test_main.h"
 
 using namespace meshtrain;
 using testing_support::tiny_model;
@@ -128,11 +129,4 @@ TEST(AttentionBackendGpu, BenchShapesListWhatRuns) {
   }
 }
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!at::hasCUDA() || at::getNumGPUs() == 0) {
-    std::puts("no GPU visible: skipped");
-    return 77;
-  }
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return meshtrain::testing_support::run_gpu_tests(argc, argv); }

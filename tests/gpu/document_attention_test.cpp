@@ -15,6 +15,7 @@
 #include "meshtrain/model/documents.h"
 #include "meshtrain/model/transformer.h"
 #include "support/autograd_graph.h"
+#include "support/gpu_test_main.h"
 
 using namespace meshtrain;
 using testing_support::graph_has;
@@ -102,11 +103,4 @@ TEST(DocumentAttentionGpu, PackedEqualsOneByOne) {
   }
 }
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!at::hasCUDA() || at::getNumGPUs() == 0) {
-    std::puts("no GPU visible: skipped");
-    return 77;
-  }
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return meshtrain::testing_support::run_gpu_tests(argc, argv); }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "meshtrain/model/fp8_cast.h"
+#include "support/gpu_test_main.h"
 
 using namespace meshtrain;
 
@@ -158,14 +159,7 @@ TEST(Fp8CastGpu, EachCopyAloneEqualsTheComposite) {
 }
 
 int main(int argc, char** argv) {
-#if !MESHTRAIN_CUDA_KERNELS
-  std::puts("built without CUDA: no FP8 cast kernels to test");
-  return 77;
-#endif
-  if (!at::hasCUDA() || at::getNumGPUs() == 0) {
-    std::puts("no GPU visible: skipped");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return meshtrain::testing_support::run_gpu_tests(argc, argv, [] {
+    return std::string(meshtrain::testing_support::kCudaKernels ? "" : "built without CUDA: no FP8 cast kernels to test");
+  });
 }

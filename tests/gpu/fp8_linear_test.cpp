@@ -25,6 +25,7 @@
 #include "meshtrain/model/fp8_shared_input.h"
 #include "meshtrain/model/transformer.h"
 #include "support/autograd_graph.h"
+#include "support/gpu_test_main.h"
 
 using namespace meshtrain;
 using testing_support::graph_has;  // the result is a view of the function's: search the graph
@@ -167,10 +168,8 @@ TEST(Fp8Gpu, ModelLossWithinOnePercentOfBf16) {
 }
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!at::hasCUDA() || at::getNumGPUs() == 0 || !model::fp8_matmul_available(c10::Device(at::kCUDA, 0))) {
-    std::puts("no GPU with FP8 matmuls visible: skipped");
-    return 77;
-  }
-  return RUN_ALL_TESTS();
+  return meshtrain::testing_support::run_gpu_tests(argc, argv, [] {
+    const bool fp8 = meshtrain::model::fp8_matmul_available(c10::Device(at::kCUDA, 0));
+    return std::string(fp8 ? "" : "no FP8 matmuls on this GPU");
+  });
 }

@@ -23,6 +23,7 @@
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/rotary.h"
 #include "meshtrain/model/transformer.h"
+#include "support/gpu_test_main.h"
 
 using namespace meshtrain;
 
@@ -445,14 +446,7 @@ TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
 }
 
 int main(int argc, char** argv) {
-#if !MESHTRAIN_CUDA_KERNELS
-  std::puts("built without CUDA: no fused kernels to test");
-  return 77;
-#endif
-  if (!at::hasCUDA() || at::getNumGPUs() == 0) {
-    std::puts("no GPU visible: skipped");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return meshtrain::testing_support::run_gpu_tests(argc, argv, [] {
+    return std::string(meshtrain::testing_support::kCudaKernels ? "" : "built without CUDA: no fused kernels to test");
+  });
 }

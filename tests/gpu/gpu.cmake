@@ -4,6 +4,7 @@ add_executable(fused_kernels_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/fused_kernels_t
 target_link_libraries(fused_kernels_gpu_tests PRIVATE meshtrain_model GTest::gtest)
 meshtrain_warnings(fused_kernels_gpu_tests)
 meshtrain_use_torch(fused_kernels_gpu_tests)
+target_include_directories(fused_kernels_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME gpu.fused_kernels COMMAND fused_kernels_gpu_tests)
 set_tests_properties(gpu.fused_kernels PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
 
@@ -41,6 +42,7 @@ add_executable(fp8_cast_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/fp8_cast_test.cpp)
 target_link_libraries(fp8_cast_gpu_tests PRIVATE meshtrain_model GTest::gtest)
 meshtrain_warnings(fp8_cast_gpu_tests)
 meshtrain_use_torch(fp8_cast_gpu_tests)
+target_include_directories(fp8_cast_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 add_test(NAME gpu.fp8_cast COMMAND fp8_cast_gpu_tests)
 set_tests_properties(gpu.fp8_cast PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
 
