@@ -1,6 +1,7 @@
 """Helpers shared by the end-to-end tests that drive `meshtrain train` (imported from the test's own folder)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -26,3 +27,26 @@ def prepare_kjv(meshtrain, src, work):
     prefix = os.path.join(work, "data", "kjv")
     run([meshtrain, "prepare", os.path.join(src, "data", "kjv", "kjv-genesis-2kings.txt"), "--out", prefix])
     return prefix
+
+
+class Checks:
+    """Assertions that all run: `check(cond, what)` prints ok or FAIL with `what` as it goes and keeps the failures."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, cond, what):
+        print(("ok   " if cond else "FAIL ") + what, flush=True)
+        if not cond:
+            self.failures.append(what)
+
+
+def run_checked(main, check, work):
+    """Runs main(), removes `work` however it ends, prints how many of `check`'s assertions failed and exits 1 if
+    any did."""
+    try:
+        main()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{len(check.failures)} failure(s)")
+    sys.exit(1 if check.failures else 0)

@@ -26,19 +26,14 @@ try:
 except ImportError as e:
     print(f"skipped: {e.name} is not installed")
     sys.exit(77)
-from e2e_support import metrics, prepare_kjv, run  # noqa: E402
+from e2e_support import Checks, metrics, prepare_kjv, run, run_checked  # noqa: E402
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
 work = tempfile.mkdtemp(prefix="meshtrain_lora_tp_")
 STEPS, HALF, TOL = 4, 2, 1e-4
-failures = []
+check = Checks()
 
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def write_config(prefix):
@@ -131,9 +126,4 @@ def main():
         check(json.load(f).get("r") == 4, "the PEFT export of the tp 2 run names rank 4")
 
 
-try:
-    main()
-finally:
-    shutil.rmtree(work, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+run_checked(main, check, work)

@@ -16,7 +16,6 @@ Usage: instruct_train_test.py BIN_DIR SOURCE_DIR
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,20 +29,15 @@ try:
 except ImportError as e:
     print(f"skipped: {e.name} is not installed")
     sys.exit(77)
-from e2e_support import metrics, run  # noqa: E402
+from e2e_support import Checks, metrics, run, run_checked  # noqa: E402
 from tiny_tokenizer import kjv_lines, make_tokenizer  # noqa: E402
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
 work = tempfile.mkdtemp(prefix="meshtrain_instruct_train_")
 STEPS, COMPARED = 24, 3
-failures = []
+check = Checks()
 
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def make_examples(n=120):
@@ -149,9 +143,4 @@ def main():
                   f"{label}: loss on assistant tokens finite and falling ({first:.3f} → {last:.3f})")
 
 
-try:
-    main()
-finally:
-    shutil.rmtree(work, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+run_checked(main, check, work)

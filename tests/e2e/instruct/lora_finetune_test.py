@@ -32,20 +32,15 @@ try:
 except ImportError as e:
     print(f"skipped: {e.name} is not installed")
     sys.exit(77)
-from e2e_support import metrics, run  # noqa: E402
+from e2e_support import Checks, metrics, run, run_checked  # noqa: E402
 from tiny_tokenizer import kjv_lines, make_tokenizer  # noqa: E402
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
 work = tempfile.mkdtemp(prefix="meshtrain_lora_")
 STEPS, HALF = 40, 4
-failures = []
+check = Checks()
 
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def examples(skip, n):
@@ -187,9 +182,4 @@ def main():
     check(after < before, f"held-out loss on assistant tokens (transformers): {before:.4f} before → {after:.4f} after")
 
 
-try:
-    main()
-finally:
-    shutil.rmtree(work, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+run_checked(main, check, work)

@@ -16,7 +16,6 @@ import array
 import glob
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -24,17 +23,20 @@ import tempfile
 
 src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 PREP = os.path.join(src, "scripts", "prepare_instruct.py")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.dirname(here))  # e2e_support
 try:
     import tokenizers  # noqa: F401
     import transformers  # noqa: F401
 except ImportError as e:
     print(f"skipped: {e.name} is not installed ({sys.executable} -m pip install tokenizers transformers)")
     sys.exit(77)
+from e2e_support import Checks, run_checked  # noqa: E402
 from tiny_tokenizer import make_tokenizer  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="meshtrain_instruct_")
-failures = []
+check = Checks()
 
 EXAMPLES = [
     {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Who begat Enos?"},
@@ -50,11 +52,6 @@ TRAINED = [["Seth begat Enos.<|im_end|>", "Enos begat Cainan.<|im_end|>"],
            ["God created the heaven and the earth.<|im_end|>"], ["Let there be light.<|im_end|>"],
            ["without form, and void.<|im_end|>"]]
 
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def run(*args):
@@ -173,9 +170,4 @@ def main():
                  "not a directory", "a tokenizer directory that does not exist")
 
 
-try:
-    main()
-finally:
-    shutil.rmtree(work, ignore_errors=True)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+run_checked(main, check, work)
