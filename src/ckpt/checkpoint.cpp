@@ -161,6 +161,7 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
                                          std::vector<ShardedTensor> layout, SaveInfo info) {
   const auto t0 = Clock::now();
   const fs::path tmp_dir = step_dir(step) + ".tmp";
+  const uint64_t bytes = host_bytes(host);
   RankShards mine;
   std::string write_error;  // sent to rank 0 instead of a shard list, so no rank waits on a failed one
   try {
@@ -169,7 +170,7 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
     if (!host.empty()) {
       const std::string file = rank_file(rank_);
       std::optional<ProgressMeter> progress;
-      if (!progress_label_.empty()) progress.emplace(progress_label_, host_bytes(host));
+      if (!progress_label_.empty()) progress.emplace(progress_label_, bytes);
       auto entries = write_safetensors((tmp_dir / file).string(), host, {{"format", "pt"}},
                                        [&] { crash_point("file_partial", rank_, step); },
                                        progress ? &*progress : nullptr);
@@ -183,7 +184,6 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
     write_error = e.what();
   }
   crash_point("file_synced", rank_, step);
-  const uint64_t bytes = host_bytes(host);
   const std::string mine_json =
       write_error.empty() ? rank_shards_to_json(mine).dump() : nlohmann::json({{"error", write_error}}).dump();
   std::vector<std::string> lists = ckpt_comm_ ? all_gather_strings(*ckpt_comm_, mine_json)
