@@ -13,6 +13,7 @@ Usage: pipeline_resume_test.py BIN_DIR SOURCE_DIR reshard|exact
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -103,3 +104,4 @@ def exact():
 
 
 {"reshard": reshard, "exact": exact}[mode]()
+shutil.rmtree(work)  # kept only when the test fails (every failure exits above)
