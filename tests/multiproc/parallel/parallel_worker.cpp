@@ -188,9 +188,13 @@ struct Tolerance {
 // update, is already 3.6e-6 (single) and 1.8e-5 (DDP 2) apart on the H200 — the forward's kernels differ, not
 // the update — and Adam grows it over 5 steps to losses 3e-4 and parameters 4.3e-2 apart: the bf16 bound. On
 // the CPU the same tests hold the 5e-5 bound, which checks the streamed accumulation itself.
+// FSDP on one GPU (llama): its losses were within 1e-6 in the run above; after later kernel changes (which one
+// moved the bits is not pinned down) the H200 measured step 5 at 1.7e-5 relative, steps 1-4 equal to six
+// digits — the two-term reduction order grown by Adam, as the parameters' 8e-5 already showed. The pipeline's
+// 1e-4 loss bound holds it with room; a lost or doubled micro-batch (half of a rank's gradient) is far beyond.
 Tolerance tolerance(const Args& a) {
   if (a.bf16_reduce || (a.device == "cuda" && (a.tp > 1 || a.offload))) return {1e-3, 5e-2, 0};
-  if (a.device == "cuda" && a.pp > 1) return {1e-4, 3e-2, 1e-4};
+  if (a.device == "cuda" && (a.pp > 1 || a.layout == "fsdp")) return {1e-4, 3e-2, 1e-4};
   if (a.device == "cuda") return {1e-5, 1e-2, 1e-4};
   return {1e-5, 5e-5, 1e-4};
 }
