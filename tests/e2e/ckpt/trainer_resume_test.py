@@ -14,9 +14,10 @@
                  `meshtrain import` copy (FSDP 2, resharded): the same first loss, far below a fresh model's;
                  a restart of that run resumes instead of re-initialising; user mistakes exit 2 with one line.
 
-  offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2 (gradients downloaded after
-                 the backward), in a single process (gradients streamed from the backward; the host master is
-                 the master) and with accumulation 2 (summed on the device, then downloaded): every step's loss within
+  offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2 (each unit's reduced shard
+                 gradient streamed during the backward; the host master is the master, the device holds the shards
+                 in param_dtype), in a single process (gradients streamed from the backward) and with accumulation
+                 2 (summed on the device, then downloaded): every step's loss within
                  OFFLOAD_ATOL; a checkpoint saved with offload resumes without it and one saved without
                  resumes with it (the format is the same), steps 4-6 within OFFLOAD_ATOL of the uninterrupted run;
                  the step log and metrics.jsonl report the host update time and the bytes moved each way.
@@ -194,9 +195,10 @@ def offload_costs(out):
     return {k: v for k, v in last.items() if k.startswith("optimizer_")}
 
 
-OFFLOAD_CASES = {  # case → (layout, extra settings, streamed): FSDP downloads after the backward; a single
-    # process streams without accumulation, with it the gradients sum on the device (train/optimizer.h)
-    "fsdp2": ("fsdp2", [], False),
+OFFLOAD_CASES = {  # case → (layout, extra settings, streamed): FSDP streams its shard gradients at any
+    # accumulation; a single process streams without accumulation, with it the gradients sum on the device
+    # (plan/gradient_streaming.h)
+    "fsdp2": ("fsdp2", [], True),
     "single": ("single", [], True),
     "single_accum2": ("single", ["train.micro_batch_size=4", "train.grad_accum=2"], False),
 }
