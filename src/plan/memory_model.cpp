@@ -109,8 +109,12 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   // Only trainable units have gradients (parallel/fully_shard.h splits each block by trainable and frozen).
   const bool zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
   const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root_trainable + L * sz.block_grad) : 0;
-  const int64_t rs_unit =
-      (l.zero_stage > 0 && !l.alias && l.shard > 1) ? l.reduce_bytes * (sz.block_grad + sz.block_grad / l.shard) : 0;
+  // The running unit's reduce-scatter input and output; a group of one writes into the shard gradients (none
+  // when streamed: then its input is its output, a transient of the unit's size).
+  const int64_t rs_unit = l.zero_stage == 0 || l.alias ? 0
+                          : l.shard > 1 ? l.reduce_bytes * (sz.block_grad + sz.block_grad / l.shard)
+                          : l.stream    ? l.reduce_bytes * sz.block_grad
+                                        : 0;
 
   Walk w{base, {}, {}};
   const int64_t blocks_held = held * L * act.block_held(ac);
