@@ -14,10 +14,17 @@ Modes (--modes, comma-separated):
   full      every parameter trains, state on the GPU (bf16 autocast, fp32 master and AdamW)
   lora      LoRA r16 on q,k,v,o,gate,up,down over a frozen bf16 base: model.lora_rank=16, model.lora_alpha=32
   offload   full fine-tune with optimizer.offload: cpu
+  offload_fsdp  full fine-tune with optimizer.offload: cpu under FSDP over one rank (parallel.zero_stage 3,
+            parallel.param_dtype bf16): the streamed FSDP path of configs/node8/llama3.1-70b-offload-fsdp8.yaml
+            (each block a unit gathered from its bf16 shard, the reduced shard gradient streamed to the host
+            during the backward, no fp32 master or gradient shard on the GPU). One rank's shard is the whole
+            layer (2 bytes a parameter); under FSDP 8 the planner divides the shard by 8 and keeps the gathered
+            unit, the activations and the transients as measured here.
 The plan gets the same --set values as the run. A mode whose run fails is reported, not fatal
 for the others.
 
-    python3 scripts/bench/layer_memory.py build/bin/meshtrain OUT [--seq 4096] [--batch 1] [--modes full,lora,offload]
+    python3 scripts/bench/layer_memory.py build/bin/meshtrain OUT [--seq 4096] [--batch 1]
+        [--modes full,lora,offload,offload_fsdp]
 """
 import argparse
 import json
@@ -30,6 +37,7 @@ MODES = {  # name: (--set values of both the run and the plan, unused)
     "full": ([], []),
     "lora": (["model.lora_rank=16", "model.lora_alpha=32"], []),
     "offload": (["optimizer.offload=cpu"], []),
+    "offload_fsdp": (["optimizer.offload=cpu", "parallel.zero_stage=3", "parallel.param_dtype=bf16"], []),
 }
 
 
@@ -86,13 +94,13 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--gpu", default="h200-141gb", help="the GPU the plan assumes (meshtrain plan --gpu)")
-    ap.add_argument("--modes", default="full,lora,offload")
+    ap.add_argument("--modes", default="full,lora,offload,offload_fsdp")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     gib = 1024 ** 3
     rows, ok = [], True
     print(f"{SHAPE} shape, micro-batch {args.batch} × {args.seq}, activation checkpointing, one GPU")
-    print(f"{'mode':<8} {'what':<10} {'measured GiB':>13} {'planned GiB':>12} {'ratio':>7}")
+    print(f"{'mode':<12} {'what':<10} {'measured GiB':>13} {'planned GiB':>12} {'ratio':>7}")
     for mode in args.modes.split(","):
         if mode not in MODES:
             sys.exit(f"--modes: given '{mode}'; valid: {', '.join(MODES)}")
@@ -105,7 +113,7 @@ def main():
         m_per, m_rest = split(*meas)
         p_per, p_rest = split(*plan)
         for what, m, p in (("per layer", m_per, p_per), ("rest", m_rest, p_rest)):
-            print(f"{mode:<8} {what:<10} {m / gib:13.2f} {p / gib:12.2f} {p / m if m else 0:7.2f}")
+            print(f"{mode:<12} {what:<10} {m / gib:13.2f} {p / gib:12.2f} {p / m if m else 0:7.2f}")
         rows.append({"mode": mode, "measured_peak_bytes": {"2": meas[0], "4": meas[1]},
                      "planned_peak_bytes": {"2": plan[0], "4": plan[1]},
                      "measured_per_layer_bytes": m_per, "planned_per_layer_bytes": p_per,

@@ -316,8 +316,9 @@ void FullyShard::start_reduce(size_t u) {
   at::NoGradGuard no_grad;
   const int64_t W = shard_->size();
   // The first reduction of a step lands straight in the shard gradients (nothing to add to); with a group of
-  // one the unit's flat gradient is already that reduction, so it is written there directly.
-  const bool into_grads = fresh_grads_ && opts_.reduce_dtype == at::kFloat;
+  // one the unit's flat gradient is already that reduction, so it is written there directly. Streaming: there
+  // are no shard gradients, the reduction goes to a transient buffer the sink copies from.
+  const bool into_grads = !sink_ && fresh_grads_ && opts_.reduce_dtype == at::kFloat;
   unit.rs_out = into_grads ? unit.grad_flat : at::Tensor();
   // Padding rows and missing gradients must read as zeros (they reduce to zero and never reach the
   // optimizer); everything else is overwritten below, so the buffer is cleared only when there are some.
@@ -340,6 +341,47 @@ void FullyShard::start_reduce(size_t u) {
   unit.reduce = PendingCollective::reduce_scatter(*shard_, unit.rs_out, in, comm::ReduceOp::Avg);
   unit.reduce_started = true;
   if (opts_.zero_stage == 3) free_unit(u);
+  if (!sink_) return;
+  // The reductions queued before this one are done or nearly: their gradients leave now, this one's later.
+  for (size_t earlier : handing_) hand_over(earlier);
+  handing_.assign(1, u);
+}
+
+void FullyShard::hand_over(size_t u) {
+  Unit& unit = units_[u];
+  at::NoGradGuard no_grad;
+  unit.reduce.finish();
+  if (replicate_) PendingCollective::all_reduce(*replicate_, unit.rs_out, comm::ReduceOp::Avg).finish();
+  for (size_t k : unit.params) {
+    const Param& p = params_[k];
+    sink_->take_gradient(sink_index_[k],
+                         unit.rs_out.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape()));
+  }
+  unit.rs_out = at::Tensor();  // the sink keeps its memory until the copy out of it ran
+  unit.reduce = PendingCollective();
+}
+
+bool FullyShard::stream_gradients(GradientSink& sink, at::ScalarType dtype) {
+  if (opts_.zero_stage != 3 || tp_ || alias_) return false;
+  MT_CHECK(!sink_, "FullyShard: gradients are streamed already");
+  at::NoGradGuard no_grad;
+  sink_ = &sink;
+  sink_index_.assign(params_.size(), 0);
+  size_t next = 0;  // optimizer parameters are the trainable ones in parameter order (ShardedModel)
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (units_[params_[k].unit].trains) sink_index_[k] = next++;
+  for (auto& unit : units_) {
+    if (!unit.trains) continue;
+    unit.shard_flat = unit.shard_flat.to(dtype);  // the master's cast; the sink holds the fp32 one
+    unit.grad_flat = at::Tensor();
+    unit.stale = true;
+    for (size_t k : unit.params) {
+      Param& p = params_[k];
+      p.shard = unit.shard_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
+      p.shard_grad = at::Tensor();
+    }
+  }
+  return true;
 }
 
 void FullyShard::finish_gradient_sync() {
@@ -359,6 +401,10 @@ void FullyShard::finish_gradient_sync() {
     start_reduce(u);
   }
   at::NoGradGuard no_grad;
+  if (sink_) {
+    finish_streamed_sync();
+    return;
+  }
   for (auto& unit : units_) unit.reduce.finish();
   if (replicate_) {
     std::vector<PendingCollective> ops;
@@ -398,6 +444,22 @@ void FullyShard::finish_gradient_sync() {
     }
   }
   fresh_grads_ = false;
+  synced_ = true;
+}
+
+void FullyShard::finish_streamed_sync() {
+  for (size_t u : handing_) hand_over(u);
+  handing_.clear();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    Unit& unit = units_[u];
+    if (!unit.trains) {
+      free_unit(u);  // stage 3: the frozen parameters are needed no more once the backward is over
+      continue;
+    }
+    unit.reduce_started = false;
+    unit.pending = unit.params.size();
+  }
+  for (auto& p : params_) p.seen = false;
   synced_ = true;
 }
 
@@ -442,7 +504,12 @@ std::vector<ShardedTensor> FullyShard::sharded_parameters() const {
 at::Tensor FullyShard::grad_norm_squared() {
   at::NoGradGuard no_grad;
   auto sq = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device_));
-  if (!tp_ || tp_->group()->rank() == 0) {
+  if (sink_) {  // the step's gradients are on the host, summed in fp32 there (no TP when streaming)
+    double local = 0;
+    for (size_t k = 0; k < params_.size(); ++k)
+      if (units_[params_[k].unit].trains) local += sink_->squared_norm(sink_index_[k]);
+    sq.fill_(local);
+  } else if (!tp_ || tp_->group()->rank() == 0) {
     for (auto& unit : units_)
       if (unit.trains) sq += unit.grad_flat.pow(2).sum();
   } else {  // this rank counts only its TP-sharded blocks; tp rank 0 counts the replicated parameters

@@ -48,8 +48,16 @@ std::vector<ParallelModel::OptimParam> ShardedModel::optimizer_params() const {
   return out;
 }
 
+bool ShardedModel::stream_gradients(GradientSink& sink) {
+  return shard_->stream_gradients(sink, autocast_ ? at::kBFloat16 : at::kFloat);
+}
+
 at::Tensor ShardedModel::clip_grad_norm(double max_norm) {
   auto total = shard_->grad_norm_squared().sqrt();
+  if (shard_->streaming()) {
+    MT_CHECK(max_norm == 0, "ShardedModel: streamed gradients are clipped by the optimizer, not in place");
+    return total;
+  }
   std::vector<at::Tensor> grads;
   for (const auto& p : shard_->shard_parameters())
     if (p.trains && p.shard.grad().defined() && p.shard.numel() > 0) grads.push_back(p.shard.grad());

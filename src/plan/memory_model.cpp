@@ -91,12 +91,16 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
                    .optimizer = offload ? 0 : st.optimizer, .transient = act.inputs};
   // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
   const int64_t plain_grads = grad_buffer ? 0 : st.grads;
-  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed offload, and a frozen
-  // base held in bf16 (LoRA) have none.
-  const bool copies = bf16 && !l.stream && (l.zero_stage == 0 || l.param_bytes == 4);
-  // Streamed offload: the gradient being handed over and its fp32 cast on the copy stream (the largest is
-  // the embedding's or the head's).
-  if (l.stream) base.transient += (l.stream_bytes + 4) * sz.head_grad;
+  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed replicated offload,
+  // and a frozen base held in bf16 (LoRA) have none.
+  const bool copies = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream);
+  // Streamed offload: the gradient being handed over and its fp32 cast on the copy stream — replicated: the
+  // largest is the embedding's or the head's; FSDP: a unit's reduced shard (the one before the unit whose
+  // reduce-scatter is running, or the root's at the end), in reduce_dtype, and its fp32 cast when that differs.
+  if (l.stream && l.zero_stage == 0) base.transient += (l.stream_bytes + 4) * sz.head_grad;
+  if (l.stream && l.zero_stage == 3)
+    base.transient += (l.reduce_bytes + (l.reduce_bytes == 4 ? 0 : 4)) * std::max(sz.block_grad, sz.root_trainable) /
+                      l.shard;
   const int64_t block_copy = copies ? 2 * sz.block_cast : 0, root_copy = copies ? 2 * sz.root_cast : 0;
   // Full (unsharded) bytes of a unit while gathered under FSDP.
   const bool fsdp = l.zero_stage == 3 && !l.alias;
@@ -105,8 +109,12 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   // Only trainable units have gradients (parallel/fully_shard.h splits each block by trainable and frozen).
   const bool zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
   const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root_trainable + L * sz.block_grad) : 0;
-  const int64_t rs_unit =
-      (l.zero_stage > 0 && !l.alias && l.shard > 1) ? l.reduce_bytes * (sz.block_grad + sz.block_grad / l.shard) : 0;
+  // The running unit's reduce-scatter input and output; a group of one writes into the shard gradients (none
+  // when streamed: then its input is its output, a transient of the unit's size).
+  const int64_t rs_unit = l.zero_stage == 0 || l.alias ? 0
+                          : l.shard > 1 ? l.reduce_bytes * (sz.block_grad + sz.block_grad / l.shard)
+                          : l.stream    ? l.reduce_bytes * sz.block_grad
+                                        : 0;
 
   Walk w{base, {}, {}};
   const int64_t blocks_held = held * L * act.block_held(ac);

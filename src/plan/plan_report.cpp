@@ -37,7 +37,9 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
                   std::to_string(o.nodes) + " node(s))" + (r.note.empty() ? "" : " — " + r.note) + "\n\n";
   s += "memory per GPU (worst rank), at the peak (" + m.peak_at + ")\n";
   const char* f = "  %-48s %12s\n";
-  s += line(f, "parameters (module copy)", gib(p.params));
+  // Streamed offload: the trainable parameters (FSDP: this rank's shards) in the compute dtype, the master on
+  // the host (rank_state.h).
+  s += line(f, "parameters (module copy / streamed shards)", gib(p.params));
   s += line(f, "fp32 master shards", gib(p.master));
   // Shown only where something is frozen: those shards are no master copy (LoRA's base is held in the compute
   // dtype, bf16 on a GPU; train.freeze's in fp32).

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "meshtrain/core/config_enums.h"
+#include "meshtrain/plan/gradient_streaming.h"
 #include "meshtrain/plan/param_table.h"
 
 namespace meshtrain::plan {
@@ -23,12 +24,13 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   l.reduce_bytes = parse_dtype(p.reduce_dtype, "parallel.reduce_dtype") == Dtype::bf16 ? 2 : 4;
   // The GPU's compute dtype (train.dtype auto = bf16): what LoRA's frozen base is held in (parallelize()).
   l.frozen_bytes = cfg.model.lora_rank > 0 && compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
-  // ReplicatedModel::stream_gradients(): offload under the replicated layout, not under TP or a pipeline, and
-  // only without accumulation (train/optimizer.h make_optimizer).
-  l.stream = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu && l.zero_stage == 0 &&
-             l.tp == 1 && l.pp == 1 && cfg.train.grad_accum == 1;
-  l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4 && l.frozen_bytes == 4;
+  // ReplicatedModel / FullyShard::stream_gradients(): offload under the replicated layout or FSDP/HSDP (not
+  // ZeRO-1/2, not aliased), not under TP or a pipeline, at the accumulations plan::streams_gradients allows.
+  const bool can = l.zero_stage == 0 || (l.zero_stage == 3 && !l.alias);
+  l.stream = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu && can && l.tp == 1 &&
+             l.pp == 1 && streams_gradients(l.zero_stage == 3 ? l.shard : 1, cfg.train.grad_accum);
+  l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   return l;
 }
 
@@ -71,8 +73,12 @@ RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int
     const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
     const int64_t c = (rows + l.shard - 1) / l.shard;
     const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
-    (train ? s.master : s.frozen) += held * c * row_numel;
-    s.grads += train ? 4 * c * row_numel : 0;
+    if (train && l.stream) {  // FSDP streamed: the shard in the compute dtype, fp32 master and gradient on the host
+      s.params += l.stream_bytes * c * row_numel;
+    } else {
+      (train ? s.master : s.frozen) += held * c * row_numel;
+      s.grads += train ? 4 * c * row_numel : 0;
+    }
     s.optimizer += train ? 8 * local * row_numel + 4 : 0;
     if (l.alias) continue;
     const int64_t gathered = train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes;

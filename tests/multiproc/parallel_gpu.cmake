@@ -19,9 +19,11 @@ function(parallel_gpu_layout name nproc ref_args)
 endfunction()
 parallel_gpu_layout(ddp2 2 "--family gpt2 --accum 2" --family gpt2 --layout ddp)
 # Optimizer offload against the on-device optimizer's run: streamed from the backward (pinned buffers,
-# download and upload streams; one process) and downloaded after a DDP 2 backward with accumulation.
+# download and upload streams; one process), downloaded after a DDP 2 backward with accumulation, and FSDP 2
+# streaming each unit's reduced shard with accumulation (the host sums through the pinned staging buffers).
 parallel_gpu_layout(ddp2_offload_accum2 2 "--family gpt2 --accum 4" --family gpt2 --layout ddp --accum 2 --offload)
 parallel_gpu_layout(single_offload 1 "--family llama" --family llama --layout single --offload)
+parallel_gpu_layout(fsdp2_offload_accum2 2 "--family llama --accum 4" --family llama --layout fsdp --accum 2 --offload)
 parallel_gpu_layout(zero1 2 "--family gpt2 --accum 2" --family gpt2 --layout zero1)
 parallel_gpu_layout(zero2 2 "--family gpt2 --accum 2" --family gpt2 --layout zero2)
 parallel_gpu_layout(fsdp2 2 "--family llama --accum 2" --family llama --layout fsdp)

@@ -21,6 +21,8 @@
 //   stage 2 (ZeRO-2): parameters stay gathered; gradients are reduce-scattered every micro-step and the full
 //     gradients freed; after the optimizer step all units are gathered again before the next forward.
 //   stage 1 (ZeRO-1): as stage 2, but accumulation micro-steps keep full gradients and reduce nothing.
+//   streamed (optimizer offload, stage 3; stream_gradients()): shards held in the compute dtype, no gradient shard;
+//     each micro-batch's reduced shard gradient goes to the host optimizer during the backward.
 //
 // Over tensor parallelism (FSDP × TP, parallel/tensor_parallel.h) the module's parameters are this rank's TP
 // blocks, and each is split by rows like any parameter: the shard is FSDP's dim-0 chunk inside the TP block,
@@ -41,6 +43,7 @@
 #include "meshtrain/model/block_runner.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/dim0_shard.h"
+#include "meshtrain/parallel/gradient_sink.h"
 #include "meshtrain/parallel/pending_collective.h"
 #include "meshtrain/parallel/tensor_parallel.h"
 
@@ -94,7 +97,8 @@ class FullyShard {
 
   struct ShardParam {
     std::string name;
-    at::Tensor shard;  // this rank's rows (a view into the unit's fp32 flat shard); .grad set after a sync
+    at::Tensor shard;  // this rank's rows (a view into the unit's flat shard: fp32, or param_dtype when
+                       // streaming: the compute dtype); .grad set after a sync (never streaming)
     bool trains;       // false: frozen (no gradient, not for the optimizer)
   };
   std::vector<ShardParam> shard_parameters() const;
@@ -106,6 +110,19 @@ class FullyShard {
   at::Tensor grad_norm_squared();
   // Elements per rank of all flat shards (padding included): the memory formula's "params / shards".
   int64_t shard_numel() const;
+  // Ranks the parameters and gradients are split over.
+  int64_t shard_ranks() const { return shard_->size(); }
+
+  // Optimizer offload (parallel/gradient_sink.h), FSDP/HSDP (stage 3) only: from now on each trainable unit
+  // keeps its shard only in `dtype` (the compute dtype: what the all-gather reads, cast to param_dtype where
+  // that differs; the fp32 master is the sink's) and no gradient shard. Every micro-batch's reduce-scattered (and, HSDP, replica-averaged) shard gradient goes to
+  // `sink` once its reduction has finished — looked at when the next unit's reduction starts, so the compute
+  // stream never waits for the collective it just queued — and is dropped at once; grad_norm_squared() then
+  // sums the sink's squares. Call once, before the first step. False where it cannot: stages 1-2, tensor
+  // parallelism (sequence parallelism sums shard gradients after the backward), a group of one aliased to
+  // the module.
+  bool stream_gradients(GradientSink& sink, at::ScalarType dtype);
+  bool streaming() const { return sink_ != nullptr; }
 
  private:
   struct Param {
@@ -151,6 +168,10 @@ class FullyShard {
   void free_unit(size_t u);
   void on_gradient(size_t k);
   void start_reduce(size_t u);
+  // Streaming's end of the backward: the last reductions handed over, the units ready for the next one.
+  void finish_streamed_sync();
+  // Streaming: waits for unit u's reduction (and HSDP's all-reduce), hands each parameter's rows to the sink.
+  void hand_over(size_t u);
   at::Tensor run_block(size_t b, const at::Tensor& x, const model::BlockFn& run);
 
  public:
@@ -174,6 +195,11 @@ class FullyShard {
   // autograd accumulates straight into the flat gradients, so nothing is gathered, copied or reduced
   // (world-size-1 runs of a sharded config cost what the plain model costs).
   bool alias_ = false;
+  // Streaming (stream_gradients): the sink, each parameter's optimizer index, and the units whose reduction
+  // is in flight and not handed over yet (in order).
+  GradientSink* sink_ = nullptr;
+  std::vector<size_t> sink_index_;
+  std::vector<size_t> handing_;
 };
 
 }  // namespace meshtrain::parallel

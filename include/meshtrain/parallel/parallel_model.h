@@ -100,6 +100,9 @@ class ParallelModel {
     (void)sink;
     return false;
   }
+  // Ranks each gradient is split over (FSDP's shard group; 1 where every rank holds whole gradients): a
+  // streamed rank moves 1/that of the model's gradient to the host per micro-batch (plan/gradient_streaming.h).
+  virtual int64_t gradient_shards() const { return 1; }
   // Makes replicas identical (rank 0's values) after loading; a no-op where nothing is replicated.
   virtual void broadcast_parameters() {}
   // This rank's parameters as blocks of the global tensors (checkpoints; core/sharded_tensor.h). `local` is

@@ -25,6 +25,10 @@ class ShardedModel : public ParallelModel {
   std::vector<OptimParam> optimizer_params() const override;
   at::Tensor clip_grad_norm(double max_norm) override;
   void after_optimizer_step() override;
+  // FSDP/HSDP without tensor parallelism (FullyShard::stream_gradients): the shards in the compute dtype
+  // (bf16 under bf16 compute), each unit's reduced shard gradient handed over during the backward.
+  bool stream_gradients(GradientSink& sink) override;
+  int64_t gradient_shards() const override { return shard_->shard_ranks(); }
   std::vector<ShardedTensor> sharded_parameters() const override { return shard_->sharded_parameters(); }
   std::string describe() const override { return describe_; }
 

@@ -10,10 +10,11 @@
 //   FSDP / HSDP                          as ZeRO, but the full parameters exist only while gathered (those
 //                                        bytes are the memory model's "gathered units", not state)
 //   a shard group of one with fp32 parameters aliases the module's parameters to the master shard
-//   optimizer.offload: cpu, replicated without TP or pipeline (parallel/gradient_sink.h): trainable parameters
-//                                        in the compute dtype (the fp32 master is on the host); gradients leave
-//                                        during the backward: DDP keeps its buckets (in the compute dtype),
-//                                        a plain model none after the step
+//   optimizer.offload: cpu, replicated or FSDP/HSDP without TP or pipeline, streamed (parallel/gradient_sink.h,
+//   plan/gradient_streaming.h): trainable parameters in the compute dtype (FSDP: the shards, padding included,
+//                                        counted as params) — the fp32 master is on the host;
+//                                        gradients leave during the backward: DDP keeps its buckets (in the
+//                                        compute dtype), a plain model and FSDP none after the step
 // Tensor parallelism first cuts each parameter into this rank's block (param_table.h); frozen parameters
 // (train.freeze) have no gradient and no optimizer state.
 #pragma once
@@ -36,14 +37,16 @@ struct RankLayout {
   int param_bytes = 4;        // gathered parameters' element size (parallel.param_dtype)
   int reduce_bytes = 4;       // gradient reduction element size (parallel.reduce_dtype)
   int frozen_bytes = 4;       // element size of a frozen parameter (LoRA's base: the compute dtype, bf16 on GPU)
-  bool stream = false;        // optimizer offload streams the gradients (replicated, no TP, no pipeline)
-  int stream_bytes = 4;       // then: element size of a trainable parameter (the compute dtype, bf16 on GPU)
+  bool stream = false;        // optimizer offload streams the gradients (replicated or FSDP, no TP, no pipeline)
+  int stream_bytes = 4;       // then: element size of a trainable parameter or FSDP shard (the compute dtype,
+                              // bf16 on GPU)
 
   static RankLayout from(const Config& cfg, int64_t world_size);
 };
 
 struct RankState {
-  int64_t params = 0;     // module parameters held outside the master copy (replicated: the fp32 weights)
+  int64_t params = 0;     // module parameters held outside the master copy (replicated: the fp32 weights;
+                          // streamed offload: the trainable parameters or FSDP shards in the compute dtype)
   int64_t master = 0;     // fp32 master shards of trained parameters (sharded layouts; padding included)
   int64_t frozen = 0;     // shards of frozen parameters (sharded layouts; padding included): no master, held as
                           // they are — LoRA's base in the compute dtype (bf16 on GPU), else fp32

@@ -14,9 +14,10 @@
                  `meshtrain import` copy (FSDP 2, resharded): the same first loss, far below a fresh model's;
                  a restart of that run resumes instead of re-initialising; user mistakes exit 2 with one line.
 
-  offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2 (gradients downloaded after
-                 the backward), in a single process (gradients streamed from the backward; the host master is
-                 the master) and with accumulation 2 (summed on the device, then downloaded): every step's loss within
+  offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2 (each unit's reduced shard
+                 gradient streamed during the backward; the host master is the master, the device holds the shards
+                 in param_dtype), in a single process (gradients streamed from the backward) and with accumulation
+                 2 (summed on the device, then downloaded): every step's loss within
                  OFFLOAD_ATOL; a checkpoint saved with offload resumes without it and one saved without
                  resumes with it (the format is the same), steps 4-6 within OFFLOAD_ATOL of the uninterrupted run;
                  the step log and metrics.jsonl report the host update time and the bytes moved each way.
@@ -25,8 +26,9 @@
                  stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
                  streams; at accumulation 1 gradients streamed during the backward, bf16 parameters on the device)
-                 against the on-device optimizer, fp32 and bf16, accumulation 1 and 4: losses within GPU_ATOL /
-                 BF16_ATOL; the bf16 run's peak device memory below the on-device optimizer's.
+                 against the on-device optimizer, fp32 and bf16, accumulation 1 and 4, and FSDP over one rank with
+                 bf16 parameters (streamed: bf16 shards, each unit's reduced gradient to the host): losses within
+                 GPU_ATOL / BF16_ATOL; the bf16 runs' peak device memory below the on-device optimizer's.
   gpu            (label gpu; exit 77 without 2 GPUs) the same save/resume over NCCL on 2 GPUs, fp32: saved
                  under FSDP 2 at step 3, resumed under DDP 2 and under FSDP 2; steps 4-6 within GPU_ATOL of
                  the uninterrupted run (CUDA's atomic-add reductions are not bit-reproducible).
@@ -194,9 +196,10 @@ def offload_costs(out):
     return {k: v for k, v in last.items() if k.startswith("optimizer_")}
 
 
-OFFLOAD_CASES = {  # case → (layout, extra settings, streamed): FSDP downloads after the backward; a single
-    # process streams without accumulation, with it the gradients sum on the device (train/optimizer.h)
-    "fsdp2": ("fsdp2", [], False),
+OFFLOAD_CASES = {  # case → (layout, extra settings, streamed): FSDP streams its shard gradients at any
+    # accumulation; a single process streams without accumulation, with it the gradients sum on the device
+    # (plan/gradient_streaming.h)
+    "fsdp2": ("fsdp2", [], True),
     "single": ("single", [], True),
     "single_accum2": ("single", ["train.micro_batch_size=4", "train.grad_accum=2"], False),
 }
@@ -237,15 +240,20 @@ def offload_gpu():
     skip_below(1)
     # BF16_ATOL: the device computes with the bf16 cast of the master either way (autocast casts the fp32
     # weights for the matmuls), but with streaming the norms' and embedding's weights are bf16 too.
-    for dtype, atol, accum in (("fp32", GPU_ATOL, 1), ("bf16", BF16_ATOL, 1), ("bf16", BF16_ATOL, 4)):
+    # The last case: FSDP over one rank with bf16 parameters (not aliased to the module), whose streamed path
+    # keeps bf16 shards and hands each unit's reduced gradient over (a whole model per process: accumulation 1).
+    fsdp1 = ["parallel.zero_stage=3", "parallel.param_dtype=bf16"]
+    for dtype, atol, accum, extra in (("fp32", GPU_ATOL, 1, []), ("bf16", BF16_ATOL, 1, []), ("bf16", BF16_ATOL, 4, []),
+                                      ("bf16", BF16_ATOL, 1, fsdp1)):
         cuda = ["train.device=cuda", f"train.dtype={dtype}", f"train.micro_batch_size={8 // accum}",
-                f"train.grad_accum={accum}"]
-        name = f"gpu_{dtype}_accum{accum}"
+                f"train.grad_accum={accum}", *extra]
+        name = f"gpu_{dtype}_accum{accum}" + ("_fsdp1" if extra else "")
         ref_out, off_out = os.path.join(work, f"{name}_device"), os.path.join(work, f"{name}_offload")
         train(ref_out, "single", *cuda)
         _, log = train(off_out, "single", *cuda, "optimizer.offload=cpu")
         streams = "gradients leave the device as the backward produces them" in log
         expect(streams == (accum == 1), f"{name}: streaming {streams}, expected only without accumulation")
+        expect(not extra or "fsdp over 1 shard" in log, f"{name}: not the FSDP layout")
         diff = max_diff(losses(off_out), losses(ref_out), range(1, STEPS + 1))
         expect(diff <= atol, f"{name}: offloaded vs on-device losses: max diff {diff:.3g} > {atol}")
         ref_peak, off_peak = peak_memory(ref_out), peak_memory(off_out)

@@ -221,11 +221,12 @@ int check_plan(const parallel::ParallelModel& par, const train::Optimizer& opt, 
   const auto shards = par.sharded_parameters();
   auto module = par.net()->parameters();
   // Replicated layouts: the module's parameters are the master copy (counted as parameters); sharded: the
-  // shards are the master and the module's gathered copies (none when aliased to the shards) the parameters.
+  // shards are the master and the module's gathered copies (none when aliased to the shards) the parameters —
+  // unless the optimizer holds the master apart (streamed offload): then the shards it updates are parameters.
   if (l.zero_stage == 0) {
     for (const auto& p : module) got.params += seen.add(p);
   } else {
-    for (const auto& s : shards) got.master += seen.add(s.local);
+    for (const auto& s : shards) (opt.master_of(s.local).defined() ? got.params : got.master) += seen.add(s.local);
     for (const auto& p : module) got.params += seen.add(p);
   }
   for (const auto& p : module) got.grads += seen.add(p.grad());

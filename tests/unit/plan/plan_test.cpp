@@ -222,13 +222,14 @@ TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
             2 * base + 12 * adapters + 4 * adapter_tensors + 4 * N * D);
 }
 
-// optimizer.offload: cpu where the layout downloads the gradients after the backward (FSDP): the AdamW moments
-// leave the device's peak (8 bytes per parameter) and the host holds 16 bytes per parameter (master, moments,
-// gradient buffer).
+// optimizer.offload: cpu where the layout downloads the gradients after the backward (ZeRO-2): the AdamW
+// moments leave the device's peak (8 bytes per parameter) and the host holds 16 bytes per parameter (master,
+// moments, gradient buffer).
 TEST(MemoryModel, OffloadMovesTheMomentsToTheHost) {
   const GpuSpec h200 = gpu_spec("h200-141gb");
   Config device = bench("llama3.2-1b", 1, 2048, 0);
-  device.parallel.fsdp = 2;  // resolved for one GPU: dp 1, so fsdp 2 is the whole world of 2
+  device.parallel.dp = 2;  // resolved for one GPU: dp 1; ZeRO-2 over a dp of 2, the whole world of 2
+  device.parallel.zero_stage = 2;
   Config offload = device;
   offload.optimizer.offload = "cpu";
   const MemoryEstimate d = estimate_memory(device, 2, h200), o = estimate_memory(offload, 2, h200);
@@ -266,6 +267,40 @@ TEST(MemoryModel, StreamedOffloadKeepsBf16ParametersOnTheDevice) {
   EXPECT_GT(acc.device_total, 48'000'000'000ll);
   Config device = bench("llama3.1-8b", 1, 2048, 0, true);
   EXPECT_GT(estimate_memory(device, 1, h200).device_total, 120'000'000'000ll);
+}
+
+// Streamed offload under FSDP (FullyShard::stream_gradients), configs/node8/llama3.1-70b-offload-fsdp8.yaml:
+// each rank holds its shard only in bf16 (2 bytes a padded shard element, counted as params), no fp32 master
+// or gradient shard, no moments; it streams at accumulation 4 too (plan/gradient_streaming.h), so the host
+// adds a staging buffer. Llama 3.1 70B full fine-tune then fits 80 GB per GPU under FSDP 8.
+TEST(MemoryModel, StreamedOffloadUnderFsdpKeepsBf16ShardsOnTheDevice) {
+  const GpuSpec h100 = gpu_spec("h100-80gb");
+  Config c = bench("llama3.1-70b", 1, 4096, 0, true);
+  c.parallel.fsdp = 8;
+  c.parallel.param_dtype = "bf16";
+  c.train.grad_accum = 4;
+  Config device = c;
+  c.optimizer.offload = "cpu";
+  const MemoryEstimate e = estimate_memory(c, 8, h100), d = estimate_memory(device, 8, h100);
+  EXPECT_TRUE(RankLayout::from(c, 8).stream);
+  EXPECT_EQ(e.state.master, 0);
+  EXPECT_EQ(e.state.grads, 0);
+  EXPECT_EQ(e.state.params, d.state.master / 2);  // the fp32 master shard's padded elements, in bf16
+  EXPECT_EQ(e.peak.optimizer, 0);
+  EXPECT_EQ(e.peak.weight_copies, 0);
+  EXPECT_EQ(e.host_optimizer, 2 * d.state.optimizer + d.state.optimizer / 2);  // + the staging buffer
+  EXPECT_LT(e.device_total, 80'000'000'000ll);
+  EXPECT_GT(d.device_total, 80'000'000'000ll);
+  // ZeRO-2 and FSDP under tensor parallelism do not stream: the fp32 master shard stays on the device.
+  Config zero2 = c;
+  zero2.parallel.fsdp = 1;
+  zero2.parallel.dp = 8;
+  zero2.parallel.zero_stage = 2;
+  EXPECT_FALSE(RankLayout::from(zero2, 8).stream);
+  Config tp = c;
+  tp.parallel.fsdp = 4;
+  tp.parallel.tp = 2;
+  EXPECT_FALSE(RankLayout::from(tp, 8).stream);
 }
 
 TEST(MfuTable, InterpolatesInLogDModel) {
