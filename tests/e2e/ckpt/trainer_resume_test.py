@@ -313,7 +313,7 @@ def model_bytes(d):
     """The bytes of the model.* tensors a checkpoint's meta.json records."""
     with open(os.path.join(d, "meta.json")) as f:
         tensors = json.load(f)["tensors"]
-    return sum(sh["end"] - sh["begin"] for n, t in tensors.items() if n.startswith("model.") for sh in t["shards"])
+    return sum(sh["byte_range"][1] - sh["byte_range"][0] for n, t in tensors.items() if n.startswith("model.") for sh in t["shards"])
 
 
 def one_line_error(cmd, needle):
@@ -321,6 +321,7 @@ def one_line_error(cmd, needle):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
     lines = [line for line in p.stderr.splitlines() if needle in line]
     expect(p.returncode == 2 and len(lines) == 1, f"{' '.join(cmd)}: exit {p.returncode}, {needle!r} in\n{p.stderr[-3000:]}")
+    print(f"exit 2: {lines[0]}")
     return lines[0]
 
 
@@ -340,9 +341,10 @@ def lora():
     rec = meta["state"]["lora"]
     expect(rec["adapters_only"] and rec["base"] == base and rec["id"].startswith("crc32c:"), f"lora record {rec}")
     ours, with_base = dir_bytes(saved), dir_bytes(saved) + model_bytes(base)
-    expect(ours * 10 < with_base, f"checkpoint {ours} bytes, not far below {with_base} with the base")
-    print(f"lora checkpoint size: {ours} bytes (adapters + their optimizer state) against {with_base} with the "
-          f"base's weights (as before): {with_base / ours:.1f}x smaller")
+    expect(ours * 3 < with_base, f"checkpoint {ours} bytes, not far below {with_base} with the base")
+    meta_json = os.path.getsize(os.path.join(saved, "meta.json"))
+    print(f"lora checkpoint size: {ours} bytes (rank files: adapters, their optimizer state, RNG states; meta.json "
+          f"{meta_json}) against {with_base} with the base's weights (as before): {with_base / ours:.1f}x smaller")
 
     # Resharding: DDP 2's checkpoint resumed under FSDP 2 (an explicit resume path: init_from is the base).
     out = os.path.join(work, "lora_reshard")
