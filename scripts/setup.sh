@@ -4,7 +4,8 @@
 #     nlohmann-json, cxxopts, GoogleTest, Python venv support — only those missing, only with apt and root;
 #   - LibTorch, as the pinned PyTorch wheel (torch==2.11.0): a python3 that already imports torch 2.11 is used
 #     as is (nothing installed — the GPU machine has one and no network); otherwise a project venv in .venv.
-# Prints what it used; exits non-zero with one clear line when something cannot be had.
+# Prints what it used; exits non-zero with one clear line when something cannot be had (a full disk included:
+# the venv's filesystem is checked for MESHTRAIN_SETUP_NEED_BYTES, default 6 GB, before anything is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION=2.11.0
@@ -55,6 +56,32 @@ cmake_version=$(cmake --version | head -1 | awk '{print $3}')
 printf '%s\n%s\n' 3.25 "$cmake_version" | sort -V -C || die "CMake $cmake_version is older than 3.25"
 
 # ---- LibTorch through the PyTorch wheel -------------------------------------------------------------------
+# A venv with torch 2.11 (CUDA 12 wheel) and the test packages measures 5.1 GB (torch 1.2, nvidia-* 2.7,
+# triton 0.6); 6 GB leaves pip room to unpack. Checked before installing: a full disk otherwise fails deep
+# inside pip with a message about something else.
+NEED_BYTES=${MESHTRAIN_SETUP_NEED_BYTES:-6000000000}
+gb() { awk -v b="$1" 'BEGIN { printf "%.1f GB", b / 1e9 }'; }
+check_venv_space() {
+  local where=. free
+  [ -e .venv ] && where=.venv
+  free=$(df -P -B1 "$where" | awk 'NR == 2 { print $4 }')
+  [ "$free" -ge "$NEED_BYTES" ] || die "not enough disk space for .venv: torch==$TORCH_VERSION and its packages" \
+    "need $(gb "$NEED_BYTES"), $(gb "$free") free on the filesystem of $(cd "$where" && pwd -P) (free space there," \
+    "or make .venv a link to a larger disk)"
+}
+# pip's own last error line on failure (not a guess at its cause).
+pip_install_torch() {
+  local log
+  log=$(mktemp)
+  if ! .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" >"$log" 2>&1; then
+    local last
+    last=$(grep -E '^(ERROR|error):' "$log" | tail -1)
+    [ -n "$last" ] || last=$(grep -v '^[[:space:]]*$' "$log" | tail -1)
+    rm -f "$log"
+    die "pip could not install torch==$TORCH_VERSION: ${last:-pip printed nothing}"
+  fi
+  rm -f "$log"
+}
 torch_ok() { "$1" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" >/dev/null 2>&1; }
 if [ -x .venv/bin/python ] && torch_ok .venv/bin/python; then
   PY=.venv/bin/python
@@ -63,10 +90,10 @@ elif [ ! -e .venv ] && torch_ok python3; then
   PY=$(command -v python3)
   say "using $PY (torch $TORCH_VERSION already installed; nothing to install)"
 else
+  check_venv_space
   say "creating .venv with torch==$TORCH_VERSION (a few minutes on first run)"
   [ -x .venv/bin/python ] || python3 -m venv .venv || die "python3 -m venv failed"
-  .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" \
-    || die "pip could not install torch==$TORCH_VERSION (no network or no wheel for this Python?)"
+  pip_install_torch
   torch_ok .venv/bin/python || die ".venv has no usable torch $TORCH_VERSION after pip install"
   PY=.venv/bin/python
 fi

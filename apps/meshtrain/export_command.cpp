@@ -17,10 +17,14 @@ int cmd_export(int argc, char** argv) {
                      "--max-shard-size. Loadable by transformers (LlamaForCausalLM, GPT2LMHeadModel), vLLM, TGI. "
                      "A LoRA checkpoint (model.lora_rank > 0) is written merged (W + alpha/r · B A); with "
                      "--adapters, its adapters alone in PEFT's layout (adapter_config.json + "
-                     "adapter_model.safetensors, for peft.PeftModel.from_pretrained over the base).");
+                     "adapter_model.safetensors, for peft.PeftModel.from_pretrained over the base). A LoRA run started from "
+                     "checkpoint.init_from saves only its adapters: the merged export reads the base from the "
+                     "path its meta.json records, or from --base.");
   o.add_options()("format", "output format; valid: hf", cxxopts::value<std::string>())(
       "dtype", "tensor dtype: keep | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("keep"))(
       "adapters", "LoRA checkpoint: write only its adapters, in PEFT's layout (fp32)")(
+      "base", "adapters-only LoRA checkpoint: its base checkpoint (default: the path recorded in its meta.json)",
+      cxxopts::value<std::string>())(
       "max-shard-size", "largest safetensors file (K/M/G suffixes)",
       cxxopts::value<std::string>()->default_value("5G"))("h,help", "show this help")(
       "args", "", cxxopts::value<std::vector<std::string>>());
@@ -40,7 +44,9 @@ int cmd_export(int argc, char** argv) {
                 static_cast<long long>(res.tensors), static_cast<double>(res.bytes) / 1e6);
     return 0;
   }
-  auto res = ckpt::export_hf(args[0], args[1], {.dtype = r["dtype"].as<std::string>(), .max_shard_bytes = shard});
+  const std::string base = r.count("base") ? r["base"].as<std::string>() : "";
+  auto res = ckpt::export_hf(args[0], args[1],
+                             {.dtype = r["dtype"].as<std::string>(), .max_shard_bytes = shard, .base = base});
   std::printf("wrote %s: %lld tensors, %.1f MB in %d file(s)\n", args[1].c_str(), static_cast<long long>(res.tensors),
               static_cast<double>(res.bytes) / 1e6, res.files);
   return 0;

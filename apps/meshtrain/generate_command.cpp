@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/safetensors.h"
@@ -141,7 +142,7 @@ int cmd_generate(int argc, char** argv) {
   for (auto& item : net->named_parameters())
     wanted.push_back({"model." + item.key(), item.value().sizes().vec(),
                       std::vector<int64_t>(static_cast<size_t>(item.value().dim()), 0), item.value(), true});
-  ckpt::load_into(dir, wanted);
+  ckpt::load_with_base(dir, wanted);  // an adapters-only LoRA checkpoint: its base from the recorded path
   if (r.count("logits")) return write_logits(net, ids, r["logits"].as<std::string>());
   const model::SampleOptions opts{.max_new_tokens = r["tokens"].as<int64_t>(),
                                   .temperature = r["temperature"].as<double>(),

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/hf_convert.h"
@@ -58,7 +59,7 @@ std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::pa
 
 ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts) {
   LoadedCheckpoint info;
-  auto model = load_full(checkpoint, "model.", &info);
+  auto model = load_full_with_base(checkpoint, "model.", opts.base, "--base DIR", &info);
   MT_USER_CHECK(!model.empty(), info.path, ": no model.* tensors (not a meshtrain training checkpoint?)");
   MT_USER_CHECK(!info.meta.config.empty() && info.meta.config.contains("model"), info.path,
                 "/meta.json: no config recorded, so the architecture is unknown");

@@ -207,10 +207,12 @@ class Validator {
   void check_checkpoint() {
     const CheckpointConfig& c = cfg_.checkpoint;
     // auto with init_from is the fine-tuning pattern (init first, resume after a restart); an explicit resume
-    // path would make init_from dead.
-    if (!c.init_from.empty() && c.resume != "none" && c.resume != "auto")
+    // path would make init_from dead — except under LoRA, where a checkpoint holds only the adapters and
+    // init_from names the frozen base it is read over (docs/lora.md "Checkpoints").
+    if (!c.init_from.empty() && c.resume != "none" && c.resume != "auto" && cfg_.model.lora_rank == 0)
       fail("checkpoint.init_from", cat("given '", c.init_from, "' with checkpoint.resume '", c.resume,
-                                       "'; valid with resume none or auto (a resumed run already has its weights)"));
+                                       "'; valid with resume none or auto (a resumed run already has its weights), "
+                                       "or under LoRA (model.lora_rank > 0: init_from is the frozen base)"));
   }
 
   // String settings that consumers take as enums or lists (core/config_enums.h): their own rules, reported

@@ -24,20 +24,29 @@ bool intra_node(const std::string& order, const std::map<std::string, int64_t>& 
   return stride * sizes.at(dim) <= gpus_per_node;
 }
 
+// Parameter counts: global where they price FLOPs, this tp rank's block ("local") where they price collectives.
 struct Counts {
-  double non_embed = 0, embed_bytes = 0, trainable = 0;
+  double non_embed = 0;        // global, the blocks' and final norm's
+  double frozen_matmul = 0;    // global: frozen weights a token multiplies (blocks' and the head), no weight grad
+  double trainable = 0;        // local
+  double frozen = 0;           // local: frozen parameters (LoRA's base), gathered by FSDP but never reduced
+  double embed_trainable = 0;  // local: the root unit's (embeddings, head) trainable part
+  double embed_frozen = 0;     // local: … and its frozen part
 };
 
 Counts counts(const Config& cfg, int64_t tp) {
   Counts c;
+  const std::string head = cfg.model.tie_embeddings ? "tok_embed.weight" : "lm_head.weight";
   for (const auto& p : param_table(cfg.model)) {
     int64_t local = 1;
     for (int64_t d : p.tp_shape(0, tp)) local *= d;
     const bool embed = p.name.rfind("tok_embed", 0) == 0 || p.name.rfind("pos_embed", 0) == 0 ||
                        p.name.rfind("lm_head", 0) == 0;
+    const bool train = trains(cfg, p.name);
     if (!embed) c.non_embed += static_cast<double>(p.numel());
-    if (embed) c.embed_bytes += static_cast<double>(local);
-    if (trains(cfg, p.name)) c.trainable += static_cast<double>(local);
+    if (!train && (!embed || p.name == head)) c.frozen_matmul += static_cast<double>(p.numel());
+    (train ? c.trainable : c.frozen) += static_cast<double>(local);
+    if (embed) (train ? c.embed_trainable : c.embed_frozen) += static_cast<double>(local);
   }
   return c;
 }
@@ -55,7 +64,9 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
   const bool ac = cfg.train.activation_checkpointing;
   StepTime s;
   s.model_flops_per_token = 6 * (n.non_embed + V * D) + 6 * L * T * D;
-  const double hw_per_token = s.model_flops_per_token + (ac ? 2 * n.non_embed + 2 * L * T * D : 0);
+  // A frozen weight (LoRA's base, a frozen head) costs its forward and its input's gradient, 4 FLOPs a
+  // parameter per token, not 6: its weight gradient is never computed.
+  const double hw_per_token = s.model_flops_per_token - 2 * n.frozen_matmul + (ac ? 2 * n.non_embed + 2 * L * T * D : 0);
   s.flops_per_gpu = tokens_rank * hw_per_token / static_cast<double>(l.tp * l.pp);
   s.mfu = mfu.lookup(m, &s.mfu_source);
   s.compute_s = s.flops_per_gpu / (gpu.peak_flops * s.mfu);
@@ -75,7 +86,13 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
     s.comm.push_back(c);
   };
   const double rb = l.reduce_bytes, pb = l.param_bytes, P = n.trainable;
-  const double last = std::min(1.0, n.embed_bytes / std::max(P, 1.0));  // the unit/bucket holding the embeddings
+  // The unit/bucket holding the embeddings goes last (reductions) or first (gathers): its share of the bytes
+  // cannot hide. Reductions carry trainable parameters only; FSDP gathers the frozen ones too, in the dtype
+  // they are held in (rank_state.h: a bf16 base is gathered as it is, an fp32 one in param_dtype).
+  const double last = std::min(1.0, n.embed_trainable / std::max(P, 1.0));
+  const double fb = l.frozen_bytes == 4 ? pb : l.frozen_bytes;
+  const double gathered = pb * P + fb * n.frozen;
+  const double first = std::min(1.0, (pb * n.embed_trainable + fb * n.embed_frozen) / std::max(gathered, 1.0));
   const std::string shard_dim = l.fsdp > 1 ? "fsdp" : "dp";
   if (l.zero_stage == 0) {
     add("ddp all-reduce of gradients", "dp", rb * P, 2, bwd_s, last, "under backward, but the last bucket");
@@ -85,9 +102,12 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
         l.zero_stage == 2 ? "under backward" : "after the last backward");
     add("zero all-gather of parameters", shard_dim, pb * P, 1, 0, 1, "before the next forward, not hidden");
   } else {
+    // Resharded after forward, every unit — a frozen one too, whose weights the input's gradient (and the
+    // recompute under activation checkpointing) needs — is gathered again in backward.
     const double gathers = cfg.parallel.fsdp_reshard_after_forward ? 2 : 1;
-    add("fsdp all-gather (forward)", shard_dim, A * pb * P, 1, fwd_s, last, "prefetched under forward");
-    if (gathers > 1) add("fsdp all-gather (backward)", shard_dim, A * pb * P, 1, bwd_s / 2, 0, "prefetched under backward");
+    add("fsdp all-gather (forward)", shard_dim, A * gathered, 1, fwd_s, first, "prefetched under forward");
+    if (gathers > 1)
+      add("fsdp all-gather (backward)", shard_dim, A * gathered, 1, bwd_s / 2, 0, "prefetched under backward");
     add("fsdp reduce-scatter of gradients", shard_dim, A * rb * P, 1, bwd_s / 2, last, "under backward");
     if (l.hsdp) add("hsdp all-reduce over replicas", "dp", rb * P / static_cast<double>(l.shard), 2, 0, 1, "after backward");
   }

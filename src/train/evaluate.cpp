@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/comm/world_info.h"
@@ -58,7 +59,7 @@ class Evaluator {
     net_->set_fused_gelu(cfg.train.fused_gelu);
     net_->set_fused_kernels(cfg.train.fused_kernels);
     auto blocks = model_blocks(*par_);
-    ckpt::load_into(dir, blocks);
+    ckpt::load_with_base(dir, blocks);  // an adapters-only LoRA checkpoint: its base from the recorded path
   }
 
   int data_rank() const { return w_.data_rank; }

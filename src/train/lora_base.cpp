@@ -1,9 +1,7 @@
 // LoraBase; see lora_base.h.
 #include "meshtrain/train/lora_base.h"
 
-#include <cstdio>
-
-#include "meshtrain/core/crc32.h"
+#include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/lora_linear.h"
 
@@ -15,33 +13,25 @@ ckpt::CheckpointMeta base_meta(const Config& cfg) {
   return ckpt::read_meta(ckpt::resolve_checkpoint_dir(cfg.checkpoint.init_from));
 }
 
-std::string id_of(const ckpt::CheckpointMeta& meta) {
-  // Names, dtypes and every shard's checksum, in meta.json's (name) order. A base re-saved by another layout
-  // has other shards and so another id: a false "different" is possible, a false "same" is not.
-  uint32_t crc = 0;
-  for (const auto& [name, rec] : meta.tensors) {
-    if (name.rfind("model.", 0) != 0 || model::is_lora_parameter(name)) continue;
-    crc = crc32c(name.data(), name.size(), crc);
-    crc = crc32c(rec.dtype.data(), rec.dtype.size(), crc);
-    for (const auto& s : rec.shards) crc = crc32c(&s.crc, sizeof s.crc, crc);
-  }
-  char hex[16];
-  std::snprintf(hex, sizeof hex, "%08x", crc);
-  return std::string("crc32c:") + hex;
-}
-
 }  // namespace
 
 std::string lora_base_id(const Config& cfg) {
-  return cfg.checkpoint.init_from.empty() ? "seed " + std::to_string(cfg.train.seed) : id_of(base_meta(cfg));
+  return cfg.checkpoint.init_from.empty() ? "seed " + std::to_string(cfg.train.seed) : ckpt::lora_base_id(base_meta(cfg));
 }
+
+bool saves_adapters_only(const Config& cfg) { return cfg.model.lora_rank > 0 && !cfg.checkpoint.init_from.empty(); }
 
 nlohmann::json lora_record(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   nlohmann::json out = {{"rank", m.lora_rank}, {"alpha", m.lora_alpha}, {"targets", m.lora_targets},
-                        {"base", cfg.checkpoint.init_from}, {"id", lora_base_id(cfg)}, {"hf_dir", ""}};
-  // A base imported from Hugging Face: its directory, which PEFT's adapter_config.json names.
-  if (!cfg.checkpoint.init_from.empty()) out["hf_dir"] = base_meta(cfg).state.value("imported_from", std::string());
+                        {"base", cfg.checkpoint.init_from}, {"id", lora_base_id(cfg)}, {"hf_dir", ""},
+                        {"adapters_only", saves_adapters_only(cfg)}};
+  if (cfg.checkpoint.init_from.empty()) return out;
+  // A base imported from Hugging Face: its directory, which PEFT's adapter_config.json names (an
+  // adapters-only init_from recorded its own base's).
+  const ckpt::CheckpointMeta base = base_meta(cfg);
+  out["hf_dir"] = ckpt::holds_adapters_only(base) ? base.state["lora"].value("hf_dir", std::string())
+                                                   : base.state.value("imported_from", std::string());
   return out;
 }
 
@@ -54,6 +44,13 @@ void check_lora_checkpoint(const Config& cfg, const std::string& dir, const ckpt
     return;
   }
   const auto& saved = meta.state["lora"];
+  if (ckpt::holds_adapters_only(meta)) {
+    // The frozen base is read from init_from: it must be given, exist and be the base the adapters belong to.
+    MT_USER_CHECK(!cfg.checkpoint.init_from.empty(), dir, ": holds only LoRA adapters, read over the base "
+                  "checkpoint.init_from names, but checkpoint.init_from is not set; valid checkpoint.init_from: ",
+                  saved.value("base", std::string()), " (the base the adapters were trained on)");
+    ckpt::adapter_base(dir, meta, cfg.checkpoint.init_from, "checkpoint.init_from");
+  }
   const int64_t saved_rank = saved.value("rank", int64_t{0});
   MT_USER_CHECK(rank == saved_rank, dir, ": holds LoRA adapters of rank ", saved_rank, ", but model.lora_rank is ",
                 rank, "; valid ", saved_rank, " (meshtrain export of it writes the merged model)");

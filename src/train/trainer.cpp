@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/replica_writers.h"
@@ -320,7 +321,8 @@ void TrainingRun::load_training_state(const std::string& dir, const ckpt::Checkp
   auto model = model_blocks(*par_, opt_.get());
   auto wanted = optimizer_blocks(model, *opt_);
   wanted.insert(wanted.begin(), model.begin(), model.end());
-  ckpt::load_into(dir, wanted);
+  // An adapters-only checkpoint: its frozen base from init_from (checked by check_lora_checkpoint).
+  ckpt::load_with_base(dir, wanted, cfg_.checkpoint.init_from, "checkpoint.init_from");
 }
 
 void TrainingRun::restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta) {
@@ -339,12 +341,13 @@ void TrainingRun::init_from_weights() {
   // Weights only: the optimizer state, step, data position and RNG start fresh (fine-tuning).
   auto model = model_blocks(*par_, opt_.get());
   // LoRA from a base model's checkpoint: it has no adapters, which keep their initial values (B = 0: the
-  // adapted model starts equal to its base). From a LoRA checkpoint, its adapters are taken too.
+  // adapted model starts equal to its base). From a LoRA checkpoint, its adapters are taken too (and from an
+  // adapters-only one, the base it names).
   const auto from = ckpt::read_meta(ckpt::resolve_checkpoint_dir(cfg_.checkpoint.init_from));
   std::erase_if(model, [&](const ShardedTensor& b) {
     return model::is_lora_parameter(b.name) && !from.tensors.count(b.name);
   });
-  const auto ck = ckpt::load_into(cfg_.checkpoint.init_from, model);
+  const auto ck = ckpt::load_with_base(cfg_.checkpoint.init_from, model);
   log::progress("initialised the model from %s (%zu tensors; step %lld there); optimizer state fresh, step 0",
                 ck.path.c_str(), model.size(), static_cast<long long>(ck.meta.step));
 }
@@ -550,6 +553,10 @@ void TrainingRun::save(int64_t step) {
   // (replicas) are written once, the work spread over their holders; the layout never changes during a run,
   // so the assignment (one small metadata exchange) is made at the first save and kept.
   auto blocks = model_blocks(*par_, opt_.get());
+  // LoRA from init_from: the frozen base is on disk already (and re-read from there on resume); only the
+  // adapters and their optimizer state are written (ckpt/adapter_checkpoint.h).
+  if (saves_adapters_only(cfg_))
+    std::erase_if(blocks, [](const ShardedTensor& b) { return !model::is_lora_parameter(b.name); });
   auto optim = optimizer_blocks(blocks, *opt_);
   blocks.insert(blocks.end(), optim.begin(), optim.end());
   if (ckpt_writes_.size() != blocks.size()) {

@@ -19,14 +19,15 @@ add_test(NAME e2e.ckpt_kill_resume
 set_tests_properties(e2e.ckpt_kill_resume PROPERTIES LABELS "e2e;ckpt" TIMEOUT 900)
 
 # The trainer's own checkpoints (tests/e2e/ckpt/trainer_resume_test.py): exact resume per layout after a
-# worker is killed, resharding between layouts, fine-tuning from checkpoint.init_from.
+# worker is killed, resharding between layouts, fine-tuning from checkpoint.init_from, LoRA's adapters-only
+# checkpoints (lora).
 foreach(layout ddp2 fsdp2 zero2 tp2)
   add_test(NAME e2e.trainer_resume_exact_${layout}
            COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
                    ${CMAKE_SOURCE_DIR} exact ${layout})
   set_tests_properties(e2e.trainer_resume_exact_${layout} PROPERTIES LABELS "e2e;ckpt" TIMEOUT 600)
 endforeach()
-foreach(mode reshard init_from)
+foreach(mode reshard init_from lora)
   add_test(NAME e2e.trainer_resume_${mode}
            COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
                    ${CMAKE_SOURCE_DIR} ${mode})

@@ -12,6 +12,7 @@ namespace meshtrain::ckpt {
 struct ExportOptions {
   std::string dtype = "keep";                  // keep | fp32 | bf16 | fp16
   uint64_t max_shard_bytes = 5'000'000'000ull;  // above this, several files and an index (HF's default 5 GB)
+  std::string base;  // an adapters-only LoRA checkpoint's base (ckpt/adapter_checkpoint.h); "" = the recorded one
 };
 
 struct ExportResult {
@@ -20,7 +21,8 @@ struct ExportResult {
   int64_t tensors = 0;
 };
 
-// Reads only the model tensors ("model.*") of the checkpoint, whatever layout saved them.
+// Reads only the model tensors ("model.*") of the checkpoint, whatever layout saved them (and, for an
+// adapters-only LoRA checkpoint, its base's).
 ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts);
 
 struct ImportResult {

@@ -2,13 +2,15 @@
 // behind it + the pipeline bubble.
 //
 //   compute   tokens per rank × FLOPs per token (6 × (non-embedding params + V·D) + 6·L·T·D, as the metrics count
-//             them; + a block forward again under activation checkpointing) ÷ (tp × pp) ÷ (peak × MFU), the MFU
+//             them; − 2 per frozen weight, whose weight gradient is never computed (LoRA's base: ≈ 4N); + a
+//             block forward again under activation checkpointing) ÷ (tp × pp) ÷ (peak × MFU), the MFU
 //             measured for the shape (mfu_table.h); a third of it forward, two thirds backward.
 //   collectives  ring volumes over the link the group sits on (gpu_spec.h; a group whose ranks span nodes uses
 //             the network): all-reduce 2(n−1)/n × bytes, all-gather / reduce-scatter (n−1)/n × bytes.
 //   overlap   DDP's all-reduce runs under backward (the last bucket, with the embeddings, cannot); ZeRO-2 and FSDP
 //             reduce-scatter under backward, FSDP's all-gathers under forward/backward (prefetch one block;
-//             the first unit cannot); ZeRO-1/2's gather after the step, HSDP's replica all-reduce, tensor
+//             the first unit cannot; frozen parameters — LoRA's base — are gathered too, in the dtype they are
+//             held in, but only trainable ones are reduced); ZeRO-1/2's gather after the step, HSDP's replica all-reduce, tensor
 //             parallelism's per-layer all-reduces and pipeline transfers are not overlapped.
 #pragma once
 

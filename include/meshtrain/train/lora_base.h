@@ -21,12 +21,15 @@ namespace meshtrain::train {
 // The base's id: "crc32c:XXXXXXXX" over the names and checksums of init_from's model tensors (adapters
 // excluded), or "seed N" without init_from.
 std::string lora_base_id(const Config& cfg);
+// A LoRA run started from init_from saves only its adapters (and their optimizer state): the base is on disk
+// already (ckpt/adapter_checkpoint.h). A seeded base is saved whole, since nothing else holds it.
+bool saves_adapters_only(const Config& cfg);
 // {"rank", "alpha", "targets", "base" (init_from's path, "" when seeded), "id", "hf_dir" (the Hugging Face
-// directory the base was imported from, or "")} for cfg's run.
+// directory the base was imported from, or ""), "adapters_only"} for cfg's run.
 nlohmann::json lora_record(const Config& cfg);
 // Resuming `dir` (its meta.json: `meta`) under cfg. UserError, one line: a LoRA checkpoint under a run with
-// LoRA off or of another rank, a checkpoint without adapters under LoRA, or adapters of another base than
-// cfg's (by id).
+// LoRA off or of another rank, a checkpoint without adapters under LoRA, adapters of another base than
+// cfg's (by id), or adapters-only with init_from unset or not a checkpoint.
 void check_lora_checkpoint(const Config& cfg, const std::string& dir, const ckpt::CheckpointMeta& meta);
 
 }  // namespace meshtrain::train

@@ -22,6 +22,12 @@
                  resumes with it (the format is the same), steps 4-6 within OFFLOAD_ATOL of the uninterrupted run;
                  the step log and metrics.jsonl report the host update time and the bytes moved each way.
 
+  lora           LoRA from checkpoint.init_from (a plain Llama trained here): checkpoints hold only the adapters and
+                 their optimizer state, and name the base (its size against the base's printed). `exact` under
+                 DDP 2 and FSDP 2: the resumed run's losses and parameters bit-identical; DDP 2's checkpoint resumed
+                 under FSDP 2 within RESHARD_ATOL; merged export from the recorded base = with --base, PEFT export
+                 without the base; a missing base, an unset init_from, another base: exit 2, one line.
+
   gpu_shared     (label gpu; exit 77 without a GPU) exact, FSDP 2 with both ranks on one GPU (the CPU backend
                  stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
@@ -107,8 +113,9 @@ def expect(cond, what):
         sys.exit(f"FAIL: {what}")
 
 
-def exact(layout, *extra):
-    ref_out = os.path.join(work, "ref")
+def exact(layout, *extra, tag=""):
+    """Returns the uninterrupted run's out_dir."""
+    ref_out = os.path.join(work, tag + "ref")
     _, ref_log = train(ref_out, layout, *extra)
     ref, ref_sums = losses(ref_out), checksums(ref_log)
     expect(sorted(ref) == list(range(1, STEPS + 1)) and len(ref_sums) == LAYOUTS[layout][0], (ref, ref_sums))
@@ -116,7 +123,7 @@ def exact(layout, *extra):
     sizes = [os.path.getsize(f) for f in sorted(glob.glob(os.path.join(ref_out, "checkpoints", "step_00000006", "rank_*")))]
     expect(len(sizes) == LAYOUTS[layout][0] and max(sizes) <= 1.5 * min(sizes), f"rank files {sizes}: not spread")
 
-    run_out = os.path.join(work, "run")
+    run_out = os.path.join(work, tag + "run")
     rc, log = train(run_out, layout, *extra, "checkpoint.resume=auto", env={"MESHTRAIN_CKPT_CRASH_AT": f"committed:0:{SAVE_AT}"},
                     restarts=1)
     expect("killing itself at stage 'committed' of step 3" in log, "the crash point did not fire")
@@ -127,6 +134,7 @@ def exact(layout, *extra):
     expect(got_sums == ref_sums, f"{layout}: final parameters {got_sums} differ from the uninterrupted {ref_sums}")
     print(f"exact resume {layout}: losses of steps 1-{STEPS} and parameters {ref_sums} bit-identical "
           f"(rank files {sizes} bytes): ok")
+    return ref_out
 
 
 def reshard():
@@ -297,8 +305,95 @@ def gpu():
         print(f"gpu: fsdp2 → {layout} over NCCL: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
 
 
+LORA_MODEL = ["model.family=llama", "model.n_kv_head=2", "model.tie_embeddings=false"]
+LORA = ["model.lora_rank=4", "model.lora_alpha=8"]
+
+
+def step_dir(out, step):
+    return os.path.join(out, "checkpoints", f"step_{step:08d}")
+
+
+def dir_bytes(d):
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+
+
+def model_bytes(d):
+    """The bytes of the model.* tensors a checkpoint's meta.json records."""
+    with open(os.path.join(d, "meta.json")) as f:
+        tensors = json.load(f)["tensors"]
+    return sum(sh["byte_range"][1] - sh["byte_range"][0] for n, t in tensors.items() if n.startswith("model.") for sh in t["shards"])
+
+
+def one_line_error(cmd, needle):
+    """Runs a meshtrain command expected to fail as a user's mistake: exit 2, one stderr line holding `needle`."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    lines = [line for line in p.stderr.splitlines() if needle in line]
+    expect(p.returncode == 2 and len(lines) == 1, f"{' '.join(cmd)}: exit {p.returncode}, {needle!r} in\n{p.stderr[-3000:]}")
+    print(f"exit 2: {lines[0]}")
+    return lines[0]
+
+
+def lora():
+    base_out = os.path.join(work, "base")
+    train(base_out, "single", *LORA_MODEL)  # a plain Llama: its step 3 is the base the adapters adapt, step 6 another
+    base, other = step_dir(base_out, SAVE_AT), step_dir(base_out, STEPS)
+    sets = [*LORA_MODEL, *LORA, f"checkpoint.init_from={base}"]
+    refs = {layout: exact(layout, *sets, tag=layout) for layout in ("ddp2", "fsdp2")}
+
+    # The checkpoint holds the adapters and their optimizer state, nothing of the base; meta.json names the base.
+    saved = step_dir(refs["ddp2"], SAVE_AT)
+    with open(os.path.join(saved, "meta.json")) as f:
+        meta = json.load(f)
+    models = [n for n in meta["tensors"] if n.startswith("model.")]
+    expect(models and all(n.endswith((".lora_A", ".lora_B")) for n in models), f"model tensors saved: {models}")
+    rec = meta["state"]["lora"]
+    expect(rec["adapters_only"] and rec["base"] == base and rec["id"].startswith("crc32c:"), f"lora record {rec}")
+    ours, with_base = dir_bytes(saved), dir_bytes(saved) + model_bytes(base)
+    expect(ours * 3 < with_base, f"checkpoint {ours} bytes, not far below {with_base} with the base")
+    meta_json = os.path.getsize(os.path.join(saved, "meta.json"))
+    print(f"lora checkpoint size: {ours} bytes (rank files: adapters, their optimizer state, RNG states; meta.json "
+          f"{meta_json}) against {with_base} with the base's weights (as before): {with_base / ours:.1f}x smaller")
+
+    # Resharding: DDP 2's checkpoint resumed under FSDP 2 (an explicit resume path: init_from is the base).
+    out = os.path.join(work, "lora_reshard")
+    train(out, "fsdp2", *sets, f"checkpoint.resume={saved}")
+    ref, got = losses(refs["ddp2"]), losses(out)
+    diff = max_diff(got, ref, range(SAVE_AT + 1, STEPS + 1))
+    expect(diff <= RESHARD_ATOL, f"lora ddp2 → fsdp2: losses {got} vs {ref}: max diff {diff:.3g}")
+    print(f"lora reshard ddp2 → fsdp2: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
+
+    # Exports: the merged model needs the base (the recorded path, or --base), the PEFT adapters do not.
+    merged, via_flag, peft = (os.path.join(work, n) for n in ("merged", "merged_base_flag", "peft"))
+    subprocess.run([meshtrain, "export", saved, "--format", "hf", merged], check=True, stdout=subprocess.DEVNULL)
+    moved = base + ".moved"
+    os.rename(base, moved)
+    cfg_sets = [f"--set={s}" for s in (f"data.train={prefix}_train.bin", "data.val=", "model.n_layer=2",
+                                        "model.d_model=64", "data.seq_len=64", "train.sample_tokens=0", *LORA_MODEL,
+                                        *LORA, f"train.out_dir={out}_err", f"checkpoint.resume={saved}")]
+    line = one_line_error([meshtrain, "export", saved, "--format", "hf", via_flag], "is not a checkpoint")
+    expect("--base DIR" in line, f"the missing base's line names --base: {line}")
+    line = one_line_error([meshtrain, "train", config, *cfg_sets, f"--set=checkpoint.init_from={base}"],
+                          "is not a checkpoint")
+    expect("checkpoint.init_from" in line, f"the missing base's line names checkpoint.init_from: {line}")
+    one_line_error([meshtrain, "train", config, *cfg_sets], "checkpoint.init_from is not set")
+    one_line_error([meshtrain, "export", saved, "--format", "hf", "--base", other, via_flag],
+                   "belong to the base")
+    subprocess.run([meshtrain, "export", saved, "--format", "hf", "--base", moved, via_flag], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run([meshtrain, "export", saved, "--format", "hf", "--adapters", peft], check=True,
+                   stdout=subprocess.DEVNULL)
+    for name in os.listdir(merged):
+        with open(os.path.join(merged, name), "rb") as a, open(os.path.join(via_flag, name), "rb") as b:
+            expect(a.read() == b.read(), f"merged export {name}: the recorded base and --base differ")
+    expect(sorted(os.listdir(peft)) == ["adapter_config.json", "adapter_model.safetensors"], os.listdir(peft))
+    print("lora export: merged from the recorded base = merged with --base; PEFT without the base; a missing or "
+          "other base is one line, exit 2: ok")
+
+
 if mode == "exact":
     exact(sys.argv[4])
+elif mode == "lora":
+    lora()
 elif mode == "reshard":
     reshard()
 elif mode == "init_from":

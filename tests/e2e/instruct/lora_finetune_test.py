@@ -5,7 +5,8 @@
   data:     instruction JSONL (chat) → scripts/prepare_instruct.py with a tokenizer trained here on the KJV text.
   train:    LoRA (rank 8, all seven projections) under meshrun with 2 workers, from the imported base.
   resume:   4 steps, then on to 8 from the checkpoint, against 8 straight: the same losses, bit for bit; the
-            checkpoint names its base, and resuming it onto another base is one line, exit 2.
+            checkpoint holds only the adapters and names its base (re-read from init_from on resume), and
+            resuming it onto another base is one line, exit 2.
   export:   the merged model (an HF directory) loaded by transformers, and the adapters in PEFT's layout
             loaded by peft over the base: both give meshtrain's logits (`meshtrain generate --logits`).
   result:   the held-out loss on assistant tokens, computed by transformers, is lower after fine-tuning than
@@ -144,9 +145,17 @@ def main():
     with open(os.path.join(ckpt, "latest")) as f:
         newest = os.path.join(ckpt, f.read().strip())
     with open(os.path.join(newest, "meta.json")) as f:
-        lora = json.load(f)["state"].get("lora", {})
-    check(lora.get("base") == base_ck and lora.get("id", "").startswith("crc32c:") and lora.get("rank") == 8,
-          f"the checkpoint names its base: {lora}")
+        meta = json.load(f)
+    lora = meta["state"].get("lora", {})
+    check(lora.get("base") == base_ck and lora.get("id", "").startswith("crc32c:") and lora.get("rank") == 8
+          and lora.get("adapters_only"), f"the checkpoint names its base: {lora}")
+    # Only the adapters (and their optimizer state): the frozen base is re-read from init_from.
+    saved = [n for n in meta["tensors"] if n.startswith("model.")]
+    check(saved and all(n.endswith((".lora_A", ".lora_B")) for n in saved), f"{len(saved)} model tensors saved, all adapters")
+    size = sum(os.path.getsize(os.path.join(newest, f)) for f in os.listdir(newest))
+    base_dir = os.path.join(base_ck, "step_00000000")
+    base_size = sum(os.path.getsize(os.path.join(base_dir, f)) for f in os.listdir(base_dir))
+    check(size * 2 < base_size, f"checkpoint {size} bytes against the base's {base_size}")
     # Resuming those adapters onto another base is refused, in one line.
     p = subprocess.run([meshtrain, "train", cfg, f"--set=train.out_dir={half_dir}",
                         f"--set=train.steps={3 * HALF}", "--set=checkpoint.resume=auto",

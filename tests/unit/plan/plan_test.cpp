@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/error.h"
 #include "meshtrain/core/model_size.h"
 #include "meshtrain/plan/activation_model.h"
 #include "meshtrain/plan/layout_search.h"
@@ -332,6 +334,44 @@ TEST(StepTime, ComputeAndDdpAllReduceByHand) {
   resolve(c16, 16);
   c16.parallel.dp = 16;
   EXPECT_EQ(estimate_step_time(c16, 16, 2, h200, MfuTable::builtin()).comm[0].link, "network");
+}
+
+// configs/node8/llama3.1-70b-lora-fsdp8.yaml: under LoRA + FSDP the frozen bf16 base is gathered in forward and
+// again in backward (where the recompute and the input's gradient need it); only the adapters are
+// reduce-scattered; and the base's weight gradients are never computed (4 FLOPs a base parameter per token).
+TEST(StepTime, LoraFsdpGathersTheFrozenBaseAndSkipsItsWeightGradients) {
+  Config c = load_config(cat(MESHTRAIN_SOURCE_DIR, "/configs/node8/llama3.1-70b-lora-fsdp8.yaml"), {"data.train=synthetic"});
+  resolve(c, 8);
+  const StepTime s = estimate_step_time(c, 8, 1, gpu_spec("h100-80gb"), MfuTable::builtin());
+  double all = 0, adapters = 0, non_embed = 0, frozen_matmul = 0;
+  for (const auto& p : param_table(c.model)) {
+    const auto n = static_cast<double>(p.numel());
+    const bool adapter = p.name.find(".lora_") != std::string::npos, embed = p.name == "tok_embed.weight" || p.name == "lm_head.weight";
+    all += n;
+    adapters += adapter ? n : 0;
+    non_embed += embed ? 0 : n;
+    frozen_matmul += !adapter && (p.name == "lm_head.weight" || !embed) ? n : 0;
+  }
+  EXPECT_NEAR(all - adapters, 70.55e9, 0.01e9);
+  EXPECT_NEAR(adapters, 207e6, 1e6);
+  const double A = 4, tokens = 4096 * A;
+  std::map<std::string, double> bytes;
+  for (const auto& col : s.comm) bytes[col.what] = col.bytes;
+  // Per micro-batch the whole model in bf16 (2 B × 70.76e9 = 141.5 GB), forward and backward: 1.13 TB a step
+  // each, where the trainable parameters alone were 1.66 GB.
+  EXPECT_DOUBLE_EQ(bytes["fsdp all-gather (forward)"], A * 2 * all);
+  EXPECT_DOUBLE_EQ(bytes["fsdp all-gather (backward)"], A * 2 * all);
+  EXPECT_NEAR(bytes["fsdp all-gather (forward)"] / A, 141.5e9, 0.5e9);
+  EXPECT_DOUBLE_EQ(bytes["fsdp reduce-scatter of gradients"], A * 4 * adapters);  // reduce_dtype fp32
+  // Executed FLOPs a token: 6 a parameter as the metrics count, less the base's weight gradients (2 a frozen
+  // weight), plus a block forward again under activation checkpointing. By hand, over N = 70.76e9: 4 × 69.50e9
+  // frozen matmul weights + 6 × 0.207e9 adapters + 2 × 68.66e9 recomputed + 8·L·T·D attention = 6.19 N (a
+  // full fine-tune: 8.19 N).
+  const double L = 80, T = 4096, D = 8192;
+  const double per_token = s.model_flops_per_token - 2 * frozen_matmul + 2 * non_embed + 2 * L * T * D;
+  EXPECT_NEAR(s.flops_per_gpu, tokens * per_token, 1e-6 * s.flops_per_gpu);
+  EXPECT_NEAR(per_token / all, 6.19, 0.01);
+  EXPECT_NEAR(s.compute_s, s.flops_per_gpu / (989e12 * s.mfu), 1e-9 * s.compute_s);
 }
 
 TEST(LayoutSearch, EveryDivisorLayoutSortedByTime) {
