@@ -20,6 +20,21 @@ add_library(meshtrain_model_cuda STATIC ${_mt_cuda_srcs})
 set_target_properties(meshtrain_model_cuda PROPERTIES CUDA_ARCHITECTURES OFF)
 target_include_directories(meshtrain_model_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src/model)
 target_link_libraries(meshtrain_model_cuda PUBLIC CUDA::cudart)
+# cuBLASLt for the GEMM epilogues (src/model/lt_matmul.cpp calls it on LibTorch's handle): the toolkit's,
+# whose soname (libcublasLt.so.13) is the one the wheel's libcublas loads, so one copy serves both (the
+# toolkit's and the wheel's directories both on the run path, as for cudart and nvrtc). Where the toolkit has
+# no cuBLAS, the wheel's own copy.
+if(TARGET CUDA::cublasLt)
+  target_link_libraries(meshtrain_model_cuda PUBLIC CUDA::cublasLt)
+else()
+  file(GLOB _mt_cublaslt "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib/libcublasLt.so.*")
+  if(NOT _mt_cublaslt)
+    message(FATAL_ERROR "meshtrain: cuBLASLt not found (neither the CUDA toolkit nor the torch wheel's "
+                        "nvidia/*/lib has libcublasLt); install the toolkit's cuBLAS or use -DMESHTRAIN_CUDA=OFF")
+  endif()
+  list(GET _mt_cublaslt 0 _mt_cublaslt)
+  target_link_libraries(meshtrain_model_cuda PUBLIC ${_mt_cublaslt})
+endif()
 target_compile_options(meshtrain_model_cuda PRIVATE -Xcompiler=-Wall,-Wextra -lineinfo)
 if(MESHTRAIN_WERROR)
   target_compile_options(meshtrain_model_cuda PRIVATE -Werror=all-warnings -Xcompiler=-Werror)

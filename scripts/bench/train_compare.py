@@ -67,7 +67,9 @@ def main():
                 ("meshtrain-unfused", mt + ["--set", "train.fused_kernels=false"] + common),
                 # The same run with the chunked head + loss (never holds the full logits: less memory).
                 ("meshtrain-chunked-loss", mt + ["--set", "train.loss_chunk_mb=2048"] + common),
-                # One lever off, the other kernels on: the residual add + norm kernel; GPT-2's bias + GELU.
+                # One lever off, the other kernels on: the residual add + norm kernel; GPT-2's bias, GELU and
+                # bias gradients in the GEMMs' cuBLASLt epilogues (the MLP as one function, every biased
+                # linear's bias gradient in its weight-gradient GEMM) — off: linear, GELU and the bias sums apart.
                 ("meshtrain-no-fused-norm", mt + ["--set", "train.fused_norm=false"] + common),
                 ("meshtrain-no-fused-gelu", mt + ["--set", "train.fused_gelu=false"] + common),
                 ("meshtrain-fp8", mt + ["--set", "train.fp8=tensorwise"] + common),

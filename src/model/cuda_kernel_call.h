@@ -11,6 +11,7 @@
 #include "meshtrain/core/error.h"
 
 #if MESHTRAIN_CUDA_KERNELS
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -45,6 +46,15 @@ inline void* stream_of(const at::Tensor& t) {
   return nullptr;
 #endif
 }
+
+#if MESHTRAIN_CUDA_KERNELS
+// `t` at the dtype a matmul runs in: autocast's (cached for weights, as at::linear's casts are) where it is on
+// for CUDA, else as given. A fused op that stands in for at::linear casts its inputs with this first.
+inline at::Tensor compute_cast(const at::Tensor& t) {
+  if (!at::autocast::is_autocast_enabled(at::kCUDA)) return t;
+  return at::autocast::cached_cast(at::autocast::get_autocast_dtype(at::kCUDA), t, c10::DeviceType::CUDA);
+}
+#endif
 
 inline void check_launch(LaunchError err, const char* what) { MT_CHECK(err == nullptr, what, ": ", err ? err : ""); }
 

@@ -1,7 +1,6 @@
 #include "meshtrain/model/fused_linear_gelu.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -49,12 +48,6 @@ class FusedLinearGelu : public torch::autograd::Function<FusedLinearGelu> {
   }
 };
 
-// The tensors at the dtype the matmul runs in: autocast's (cached for weights, as at::linear's casts are)
-// where it is on for CUDA, else as given.
-at::Tensor compute_cast(const at::Tensor& t) {
-  if (!at::autocast::is_autocast_enabled(at::kCUDA)) return t;
-  return at::autocast::cached_cast(at::autocast::get_autocast_dtype(at::kCUDA), t, c10::DeviceType::CUDA);
-}
 #endif
 
 }  // namespace
@@ -66,7 +59,7 @@ at::Tensor fused_linear_gelu(const at::Tensor& x, const at::Tensor& weight, cons
            weight.size(0), " expected");
 #if MESHTRAIN_CUDA_KERNELS
   if (x.is_cuda() && x.numel() > 0) {
-    const auto xc = compute_cast(x), wc = compute_cast(weight), bc = compute_cast(bias);
+    const auto xc = cuda::compute_cast(x), wc = cuda::compute_cast(weight), bc = cuda::compute_cast(bias);
     if (cuda::kernel_ready({xc, wc, bc})) {
       auto out_shape = x.sizes().vec();
       out_shape.back() = weight.size(0);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "meshtrain/model/bias_linear.h"
 #include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/fused_linear_gelu.h"
 
@@ -14,6 +15,7 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
   if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_, fp8_input_.get());
+  if (fused_bias_ && bias.defined()) return bias_linear(x, weight, bias);
   return at::linear(x, weight, bias);
 }
 

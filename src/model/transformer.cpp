@@ -170,6 +170,9 @@ void TransformerImpl::set_fused_kernels(bool on) {
     block->attn_norm->set_fused(on && fused_norm_);
     block->mlp_norm->set_fused(on && fused_norm_);
     block->mlp->set_fused_gelu(on && fused_gelu_);
+    // Every linear of the block, whichever module holds it (a layer that overrides forward ignores it).
+    for (const auto& m : block->modules())
+      if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) lin->set_fused_bias(on && fused_gelu_);
   }
 }
 

@@ -1,7 +1,8 @@
 // Each fused kernel against the composite ATen ops it replaces, forward + backward on one GPU, bf16, at the
 // training benchmark's shapes (GPT-2 124M b32 × T1024, Llama 3.2 1B b8 × T2048): mean time per call and the
 // peak memory allocated during the calls above what existed before. Prints a table; writes JSON to argv[1]
-// (default fused_kernels_bench.json). The FP8 casts (model/fp8_cast.h) likewise, at the Llama 3.1 8B shape.
+// (default fused_kernels_bench.json). The FP8 casts (model/fp8_cast.h) likewise, at the Llama 3.1 8B shape;
+// GPT-2's MLP and a biased projection through the cuBLASLt epilogues (gelu_mlp.h, bias_linear.h).
 // Exit code 77 without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -19,12 +20,14 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "meshtrain/model/bias_linear.h"
 #include "meshtrain/model/fp8_cast.h"
 #include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
+#include "meshtrain/model/gelu_mlp.h"
 #include "meshtrain/model/rotary.h"
 
 using namespace meshtrain;
@@ -173,6 +176,31 @@ int main(int argc, char** argv) {
     rows.push_back(measure("linear_gelu", "32768x768x3072", "fused", [&] {
       auto x = x0.detach().requires_grad_(true);
       model::fused_linear_gelu(x, w, b).backward(dy);
+    }));
+  }
+
+  // GPT-2 124M's whole MLP through the cuBLASLt epilogues (model/gelu_mlp.h) against linear → GELU → linear,
+  // and one of its attention projections (model/bias_linear.h: the bias gradient in the weight-gradient GEMM).
+  {
+    auto x0 = at::randn({32768, 768}, bf16), dy = at::randn({32768, 768}, bf16);
+    auto w1 = (at::randn({3072, 768}, bf16) * 0.03).requires_grad_(true);
+    auto w2 = (at::randn({768, 3072}, bf16) * 0.02).requires_grad_(true);
+    auto b1 = at::zeros({3072}, bf16).requires_grad_(true), b2 = at::zeros({768}, bf16).requires_grad_(true);
+    rows.push_back(measure("gelu_mlp", "32768x768x3072", "composite", [&] {
+      auto x = x0.detach().requires_grad_(true);
+      at::linear(at::gelu(at::linear(x, w1, b1), "tanh"), w2, b2).backward(dy);
+    }));
+    rows.push_back(measure("gelu_mlp", "32768x768x3072", "fused", [&] {
+      auto x = x0.detach().requires_grad_(true);
+      model::gelu_mlp(x, w1, b1, w2, b2).backward(dy);
+    }));
+    auto wq = (at::randn({768, 768}, bf16) * 0.03).requires_grad_(true);
+    auto bq = at::zeros({768}, bf16).requires_grad_(true);
+    rows.push_back(measure("bias_linear", "32768x768x768", "composite", [&] {
+      at::linear(x0.detach().requires_grad_(true), wq, bq).backward(dy);
+    }));
+    rows.push_back(measure("bias_linear", "32768x768x768", "fused", [&] {
+      model::bias_linear(x0.detach().requires_grad_(true), wq, bq).backward(dy);
     }));
   }
 

@@ -1,7 +1,8 @@
-// The fused CUDA kernels (model/fused_*.h) against the composite ATen ops they replace, on the GPU: fp32 and
-// bf16, forward and gradients, odd sizes (vocabularies that are multiples of nothing, misaligned rows and
-// pointers that take the kernels' scalar paths) and the model's loss with fused_kernels on and off and with
-// each of fused_norm / fused_gelu off on its own.
+// The fused CUDA kernels (model/fused_*.h) and the cuBLASLt epilogues (model/lt_matmul.h, bias_linear.h,
+// gelu_mlp.h) against the composite ATen ops they replace, on the GPU: fp32 and bf16, forward and gradients,
+// odd sizes (vocabularies that are multiples of nothing, misaligned rows and pointers that take the kernels'
+// scalar paths) and the model's loss with fused_kernels on and off and with each of fused_norm / fused_gelu
+// off on its own.
 // Tolerances: fp32 within float rounding of the composite; bf16 within one bf16 rounding (2⁻⁸ relative) of
 // the fp32 result computed from the same bf16 inputs, since each kernel rounds once, at its store.
 // Exit code 77 (skipped) without a GPU or without the kernels in the build.
@@ -15,12 +16,16 @@
 #include <cstdio>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "meshtrain/model/bias_linear.h"
 #include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
+#include "meshtrain/model/gelu_mlp.h"
+#include "meshtrain/model/lt_matmul.h"
 #include "meshtrain/model/rotary.h"
 #include "meshtrain/model/transformer.h"
 #include "support/gpu_test_main.h"
@@ -391,6 +396,228 @@ TEST(FusedLinearGeluGpu, EpilogueIsTheTanhApproximation) {
   auto p = x.select(1, 0);
   EXPECT_TRUE(close(y, at::gelu(p, "tanh"), 1e-6, 5e-5));
   EXPECT_GT((y - at::gelu(p)).abs().max().item<double>(), 3e-4);
+}
+
+// Each cuBLASLt epilogue (model/lt_matmul.h) against the composite ops in fp32, computed from the same
+// (rounded) inputs. bf16 must run through cuBLASLt at these sizes (rows odd, columns multiples of 8): the
+// epilogues are the lever, so a silent fallback fails here. For fp32 the test prints whether cuBLASLt had a
+// kernel and checks the values where it ran. Bounds: fp32 within 1e-4 relative plus 1e-5 of the largest
+// magnitude (the epilogue's GELU is within 5e-5 of tanh-GELU: 1e-3 / 1e-4 for the GELU ones), bf16 within one
+// rounding of each stored output (2e-2 / 1e-2).
+TEST(LtMatmulGpu, EachEpilogueMatchesItsCompositeOps) {
+  using model::lt::Epilogue;
+  struct Case {
+    int64_t M, K, N;
+  };
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (Case c : {Case{37, 48, 72}, Case{5, 40, 8}, Case{601, 768, 3072}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " M=" << c.M << " K=" << c.K << " N=" << c.N);
+      const bool fp32 = dt == at::kFloat;
+      at::manual_seed(c.M + c.N);
+      const auto f = kCuda.dtype(at::kFloat);
+      auto a = at::randn({c.M, c.K}, f).to(dt), b = (at::randn({c.K, c.N}, f) / std::sqrt(c.K)).to(dt);
+      auto bias = (at::randn({c.N}, f) * 0.5).to(dt), aux_in = at::randn({c.M, c.N}, f).to(dt);
+      const auto ref = at::mm(a.to(at::kFloat), b.to(at::kFloat));  // [M, N]
+      auto report = [&](const char* name, bool ran) {
+        std::printf("[ lt ] %s %s M=%ld K=%ld N=%ld: %s\n", name, fp32 ? "fp32" : "bf16", static_cast<long>(c.M),
+                    static_cast<long>(c.K), static_cast<long>(c.N), ran ? "cuBLASLt" : "no kernel (composite)");
+        if (!fp32) {
+          EXPECT_TRUE(ran) << name;
+        }
+        return ran;
+      };
+      const double rt = fp32 ? 1e-4 : 2e-2, fr = fp32 ? 1e-5 : 1e-2;
+      const double rt_gelu = fp32 ? 1e-3 : 2e-2, fr_gelu = fp32 ? 1e-4 : 1e-2;
+      {  // plain, and BIAS; b given transposed ([N, K]) as a weight is
+        auto out = at::empty({c.M, c.N}, a.options());
+        if (report("none", model::lt::run({.a = a, .b = b, .out = out}))) {
+          EXPECT_TRUE(close_scaled(out, ref, rt, fr));
+        }
+        const auto wt = b.t().contiguous();
+        if (report("BIAS", model::lt::run({.a = a, .b = wt, .trans_b = true, .out = out, .epilogue = Epilogue::kBias,
+                                           .bias = bias}))) {
+          EXPECT_TRUE(close_scaled(out, ref + bias.to(at::kFloat), rt, fr));
+        }
+      }
+      {  // GELU_AUX_BIAS: out = gelu(pre), aux = pre
+        auto out = at::empty({c.M, c.N}, a.options()), aux = at::empty_like(out);
+        if (report("GELU_AUX_BIAS", model::lt::run({.a = a, .b = b, .out = out, .epilogue = Epilogue::kGeluAuxBias,
+                                                    .bias = bias, .aux = aux}))) {
+          const auto pre = ref + bias.to(at::kFloat);
+          EXPECT_TRUE(close_scaled(aux, pre, rt, fr));
+          EXPECT_TRUE(close_scaled(out, at::gelu(pre, "tanh"), rt_gelu, fr_gelu));
+        }
+      }
+      {  // DGELU_BGRAD: out = (a·b) ⊙ gelu'(aux), bias = Σ_rows out
+        auto out = at::empty({c.M, c.N}, a.options()), db = at::empty({c.N}, a.options());
+        if (report("DGELU_BGRAD", model::lt::run({.a = a, .b = b, .out = out, .epilogue = Epilogue::kDGeluBGrad,
+                                                  .bias = db, .aux = aux_in}))) {
+          const auto dpre = at::gelu_backward(ref, aux_in.to(at::kFloat), "tanh");
+          EXPECT_TRUE(close_scaled(out, dpre, rt_gelu, fr_gelu));
+          EXPECT_TRUE(close_scaled(db, dpre.sum(0), rt_gelu, fr_gelu));
+        }
+      }
+      {  // BGRADB: the weight gradient ∂yᵀ·x [N, K] with the bias gradient Σ_rows ∂y [N]; ∂y = a·b here
+        auto dy = ref.to(dt), x = at::randn({c.M, c.K}, f).to(dt);
+        auto dw = at::empty({c.N, c.K}, a.options()), db = at::empty({c.N}, a.options());
+        if (report("BGRADB", model::lt::run({.a = dy, .trans_a = true, .b = x, .out = dw,
+                                             .epilogue = Epilogue::kBGradB, .bias = db}))) {
+          EXPECT_TRUE(close_scaled(dw, at::mm(dy.to(at::kFloat).t(), x.to(at::kFloat)), rt, fr));
+          EXPECT_TRUE(close_scaled(db, dy.to(at::kFloat).sum(0), rt, fr));
+        }
+      }
+    }
+  }
+}
+
+// What cuBLASLt refuses, run() refuses without writing: the GELU input's leading dimension not a multiple of 8,
+// mismatched shapes or dtypes, an empty reduction. A pointer misaligned by one element is passed to the
+// algorithm search, which either finds a kernel that takes it (and the result is right) or none.
+TEST(LtMatmulGpu, RefusesWhatItCannotRunAndHandlesMisalignedPointers) {
+  using model::lt::Epilogue;
+  const auto bf = kCuda.dtype(at::kBFloat16);
+  auto a = at::randn({9, 16}, bf), b = at::randn({16, 30}, bf), bias = at::randn({30}, bf);
+  auto out = at::full({9, 30}, 7.0, bf), aux = at::empty_like(out);
+  EXPECT_FALSE(
+      model::lt::run({.a = a, .b = b, .out = out, .epilogue = Epilogue::kGeluAuxBias, .bias = bias, .aux = aux}));
+  EXPECT_TRUE(at::all(out == 7.0).item<bool>());  // nothing written
+  EXPECT_FALSE(
+      model::lt::run({.a = a, .b = b, .out = out, .epilogue = Epilogue::kBias, .bias = bias.narrow(0, 0, 29)}));
+  EXPECT_FALSE(model::lt::run({.a = a.to(at::kFloat), .b = b, .out = out}));
+  EXPECT_FALSE(model::lt::run({.a = at::empty({9, 0}, bf), .b = at::empty({0, 30}, bf), .out = out}));
+  // a, b and out one bf16 element (2 bytes) past an aligned address.
+  auto shifted = [&](at::IntArrayRef shape) {
+    const int64_t n = c10::multiply_integers(shape);
+    return at::empty({n + 1}, bf).narrow(0, 1, n).view(shape);
+  };
+  auto a1 = shifted({9, 16}), b1 = shifted({16, 32}), out1 = shifted({9, 32});
+  a1.copy_(a);
+  b1.copy_(at::randn({16, 32}, bf));
+  const bool ran = model::lt::run({.a = a1, .b = b1, .out = out1});
+  std::printf("[ lt ] misaligned bf16 pointers: %s\n", ran ? "cuBLASLt" : "no kernel (composite)");
+  if (ran) {
+    EXPECT_TRUE(close_scaled(out1, at::mm(a1.to(at::kFloat), b1.to(at::kFloat)), 2e-2, 1e-2));
+  }
+}
+
+// The biased linear (BIAS forward, BGRADB in the weight-gradient GEMM) against at::linear in fp32 on the same
+// rounded inputs: odd rows, widths that are multiples of nothing and GPT-2's, all three gradients and the bias
+// gradient alone (frozen weight); bf16 under autocast from fp32 parameters as the trainer runs it.
+TEST(BiasLinearGpu, MatchesLinearInValueAndGradients) {
+  struct Case {
+    int64_t B, T, in, out;
+  };
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (Case c : {Case{1, 3, 5, 7}, Case{3, 7, 37, 101}, Case{3, 7, 40, 96}, Case{2, 300, 768, 2304}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " B=" << c.B << " T=" << c.T << " in=" << c.in
+                                        << " out=" << c.out);
+      at::manual_seed(c.T + c.out);
+      auto x0 = at::randn({c.B, c.T, c.in}, kCuda).to(dt);
+      auto w0 = (at::randn({c.out, c.in}, kCuda) / std::sqrt(static_cast<double>(c.in))).to(dt);
+      auto b0 = (at::randn({c.out}, kCuda) * 0.5).to(dt);
+      auto dy = at::randn({c.B, c.T, c.out}, kCuda).to(dt);
+      auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+      auto b = b0.clone().requires_grad_(true);
+      auto y = model::bias_linear(x, w, b);
+      ASSERT_TRUE(made_by(y, "LtBiasLinear"));
+      EXPECT_EQ(y.scalar_type(), dt);
+      (y * dy).sum().backward();
+      auto xr = x0.to(at::kFloat).requires_grad_(true), wr = w0.to(at::kFloat).requires_grad_(true);
+      auto br = b0.to(at::kFloat).requires_grad_(true);
+      auto yr = at::linear(xr, wr, br);
+      (yr * dy.to(at::kFloat)).sum().backward();
+      const bool fp32 = dt == at::kFloat;
+      const double rt = fp32 ? 1e-4 : 2e-2, fr = fp32 ? 1e-5 : 1e-2;
+      EXPECT_TRUE(close_scaled(y, yr, rt, fr));
+      EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), rt, fr));
+      EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), rt, fr));
+      EXPECT_TRUE(close_scaled(b.grad(), br.grad(), rt, fr));
+      // The bias alone trains (weight frozen, input a constant): its gradient still right.
+      auto b2 = b0.clone().requires_grad_(true);
+      (model::bias_linear(x0, w0, b2) * dy).sum().backward();
+      EXPECT_TRUE(close_scaled(b2.grad(), br.grad(), rt, fr));
+    }
+  }
+  at::manual_seed(3);
+  auto x = at::randn({2, 9, 64}, kCuda).requires_grad_(true);
+  auto w = (at::randn({96, 64}, kCuda) * 0.125).requires_grad_(true), b = at::randn({96}, kCuda).requires_grad_(true);
+  at::Tensor y;
+  under_autocast(at::kBFloat16, [&] { y = model::bias_linear(x, w, b); });
+  ASSERT_TRUE(made_by(y, "LtBiasLinear"));
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  y.sum().backward();
+  EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+  EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
+  auto xr = x.detach().clone().requires_grad_(true), wr = w.detach().clone().requires_grad_(true);
+  auto br = b.detach().clone().requires_grad_(true);
+  at::linear(xr, wr, br).sum().backward();
+  EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), 3e-2, 2e-2));
+  EXPECT_TRUE(close_scaled(b.grad(), br.grad(), 3e-2, 2e-2));
+  EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), 3e-2, 2e-2));
+}
+
+// GPT-2's MLP as one function (GELU_AUX_BIAS, BIAS, BGRADB, DGELU_BGRAD) against linear → gelu → linear in
+// fp32 on the same rounded inputs: odd rows, d_ff a multiple of 8 (the epilogues) and not (fc's fall back to
+// the composite ops inside the function), GPT-2's widths; all five gradients, the no-grad path, and bf16 under
+// autocast from fp32 parameters. Bounds: fp32 1e-3 relative + 1e-4 of the largest magnitude (the epilogue's
+// GELU is within 5e-5 of tanh-GELU), bf16 3e-2 + 2e-2 (two stored roundings, pre and h, before a GEMM).
+TEST(GeluMlpGpu, MatchesLinearGeluLinearInValueAndGradients) {
+  struct Case {
+    int64_t B, T, D, F;
+  };
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (Case c : {Case{1, 3, 8, 16}, Case{3, 7, 37, 104}, Case{3, 7, 40, 100}, Case{2, 300, 768, 3072}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " B=" << c.B << " T=" << c.T << " D=" << c.D
+                                        << " F=" << c.F);
+      at::manual_seed(c.T + c.F);
+      const auto f = kCuda.dtype(at::kFloat);
+      std::vector<at::Tensor> p0 = {at::randn({c.B, c.T, c.D}, f), at::randn({c.F, c.D}, f) / std::sqrt(c.D),
+                                    at::randn({c.F}, f) * 0.5, at::randn({c.D, c.F}, f) / std::sqrt(c.F),
+                                    at::randn({c.D}, f) * 0.5};
+      for (auto& t : p0) t = t.to(dt);
+      auto dy = at::randn({c.B, c.T, c.D}, f).to(dt);
+      std::vector<at::Tensor> p, pr;
+      for (const auto& t : p0) {
+        p.push_back(t.clone().requires_grad_(true));
+        pr.push_back(t.to(at::kFloat).requires_grad_(true));
+      }
+      auto y = model::gelu_mlp(p[0], p[1], p[2], p[3], p[4]);
+      ASSERT_TRUE(made_by(y, "LtGeluMlp"));
+      EXPECT_EQ(y.scalar_type(), dt);
+      (y * dy).sum().backward();
+      auto yr = at::linear(at::gelu(at::linear(pr[0], pr[1], pr[2]), "tanh"), pr[3], pr[4]);
+      (yr * dy.to(at::kFloat)).sum().backward();
+      const bool fp32 = dt == at::kFloat;
+      const double rt = fp32 ? 1e-3 : 3e-2, fr = fp32 ? 1e-4 : 2e-2;
+      EXPECT_TRUE(close_scaled(y, yr, rt, fr));
+      const char* names[] = {"x", "w_fc", "b_fc", "w_proj", "b_proj"};
+      for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(close_scaled(p[i].grad(), pr[i].grad(), rt, fr)) << names[i];
+
+      at::NoGradGuard no_grad;
+      auto yn = model::gelu_mlp(p0[0], p0[1], p0[2], p0[3], p0[4]);
+      EXPECT_FALSE(yn.requires_grad());
+      EXPECT_TRUE(close_scaled(yn, yr.detach(), rt, fr));
+    }
+  }
+  at::manual_seed(3);
+  const auto f = kCuda.dtype(at::kFloat);
+  std::vector<at::Tensor> p = {at::randn({2, 9, 64}, f), at::randn({256, 64}, f) * 0.125, at::randn({256}, f),
+                               at::randn({64, 256}, f) * 0.0625, at::randn({64}, f)};
+  std::vector<at::Tensor> pr;
+  for (auto& t : p) {
+    t.requires_grad_(true);
+    pr.push_back(t.detach().clone().requires_grad_(true));
+  }
+  at::Tensor y;
+  under_autocast(at::kBFloat16, [&] { y = model::gelu_mlp(p[0], p[1], p[2], p[3], p[4]); });
+  ASSERT_TRUE(made_by(y, "LtGeluMlp"));
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  y.sum().backward();
+  at::linear(at::gelu(at::linear(pr[0], pr[1], pr[2]), "tanh"), pr[3], pr[4]).sum().backward();
+  for (size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(p[i].grad().scalar_type(), at::kFloat) << i;
+    EXPECT_TRUE(close_scaled(p[i].grad(), pr[i].grad(), 3e-2, 2e-2)) << i;
+  }
 }
 
 // The whole model under bf16 autocast, as the trainer runs it: fused on and off give the same loss within

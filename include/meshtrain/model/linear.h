@@ -34,6 +34,13 @@ class LinearImpl : public ParamModule {
   // in for it. A subclass whose forward computes more or otherwise (adapters, a shard between collectives)
   // answers false.
   virtual bool can_fuse_gelu() const { return true; }
+  // Whether a fused op may compute this layer's x·Wᵀ + b in its place (model/gelu_mlp.h): can_fuse_gelu()
+  // and no FP8 matmuls.
+  bool can_fuse() const { return fp8_ == Fp8Scaling::off && can_fuse_gelu(); }
+  // With a bias: forward through bias_linear (model/bias_linear.h: the bias gradient inside the weight-gradient
+  // GEMM on CUDA) instead of at::linear; default on. Layers that override forward keep their own matmuls.
+  void set_fused_bias(bool on) { fused_bias_ = on; }
+  bool fused_bias() const { return fused_bias_; }
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
@@ -41,6 +48,7 @@ class LinearImpl : public ParamModule {
  private:
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
+  bool fused_bias_ = true;
 };
 TORCH_MODULE(Linear);
 

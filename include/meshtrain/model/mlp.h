@@ -15,7 +15,9 @@ class MlpImpl : public torch::nn::Module {
   // SwiGLU's gate through the fused CUDA kernel where it applies (model/fused_swiglu.h; default).
   void set_fused(bool on) { fused_ = on; }
   bool fused() const { return fused_; }
-  // GPT-2's fc: bias + GELU fused with the matmul where it applies (LinearImpl::forward_gelu; default).
+  // GPT-2's MLP as one function with its bias, GELU and bias-gradient work in the GEMMs' epilogues
+  // (model/gelu_mlp.h) where both layers can_fuse(); else fc's bias + GELU fused with its matmul where it
+  // applies (LinearImpl::forward_gelu). Default on.
   void set_fused_gelu(bool on) { fused_gelu_ = on; }
   bool fused_gelu() const { return fused_gelu_; }
 

@@ -8,11 +8,14 @@
 #include <cmath>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/bias_linear.h"
 #include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
+#include "meshtrain/model/gelu_mlp.h"
+#include "meshtrain/model/lt_matmul.h"
 #include "meshtrain/model/rotary.h"
 #include "meshtrain/model/transformer.h"
 
@@ -155,6 +158,31 @@ TEST(FusedOpsCpu, LinearGeluIsTanhGeluOfTheLinearByHand) {
   EXPECT_THROW(model::fused_linear_gelu(x0, w0, at::Tensor()), Error);
 }
 
+// The cuBLASLt-epilogue ops off CUDA: bias_linear is x·Wᵀ + b and gelu_mlp is proj(gelu_tanh(fc(x))) by hand,
+// with at::linear's gradients; the GEMM wrapper takes no CPU tensor.
+TEST(FusedOpsCpu, BiasLinearAndGeluMlpAreTheirCompositesByHand) {
+  at::manual_seed(11);
+  auto x0 = at::randn({2, 5, 7}), w0 = at::randn({12, 7}) * 0.5, b0 = at::randn({12});
+  auto w2 = at::randn({6, 12}) * 0.5, b2 = at::randn({6});
+  auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+  auto y = model::bias_linear(x, w, b);
+  EXPECT_TRUE(at::allclose(y, at::matmul(x0, w0.t()) + b0, 1e-5, 1e-6));
+  y.sum().backward();
+  EXPECT_TRUE(at::allclose(b.grad(), at::full({12}, 10.0), 1e-6, 1e-6));  // 2·5 rows of ∂y = 1
+  EXPECT_TRUE(at::allclose(w.grad(), x0.reshape({-1, 7}).sum(0).expand({12, 7}), 1e-5, 1e-6));
+
+  auto p = at::matmul(x0, w0.t()) + b0;
+  auto h = 0.5 * p * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (p + 0.044715 * p * p * p)));
+  auto m = model::gelu_mlp(x0, w0, b0, w2, b2);
+  ASSERT_EQ(m.sizes(), (std::vector<int64_t>{2, 5, 6}));
+  EXPECT_TRUE(at::allclose(m, at::matmul(h, w2.t()) + b2, 1e-5, 1e-6));
+  EXPECT_THROW(model::bias_linear(x0, w0.t(), b0), Error);
+  EXPECT_THROW(model::gelu_mlp(x0, w0, b0, w2.t(), b2), Error);
+  EXPECT_THROW(model::gelu_mlp(x0, w0, b0, w2, at::Tensor()), Error);
+  auto out = at::empty({5, 12});
+  EXPECT_FALSE(model::lt::run({.a = x0[0], .b = w0, .trans_b = true, .out = out}));
+}
+
 namespace {
 
 ModelConfig tiny(const std::string& family) {
@@ -188,6 +216,8 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->fused(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->fused_gelu(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp_norm->fused(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->wo->fused_bias(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->down->fused_bias(), fused);
       }
       auto loss = net->loss(tokens, targets);
       loss.backward();
@@ -211,8 +241,11 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   EXPECT_FALSE(block()->attn_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
   EXPECT_TRUE(block()->attn->fused());
-  net->set_fused_gelu(false);
+  EXPECT_TRUE(block()->attn->wq->fused_bias());
+  net->set_fused_gelu(false);  // GPT-2's GEMM epilogues: the MLP function and every linear's bias gradient
   EXPECT_FALSE(block()->mlp->fused_gelu());
+  EXPECT_FALSE(block()->attn->wq->fused_bias());
+  EXPECT_FALSE(block()->mlp->up->fused_bias());
   EXPECT_TRUE(block()->mlp->fused());
   net->set_fused_norm(true);
   net->set_fused_gelu(true);
@@ -225,4 +258,5 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   EXPECT_TRUE(block()->mlp_norm->fused());
   EXPECT_FALSE(net->final_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
+  EXPECT_TRUE(block()->attn->wv->fused_bias());
 }

@@ -1,0 +1,49 @@
+// One GEMM through cuBLASLt with the epilogue that takes a bias, a GELU or a bias gradient out of its own
+// kernel (used by model/bias_linear.h and model/gelu_mlp.h). It runs in a build with MESHTRAIN_CUDA_KERNELS
+// (elsewhere run() returns false), on LibTorch's cuBLASLt handle, workspace and current stream, so it orders
+// with every ATen op around it.
+//
+// Everything here is row-major, as ATen's tensors are: out[M, N] = op(a)[M, K] · op(b)[K, N], op(t) = t or
+// tᵀ. cuBLASLt is column-major, so the call is made as outᵀ = op(b)ᵀ · op(a)ᵀ: cuBLASLt's A is our b and its
+// B our a, its rows (m) are our N and its columns (n) our M. The epilogues in these terms:
+//   kBias        out = op(a)·op(b) + bias[N] (one value per output column, added to every row)
+//   kGeluAuxBias aux = op(a)·op(b) + bias[N], out = gelu_tanh(aux); aux [M, N] is what the backward reads
+//   kDGeluBGrad  out = (op(a)·op(b)) ⊙ gelu_tanh'(aux), bias[N] = Σ over out's rows (written)
+//   kBGradB      out = op(a)·op(b), bias[M] = Σ over K of op(a) (written): with a = ∂y [rows, out] taken
+//                transposed and b = x [rows, in], out is the weight gradient and bias the bias gradient
+//                (cuBLASLt's BGRADB: our a is its B operand)
+//
+// Tensors: 2-D, contiguous, on one CUDA device, all of one dtype (fp32, bf16 or fp16; bias and aux too; math
+// and accumulation in fp32, TF32 where ATen allows it for fp32 matmuls). Requirements cuBLASLt states: aux's
+// leading dimension (N) divisible by 8; alignment of every pointer is passed to the algorithm search, which
+// answers only with kernels that accept it. Where a requirement fails, a size is 0 or the search finds no
+// kernel (fp32 epilogues on some GPUs), run() writes nothing and returns false: the caller runs its composite
+// ops instead.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace meshtrain::model::lt {
+
+enum class Epilogue { kNone, kBias, kGeluAuxBias, kDGeluBGrad, kBGradB };
+
+struct Gemm {
+  at::Tensor a;  // [M, K], or [K, M] with trans_a
+  bool trans_a = false;
+  at::Tensor b;  // [K, N], or [N, K] with trans_b
+  bool trans_b = false;
+  at::Tensor out;  // [M, N], allocated by the caller
+  Epilogue epilogue = Epilogue::kNone;
+  at::Tensor bias;  // kBias, kGeluAuxBias: read, [N]; kDGeluBGrad: written, [N]; kBGradB: written, [M]
+  at::Tensor aux;   // kGeluAuxBias: written, [M, N]; kDGeluBGrad: read, [M, N]
+};
+
+// Whether g's layout keeps cuBLASLt's rules for its epilogue (shapes, dtypes, devices, aux's leading
+// dimension); says nothing of whether a kernel exists, which only run() finds out.
+bool layout_ok(const Gemm& g);
+
+// Enqueues g on the current stream of its device. False, with nothing written, where !layout_ok(g) or
+// cuBLASLt has no algorithm for it; a failure of cuBLASLt itself throws meshtrain::Error.
+bool run(const Gemm& g);
+
+}  // namespace meshtrain::model::lt

@@ -1,0 +1,119 @@
+#include "meshtrain/model/gelu_mlp.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "cuda_kernel_call.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/lt_matmul.h"
+
+namespace meshtrain::model {
+namespace {
+
+#if MESHTRAIN_CUDA_KERNELS
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using lt::Epilogue;
+
+// fc: h = gelu(pre), pre = x·W_fcᵀ + b_fc, both [N, F].
+std::pair<at::Tensor, at::Tensor> fc_forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  auto pre = at::empty({x.size(0), w.size(0)}, x.options()), h = at::empty_like(pre);
+  if (lt::run({.a = x, .b = w, .trans_b = true, .out = h, .epilogue = Epilogue::kGeluAuxBias, .bias = b, .aux = pre}))
+    return {h, pre};
+  pre = at::addmm(b, x, w.t());
+  return {at::gelu(pre, "tanh"), pre};
+}
+
+// out = a·b(ᵀ) + bias, with the bias in the epilogue.
+at::Tensor biased_mm(const at::Tensor& a, const at::Tensor& w, const at::Tensor& b) {
+  auto y = at::empty({a.size(0), w.size(0)}, a.options());
+  if (lt::run({.a = a, .b = w, .trans_b = true, .out = y, .epilogue = Epilogue::kBias, .bias = b})) return y;
+  return at::addmm(b, a, w.t());
+}
+
+// ∂W = ∂yᵀ·in and ∂b = Σ_rows ∂y, from one GEMM where cuBLASLt can.
+std::pair<at::Tensor, at::Tensor> weight_and_bias_grad(const at::Tensor& dy, const at::Tensor& in) {
+  auto dw = at::empty({dy.size(1), in.size(1)}, dy.options()), db = at::empty({dy.size(1)}, dy.options());
+  if (lt::run({.a = dy, .trans_a = true, .b = in, .out = dw, .epilogue = Epilogue::kBGradB, .bias = db}))
+    return {dw, db};
+  return {dy.t().mm(in), dy.sum(0)};
+}
+
+// ∂pre = (∂y·W_proj) ⊙ gelu'(pre) and ∂b_fc = Σ_rows ∂pre, from one GEMM where cuBLASLt can.
+std::pair<at::Tensor, at::Tensor> gelu_input_grad(const at::Tensor& dy, const at::Tensor& w_proj,
+                                                  const at::Tensor& pre) {
+  auto dpre = at::empty_like(pre), db = at::empty({pre.size(1)}, pre.options());
+  if (lt::run({.a = dy, .b = w_proj, .out = dpre, .epilogue = Epilogue::kDGeluBGrad, .bias = db, .aux = pre}))
+    return {dpre, db};
+  dpre = at::gelu_backward(dy.mm(w_proj), pre, "tanh");
+  return {dpre, dpre.sum(0)};
+}
+
+class LtGeluMlp : public torch::autograd::Function<LtGeluMlp> {
+ public:
+  // x: [N, D] contiguous; weights and biases contiguous; one dtype, one CUDA device.
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w_fc,
+                               const at::Tensor& b_fc, const at::Tensor& w_proj, const at::Tensor& b_proj) {
+    const c10::DeviceGuard guard(x.device());
+    auto [h, pre] = fc_forward(x, w_fc, b_fc);
+    ctx->save_for_backward({x, w_fc, w_proj, pre, h});
+    return {biased_mm(h, w_proj, b_proj)};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w_fc = saved[1], &w_proj = saved[2], &pre = saved[3], &h = saved[4];
+    const c10::DeviceGuard guard(x.device());
+    const auto dy = grad_out[0].to(x.scalar_type()).contiguous();  // [N, D']
+    at::Tensor dw_proj, db_proj;
+    if (ctx->needs_input_grad(3) || ctx->needs_input_grad(4)) std::tie(dw_proj, db_proj) = weight_and_bias_grad(dy, h);
+    if (!ctx->needs_input_grad(0) && !ctx->needs_input_grad(1) && !ctx->needs_input_grad(2))
+      return {at::Tensor(), at::Tensor(), at::Tensor(), dw_proj, db_proj};
+    auto [dpre, db_fc] = gelu_input_grad(dy, w_proj, pre);
+    auto dx = ctx->needs_input_grad(0) ? dpre.mm(w_fc) : at::Tensor();        // [N, D]
+    auto dw_fc = ctx->needs_input_grad(1) ? dpre.t().mm(x) : at::Tensor();    // [F, D]
+    return {dx, dw_fc, db_fc, dw_proj, db_proj};
+  }
+};
+
+bool any_requires_grad(std::initializer_list<at::Tensor> ts) {
+  for (const auto& t : ts)
+    if (t.requires_grad()) return true;
+  return false;
+}
+#endif
+
+}  // namespace
+
+at::Tensor gelu_mlp(const at::Tensor& x, const at::Tensor& w_fc, const at::Tensor& b_fc, const at::Tensor& w_proj,
+                    const at::Tensor& b_proj) {
+  MT_CHECK(w_fc.dim() == 2 && x.dim() >= 1 && x.size(-1) == w_fc.size(1), "gelu_mlp: x ", x.sizes(),
+           " does not match fc's weight ", w_fc.sizes());
+  MT_CHECK(w_proj.dim() == 2 && w_proj.size(1) == w_fc.size(0), "gelu_mlp: proj's weight ", w_proj.sizes(),
+           " does not take fc's ", w_fc.size(0), " outputs");
+  MT_CHECK(b_fc.defined() && b_fc.dim() == 1 && b_fc.size(0) == w_fc.size(0) && b_proj.defined() &&
+               b_proj.dim() == 1 && b_proj.size(0) == w_proj.size(0),
+           "gelu_mlp: biases of ", w_fc.size(0), " and ", w_proj.size(0), " expected");
+#if MESHTRAIN_CUDA_KERNELS
+  if (x.is_cuda() && x.numel() > 0) {
+    const auto xc = cuda::compute_cast(x), w1 = cuda::compute_cast(w_fc), b1 = cuda::compute_cast(b_fc),
+               w2 = cuda::compute_cast(w_proj), b2 = cuda::compute_cast(b_proj);
+    if (cuda::kernel_ready({xc, w1, b1, w2, b2})) {
+      auto out_shape = x.sizes().vec();
+      out_shape.back() = w_proj.size(0);
+      const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
+      if (!at::GradMode::is_enabled() || !any_requires_grad({xc, w1, b1, w2, b2})) {
+        // Nothing needs the pre-activation: bias and GELU both in fc's epilogue.
+        const auto h = at::_addmm_activation(b1, x2, w1.t(), 1, 1, /*use_gelu=*/true);
+        return at::addmm(b2, h, w2.t()).view(out_shape);
+      }
+      return LtGeluMlp::apply(x2, w1.contiguous(), b1.contiguous(), w2.contiguous(), b2.contiguous())[0].view(
+          out_shape);
+    }
+  }
+#endif
+  return at::linear(at::gelu(at::linear(x, w_fc, b_fc), "tanh"), w_proj, b_proj);
+}
+
+}  // namespace meshtrain::model

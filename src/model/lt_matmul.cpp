@@ -1,0 +1,219 @@
+#include "meshtrain/model/lt_matmul.h"
+
+#include "meshtrain/core/error.h"
+
+#if MESHTRAIN_CUDA_KERNELS
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cublasLt.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#endif
+
+namespace meshtrain::model::lt {
+namespace {
+
+bool is_matrix(const at::Tensor& t) { return t.defined() && t.dim() == 2 && t.is_contiguous(); }
+
+bool same_kind(const at::Tensor& t, const at::Tensor& like) {
+  return t.device() == like.device() && t.scalar_type() == like.scalar_type();
+}
+
+// The epilogue's vector: present, packed, of length n, like `like`.
+bool vector_ok(const at::Tensor& v, int64_t n, const at::Tensor& like) {
+  return v.defined() && v.dim() == 1 && v.is_contiguous() && v.size(0) == n && same_kind(v, like);
+}
+
+}  // namespace
+
+bool layout_ok(const Gemm& g) {
+  if (!is_matrix(g.a) || !is_matrix(g.b) || !is_matrix(g.out) || !g.out.is_cuda()) return false;
+  const auto dt = g.out.scalar_type();
+  if (dt != at::kFloat && dt != at::kBFloat16 && dt != at::kHalf) return false;
+  if (!same_kind(g.a, g.out) || !same_kind(g.b, g.out)) return false;
+  const int64_t m = g.out.size(0), n = g.out.size(1);
+  const int64_t k = g.trans_a ? g.a.size(0) : g.a.size(1);
+  if ((g.trans_a ? g.a.size(1) : g.a.size(0)) != m) return false;
+  if ((g.trans_b ? g.b.size(1) : g.b.size(0)) != k || (g.trans_b ? g.b.size(0) : g.b.size(1)) != n) return false;
+  if (m == 0 || n == 0 || k == 0) return false;  // nothing for cuBLASLt to reduce over; the caller's ops handle it
+  switch (g.epilogue) {
+    case Epilogue::kNone:
+      return true;
+    case Epilogue::kBias:
+      return vector_ok(g.bias, n, g.out);
+    case Epilogue::kBGradB:
+      return vector_ok(g.bias, m, g.out);
+    case Epilogue::kGeluAuxBias:
+    case Epilogue::kDGeluBGrad:
+      // cuBLASLt: the GELU input matrix's leading dimension must be divisible by 8.
+      return vector_ok(g.bias, n, g.out) && is_matrix(g.aux) && g.aux.sizes() == g.out.sizes() &&
+             same_kind(g.aux, g.out) && n % 8 == 0;
+  }
+  return false;
+}
+
+#if MESHTRAIN_CUDA_KERNELS
+namespace {
+
+void check(cublasStatus_t s, const char* what) {
+  MT_CHECK(s == CUBLAS_STATUS_SUCCESS, "cuBLASLt ", what, ": ", cublasLtGetStatusString(s));
+}
+
+struct DescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* d) const { cublasLtMatmulDescDestroy(d); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { cublasLtMatrixLayoutDestroy(l); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+};
+using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, DescDeleter>;
+using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, DescDeleter>;
+
+template <typename T>
+void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  check(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)), "set matmul attribute");
+}
+
+cudaDataType_t cuda_type(at::ScalarType t) {
+  if (t == at::kBFloat16) return CUDA_R_16BF;
+  if (t == at::kHalf) return CUDA_R_16F;
+  return CUDA_R_32F;
+}
+
+// A row-major [rows, cols] contiguous matrix as cuBLASLt sees it: column-major [cols, rows], ld = cols.
+Layout layout_of(const at::Tensor& t) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check(cublasLtMatrixLayoutCreate(&l, cuda_type(t.scalar_type()), static_cast<uint64_t>(t.size(1)),
+                                   static_cast<uint64_t>(t.size(0)), t.size(1)),
+        "create layout");
+  return Layout(l);
+}
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::kNone: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kDGeluBGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case Epilogue::kBGradB: return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// fp32 matmuls in TF32 exactly where ATen's own (at::mm) would use it, so the two paths agree.
+cublasComputeType_t compute_type(at::ScalarType t) {
+  if (t == at::kFloat && at::globalContext().allowTF32CuBLAS()) return CUBLAS_COMPUTE_32F_FAST_TF32;
+  return CUBLAS_COMPUTE_32F;
+}
+
+// The operation descriptor in cuBLASLt's terms: its A is our b, its B our a (lt_matmul.h).
+MatmulDesc matmul_desc(const Gemm& g) {
+  cublasLtMatmulDesc_t d = nullptr;
+  check(cublasLtMatmulDescCreate(&d, compute_type(g.out.scalar_type()), CUDA_R_32F), "create matmul");
+  MatmulDesc desc(d);
+  set_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set_attr<uint32_t>(d, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(g.epilogue));
+  if (g.epilogue == Epilogue::kNone) return desc;
+  set_attr<void*>(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias.data_ptr());
+  if (g.aux.defined()) {
+    set_attr<void*>(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux.data_ptr());
+    set_attr<int64_t>(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux.size(1));
+  }
+  return desc;
+}
+
+// The largest power of two (up to 256) dividing the address: what the algorithm search must respect.
+uint32_t alignment(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 1;
+  while (a < 256 && addr % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+template <typename T>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
+  check(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)), "set preference");
+}
+
+Preference preference(const Gemm& g, size_t workspace_bytes) {
+  cublasLtMatmulPreference_t p = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&p), "create preference");
+  Preference pref(p);
+  set_pref<uint64_t>(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes);
+  set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b.data_ptr()));
+  set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a.data_ptr()));
+  set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.out.data_ptr()));
+  set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.out.data_ptr()));
+  return pref;
+}
+
+// What the algorithm search depends on: the problem, the epilogue, every pointer's alignment, the workspace.
+using SearchKey = std::array<int64_t, 15>;
+
+SearchKey search_key(const Gemm& g, size_t workspace_bytes) {
+  const auto align_of = [](const at::Tensor& t) { return t.defined() ? int64_t{alignment(t.data_ptr())} : 0; };
+  const auto dt = g.out.scalar_type();
+  const int64_t k = g.trans_a ? g.a.size(0) : g.a.size(1);
+  return {g.out.device().index(), static_cast<int64_t>(dt), static_cast<int64_t>(compute_type(dt)),
+          g.out.size(0), g.out.size(1), k, g.trans_a, g.trans_b, static_cast<int64_t>(g.epilogue),
+          align_of(g.a), align_of(g.b), align_of(g.out), align_of(g.bias), align_of(g.aux),
+          static_cast<int64_t>(workspace_bytes)};
+}
+
+// cuBLASLt's pick for a problem, searched once per SearchKey (a search costs tens of µs on the host, a
+// training step repeats the same few shapes); nullopt where it has none.
+std::optional<cublasLtMatmulAlgo_t> find_algo(const Gemm& g, cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t a_layout, cublasLtMatrixLayout_t b_layout,
+                                              cublasLtMatrixLayout_t d_layout, size_t workspace_bytes) {
+  static std::mutex mu;
+  static std::map<SearchKey, std::optional<cublasLtMatmulAlgo_t>> found_before;
+  const auto key = search_key(g, workspace_bytes);
+  const std::lock_guard lock(mu);
+  if (auto it = found_before.find(key); it != found_before.end()) return it->second;
+  const auto pref = preference(g, workspace_bytes);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const auto s = cublasLtMatmulAlgoGetHeuristic(handle, desc, a_layout, b_layout, d_layout, d_layout, pref.get(), 1,
+                                                &result, &found);
+  std::optional<cublasLtMatmulAlgo_t> algo;
+  if (s == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
+  return found_before[key] = algo;
+}
+
+}  // namespace
+
+bool run(const Gemm& g) {
+  if (!layout_ok(g)) return false;
+  const c10::DeviceGuard guard(g.out.device());
+  cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
+  void* workspace = at::cuda::getCUDABlasLtWorkspace();
+  const size_t workspace_bytes = at::cuda::getCUDABlasLtWorkspaceSize();
+  const auto desc = matmul_desc(g);
+  // cuBLASLt's A is our b, its B our a; each layout is the stored matrix, the transposes are in desc.
+  const auto a_layout = layout_of(g.b), b_layout = layout_of(g.a), d_layout = layout_of(g.out);
+  const auto algo =
+      find_algo(g, handle, desc.get(), a_layout.get(), b_layout.get(), d_layout.get(), workspace_bytes);
+  if (!algo) return false;  // no kernel for this epilogue, dtype and alignment
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto stream = c10::cuda::getCurrentCUDAStream(g.out.device().index()).stream();
+  check(cublasLtMatmul(handle, desc.get(), &alpha, g.b.data_ptr(), a_layout.get(), g.a.data_ptr(), b_layout.get(),
+                       &beta, g.out.data_ptr(), d_layout.get(), g.out.data_ptr(), d_layout.get(), &*algo,
+                       workspace, workspace_bytes, stream),
+        "matmul");
+  return true;
+}
+#else
+bool run(const Gemm& g) {
+  (void)g;
+  return false;
+}
+#endif
+
+}  // namespace meshtrain::model::lt
