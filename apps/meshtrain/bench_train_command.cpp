@@ -64,7 +64,7 @@ int cmd_bench_train(int argc, char** argv) {
       "profile-steps", "steps recorded by --profile",
       cxxopts::value<int64_t>()->default_value(std::to_string(d.profile_steps)))(
       "unfuse", "fused kernels to switch off, to measure each lever: all (every fused kernel), norm (residual "
-                "add + norm), gelu (GPT-2's bias, GELU and bias-gradient GEMM epilogues); comma-separated",
+                "add + norm), gelu (GPT-2's bias + GELU); comma-separated",
       cxxopts::value<std::vector<std::string>>())(
       "cuda-graph", "capture the forward and backward into a CUDA graph after warm-up and replay it "
                     "(train.cuda_graph: on; a single GPU, static shapes)")(

@@ -26,7 +26,7 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # Attention: SDPA restricted to flash attention or to cuDNN attention (train.attention_backend; the default run
 # is SDPA's own pick), to choose the kernel per shape.
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
-            "meshtrain-no-fused-gelu", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
+            "meshtrain-no-fused-gelu", "meshtrain-epilogues", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
             "meshtrain-flash", "meshtrain-cudnn")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -67,11 +67,12 @@ def main():
                 ("meshtrain-unfused", mt + ["--set", "train.fused_kernels=false"] + common),
                 # The same run with the chunked head + loss (never holds the full logits: less memory).
                 ("meshtrain-chunked-loss", mt + ["--set", "train.loss_chunk_mb=2048"] + common),
-                # One lever off, the other kernels on: the residual add + norm kernel; GPT-2's bias, GELU and
-                # bias gradients in the GEMMs' cuBLASLt epilogues (the MLP as one function, every biased
-                # linear's bias gradient in its weight-gradient GEMM) — off: linear, GELU and the bias sums apart.
+                # One lever off, the other kernels on: the residual add + norm kernel; GPT-2's bias + GELU.
                 ("meshtrain-no-fused-norm", mt + ["--set", "train.fused_norm=false"] + common),
                 ("meshtrain-no-fused-gelu", mt + ["--set", "train.fused_gelu=false"] + common),
+                # GPT-2's biases, GELU and bias gradients in the GEMMs' cuBLASLt epilogues (the MLP as one
+                # function, every biased linear's bias gradient in its weight-gradient GEMM).
+                ("meshtrain-epilogues", mt + ["--set", "train.gemm_epilogues=true"] + common),
                 ("meshtrain-fp8", mt + ["--set", "train.fp8=tensorwise"] + common),
                 ("meshtrain-fp8-rowwise", mt + ["--set", "train.fp8=rowwise"] + common),
                 ("meshtrain-graph", mt + ["--cuda-graph"] + common),

@@ -27,7 +27,7 @@ at::Tensor MlpImpl::forward(const at::Tensor& x) {
     auto g = gate->forward(x), u = up->forward(x);
     return down->forward(fused_ ? fused_swiglu(g, u) : at::silu(g) * u);
   }
-  if (fused_gelu_ && up->can_fuse() && down->can_fuse() && up->bias.defined() && down->bias.defined())
+  if (epilogues_ && up->can_fuse() && down->can_fuse() && up->bias.defined() && down->bias.defined())
     return gelu_mlp(x, up->weight, up->bias, down->weight, down->bias);
   return down->forward(up->forward_gelu(x, fused_gelu_));
 }

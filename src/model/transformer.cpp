@@ -170,15 +170,28 @@ void TransformerImpl::set_fused_kernels(bool on) {
     block->attn_norm->set_fused(on && fused_norm_);
     block->mlp_norm->set_fused(on && fused_norm_);
     block->mlp->set_fused_gelu(on && fused_gelu_);
+    block->mlp->set_epilogues(on && gemm_epilogues_);
     // Every linear of the block, whichever module holds it (a layer that overrides forward ignores it).
     for (const auto& m : block->modules())
-      if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) lin->set_fused_bias(on && fused_gelu_);
+      if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) lin->set_fused_bias(on && gemm_epilogues_);
   }
 }
 
 void TransformerImpl::set_fused_gelu(bool on) {
   fused_gelu_ = on;
   set_fused_kernels(fused_);
+}
+
+void TransformerImpl::set_gemm_epilogues(bool on) {
+  gemm_epilogues_ = on;
+  set_fused_kernels(fused_);
+}
+
+void TransformerImpl::use_kernels(const TrainConfig& train) {
+  fused_norm_ = train.fused_norm;
+  fused_gelu_ = train.fused_gelu;
+  gemm_epilogues_ = train.gemm_epilogues;
+  set_fused_kernels(train.fused_kernels);
 }
 
 void TransformerImpl::set_fused_norm(bool on) {

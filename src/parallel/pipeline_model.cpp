@@ -64,9 +64,7 @@ PipelineModel::PipelineModel(const model::Transformer& net, const ParallelGroups
     for (auto& item : stage->named_parameters())
       if (!policy.trains(item.key())) item.value().requires_grad_(false);
     stage->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
-    stage->set_fused_norm(cfg.train.fused_norm);
-    stage->set_fused_gelu(cfg.train.fused_gelu);
-    stage->set_fused_kernels(cfg.train.fused_kernels);
+    stage->use_kernels(cfg.train);
     if (const Fp8Scaling fp8 = parse_fp8(cfg.train); fp8 != Fp8Scaling::off) model::use_fp8(*stage, fp8);
     stage->train();
     chunks_.push_back(layout(stage));

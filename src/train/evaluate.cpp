@@ -55,9 +55,7 @@ class Evaluator {
     par_ = parallel::parallelize(net_, w_.groups(), cfg, w_.device);
     net_->eval();
     net_->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
-    net_->set_fused_norm(cfg.train.fused_norm);
-    net_->set_fused_gelu(cfg.train.fused_gelu);
-    net_->set_fused_kernels(cfg.train.fused_kernels);
+    net_->use_kernels(cfg.train);
     auto blocks = model_blocks(*par_);
     ckpt::load_with_base(dir, blocks);  // an adapters-only LoRA checkpoint: its base from the recorded path
   }

@@ -225,9 +225,7 @@ void TrainingRun::setup_model_and_optimizer() {
   par_ = parallel::parallelize(net_, w_.groups(), cfg_, w_.device);
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
-  net_->set_fused_norm(cfg_.train.fused_norm);
-  net_->set_fused_gelu(cfg_.train.fused_gelu);
-  net_->set_fused_kernels(cfg_.train.fused_kernels);
+  net_->use_kernels(cfg_.train);
   if (const Fp8Scaling fp8 = parse_fp8(cfg_.train); fp8 != Fp8Scaling::off) {
     MT_USER_CHECK(model::fp8_matmul_available(w_.device), "train.fp8: given '", cfg_.train.fp8, "', but ",
                   w_.device.str(), " has no FP8 matmuls (a CUDA GPU of compute capability ≥ 8.9 has); valid off");

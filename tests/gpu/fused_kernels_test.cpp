@@ -638,19 +638,20 @@ TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
     at::manual_seed(4);
     auto tokens = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
     auto targets = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
-    // The composite run first; then all kernels, and each lever of its own switched off.
+    // The composite run first; then all kernels, each lever of its own switched off, and the default (epilogues off).
     struct Levers {
-      bool kernels, norm, gelu;
+      bool kernels, norm, gelu, epilogues;
     };
     std::vector<double> losses;
     std::vector<at::Tensor> grads;
-    for (Levers l : {Levers{false, true, true}, Levers{true, true, true}, Levers{true, false, true},
-                     Levers{true, true, false}}) {
+    for (Levers l : {Levers{false, true, true, true}, Levers{true, true, true, true}, Levers{true, false, true, true},
+                     Levers{true, true, false, false}, Levers{true, true, true, false}}) {
       model::Transformer net(m);
       net->init_weights(5);
       net->to(at::kCUDA);
       net->set_fused_norm(l.norm);
       net->set_fused_gelu(l.gelu);
+      net->set_gemm_epilogues(l.epilogues);
       net->set_fused_kernels(l.kernels);
       at::autocast::set_autocast_enabled(at::kCUDA, true);
       at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);

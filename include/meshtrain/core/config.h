@@ -149,9 +149,11 @@ namespace meshtrain {
   F(bool, fused_norm, true, "With train.fused_kernels: each block's residual add and the norm after it in one " \
     "fused CUDA kernel, forward and backward; false = the add, then PyTorch's LayerNorm/RMSNorm (to measure " \
     "this kernel on its own)")                                                                                 \
-  F(bool, fused_gelu, true, "With train.fused_kernels: GPT-2's biases, GELU and bias gradients inside the "  \
-    "GEMMs' cuBLASLt epilogues (the MLP fc → GELU → proj as one function; every biased linear's bias gradient " \
-    "in its weight-gradient GEMM); false = linear, then GELU, the bias gradients summed apart")              \
+  F(bool, fused_gelu, true, "With train.fused_kernels: GPT-2's MLP bias + GELU fused with its matmul (cuBLASLt " \
+    "epilogue without gradients; one kernel for the GELU and bias gradients); false = linear, then GELU")     \
+  F(bool, gemm_epilogues, false, "With train.fused_kernels: GPT-2's biases, GELU and bias gradients inside the " \
+    "GEMMs' cuBLASLt epilogues (the MLP fc → GELU → proj as one function; every biased linear's bias "        \
+    "gradient in its weight-gradient GEMM); off until measured on a GPU (docs/model.md)")                    \
   F(std::string, attention_backend, "auto", "Which SDPA kernel runs attention (ATen's per-backend switches, "  \
     "for the whole run; to compare them per shape, `bench train --attention`); checked at start-up against "   \
     "the run's shape, dtype and device, which lists the ones that can run; one of: auto | flash | cudnn | "     \

@@ -38,7 +38,7 @@ class LinearImpl : public ParamModule {
   // and no FP8 matmuls.
   bool can_fuse() const { return fp8_ == Fp8Scaling::off && can_fuse_gelu(); }
   // With a bias: forward through bias_linear (model/bias_linear.h: the bias gradient inside the weight-gradient
-  // GEMM on CUDA) instead of at::linear; default on. Layers that override forward keep their own matmuls.
+  // GEMM on CUDA) instead of at::linear; default off. Layers that override forward keep their own matmuls.
   void set_fused_bias(bool on) { fused_bias_ = on; }
   bool fused_bias() const { return fused_bias_; }
 
@@ -48,7 +48,7 @@ class LinearImpl : public ParamModule {
  private:
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
-  bool fused_bias_ = true;
+  bool fused_bias_ = false;
 };
 TORCH_MODULE(Linear);
 

@@ -15,11 +15,13 @@ class MlpImpl : public torch::nn::Module {
   // SwiGLU's gate through the fused CUDA kernel where it applies (model/fused_swiglu.h; default).
   void set_fused(bool on) { fused_ = on; }
   bool fused() const { return fused_; }
-  // GPT-2's MLP as one function with its bias, GELU and bias-gradient work in the GEMMs' epilogues
-  // (model/gelu_mlp.h) where both layers can_fuse(); else fc's bias + GELU fused with its matmul where it
-  // applies (LinearImpl::forward_gelu). Default on.
+  // GPT-2's fc: bias + GELU fused with the matmul where it applies (LinearImpl::forward_gelu; default).
   void set_fused_gelu(bool on) { fused_gelu_ = on; }
   bool fused_gelu() const { return fused_gelu_; }
+  // GPT-2's MLP as one function with its bias, GELU and bias-gradient work in the GEMMs' epilogues
+  // (model/gelu_mlp.h) where both layers can_fuse(); takes precedence over fused_gelu(). Default off.
+  void set_epilogues(bool on) { epilogues_ = on; }
+  bool epilogues() const { return epilogues_; }
 
   // gpt2: up = fc, down = proj; llama: gate = w1, up = w3, down = w2.
   Linear gate{nullptr}, up{nullptr}, down{nullptr};
@@ -28,6 +30,7 @@ class MlpImpl : public torch::nn::Module {
   bool swiglu_;
   bool fused_ = true;
   bool fused_gelu_ = true;
+  bool epilogues_ = false;
 };
 TORCH_MODULE(Mlp);
 

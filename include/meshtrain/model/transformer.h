@@ -76,20 +76,26 @@ class TransformerImpl : public torch::nn::Module {
   // Bytes of fp32 logits per loss chunk; 0 = no chunking.
   void set_loss_chunk_bytes(int64_t bytes) { loss_chunk_bytes_ = bytes; }
   // Fused CUDA kernels for the loss on full logits (fused_cross_entropy.h), RoPE (fused_rope.h), SwiGLU
-  // (fused_swiglu.h), the residual add + norm (fused_add_norm.h) and GPT-2's bias + GELU in cuBLASLt
-  // epilogues (gelu_mlp.h, bias_linear.h, fused_linear_gelu.h) where they apply (CUDA, fp32/bf16;
-  // default on); off = the composite ATen ops throughout.
+  // (fused_swiglu.h), the residual add + norm (fused_add_norm.h) and GPT-2's bias + GELU
+  // (fused_linear_gelu.h) where they apply (CUDA, fp32/bf16; default on); off = the composite ATen ops
+  // throughout.
   void set_fused_kernels(bool on);
   bool fused_kernels() const { return fused_; }
   // The residual add + norm kernel inside each block (fused_add_norm.h), on while fused_kernels() and this
   // both hold (default on): a switch of its own so that its share of the step is measurable.
   void set_fused_norm(bool on);
   bool fused_norm() const { return fused_norm_; }
-  // GPT-2's bias, GELU and bias-gradient work inside the GEMMs' cuBLASLt epilogues: the whole MLP as one
-  // function (gelu_mlp.h) and every biased linear's bias gradient in its weight-gradient GEMM (bias_linear.h),
-  // on while fused_kernels() and this both hold (default on); a switch of its own, as set_fused_norm.
+  // GPT-2's MLP bias + GELU fused with its matmul (fused_linear_gelu.h), on while fused_kernels() and this
+  // both hold (default on); a switch of its own, as set_fused_norm.
   void set_fused_gelu(bool on);
   bool fused_gelu() const { return fused_gelu_; }
+  // GPT-2's bias, GELU and bias-gradient work inside the GEMMs' cuBLASLt epilogues: the whole MLP as one
+  // function (gelu_mlp.h) and every biased linear's bias gradient in its weight-gradient GEMM (bias_linear.h),
+  // on while fused_kernels() and this both hold (default off until measured on a GPU).
+  void set_gemm_epilogues(bool on);
+  bool gemm_epilogues() const { return gemm_epilogues_; }
+  // Every switch above as the run's train.* keys set them.
+  void use_kernels(const TrainConfig& train);
 
   // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
   void init_weights(int64_t seed);
@@ -127,6 +133,7 @@ class TransformerImpl : public torch::nn::Module {
   bool fused_ = true;
   bool fused_norm_ = true;
   bool fused_gelu_ = true;
+  bool gemm_epilogues_ = false;
   TransformerHooks hooks_;
 };
 TORCH_MODULE(Transformer);

@@ -209,12 +209,14 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
     for (bool fused : {true, false}) {
       model::Transformer net(tiny(family));
       net->init_weights(5);
+      net->set_gemm_epilogues(true);  // off by default: on here so that the main switch is seen to reach it
       net->set_fused_kernels(fused);
       EXPECT_EQ(net->fused_kernels(), fused);
       for (size_t i = 0; i < net->blocks->size(); ++i) {  // the switch reaches every block
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->fused(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->fused(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->fused_gelu(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->epilogues(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp_norm->fused(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->wo->fused_bias(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->down->fused_bias(), fused);
@@ -241,11 +243,15 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   EXPECT_FALSE(block()->attn_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
   EXPECT_TRUE(block()->attn->fused());
+  EXPECT_FALSE(block()->attn->wq->fused_bias());  // the GEMM epilogues: off until measured on a GPU
+  EXPECT_FALSE(block()->mlp->epilogues());
+  net->set_gemm_epilogues(true);  // the MLP function and every linear's bias gradient
   EXPECT_TRUE(block()->attn->wq->fused_bias());
-  net->set_fused_gelu(false);  // GPT-2's GEMM epilogues: the MLP function and every linear's bias gradient
+  EXPECT_TRUE(block()->mlp->up->fused_bias());
+  EXPECT_TRUE(block()->mlp->epilogues());
+  net->set_fused_gelu(false);  // fc's bias + GELU kernel alone
   EXPECT_FALSE(block()->mlp->fused_gelu());
-  EXPECT_FALSE(block()->attn->wq->fused_bias());
-  EXPECT_FALSE(block()->mlp->up->fused_bias());
+  EXPECT_TRUE(block()->attn->wq->fused_bias());
   EXPECT_TRUE(block()->mlp->fused());
   net->set_fused_norm(true);
   net->set_fused_gelu(true);
@@ -259,4 +265,7 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   EXPECT_FALSE(net->final_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
   EXPECT_TRUE(block()->attn->wv->fused_bias());
+  net->set_gemm_epilogues(false);
+  EXPECT_FALSE(block()->attn->wv->fused_bias());
+  EXPECT_FALSE(block()->mlp->epilogues());
 }
