@@ -5,7 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "cuda_kernel_call.h"
-#include "meshtrain/core/error.h"
+#include "linear_args.h"
 #include "meshtrain/model/lt_matmul.h"
 
 namespace meshtrain::model {
@@ -54,10 +54,7 @@ class LtBiasLinear : public torch::autograd::Function<LtBiasLinear> {
 }  // namespace
 
 at::Tensor bias_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  MT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "bias_linear: x ", x.sizes(),
-           " does not match weight ", weight.sizes());
-  MT_CHECK(bias.defined() && bias.dim() == 1 && bias.size(0) == weight.size(0), "bias_linear: bias of ",
-           weight.size(0), " expected");
+  check_biased_linear_args("bias_linear", x, weight, bias);
 #if MESHTRAIN_CUDA_KERNELS
   if (x.is_cuda() && x.numel() > 0) {
     const auto xc = cuda::compute_cast(x), wc = cuda::compute_cast(weight), bc = cuda::compute_cast(bias);
