@@ -3,7 +3,8 @@
 
 A 70B model does not fit one GPU, but one of its layers does: the script trains the 70B shape (d_model 8192,
 d_ff 28672, 64 heads, 8 KV heads, vocabulary 128256) with 2 and with 4 layers through `meshtrain bench train`
-(the real training loop, synthetic tokens; peak = the caching allocator's peak allocated bytes), and takes
+(the real training loop, synthetic tokens; peak = the caching allocator's peak allocated bytes during the steps,
+which is what the plan predicts; building and loading the model are reported apart, as "setup"), and takes
   per layer = (peak(4 layers) − peak(2 layers)) / 2        the rest = peak(2 layers) − 2 × per layer
 then asks `meshtrain plan CFG --gpus 1 --json` for the same two configs and prints predicted vs measured, per
 layer and for the rest, with their ratio, and writes OUT/layer_memory.json. The 70B arithmetic in
@@ -63,7 +64,8 @@ def measure(meshtrain, out, mode, layers, args):
         print(f"FAILED ({p.returncode}): {' '.join(cmd)} — see {log}", file=sys.stderr)
         return None
     with open(js) as f:
-        return json.load(f)["peak_memory_bytes"]
+        j = json.load(f)
+    return j["step_peak_memory_bytes"], j["setup_peak_memory_bytes"]
 
 
 def predict(meshtrain, out, mode, layers, args):
@@ -100,23 +102,27 @@ def main():
     gib = 1024 ** 3
     rows, ok = [], True
     print(f"{SHAPE} shape, micro-batch {args.batch} × {args.seq}, activation checkpointing, one GPU")
-    print(f"{'mode':<12} {'what':<10} {'measured GiB':>13} {'planned GiB':>12} {'ratio':>7}")
+    print(f"{'mode':<12} {'what':<10} {'measured GiB':>13} {'planned GiB':>12} {'meas/plan':>9} {'setup GiB':>10}")
     for mode in args.modes.split(","):
         if mode not in MODES:
             sys.exit(f"--modes: given '{mode}'; valid: {', '.join(MODES)}")
-        meas = [measure(args.meshtrain, args.out, mode, n, args) for n in (2, 4)]
+        runs = [measure(args.meshtrain, args.out, mode, n, args) for n in (2, 4)]
         plan = [predict(args.meshtrain, args.out, mode, n, args) for n in (2, 4)]
-        if None in meas or None in plan:
+        if None in runs or None in plan:
             ok = False
             rows.append({"mode": mode, "error": "a run failed (see the logs)"})
             continue
+        meas, setup = [r[0] for r in runs], [r[1] for r in runs]
         m_per, m_rest = split(*meas)
         p_per, p_rest = split(*plan)
-        for what, m, p in (("per layer", m_per, p_per), ("rest", m_rest, p_rest)):
-            print(f"{mode:<12} {what:<10} {m / gib:13.2f} {p / gib:12.2f} {p / m if m else 0:7.2f}")
+        s_per, s_rest = split(*setup)
+        for what, m, p, s in (("per layer", m_per, p_per, s_per), ("rest", m_rest, p_rest, s_rest)):
+            print(f"{mode:<12} {what:<10} {m / gib:13.2f} {p / gib:12.2f} {m / p if p else 0:9.2f} {s / gib:10.2f}")
         rows.append({"mode": mode, "measured_peak_bytes": {"2": meas[0], "4": meas[1]},
+                     "setup_peak_bytes": {"2": setup[0], "4": setup[1]},
                      "planned_peak_bytes": {"2": plan[0], "4": plan[1]},
                      "measured_per_layer_bytes": m_per, "planned_per_layer_bytes": p_per,
+                     "setup_per_layer_bytes": s_per,
                      "measured_rest_bytes": m_rest, "planned_rest_bytes": p_rest})
     with open(os.path.join(args.out, "layer_memory.json"), "w") as f:
         json.dump({"shape": SHAPE, "seq": args.seq, "batch": args.batch, "gpu": args.gpu, "rows": rows}, f, indent=1)

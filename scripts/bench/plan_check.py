@@ -2,7 +2,8 @@
 """`meshtrain plan`'s predicted peak memory against the peak `meshtrain bench train` measures, on one GPU.
 
 Runs each case through `meshtrain plan CFG --gpus 1 --json` (the prediction) and `meshtrain bench train` (the
-real training loop on synthetic tokens; peak_memory_bytes = the caching allocator's peak allocated bytes), then
+real training loop on synthetic tokens; step_peak_memory_bytes = the caching allocator's peak allocated bytes
+during the steps, set-up apart), then
 prints predicted vs measured with their ratio and writes OUT/plan_check.json. Cases: the three bench shapes
 (GPT-2 124M b32 × T1024, Llama 3.2 1B b8 × T2048, Llama 3.1 8B's shape with 8 layers b4 × T2048) with and
 without activation checkpointing, and the whole Llama 3.1 8B at micro-batch 1 × T2048 with and without it.
@@ -86,7 +87,7 @@ def main():
             continue
         bench = json.load(open(js))
         pred = plan["memory"]["peak_allocated_bytes"]
-        meas = bench["peak_memory_bytes"]
+        meas = bench["step_peak_memory_bytes"]  # the steps: what the plan predicts (set-up apart)
         ratio = pred / meas
         ok = ok and abs(ratio - 1) <= GOAL
         rows.append({"case": name, "preset": preset, "batch": batch, "seq": seq, "layers": layers,

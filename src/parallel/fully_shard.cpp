@@ -131,7 +131,6 @@ void FullyShard::init_shards(model::TransformerImpl& net, int64_t seed) {
   const auto fp32 = at::TensorOptions().dtype(at::kFloat).device(device_);
   for (auto& unit : units_) {
     unit.shard_flat = at::zeros({unit.numel}, unit.trains ? fp32 : fp32.dtype(stored_dtype(unit)));
-    if (unit.trains) unit.grad_flat = at::zeros({unit.numel}, fp32);
     unit.pending = unit.trains ? unit.params.size() : 0;
   }
   std::map<std::string, at::Tensor> current;  // materialised parameters are sharded from their values
@@ -140,13 +139,24 @@ void FullyShard::init_shards(model::TransformerImpl& net, int64_t seed) {
   for (Param& p : params_) {
     Unit& unit = units_[p.unit];
     p.shard = unit.shard_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
-    if (unit.trains)
-      p.shard_grad = unit.grad_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
     if (p.layout.local_rows == 0) continue;
     if (auto it = current.find(p.name); it != current.end())
       p.shard.copy_(it->second.narrow(0, p.layout.row_begin, p.layout.local_rows));
     else
       model::init_parameter_block(net.config(), p.name, global_shape(p), global_offsets(p), p.shard, seed);
+  }
+}
+
+void FullyShard::allocate_gradients() {
+  if (sink_ || gradients_allocated_) return;
+  gradients_allocated_ = true;
+  at::NoGradGuard no_grad;
+  for (auto& unit : units_)
+    if (unit.trains) unit.grad_flat = at::zeros({unit.numel}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  for (Param& p : params_) {
+    const Unit& unit = units_[p.unit];
+    if (unit.trains)
+      p.shard_grad = unit.grad_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
   }
 }
 
@@ -177,6 +187,7 @@ void FullyShard::install_parameters(model::TransformerImpl& net) {
     return full;
   });
   if (!alias_) return;
+  allocate_gradients();
   for (auto& p : params_)
     if (p.shard_grad.defined()) p.full.mutable_grad() = p.shard_grad.view(p.full.sizes());
   for (auto& unit : units_) unit.gathered = true, unit.stale = false;
@@ -313,6 +324,7 @@ void FullyShard::start_reduce(size_t u) {
     unit.reduce_started = true;
     return;
   }
+  allocate_gradients();
   at::NoGradGuard no_grad;
   const int64_t W = shard_->size();
   // The first reduction of a step lands straight in the shard gradients (nothing to add to); with a group of

@@ -63,6 +63,8 @@ BenchTrainResult run_bench_train(const BenchTrainOptions& o) {
   const int world = comm::world_info_from_env().world_size;
   r.mfu = tr.peak_flops > 0 ? r.tokens_per_s * tr.flops_per_token / (tr.peak_flops * world) : 0;
   r.peak_memory_bytes = tr.peak_memory_bytes;
+  r.step_peak_memory_bytes = tr.step_peak_memory_bytes;
+  r.setup_peak_memory_bytes = tr.setup_peak_memory_bytes;
   r.first_loss = tr.first_loss;
   r.last_loss = tr.last_loss;
   return r;
@@ -81,6 +83,8 @@ std::string bench_train_json(const BenchTrainResult& r, const BenchTrainOptions&
                       {"params", r.params},            {"step_time_s", r.step_time_s},
                       {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
                       {"peak_memory_bytes", r.peak_memory_bytes},
+                      {"step_peak_memory_bytes", r.step_peak_memory_bytes},
+                      {"setup_peak_memory_bytes", r.setup_peak_memory_bytes},
                       {"first_loss", r.first_loss},    {"last_loss", r.last_loss},
                       {"activation_checkpointing", o.activation_checkpointing},
                       {"attention_backend", o.attention}};

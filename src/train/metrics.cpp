@@ -69,6 +69,15 @@ int64_t peak_memory_bytes(bool cuda, int device_index) {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
+void reset_peak_memory(bool cuda, int device_index) {
+#ifdef MESHTRAIN_WITH_CUDA
+  if (cuda) c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device_index));
+#else
+  (void)cuda;
+  (void)device_index;
+#endif
+}
+
 int64_t device_memory_bytes(bool cuda, int device_index) {
 #ifdef MESHTRAIN_WITH_CUDA
   if (cuda) return static_cast<int64_t>(at::cuda::getDeviceProperties(device_index)->totalGlobalMem);

@@ -105,6 +105,8 @@ class TrainingRun {
  private:
   void setup_model_and_optimizer();
   void setup_data();
+  // The device's peak since the first step began (CPU: the max RSS of the whole run).
+  int64_t step_peak_bytes() const { return peak_memory_bytes(w_.cuda, w_.device.index()); }
   void resume_if_asked();
   // The checkpoints a resume may start from, best first: the given path, or (auto) the usable ones, newest
   // first; none for a fresh start. UserError when auto finds checkpoints but none is usable.
@@ -169,6 +171,7 @@ class TrainingRun {
   int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
   double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
   int64_t planned_peak_bytes_ = 0;  // what `meshtrain plan` predicts for this rank's peak (CUDA only; 0 = none)
+  int64_t setup_peak_bytes_ = 0;    // the device's peak before the first step (the allocator's peak restarts then)
   Clock::time_point run_start_;
   TrainResult result_;
 };
@@ -184,6 +187,9 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   // An offloaded master copies what was loaded and broadcast, or (gradients streamed) the parameters are
   // written from the master the checkpoint loaded into.
   opt_->parameters_changed();
+  // Building and loading can peak above a step (and differently per layout): the plan predicts the steps.
+  setup_peak_bytes_ = peak_memory_bytes(w_.cuda, w_.device.index());
+  reset_peak_memory(w_.cuda, w_.device.index());
 
   metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0, cfg.logging.tensorboard);
   telemetry_ = std::make_unique<StepTelemetry>(
@@ -477,14 +483,18 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, const 
                         {"lr", lr},              {"grad_norm", grad_norm},
                         {"tokens_per_s", tok_s}, {"step_time_s", step_s},
                         {"tokens", done * tokens_per_step_}, {"elapsed_s", seconds_since(run_start_)},
-                        {"peak_memory_bytes", peak_memory_bytes(w_.cuda, w_.device.index())},
+                        {"peak_memory_bytes", std::max(setup_peak_bytes_, step_peak_bytes())},
+                        {"step_peak_memory_bytes", step_peak_bytes()},
+                        {"setup_peak_memory_bytes", setup_peak_bytes_},
                         {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
   if (done == start_step_ + 1 && planned_peak_bytes_ > 0) {
-    const auto peak = rec["peak_memory_bytes"].get<int64_t>();
+    const auto peak = step_peak_bytes();
     rec["planned_peak_memory_bytes"] = planned_peak_bytes_;
-    log::progress("memory at step %lld: peak %.2f GiB allocated, `meshtrain plan` predicted %.2f GiB (%.3f of it)",
+    log::progress("memory at step %lld: peak %.2f GiB allocated (setup %.2f GiB), `meshtrain plan` predicted "
+                  "%.2f GiB (%.3f of it)",
                   static_cast<long long>(done), static_cast<double>(peak) / (1 << 30),
+                  static_cast<double>(setup_peak_bytes_) / (1 << 30),
                   static_cast<double>(planned_peak_bytes_) / (1 << 30),
                   static_cast<double>(peak) / static_cast<double>(planned_peak_bytes_));
   }
@@ -668,7 +678,9 @@ TrainResult TrainingRun::run() {
   result_.tokens_per_step = tokens_per_step_;
   result_.flops_per_token = flops_per_token_;
   result_.peak_flops = peak_flops_;
-  result_.peak_memory_bytes = peak_memory_bytes(w_.cuda, w_.device.index());
+  result_.setup_peak_memory_bytes = setup_peak_bytes_;
+  result_.step_peak_memory_bytes = step_peak_bytes();
+  result_.peak_memory_bytes = std::max(setup_peak_bytes_, result_.step_peak_memory_bytes);
   result_.num_params = num_params_;
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,

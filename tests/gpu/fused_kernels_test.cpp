@@ -533,8 +533,9 @@ TEST(BiasLinearGpu, MatchesLinearInValueAndGradients) {
       EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), rt, fr));
       EXPECT_TRUE(close_scaled(b.grad(), br.grad(), rt, fr));
       // The bias alone trains (weight frozen, input a constant): its gradient still right.
-      auto b2 = b0.clone().requires_grad_(true);
-      (model::bias_linear(x0, w0, b2) * dy).sum().backward();
+      // detach(): under fp32 the references above alias x0, w0 and b0 (to() of the same dtype is a no-op).
+      auto b2 = b0.detach().clone().requires_grad_(true);
+      (model::bias_linear(x0.detach(), w0.detach(), b2) * dy).sum().backward();
       EXPECT_TRUE(close_scaled(b2.grad(), br.grad(), rt, fr));
     }
   }

@@ -141,7 +141,7 @@ class FullyShard {
     bool trains = true;          // false: frozen parameters only (no grad_flat, nothing reduced)
     int64_t numel = 0;           // S: per-rank flat size
     at::Tensor shard_flat;       // [S] fp32 (a frozen unit: opts.frozen_dtype where set)
-    at::Tensor grad_flat;        // fp32 [S]; undefined for a frozen unit
+    at::Tensor grad_flat;        // fp32 [S]; undefined for a frozen unit, and until allocate_gradients()
     bool gathered = false, stale = true;
     at::Tensor gather_out;       // [W × S] param_dtype, while a gather is in flight
     PendingCollective gather;
@@ -155,6 +155,10 @@ class FullyShard {
   void assign_units(model::TransformerImpl& net);
   void init_shards(model::TransformerImpl& net, int64_t seed);
   void install_parameters(model::TransformerImpl& net);
+  // The fp32 shard gradients (grad_flat and each shard_grad view), made when the first reduction needs them:
+  // a streaming sink (stream_gradients()) is set before that, so the streamed layout never holds them — not
+  // even while the model is built, where they would add 4 bytes a trainable parameter to the device's peak.
+  void allocate_gradients();
   // The dtype a unit's shards are held in, and the one its gathered parameters have.
   at::ScalarType stored_dtype(const Unit& unit) const;
   at::ScalarType gathered_dtype(const Unit& unit) const;
@@ -195,6 +199,7 @@ class FullyShard {
   // autograd accumulates straight into the flat gradients, so nothing is gathered, copied or reduced
   // (world-size-1 runs of a sharded config cost what the plain model costs).
   bool alias_ = false;
+  bool gradients_allocated_ = false;
   // Streaming (stream_gradients): the sink, each parameter's optimizer index, and the units whose reduction
   // is in flight and not handed over yet (in order).
   GradientSink* sink_ = nullptr;

@@ -32,7 +32,9 @@ struct BenchTrainResult {
   double step_time_s = 0;  // median over the timed steps
   double tokens_per_s = 0;
   double mfu = 0;          // 0 when the device's peak is unknown
-  int64_t peak_memory_bytes = 0;
+  int64_t peak_memory_bytes = 0;        // the whole run, set-up included (what a PyTorch script's peak counts)
+  int64_t step_peak_memory_bytes = 0;   // the steps alone (GPU; what `meshtrain plan` predicts)
+  int64_t setup_peak_memory_bytes = 0;  // building, placing and loading the model
   // Loss of the first and the last step: runs of one shape that differ only in kernels (train.fused_kernels)
   // see the same synthetic tokens and should agree within bf16 noise.
   double first_loss = 0, last_loss = 0;

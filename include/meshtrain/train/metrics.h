@@ -37,6 +37,9 @@ class MetricsLog {
 double device_peak_flops(bool cuda, int device_index);
 // Peak memory in bytes: the CUDA caching allocator's peak on GPU, the process's max RSS on CPU.
 int64_t peak_memory_bytes(bool cuda, int device_index);
+// Starts the peak over on GPU (the next peak_memory_bytes() is the peak since this call); a no-op on CPU, where
+// the max RSS cannot be reset.
+void reset_peak_memory(bool cuda, int device_index);
 // Total memory of the device: the GPU's on CUDA, the machine's physical memory on CPU.
 int64_t device_memory_bytes(bool cuda, int device_index);
 

@@ -29,7 +29,11 @@ struct TrainResult {
   int64_t tokens_per_step = 0;       // all ranks
   double flops_per_token = 0;        // forward + backward (docs/metrics.md)
   double peak_flops = 0;             // per device; 0 when unknown (CPU)
-  int64_t peak_memory_bytes = 0;     // this rank's device (CPU: max RSS)
+  int64_t peak_memory_bytes = 0;     // this rank's device over the whole run (CPU: max RSS)
+  // GPU: the peak of building, placing and loading the model before the first step, and the peak of the steps
+  // alone (what `meshtrain plan` predicts); peak_memory_bytes is the larger. CPU: both equal the max RSS.
+  int64_t setup_peak_memory_bytes = 0;
+  int64_t step_peak_memory_bytes = 0;
   int64_t num_params = 0;
 };
 
