@@ -228,8 +228,12 @@ void OffloadedAdamW::upload(size_t i) {
 }
 
 bool OffloadedAdamW::stream_from(parallel::ParallelModel& par) {
-  if (!par.stream_gradients(*this)) return false;
-  // The masters were copied from the fp32 parameters at construction; the layout now holds their cast.
+  // The masters were copied from the fp32 parameters at construction. The layout replaces each shard by its
+  // cast one unit at a time; a reference held here would keep every fp32 shard alive until the last cast (the
+  // device would peak at 6 bytes a parameter while the model is set up, not 4), so they are let go first and
+  // taken again from the layout — its new shards, or the same ones where it cannot stream.
+  for (auto& p : params_) p.param = at::Tensor();
+  const bool streams = par.stream_gradients(*this);
   const auto now = par.optimizer_params();
   MT_CHECK(now.size() == params_.size(), "OffloadedAdamW: the layout has ", now.size(), " optimizer parameters, ",
            params_.size(), " before streaming");
@@ -238,6 +242,7 @@ bool OffloadedAdamW::stream_from(parallel::ParallelModel& par) {
              params_[i].name);
     params_[i].param = now[i].param;
   }
+  if (!streams) return false;
   streaming_ = true;
   log::progress("optimizer.offload: gradients leave the device as the backward produces them; the device "
                 "holds %s parameters", c10::toString(params_.empty() ? at::kFloat : params_.front().param.scalar_type()));
