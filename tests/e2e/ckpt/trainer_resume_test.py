@@ -30,6 +30,9 @@
 
   gpu_shared     (label gpu; exit 77 without a GPU) exact, FSDP 2 with both ranks on one GPU (the CPU backend
                  stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
+  offload_delay  optimizer.offload_delay: 1 (one process, streamed and with accumulation 2): step 1's loss equals
+                 the undelayed run's and step 2's differs (it runs on the initial parameters); `exact` holds: a run
+                 killed after its step-3 checkpoint resumes with bit-identical losses and final parameters.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
                  streams; at accumulation 1 gradients streamed during the backward, bf16 parameters on the device)
                  against the on-device optimizer, fp32 and bf16, accumulation 1 and 4, and FSDP over one rank with
@@ -240,6 +243,22 @@ def offload():
                   f"{'with' if resume_sets else 'without'} offload: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
 
 
+def offload_delay():
+    # Streamed (one process, accumulation 1) and downloaded after the backward (accumulation 2).
+    for case in ("single", "single_accum2"):
+        layout, extra, streamed = OFFLOAD_CASES[case]
+        off = [*extra, "optimizer.offload=cpu", "optimizer.offload_threads=2"]
+        plain_out = os.path.join(work, f"{case}_undelayed")
+        train(plain_out, layout, *off)
+        ref_out = exact(layout, *off, "optimizer.offload_delay=1", tag=f"{case}_delayed_")
+        plain, delayed = losses(plain_out), losses(ref_out)
+        # Step 1 runs on the initial parameters either way; delayed, so does step 2 (update 1 still on the host).
+        expect(delayed[1] == plain[1] and delayed[2] != plain[2],
+               f"{case}: delayed losses {delayed} vs undelayed {plain}: the update was not delayed")
+        print(f"offload_delay {case}: step 1 loss equal, step 2 {delayed[2]:.6f} (delayed) vs {plain[2]:.6f}, "
+              f"step {STEPS} {delayed[STEPS]:.6f} vs {plain[STEPS]:.6f}: ok")
+
+
 def peak_memory(out):
     return max(json.loads(line).get("peak_memory_bytes", 0) for line in open(os.path.join(out, "metrics.jsonl")))
 
@@ -400,6 +419,8 @@ elif mode == "init_from":
     init_from()
 elif mode == "offload":
     offload()
+elif mode == "offload_delay":
+    offload_delay()
 elif mode == "offload_gpu":
     offload_gpu()
 elif mode == "gpu":
