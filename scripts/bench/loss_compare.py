@@ -14,7 +14,7 @@ optimizer.offload_delay=1: each step's gradient one update stale; docs/offload.m
 for variants whose effect on the loss does not depend on the model's size (offload, offload-delay).
 
 Usage: loss_compare.py MESHTRAIN_BIN OUT_DIR [--steps 1000] [--variants bf16,unfused,fp8,fp8-rowwise]
-                       [--device cuda] [--small]
+                       [--device cuda] [--small] [--lr 1e-3]
 """
 import argparse
 import json
@@ -41,7 +41,7 @@ data:
   train: {data}_train.bin
   val: {data}_val.bin
 optimizer:
-  lr: 1.0e-3
+  lr: {lr}
   weight_decay: 0.1
   grad_clip: 1.0
 schedule:
@@ -92,7 +92,8 @@ def train(a, data, name):
     os.makedirs(out, exist_ok=True)
     cfg = os.path.join(out, "config.yaml")
     with open(cfg, "w") as f:
-        f.write(CONFIG.format(data=data, steps=a.steps, out=out, device=a.device, **(SMALL if a.small else MODEL)))
+        f.write(CONFIG.format(data=data, steps=a.steps, out=out, device=a.device, lr=a.lr,
+                              **(SMALL if a.small else MODEL)))
     run([a.meshtrain, "train", cfg, *[f"--set={s}" for s in VARIANTS[name]]], os.path.join(out, "train.log"))
     recs = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     losses = [r["loss"] for r in recs if "loss" in r]
@@ -111,6 +112,7 @@ def main():
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke run, bf16/unfused)")
     p.add_argument("--small", action="store_true", help="a 2-layer, 128-wide model on 128-token sequences")
+    p.add_argument("--lr", type=float, default=1e-3, help="optimizer.lr (peak, after 50 warmup steps)")
     a = p.parse_args()
     names = a.variants.split(",")
     for n in names:
