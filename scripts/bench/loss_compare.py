@@ -7,10 +7,14 @@ the 20-step mean train loss over the first 200 steps, the train loss over the la
 validation loss at the end. Prints one table and writes OUT/loss_compare.json.
 
 Variants: bf16 (every fused kernel), unfused (train.fused_kernels=false), fp8 (train.fp8=tensorwise),
-fp8-rowwise (train.fp8=rowwise).
+fp8-rowwise (train.fp8=rowwise), offload (optimizer.offload=cpu), offload-delay (the same with
+optimizer.offload_delay=1: each step's gradient one update stale; docs/offload.md).
+
+--small trains a 2-layer, 128-wide model on 128-token sequences (micro-batch 8) instead: minutes on a CPU,
+for variants whose effect on the loss does not depend on the model's size (offload, offload-delay).
 
 Usage: loss_compare.py MESHTRAIN_BIN OUT_DIR [--steps 1000] [--variants bf16,unfused,fp8,fp8-rowwise]
-                       [--device cuda]
+                       [--device cuda] [--small] [--lr 1e-3]
 """
 import argparse
 import json
@@ -22,20 +26,22 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Every linear dimension a multiple of 16 (FP8 GEMMs need it); the vocabulary is the 256 bytes.
+MODEL = {"n_layer": 8, "n_head": 8, "d_model": 512, "d_ff": 1536, "max_seq_len": 512, "micro_batch_size": 16}
+SMALL = {"n_layer": 2, "n_head": 4, "d_model": 128, "d_ff": 384, "max_seq_len": 128, "micro_batch_size": 8}
 CONFIG = """model:
   family: llama
   vocab_size: 256
-  n_layer: 8
-  n_head: 8
+  n_layer: {n_layer}
+  n_head: {n_head}
   n_kv_head: 4
-  d_model: 512
-  d_ff: 1536
-  max_seq_len: 512
+  d_model: {d_model}
+  d_ff: {d_ff}
+  max_seq_len: {max_seq_len}
 data:
   train: {data}_train.bin
   val: {data}_val.bin
 optimizer:
-  lr: 1.0e-3
+  lr: {lr}
   weight_decay: 0.1
   grad_clip: 1.0
 schedule:
@@ -44,12 +50,10 @@ schedule:
   min_lr_ratio: 0.1
 train:
   steps: {steps}
-  micro_batch_size: 16
+  micro_batch_size: {micro_batch_size}
   grad_accum: 1
   device: {device}
   dtype: bf16
-  fp8: {fp8}
-  fused_kernels: {fused}
   seed: 1234
   eval_every: {steps}
   eval_batches: 32
@@ -69,11 +73,13 @@ def run(cmd, log):
         sys.exit(f"{' '.join(cmd)} exited {rc}; its output: {log}")
 
 
-VARIANTS = {  # name: (train.fp8, train.fused_kernels)
-    "bf16": ("off", "true"),
-    "unfused": ("off", "false"),
-    "fp8": ("tensorwise", "true"),
-    "fp8-rowwise": ("rowwise", "true"),
+VARIANTS = {  # name: its settings over CONFIG (every fused kernel, no FP8, the optimizer on the device)
+    "bf16": [],
+    "unfused": ["train.fused_kernels=false"],
+    "fp8": ["train.fp8=tensorwise"],
+    "fp8-rowwise": ["train.fp8=rowwise"],
+    "offload": ["optimizer.offload=cpu"],
+    "offload-delay": ["optimizer.offload=cpu", "optimizer.offload_delay=1"],
 }
 
 
@@ -85,10 +91,10 @@ def train(a, data, name):
     out = os.path.join(a.out, name)
     os.makedirs(out, exist_ok=True)
     cfg = os.path.join(out, "config.yaml")
-    fp8, fused = VARIANTS[name]
     with open(cfg, "w") as f:
-        f.write(CONFIG.format(data=data, steps=a.steps, fp8=fp8, fused=fused, out=out, device=a.device))
-    run([a.meshtrain, "train", cfg], os.path.join(out, "train.log"))
+        f.write(CONFIG.format(data=data, steps=a.steps, out=out, device=a.device, lr=a.lr,
+                              **(SMALL if a.small else MODEL)))
+    run([a.meshtrain, "train", cfg, *[f"--set={s}" for s in VARIANTS[name]]], os.path.join(out, "train.log"))
     recs = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     losses = [r["loss"] for r in recs if "loss" in r]
     vals = [r["val_loss"] for r in recs if "val_loss" in r]
@@ -105,6 +111,8 @@ def main():
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke run, bf16/unfused)")
+    p.add_argument("--small", action="store_true", help="a 2-layer, 128-wide model on 128-token sequences")
+    p.add_argument("--lr", type=float, default=1e-3, help="optimizer.lr (peak, after 50 warmup steps)")
     a = p.parse_args()
     names = a.variants.split(",")
     for n in names:
@@ -118,13 +126,13 @@ def main():
     rows = [train(a, data, n) for n in names]
     base = rows[0]
     vs = "vs " + base["variant"]
-    print(f"{'variant':<12} {'steps':>6} {'200-step curve gap':>19} {'train loss (last 50)':>21} {vs:>10} "
+    print(f"{'variant':<14} {'steps':>6} {'200-step curve gap':>19} {'train loss (last 50)':>21} {vs:>10} "
           f"{'val loss':>9} {vs:>10} {'tokens/s':>10}")
     for r in rows:
         r["curve200_max_rel_gap"] = max(abs(x / y - 1) for x, y in zip(r["curve200"], base["curve200"]))
         r["train_loss_ratio"] = r["train_loss_last50"] / base["train_loss_last50"]
         r["val_loss_ratio"] = r["val_loss"] / base["val_loss"]
-        print(f"{r['variant']:<12} {r['steps']:>6} {100 * r['curve200_max_rel_gap']:>18.2f}% "
+        print(f"{r['variant']:<14} {r['steps']:>6} {100 * r['curve200_max_rel_gap']:>18.2f}% "
               f"{r['train_loss_last50']:>21.4f} {r['train_loss_ratio']:>10.4f} {r['val_loss']:>9.4f} "
               f"{r['val_loss_ratio']:>10.4f} {r['tokens_per_s']:>10.0f}")
     with open(os.path.join(a.out, "loss_compare.json"), "w") as f:

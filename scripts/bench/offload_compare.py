@@ -12,10 +12,12 @@ train/offloaded_adamw.h), pinned: 8.03e9 × 16 B = 128 GB (120 GiB) for 8B, whic
 process and the OS in a 128 GiB host; 3.21e9 × 16 B = 51 GB (48 GiB) for 3B does. --model forces one. With
 accumulation (both default cases) the gradients sum on the device and go to the host after the backward;
 at --accum 1 a single process streams them during the backward and keeps only bf16 parameters on the device
-(docs/offload.md).
+(docs/offload.md). --delay adds a third run per accumulation with `optimizer.offload_delay: 1` (the host update
+of each step overlapping the next step's forward and backward; its effect on the loss:
+scripts/bench/loss_compare.py --variants offload,offload-delay).
 
 Usage: offload_compare.py MESHTRAIN_BIN OUT_DIR [--model auto|llama3.1-8b|llama3.2-3b] [--accum 32,4]
-                          [--steps N] [--warmup N] [--threads N]
+                          [--steps N] [--warmup N] [--threads N] [--delay]
 """
 import argparse
 import json
@@ -58,12 +60,19 @@ def median_of(recs, key):
     return statistics.median(vals) if vals else float("nan")
 
 
-def run_one(a, model, accum, offload):
-    name = f"{model}.accum{accum}.{'offload' if offload else 'device'}"
+OPTIMIZERS = {  # name in the table → settings
+    "device": ["optimizer.offload=none"],
+    "offload": ["optimizer.offload=cpu"],
+    "delayed": ["optimizer.offload=cpu", "optimizer.offload_delay=1"],
+}
+
+
+def run_one(a, model, accum, optimizer):
+    name = f"{model}.accum{accum}.{optimizer}"
+    offload = optimizer != "device"
     out = os.path.join(a.out, name)
     js = os.path.join(a.out, name + ".json")
-    sets = [f"train.grad_accum={accum}", f"train.out_dir={out}", "train.sample_tokens=0",
-            f"optimizer.offload={'cpu' if offload else 'none'}"]
+    sets = [f"train.grad_accum={accum}", f"train.out_dir={out}", "train.sample_tokens=0", *OPTIMIZERS[optimizer]]
     if offload and a.threads:
         sets.append(f"optimizer.offload_threads={a.threads}")
     cmd = [a.meshtrain, "bench", "train", "--preset", model, "--batch", "1", "--seq", "2048",
@@ -75,7 +84,7 @@ def run_one(a, model, accum, offload):
         return None
     r = json.load(open(js))
     recs = timed_records(out, a.warmup)
-    r.update(model=model, accum=accum, tokens_per_step=accum * 2048, offload=offload,
+    r.update(model=model, accum=accum, tokens_per_step=accum * 2048, offload=offload, optimizer=optimizer,
              host_update_ms=median_of(recs, "optimizer_host_update_ms"),
              d2h_mb=median_of(recs, "optimizer_D2H_MB"), h2d_mb=median_of(recs, "optimizer_H2D_MB"))
     return r
@@ -90,13 +99,14 @@ def main():
     ap.add_argument("--steps", type=int, default=3, help="timed optimizer steps per run")
     ap.add_argument("--warmup", type=int, default=1, help="untimed optimizer steps first")
     ap.add_argument("--threads", type=int, default=0, help="optimizer.offload_threads (0: the CPUs it may use, ≤ 16)")
+    ap.add_argument("--delay", action="store_true", help="also run optimizer.offload_delay=1")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     model = pick_model(a.model)
     rows = []
     for accum in (int(x) for x in a.accum.split(",")):
-        for offload in (False, True):
-            r = run_one(a, model, accum, offload)
+        for optimizer in ("device", "offload", "delayed") if a.delay else ("device", "offload"):
+            r = run_one(a, model, accum, optimizer)
             if r:
                 rows.append(r)
     json.dump(rows, open(os.path.join(a.out, "offload_compare.json"), "w"), indent=1)
@@ -105,7 +115,7 @@ def main():
     for r in rows:
         base = next((b for b in rows if b["accum"] == r["accum"] and not b["offload"]), None)
         ratio = r["tokens_per_s"] / base["tokens_per_s"] if base else float("nan")
-        print(f"{r['model']:12s} {r['tokens_per_step']:11d} {'offload' if r['offload'] else 'device':9s} "
+        print(f"{r['model']:12s} {r['tokens_per_step']:11d} {r['optimizer']:9s} "
               f"{r['tokens_per_s']:9.0f} {ratio:9.2f} {r['peak_memory_bytes'] / 2**30:8.1f} "
               f"{r['host_update_ms']:8.0f} {r['d2h_mb'] / 1e3:7.1f} {r['h2d_mb'] / 1e3:7.1f}")
     print(f"rows: {os.path.join(a.out, 'offload_compare.json')}")

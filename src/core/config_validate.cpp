@@ -115,6 +115,7 @@ class Validator {
     check_parallel();
     check_checkpoint();
     check_cuda_graph();
+    check_offload_delay();
   }
 
  private:
@@ -197,6 +198,16 @@ class Validator {
              "a replay would draw the same dropout masks every time");
     if (t.activation_checkpointing)
       refuse("train.activation_checkpointing true", "the recomputation saves and restores the generator on the host");
+  }
+
+  // optimizer.offload_delay: the delayed update is a mode of the host optimizer, so it needs one.
+  void check_offload_delay() {
+    const OptimizerConfig& o = cfg_.optimizer;
+    if (o.offload_delay != 0 && o.offload_delay != 1)
+      fail("optimizer.offload_delay", cat("given ", o.offload_delay, "; valid 0 | 1"));
+    if (o.offload_delay == 1 && o.offload != "cpu")
+      fail("optimizer.offload_delay", cat("given 1 with optimizer.offload '", o.offload,
+                                          "'; valid 0, or 1 with optimizer.offload cpu"));
   }
 
   void check_data() {

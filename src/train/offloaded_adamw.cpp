@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 
 #include "meshtrain/core/error.h"
@@ -28,8 +29,25 @@ int pick_threads(const OptimizerConfig& cfg) {
   return std::clamp(HostWorkers::available_cpus(), 1, 16);
 }
 
-// Per-parameter countdown of unfinished spans; the step's thread waits on it to upload in order.
-struct Countdown {
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// What is queued on `later` from now on runs after what `earlier` holds so far.
+void order_after(c10::Device device, const c10::Stream& earlier, const c10::Stream& later) {
+  c10::Event e(device.type());
+  e.record(earlier);
+  e.block(later);
+}
+
+c10::Stream compute_stream(c10::Device device) {
+  return c10::impl::VirtualGuardImpl(device.type()).getStream(device);
+}
+
+}  // namespace
+
+// Per parameter, the current update's unfinished spans; the step's thread waits on it to upload in order.
+struct OffloadedAdamW::Countdown {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int64_t> left;
@@ -48,10 +66,12 @@ struct Countdown {
   }
 };
 
-}  // namespace
-
 OffloadedAdamW::OffloadedAdamW(std::vector<Param> params, const OptimizerConfig& cfg)
-    : Optimizer(std::move(params)), cfg_(cfg), workers_(pick_threads(cfg)) {
+    : Optimizer(std::move(params)),
+      cfg_(cfg),
+      spans_(std::make_unique<Countdown>()),
+      workers_(pick_threads(cfg)),
+      delay_(cfg.offload_delay == 1) {
   at::NoGradGuard no_grad;
   if (!params_.empty()) {
     device_ = params_.front().param.device();
@@ -90,11 +110,17 @@ OffloadedAdamW::OffloadedAdamW(std::vector<Param> params, const OptimizerConfig&
     state_.push_back(std::move(st));
   }
   if (arena) host_bytes = arena->reserved_bytes();
-  log::progress("optimizer.offload: AdamW on %d host threads, %.2f GiB of %s host memory", workers_.size(),
-                static_cast<double>(host_bytes) / (1 << 30), on_device_ ? "pinned" : "plain");
+  log::progress("optimizer.offload: AdamW on %d host threads, %.2f GiB of %s host memory%s", workers_.size(),
+                static_cast<double>(host_bytes) / (1 << 30), on_device_ ? "pinned" : "plain",
+                delay_ ? "; delayed update (each step's gradients are one update stale)" : "");
 }
 
 OffloadedAdamW::~OffloadedAdamW() {
+  try {
+    finish_pending();  // the parameters keep the last update
+  } catch (const std::exception& e) {
+    log::warn("optimizer.offload: the last delayed update failed: %s", e.what());
+  }
   // Pinned buffers may still be the source or target of queued copies.
   if (on_device_) {
     d2h_->synchronize();
@@ -112,17 +138,16 @@ void OffloadedAdamW::gradients_ready() {
     if (step_closed_) d2h_bytes_ = 0;  // no gradient at all this step
     step_closed_ = true;
     downloads_started_ = true;
+    finish_pending();  // the backward no longer reads the parameters
     return;
   }
   d2h_bytes_ = 0;
-  if (on_device_) {
-    // The copy stream starts after everything the compute stream queued so far: the backward and the
-    // reductions that made the gradients.
-    c10::impl::VirtualGuardImpl impl(device_.type());
-    c10::Event ready(device_.type());
-    ready.record(impl.getStream(device_));
-    ready.block(*d2h_);
-  }
+  // The copy stream starts after everything the compute stream queued so far: the backward and the
+  // reductions that made the gradients (and, for a pending update's uploads, read the parameters).
+  if (on_device_) order_after(device_, compute_stream(device_), *d2h_);
+  // The pending update read the gradient buffers: it finishes before they are overwritten. Its uploads may
+  // run beside the downloads; launch() keeps each master until its upload read it.
+  finish_pending();
   for (size_t i = 0; i < state_.size(); ++i) download(i);
   downloads_started_ = true;
 }
@@ -150,60 +175,83 @@ void OffloadedAdamW::step(double lr, double grad_scale) {
   if (!downloads_started_) gradients_ready();
   downloads_started_ = false;
   const auto start = std::chrono::steady_clock::now();
-  h2d_bytes_ = 0;
-  if (on_device_) {
+  if (delay_) {
+    launch(lr, grad_scale);
+    pending_ = true;  // finished by the next gradients_ready() or a sync point
+  } else {
+    h2d_bytes_ = 0;
     // Uploads overwrite parameters: after whatever the compute stream queued that may still read them.
-    c10::impl::VirtualGuardImpl impl(device_.type());
-    c10::Event computed(device_.type());
-    computed.record(impl.getStream(device_));
-    computed.block(*h2d_);
+    if (on_device_) order_after(device_, compute_stream(device_), *h2d_);
+    launch(lr, grad_scale);
+    finish_update();
   }
-  Countdown spans;
-  spans.left.assign(state_.size(), 0);
-  size_t next_upload = 0;
-  // Uploads go in parameter order, each once its spans are done; `wait` decides whether to block for it.
-  auto upload_ready = [&](size_t limit, bool wait) {
-    for (; next_upload < limit; ++next_upload) {
-      if (!state_[next_upload].has_grad) continue;
-      if (wait) spans.wait(next_upload);
-      else if (!spans.finished(next_upload)) return;
-      upload(next_upload);
-    }
-  };
+  host_ms_ = waited_ms_ + ms_since(start);
+  waited_ms_ = 0;
+}
+
+void OffloadedAdamW::launch(double lr, double grad_scale) {
+  MT_CHECK(!pending_, "OffloadedAdamW: a step launched before the previous update finished");
+  spans_->left.assign(state_.size(), 0);
+  next_upload_ = 0;
+  Countdown* spans = spans_.get();
   for (size_t i = 0; i < state_.size(); ++i) {
     HostState& st = state_[i];
     if (!st.has_grad) continue;
     if (st.downloaded) st.downloaded->synchronize();  // this gradient is on the host now
+    if (st.uploaded) st.uploaded->synchronize();      // the last upload has read the master it rewrites
     st.step.add_(1.0);
     const AdamWScalars s = AdamWScalars::make(lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
                                               params_[i].decay ? cfg_.weight_decay : 0.0,
                                               st.step.item<double>(), grad_scale);
     const int64_t n = st.master.numel();
-    spans.left[i] = std::max<int64_t>(1, (n + kSpan - 1) / kSpan);
+    spans->left[i] = std::max<int64_t>(1, (n + kSpan - 1) / kSpan);
     float* p = st.master.data_ptr<float>();
     const float* g = st.grad.data_ptr<float>();
     float* m = st.exp_avg.data_ptr<float>();
     float* v = st.exp_avg_sq.data_ptr<float>();
     for (int64_t a = 0; a < std::max<int64_t>(n, 1); a += kSpan) {
       const int64_t len = std::min(kSpan, n - a);
-      workers_.submit([=, &spans] {
+      workers_.submit([=] {
         if (len > 0) adamw_update_span(p + a, g + a, m + a, v + a, len, s);
-        spans.done_one(i);
+        spans->done_one(i);
       });
     }
-    upload_ready(i, /*wait=*/false);
+    st.queued = true;
+    // Delayed, the device is still computing with the parameters: nothing goes up before finish_pending().
+    if (!delay_) upload_finished(i, /*wait=*/false);
   }
-  upload_ready(state_.size(), /*wait=*/true);
-  workers_.wait_idle();
-  if (on_device_) {
-    // The next forward (on the compute stream) reads the parameters: it waits for the last upload.
-    c10::impl::VirtualGuardImpl impl(device_.type());
-    c10::Event uploaded(device_.type());
-    uploaded.record(*h2d_);
-    uploaded.block(impl.getStream(device_));
-  }
-  host_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
+
+void OffloadedAdamW::upload_finished(size_t limit, bool wait) {
+  for (; next_upload_ < limit; ++next_upload_) {
+    HostState& st = state_[next_upload_];
+    if (!st.queued) continue;
+    if (wait) spans_->wait(next_upload_);
+    else if (!spans_->finished(next_upload_)) return;
+    upload(next_upload_);
+    st.queued = false;
+  }
+}
+
+void OffloadedAdamW::finish_update() {
+  upload_finished(state_.size(), /*wait=*/true);
+  workers_.wait_idle();
+  // The next forward (on the compute stream) reads the parameters: it waits for the last upload.
+  if (on_device_) order_after(device_, *h2d_, compute_stream(device_));
+}
+
+void OffloadedAdamW::finish_pending() {
+  if (!pending_) return;
+  at::NoGradGuard no_grad;
+  const auto start = std::chrono::steady_clock::now();
+  h2d_bytes_ = 0;
+  if (on_device_) order_after(device_, compute_stream(device_), *h2d_);
+  finish_update();
+  pending_ = false;
+  waited_ms_ += ms_since(start);
+}
+
+void OffloadedAdamW::settle() { finish_pending(); }
 
 void OffloadedAdamW::upload(size_t i) {
   const at::Tensor& dst = params_[i].param;
@@ -213,18 +261,20 @@ void OffloadedAdamW::upload(size_t i) {
     return;
   }
   // From pinned memory the copy is a DMA that returns at once; the master is not written again before the
-  // next step's update, which runs only after this stream has been waited for. A compute-dtype parameter
+  // event recorded after it completed (launch()). A compute-dtype parameter
   // gets the fp32 master into a transient device buffer and the cast from there (a cross-device copy that
   // casts would convert through unpinned host memory).
   c10::StreamGuard on_copy_stream(*h2d_);
   h2d_bytes_ += static_cast<double>(dst.numel()) * 4.0;
   if (dst.scalar_type() == at::kFloat) {
     dst.copy_(state_[i].master, /*non_blocking=*/true);
-    return;
+  } else {
+    at::Tensor fp32 = at::empty(dst.sizes(), dst.options().dtype(at::kFloat));  // on the upload stream
+    fp32.copy_(state_[i].master, /*non_blocking=*/true);
+    dst.copy_(fp32);
   }
-  at::Tensor fp32 = at::empty(dst.sizes(), dst.options().dtype(at::kFloat));  // on the upload stream
-  fp32.copy_(state_[i].master, /*non_blocking=*/true);
-  dst.copy_(fp32);
+  state_[i].uploaded.emplace(device_.type());
+  state_[i].uploaded->record(*h2d_);
 }
 
 bool OffloadedAdamW::stream_from(parallel::ParallelModel& par) {
@@ -261,6 +311,13 @@ void OffloadedAdamW::take_gradient(size_t index, const at::Tensor& grad) {
   if (!grad.defined()) return;
   at::NoGradGuard no_grad;
   if (step_closed_) {  // the step's first gradient of any parameter: a new accumulation
+    if (pending_) {
+      // The pending update reads the gradient buffers; its uploads wait for gradients_ready(), after the
+      // backward that still reads the parameters.
+      const auto start = std::chrono::steady_clock::now();
+      workers_.wait_idle();
+      waited_ms_ += ms_since(start);
+    }
     for (auto& st : state_) st.has_grad = false;
     d2h_bytes_ = 0;
     step_closed_ = false;
@@ -327,6 +384,7 @@ double OffloadedAdamW::squared_norm(size_t index) {
 
 void OffloadedAdamW::parameters_changed() {
   at::NoGradGuard no_grad;
+  finish_pending();  // its uploads would overwrite what was written
   if (on_device_) h2d_->synchronize();  // no upload may land after this read
   if (!streaming_) {
     for (size_t i = 0; i < state_.size(); ++i) state_[i].master.copy_(params_[i].param);
@@ -340,6 +398,9 @@ void OffloadedAdamW::parameters_changed() {
 }
 
 std::map<std::string, at::Tensor> OffloadedAdamW::state_tensors() const {
+  // A pending update is still writing the moments (and the master a checkpoint saves): the state is the last
+  // step's once it has finished. Finishing it completes work already decided, so the state is unchanged.
+  const_cast<OffloadedAdamW*>(this)->finish_pending();
   std::map<std::string, at::Tensor> out;
   for (size_t i = 0; i < params_.size(); ++i) {
     out[params_[i].name + ".exp_avg"] = state_[i].exp_avg;

@@ -547,6 +547,7 @@ int TrainingRun::agreed_stop_signal() {
 
 double TrainingRun::evaluate() {
   if (!val_loader_) return -1;
+  opt_->settle();  // the validation loss is the parameters' after this step
   torch::NoGradGuard no_grad;
   net_->eval();
   val_loader_->reset();
@@ -557,6 +558,7 @@ double TrainingRun::evaluate() {
 }
 
 void TrainingRun::save(int64_t step) {
+  opt_->settle();  // a resumed run continues from exactly this step's parameters and state
   // This rank's own blocks, written by this rank: nothing is gathered. Blocks that several ranks hold
   // (replicas) are written once, the work spread over their holders; the layout never changes during a run,
   // so the assignment (one small metadata exchange) is made at the first save and kept.
@@ -673,6 +675,7 @@ TrainResult TrainingRun::run() {
     }
   }
 
+  opt_->settle();  // the checksum, the sample and the caller see the last update
   ckpts_->wait();  // the last checkpoint is committed (or its error raised) before the run reports success
   result_.param_checksum = parameter_checksum(par_->sharded_parameters());
   result_.tokens_per_step = tokens_per_step_;

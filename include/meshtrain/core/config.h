@@ -122,7 +122,10 @@ namespace meshtrain {
     "one of: none | cpu (cpu: host memory, pinned on CUDA; gradients stream to the host, a multi-threaded "   \
     "CPU AdamW updates each parameter as it arrives, the result goes back; docs/offload.md)")                \
   F(int64_t, offload_threads, 0, "optimizer.offload: cpu: host threads running the update; 0 = the CPUs "    \
-    "this process may use, at most 16")
+    "this process may use, at most 16")                                                                      \
+  F(int64_t, offload_delay, 0, "optimizer.offload: cpu: 0 = off; 1 = the delayed update: the host update of " \
+    "step N overlaps step N+1's forward and backward, which run on the parameters before it (gradients one " \
+    "update stale: a small loss cost; docs/offload.md)")
 
 #define MT_SCHEDULE_FIELDS(F)                                                                                \
   F(std::string, kind, "cosine", "Learning-rate shape after warmup; one of: cosine | linear | constant | wsd") \

@@ -16,6 +16,14 @@
 // the copy landed (accumulation in fp32 on the host, never through bf16 on the device). gradients_ready()
 // then only waits for the copies and additions; the norm's squares come from the host buffers; uploads
 // write the cast of the master.
+// Delayed update (optimizer.offload_delay: 1, DeepSpeed's delayed parameter update): step() of step N queues
+// the spans and returns at once, without uploads; step N+1's forward and backward run on the parameters the
+// device already has while the host updates. Step N+1's gradients_ready() waits for update N, queues its
+// uploads (the compute stream waits for them) and only then downloads the new gradients into the same host
+// buffers, which update N read; each parameter's update waits for its upload before rewriting the master.
+// Streamed, the step's first take_gradient() waits for update N before writing the buffers, and its uploads
+// still wait for gradients_ready(): the backward keeps reading the parameters it started with. Sync points
+// finish a pending update and its uploads: settle(), state_tensors(), parameters_changed(), the destructor.
 // The global-norm clip is known only once every gradient has arrived: the caller takes the norm unclipped
 // and the update scales each gradient by the coefficient (scales_gradients()). Results equal AdamW's
 // (train/adamw.h) within fp32 rounding; the state has the same names and shapes, so checkpoints move
@@ -43,6 +51,7 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
   void gradients_ready() override;
   void step(double lr, double grad_scale = 1.0) override;
   void parameters_changed() override;
+  void settle() override;
   bool stream_from(parallel::ParallelModel& par) override;
   at::Tensor master_of(const at::Tensor& param) const override;
   void take_gradient(size_t index, const at::Tensor& grad) override;
@@ -50,7 +59,9 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
   double squared_norm(size_t index) override;
   std::map<std::string, at::Tensor> state_tensors() const override;
   // host update ms (the host's part of step(): waiting for gradients, updating, queueing uploads),
-  // D2H MB and H2D MB of the last step.
+  // D2H MB and H2D MB of the last step. Delayed: host update ms is the time the step waited for the
+  // previous update where it finished it (gradients_ready() or the first take_gradient(), plus any sync
+  // point since the last step) and queueing its own spans; H2D MB the previous update's uploads.
   std::vector<std::pair<std::string, double>> step_metrics() const override;
 
   int threads() const { return workers_.size(); }
@@ -61,12 +72,24 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
     at::Tensor master, exp_avg, exp_avg_sq, grad, step;  // fp32, contiguous, host (pinned on CUDA)
     at::Tensor staging;                                  // streaming, CUDA: a later micro-batch's copy (lazy)
     std::optional<c10::Event> downloaded;                // set by gradients_ready() (device parameters only)
+    std::optional<c10::Event> uploaded;                  // after the last upload read the master (device only)
     bool has_grad = false;
+    bool queued = false;  // its spans are in the current update and its upload is not queued yet
     bool adding = false;  // staging's addition is queued on the host threads
   };
 
+  struct Countdown;  // per parameter, the current update's unfinished spans
+
   void download(size_t i);
   void upload(size_t i);
+  // Queues every parameter's update spans; undelayed, uploads those finished meanwhile.
+  void launch(double lr, double grad_scale);
+  // Uploads, in parameter order up to `limit`, the queued parameters whose spans are done (`wait`: waits).
+  void upload_finished(size_t limit, bool wait);
+  // Waits for the update, uploads the rest; the compute stream waits for the uploads.
+  void finish_update();
+  // Delayed: finishes the update step() left running (uploads after what the compute stream queued).
+  void finish_pending();
   // Streaming, CUDA: one micro-batch's gradient into the host buffer (first) or added to it (later).
   void stream_in(HostState& st, const at::Tensor& grad);
 
@@ -75,7 +98,12 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
   c10::Device device_{c10::kCPU};
   std::optional<c10::Stream> d2h_, h2d_;
   std::vector<HostState> state_;
+  std::unique_ptr<Countdown> spans_;  // before workers_: outlives the tasks that count it down
+  size_t next_upload_ = 0;
   HostWorkers workers_;
+  bool delay_ = false;         // optimizer.offload_delay 1
+  bool pending_ = false;       // delayed: an update is running or done on the host, not uploaded
+  double waited_ms_ = 0;       // delayed: finishing the previous update since the last step()
   bool downloads_started_ = false;
   bool streaming_ = false;     // gradients arrive through take_gradient(); the host master is the master
   bool step_closed_ = true;    // streaming: the next take_gradient() starts a new step's accumulation

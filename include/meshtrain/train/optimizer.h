@@ -7,6 +7,8 @@
 // Per step:  gradients_ready() (the backward is queued) → the layout's clip_grad_norm, with max_norm 0 when
 //            scales_gradients() → step(lr, clip coefficient)
 // The live parameters were written (loaded, broadcast) → parameters_changed()
+// Before the parameters are read outside the step loop (evaluation, a checkpoint, the end of the run) →
+// settle(): an update still in flight (optimizer.offload_delay) lands first.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -46,6 +48,8 @@ class Optimizer {
   // The live parameters were written from outside (a checkpoint loaded, replicas broadcast): a copy of them
   // is brought up to date.
   virtual void parameters_changed() {}
+  // Completes whatever update step() left running, so the parameters and the state are the last step's.
+  virtual void settle() {}
 
   // Takes `par`'s gradients as they are produced where the layout can stream them (parallel/gradient_sink.h);
   // the optimizer's parameters become the layout's compute-dtype ones and its own fp32 master is the master.

@@ -30,6 +30,12 @@
 
   gpu_shared     (label gpu; exit 77 without a GPU) exact, FSDP 2 with both ranks on one GPU (the CPU backend
                  stages the GPU's tensors through host memory), fp32: the resumed run continues exactly.
+  offload_delay  optimizer.offload_delay: 1 (one process, streamed and with accumulation 2): step 1's loss equals
+                 the undelayed run's and step 2's differs (it runs on the initial parameters); `exact` holds: a run
+                 killed after its step-3 checkpoint resumes with bit-identical losses and final parameters.
+  offload_delay_gpu (label gpu; exit 77 without a GPU) offload_delay: 1 on one GPU, fp32, accumulation 1
+                 (streamed) and 4 (downloaded): losses within GPU_ATOL of the same run on the CPU, and a resume
+                 from the step-3 checkpoint within GPU_ATOL too.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
                  streams; at accumulation 1 gradients streamed during the backward, bf16 parameters on the device)
                  against the on-device optimizer, fp32 and bf16, accumulation 1 and 4, and FSDP over one rank with
@@ -240,6 +246,44 @@ def offload():
                   f"{'with' if resume_sets else 'without'} offload: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e}: ok")
 
 
+def offload_delay():
+    # Streamed (one process, accumulation 1) and downloaded after the backward (accumulation 2).
+    for case in ("single", "single_accum2"):
+        layout, extra, streamed = OFFLOAD_CASES[case]
+        off = [*extra, "optimizer.offload=cpu", "optimizer.offload_threads=2"]
+        plain_out = os.path.join(work, f"{case}_undelayed")
+        train(plain_out, layout, *off)
+        ref_out = exact(layout, *off, "optimizer.offload_delay=1", tag=f"{case}_delayed_")
+        plain, delayed = losses(plain_out), losses(ref_out)
+        # Step 1 runs on the initial parameters either way; delayed, so does step 2 (update 1 still on the host).
+        expect(delayed[1] == plain[1] and delayed[2] != plain[2],
+               f"{case}: delayed losses {delayed} vs undelayed {plain}: the update was not delayed")
+        print(f"offload_delay {case}: step 1 loss equal, step 2 {delayed[2]:.6f} (delayed) vs {plain[2]:.6f}, "
+              f"step {STEPS} {delayed[STEPS]:.6f} vs {plain[STEPS]:.6f}: ok")
+
+
+def offload_delay_gpu():
+    skip_below(1)
+    # The copy streams' ordering under the delay (uploads after the backward, downloads beside them, each
+    # master kept until its upload read it): a race would show as a loss off the CPU run's, the same math.
+    for accum in (1, 4):  # streamed during the backward; downloaded after it
+        fp32 = ["train.dtype=fp32", f"train.micro_batch_size={8 // accum}", f"train.grad_accum={accum}",
+                "optimizer.offload=cpu", "optimizer.offload_delay=1"]
+        cpu_out, gpu_out = os.path.join(work, f"delay_accum{accum}_cpu"), os.path.join(work, f"delay_accum{accum}_gpu")
+        train(cpu_out, "single", *fp32)
+        train(gpu_out, "single", *fp32, "train.device=cuda")
+        ref = losses(cpu_out)
+        diff = max_diff(losses(gpu_out), ref, range(1, STEPS + 1))
+        expect(diff <= GPU_ATOL, f"delayed offload, accumulation {accum}: CUDA vs CPU losses: max diff {diff:.3g}")
+        saved = os.path.join(gpu_out, "checkpoints", f"step_{SAVE_AT:08d}")
+        out = os.path.join(work, f"delay_accum{accum}_resumed")
+        train(out, "single", *fp32, "train.device=cuda", f"checkpoint.resume={saved}")
+        rdiff = max_diff(losses(out), ref, range(SAVE_AT + 1, STEPS + 1))
+        expect(rdiff <= GPU_ATOL, f"delayed offload, accumulation {accum}: resumed on CUDA: max diff {rdiff:.3g}")
+        print(f"offload_delay on CUDA, accumulation {accum}: steps 1-{STEPS} within {diff:.2e} of the CPU run, "
+              f"resumed from step {SAVE_AT} within {rdiff:.2e}: ok")
+
+
 def peak_memory(out):
     return max(json.loads(line).get("peak_memory_bytes", 0) for line in open(os.path.join(out, "metrics.jsonl")))
 
@@ -400,6 +444,10 @@ elif mode == "init_from":
     init_from()
 elif mode == "offload":
     offload()
+elif mode == "offload_delay":
+    offload_delay()
+elif mode == "offload_delay_gpu":
+    offload_delay_gpu()
 elif mode == "offload_gpu":
     offload_gpu()
 elif mode == "gpu":

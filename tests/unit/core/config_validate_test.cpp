@@ -412,3 +412,19 @@ TEST(ConfigValidate, AttentionBackendIsOneOfTheKernels) {
   c.train.attention_backend = "flash2";
   expect_invalid(c, "train.attention_backend: given 'flash2'; valid auto | flash | cudnn | efficient | math");
 }
+
+// optimizer.offload_delay: 0 or 1, and 1 only where there is a host update to delay.
+TEST(ConfigValidate, OffloadDelay) {
+  Config c = good();
+  c.optimizer.offload = "cpu";
+  c.optimizer.offload_delay = 1;
+  EXPECT_NO_THROW(validate(c, 8));
+  c.optimizer.offload_delay = 2;
+  expect_invalid(c, "optimizer.offload_delay: given 2; valid 0 | 1");
+  c.optimizer.offload_delay = -1;
+  expect_invalid(c, "optimizer.offload_delay: given -1; valid 0 | 1");
+  c = good();
+  c.optimizer.offload_delay = 1;
+  expect_invalid(c, "optimizer.offload_delay: given 1 with optimizer.offload 'none'; valid 0, or 1 with "
+                    "optimizer.offload cpu");
+}

@@ -203,3 +203,142 @@ TEST(OffloadedAdamW, StreamedGradientsAccumulateOnTheHostPerStep) {
   }
   EXPECT_EQ(off.state_tensors().at("big.step").item<float>(), 2.0f);
 }
+
+namespace {
+
+// A quadratic ½ Σ a_i (p_i − t_i)² with curvatures a_i in [1, 20], so that each gradient a ⊙ (p − t) depends
+// on the parameters it is taken at: a delayed update shows in the trajectory only through that.
+struct Quadratic {
+  at::Tensor a, t;
+  explicit Quadratic(int64_t n) {
+    at::manual_seed(11);
+    a = at::rand({n}, at::kDouble) * 19 + 1;
+    t = at::randn({n}, at::kDouble);
+  }
+  at::Tensor grad(const at::Tensor& p) const { return a * (p.to(at::kDouble) - t); }
+};
+
+// Plain AdamW in double, written out: the reference the offloaded trajectories are held to.
+struct ReferenceAdamW {
+  const OptimizerConfig& c;
+  at::Tensor p, m, v;
+  int t = 0;
+  void step(const at::Tensor& g, double lr) {
+    ++t;
+    m = c.beta1 * m + (1 - c.beta1) * g;
+    v = c.beta2 * v + (1 - c.beta2) * g * g;
+    p = p * (1 - lr * c.weight_decay) -
+        lr / (1 - std::pow(c.beta1, t)) * m / ((v / (1 - std::pow(c.beta2, t))).sqrt() + c.eps);
+  }
+};
+
+// `delay` 0: w_k = adamw(w_{k-1}, ∇(w_{k-1})). `delay` 1: the device computes step k's gradient on what it
+// holds, w_{k-2} (the update of step k−1 is still on the host), so w_k = adamw(w_{k-1}, ∇(w_{k-2})).
+std::vector<at::Tensor> reference_trajectory(const OptimizerConfig& c, const Quadratic& f, const at::Tensor& w0,
+                                             int steps, int delay, double lr) {
+  ReferenceAdamW ref{c, w0.to(at::kDouble), at::zeros_like(w0, at::kDouble), at::zeros_like(w0, at::kDouble)};
+  std::vector<at::Tensor> w{ref.p};
+  for (int k = 1; k <= steps; ++k) {
+    ref.step(f.grad(w[static_cast<size_t>(std::max(0, k - 1 - delay))]), lr);
+    w.push_back(ref.p);
+  }
+  return w;
+}
+
+double rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  return ((a.to(at::kDouble) - b).abs().max() / b.abs().max()).item<double>();
+}
+
+// Steps 1..5 on the quadratic, the gradient taken at the parameters the optimizer left on the
+// "device" (CPU tensors here: the host threads update while the next gradient is computed). `streamed`
+// hands the gradient over through take_gradient() as a layout's backward would.
+void check_delayed_trajectory(int delay, bool streamed) {
+  OptimizerConfig c = config();
+  c.offload_delay = delay;
+  const int64_t n = 70000;  // more than one update span
+  const Quadratic f(n);
+  at::manual_seed(3);
+  std::vector<train::Optimizer::Param> ps{{"w", at::randn({n}).requires_grad_(), true}};
+  const double lr = 0.05;
+  const auto want = reference_trajectory(c, f, ps[0].param.detach(), 5, delay, lr);
+  const auto other = reference_trajectory(c, f, ps[0].param.detach(), 5, 1 - delay, lr);
+  // The two trajectories must be told apart far beyond the tolerance, or this test could not fail.
+  ASSERT_GT(rel_diff(other[5].to(at::kFloat), want[5]), 1e-3);
+  train::OffloadedAdamW off(ps, c);
+  for (int k = 1; k <= 5; ++k) {
+    const at::Tensor g = f.grad(ps[0].param.detach()).to(at::kFloat);
+    if (streamed) {
+      static_cast<parallel::GradientSink&>(off).take_gradient(0, g);
+    } else {
+      ps[0].param.mutable_grad() = g;
+    }
+    off.gradients_ready();
+    off.step(lr);
+    // What the device holds for the next step: w_k, or delayed w_{k-1}.
+    EXPECT_LT(rel_diff(ps[0].param.detach(), want[static_cast<size_t>(k - delay)]), 1e-5)
+        << "delay " << delay << " step " << k;
+  }
+  // A sync point (what checkpoints read) lands the pending update: w_5 and five steps of state.
+  const auto state = off.state_tensors();
+  EXPECT_EQ(state.at("w.step").item<float>(), 5.0f);
+  EXPECT_LT(rel_diff(ps[0].param.detach(), want[5]), 1e-5) << "delay " << delay << " after state_tensors()";
+  // Delayed, the uploads counted are the previous update's: one parameter either way.
+  for (const auto& [key, value] : off.step_metrics()) {
+    if (key == "H2D MB") {
+      EXPECT_NEAR(value, 4.0 * n / 1e6, 1e-9);
+    } else if (key == "host update ms") {
+      EXPECT_GT(value, 0.0);
+    }
+  }
+}
+
+}  // namespace
+
+// optimizer.offload_delay: with 1 each step's gradient is one update stale and the parameters on the device
+// lag one update until a sync point; with 0 the trajectory is plain AdamW's. Both against AdamW written out.
+TEST(OffloadedAdamW, DelayedUpdateFollowsTheStaleGradientTrajectory) {
+  for (int delay : {0, 1}) check_delayed_trajectory(delay, /*streamed=*/false);
+}
+
+TEST(OffloadedAdamW, DelayedUpdateWithStreamedGradients) {
+  for (int delay : {0, 1}) check_delayed_trajectory(delay, /*streamed=*/true);
+}
+
+// Saving mid-run and resuming: a run that reads its state at step 3 (a checkpoint) and goes on equals a new
+// optimizer loaded from that state at step 3 (a resumed run), step for step.
+TEST(OffloadedAdamW, DelayedUpdateResumesExactlyFromItsState) {
+  OptimizerConfig c = config();
+  c.offload_delay = 1;
+  const int64_t n = 1000;
+  const Quadratic f(n);
+  at::manual_seed(5);
+  std::vector<train::Optimizer::Param> a_ps{{"w", at::randn({n}).requires_grad_(), true}};
+  train::OffloadedAdamW a(a_ps, c);
+  auto run_step = [&](train::OffloadedAdamW& opt, std::vector<train::Optimizer::Param>& ps) {
+    ps[0].param.mutable_grad() = f.grad(ps[0].param.detach()).to(at::kFloat);
+    opt.gradients_ready();
+    opt.step(0.05);
+  };
+  for (int k = 1; k <= 3; ++k) run_step(a, a_ps);
+  std::map<std::string, at::Tensor> saved;
+  for (auto& [k, t] : a.state_tensors()) saved["optim." + k] = t.clone();
+  const at::Tensor weights = a_ps[0].param.detach().clone();  // after state_tensors(): step 3's
+
+  std::vector<train::Optimizer::Param> b_ps{{"w", at::zeros({n}).requires_grad_(), true}};
+  train::OffloadedAdamW b(b_ps, c);
+  b.load_state_tensors(saved, "optim.");
+  {
+    at::NoGradGuard no_grad;
+    b_ps[0].param.copy_(weights);
+  }
+  b.parameters_changed();
+  for (int k = 4; k <= 6; ++k) {
+    run_step(a, a_ps);
+    run_step(b, b_ps);
+    EXPECT_TRUE(at::equal(a_ps[0].param, b_ps[0].param)) << "step " << k;
+  }
+  a.settle();
+  b.settle();
+  EXPECT_TRUE(at::equal(a_ps[0].param, b_ps[0].param));
+  EXPECT_FALSE(at::equal(a_ps[0].param, weights));
+}
