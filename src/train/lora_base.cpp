@@ -24,12 +24,16 @@ bool saves_adapters_only(const Config& cfg) { return cfg.model.lora_rank > 0 && 
 nlohmann::json lora_record(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   nlohmann::json out = {{"rank", m.lora_rank}, {"alpha", m.lora_alpha}, {"targets", m.lora_targets},
-                        {"base", cfg.checkpoint.init_from}, {"id", lora_base_id(cfg)}, {"hf_dir", ""},
+                        {"base", cfg.checkpoint.init_from}, {"hf_dir", ""},
                         {"adapters_only", saves_adapters_only(cfg)}};
-  if (cfg.checkpoint.init_from.empty()) return out;
-  // A base imported from Hugging Face: its directory, which PEFT's adapter_config.json names (an
-  // adapters-only init_from recorded its own base's).
+  if (cfg.checkpoint.init_from.empty()) {
+    out["id"] = lora_base_id(cfg);  // the seed the base is drawn from
+    return out;
+  }
+  // The base's meta.json, read once for its id and its Hugging Face directory, which PEFT's
+  // adapter_config.json names (an adapters-only init_from recorded its own base's).
   const ckpt::CheckpointMeta base = base_meta(cfg);
+  out["id"] = ckpt::lora_base_id(base);
   out["hf_dir"] = ckpt::holds_adapters_only(base) ? base.state["lora"].value("hf_dir", std::string())
                                                    : base.state.value("imported_from", std::string());
   return out;

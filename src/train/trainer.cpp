@@ -479,24 +479,24 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, const 
                 format_duration(eta).c_str(), tel.console.c_str());
   if (w_.world.rank == 0)
     for (const auto& w : tel.warnings) log::warn("%s", w.c_str());
+  const int64_t step_peak = step_peak_bytes();
   nlohmann::json rec = {{"step", done},          {"loss", loss},
                         {"lr", lr},              {"grad_norm", grad_norm},
                         {"tokens_per_s", tok_s}, {"step_time_s", step_s},
                         {"tokens", done * tokens_per_step_}, {"elapsed_s", seconds_since(run_start_)},
-                        {"peak_memory_bytes", std::max(setup_peak_bytes_, step_peak_bytes())},
-                        {"step_peak_memory_bytes", step_peak_bytes()},
+                        {"peak_memory_bytes", std::max(setup_peak_bytes_, step_peak)},
+                        {"step_peak_memory_bytes", step_peak},
                         {"setup_peak_memory_bytes", setup_peak_bytes_},
                         {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
   if (done == start_step_ + 1 && planned_peak_bytes_ > 0) {
-    const auto peak = step_peak_bytes();
     rec["planned_peak_memory_bytes"] = planned_peak_bytes_;
     log::progress("memory at step %lld: peak %.2f GiB allocated (setup %.2f GiB), `meshtrain plan` predicted "
                   "%.2f GiB (%.3f of it)",
-                  static_cast<long long>(done), static_cast<double>(peak) / (1 << 30),
+                  static_cast<long long>(done), static_cast<double>(step_peak) / (1 << 30),
                   static_cast<double>(setup_peak_bytes_) / (1 << 30),
                   static_cast<double>(planned_peak_bytes_) / (1 << 30),
-                  static_cast<double>(peak) / static_cast<double>(planned_peak_bytes_));
+                  static_cast<double>(step_peak) / static_cast<double>(planned_peak_bytes_));
   }
   for (const auto& [key, per_rank] : layout_metrics_over_ranks()) rec[key] = per_rank;
   // This rank's optimizer costs ("host update ms" → "optimizer_host_update_ms").
