@@ -10,7 +10,12 @@ torch.compile. Data: random tokens generated on the GPU (throughput does not dep
 
 FLOPs per token (docs/metrics.md): 6 × non-embedding params + 6·V·d (output head) + 6·L·T·d (causal attention).
 
+`--profile DIR` profiles three more steps after the timed ones (torch.profiler): DIR/trace.json (Chrome/Perfetto)
+and DIR/kernels.txt, the GPU kernels by total time — the same view as `meshtrain bench train --profile`, so the
+two runtimes' kernels can be set side by side.
+
 Usage: train_torch.py --preset gpt2-124m --seq 1024 --batch 32 [--layers L] [--compile] [--json OUT.json]
+       [--profile DIR]
 """
 import argparse
 import json
@@ -110,6 +115,7 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU")
     ap.add_argument("--json")
+    ap.add_argument("--profile", metavar="DIR", help="profile 3 steps after the timed ones into DIR")
     a = ap.parse_args()
     family, L, H, Hkv, D, FF, V, tied = PRESETS[a.preset]
     if a.layers:
@@ -126,11 +132,8 @@ def main():
     non_embed = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(emb))
     flops_tok = 6 * non_embed + 6 * V * D + 6 * L * a.seq * D
     step_fn = torch.compile(model) if a.compile else model
-    times = []
-    for step in range(a.warmup + a.steps):
+    def train_step():
         xy = torch.randint(0, V, (a.batch, a.seq + 1), device=dev)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = step_fn(xy[:, :-1], xy[:, 1:])
         loss.backward()
@@ -138,6 +141,12 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss.item()
+
+    times = []
+    for step in range(a.warmup + a.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        train_step()
         torch.cuda.synchronize()
         if step >= a.warmup:
             times.append(time.perf_counter() - t0)
@@ -150,6 +159,33 @@ def main():
     print(json.dumps(res))
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
+    if a.profile:
+        profile_steps(train_step, a.profile, steps=3)
+
+
+def profile_steps(train_step, out_dir, steps):
+    """Profiles `steps` steps; writes the trace and the GPU kernels by total time (per step) to out_dir."""
+    import os
+    from torch.profiler import ProfilerActivity, profile
+    os.makedirs(out_dir, exist_ok=True)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            train_step()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            calls, us = kernels.get(e.name, (0, 0.0))
+            kernels[e.name] = (calls + 1, us + e.time_range.elapsed_us())
+    total = sum(us for _, us in kernels.values())
+    lines = [f"GPU time per step: {total / steps / 1e3:.2f} ms over {len(kernels)} kernels",
+             f"{'ms/step':>8} {'share':>6} {'calls/step':>10}  kernel"]
+    for name, (calls, us) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:40]:
+        lines.append(f"{us / steps / 1e3:8.2f} {100 * us / total:5.1f}% {calls / steps:10.1f}  {name[:150]}")
+    text = "\n".join(lines)
+    print(text)
+    open(os.path.join(out_dir, "kernels.txt"), "w").write(text + "\n")
 
 
 if __name__ == "__main__":
