@@ -15,9 +15,12 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : dr
 at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                               LayerKVCache* cache, const Documents* docs) {
   const bool drop = is_training() && dropout_ > 0;
-  auto a = attn->forward(attn_norm->forward(x), cos, sin, cache, docs);
+  // x feeds attn_norm and the residual add: through pass_forward, the backward sums its two gradients inside
+  // attn_norm's kernel.
+  auto [xs, y] = attn_norm->pass_forward(x);
+  auto a = attn->forward(y, cos, sin, cache, docs);
   // The residual add and mlp_norm in one step (one fused kernel on CUDA): h = x + a, n = mlp_norm(h).
-  auto [h, n] = mlp_norm->add_forward(x, drop ? at::dropout(a, dropout_, true) : a);
+  auto [h, n] = mlp_norm->add_forward(xs, drop ? at::dropout(a, dropout_, true) : a);
   auto m = mlp->forward(n);
   return h + (drop ? at::dropout(m, dropout_, true) : m);
 }

@@ -42,18 +42,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& h
   const auto dy = dy_in.scalar_type() == at::kBFloat16 ? dy_in.contiguous() : dy_in.to(at::kFloat).contiguous();
   const auto dh_out = dh_out_in.defined() ? dh_out_in.to(h.scalar_type()).contiguous() : at::Tensor();
   auto dh = at::empty_like(h);
-  const int64_t chunks = cuda::add_norm_weight_chunks(rows);
+  cuda::AddNormBackward a{.h_type = cuda::dtype_of(h), .y_type = cuda::dtype_of(dy), .dy = dy.const_data_ptr(),
+                          .dh_out = dh_out.defined() ? dh_out.const_data_ptr() : nullptr, .h = h.const_data_ptr(),
+                          .gamma = gamma.const_data_ptr<float>(), .mean = rms ? nullptr : mean.const_data_ptr<float>(),
+                          .rstd = rstd.const_data_ptr<float>(), .dh = dh.mutable_data_ptr(), .dgamma_part = nullptr,
+                          .dbeta_part = nullptr, .rows = rows, .dim = D, .chunks = 0, .rms = rms};
+  a.chunks = cuda::add_norm_weight_chunks(a);
   const auto f32 = h.options().dtype(at::kFloat);
-  auto dgamma_part = at::empty({chunks, D}, f32);
-  auto dbeta_part = rms ? at::Tensor() : at::empty({chunks, D}, f32);
-  const cuda::AddNormBackward a{
-      .h_type = cuda::dtype_of(h), .y_type = cuda::dtype_of(dy), .dy = dy.const_data_ptr(),
-      .dh_out = dh_out.defined() ? dh_out.const_data_ptr() : nullptr, .h = h.const_data_ptr(),
-      .gamma = gamma.const_data_ptr<float>(), .mean = rms ? nullptr : mean.const_data_ptr<float>(),
-      .rstd = rstd.const_data_ptr<float>(), .dh = dh.mutable_data_ptr(),
-      .dgamma_part = dgamma_part.mutable_data_ptr<float>(),
-      .dbeta_part = rms ? nullptr : dbeta_part.mutable_data_ptr<float>(), .rows = rows, .dim = D, .chunks = chunks,
-      .rms = rms};
+  auto dgamma_part = at::empty({a.chunks, D}, f32);
+  auto dbeta_part = rms ? at::Tensor() : at::empty({a.chunks, D}, f32);
+  a.dgamma_part = dgamma_part.mutable_data_ptr<float>();
+  a.dbeta_part = rms ? nullptr : dbeta_part.mutable_data_ptr<float>();
   cuda::check_launch(cuda::add_norm_backward(a, cuda::stream_of(h)), "fused norm backward");
   // The second stage of the weight gradients: the chunks' partial sums added up.
   auto dgamma = dgamma_part.sum(0).to(w_type);
@@ -128,12 +127,15 @@ class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
 };
 
 // The norm alone (no add): the same kernels with r absent; y in the autocast dtype as above, so the bf16 copy
-// a linear would make of an fp32 output (and that copy's backward) never happens.
+// a linear would make of an fp32 output (and that copy's backward) never happens. With `pass`, x is also an
+// output (the same values on a new autograd edge) whose gradient the backward kernel adds to the norm's, where
+// autograd would sum the two in a separate kernel.
 class FusedNorm : public torch::autograd::Function<FusedNorm> {
  public:
   // x: contiguous [rows, D]; weight, bias: [D] (bias empty for RMSNorm, not read); y_type: y's dtype.
+  // → {y}, or with pass {x, y}.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                               const at::Tensor& bias, bool rms, double eps, at::ScalarType y_type) {
+                               const at::Tensor& bias, bool rms, double eps, at::ScalarType y_type, bool pass) {
     const c10::DeviceGuard guard(x.device());
     auto y = at::empty({x.size(0), x.size(1)}, x.options().dtype(y_type));
     const NormLaunch n = norm_launch(x, at::Tensor(), at::Tensor(), y, weight, bias, rms, eps);
@@ -141,14 +143,18 @@ class FusedNorm : public torch::autograd::Function<FusedNorm> {
     ctx->save_for_backward({x, n.gamma, n.mean, n.rstd});
     ctx->saved_data["rms"] = rms;
     ctx->saved_data["w_type"] = weight.scalar_type();
+    ctx->saved_data["pass"] = pass;
+    if (pass) return {x, y};
     return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
-    auto [dx, dgamma, dbeta] = norm_backward(saved[0], saved[1], saved[2], saved[3], grad_out[0], at::Tensor(),
+    const bool pass = ctx->saved_data["pass"].toBool();
+    const at::Tensor dx_out = pass ? grad_out[0] : at::Tensor();
+    auto [dx, dgamma, dbeta] = norm_backward(saved[0], saved[1], saved[2], saved[3], grad_out[pass ? 1 : 0], dx_out,
                                              ctx->saved_data["rms"].toBool(), ctx->saved_data["w_type"].toScalarType());
-    return {dx, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -195,22 +201,52 @@ std::pair<at::Tensor, at::Tensor> fused_add_norm(const at::Tensor& x, const at::
   return {h, composite_norm(h, weight, bias, rms, eps)};
 }
 
-at::Tensor fused_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool rms, double eps) {
-  MT_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1), "fused_norm: weight ", weight.sizes(),
+namespace {
+
+void check_norm_args(const char* what, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                     bool rms) {
+  MT_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1), what, ": weight ", weight.sizes(),
            " does not match the last dim of x ", x.sizes());
-  MT_CHECK(rms || (bias.defined() && bias.sizes() == weight.sizes()), "fused_norm: LayerNorm needs a bias of ",
+  MT_CHECK(rms || (bias.defined() && bias.sizes() == weight.sizes()), what, ": LayerNorm needs a bias of ",
            weight.sizes());
+}
+
 #if MESHTRAIN_CUDA_KERNELS
-  const bool ready = x.is_cuda() && weight.device() == x.device() && (rms || bias.device() == x.device()) &&
-                     is_kernel_type(x) && is_kernel_type(weight) && (rms || is_kernel_type(bias)) && x.numel() > 0;
-  if (ready) {
-    const int64_t D = x.size(-1);
-    return FusedNorm::apply(x.reshape({-1, D}).contiguous(), weight, rms ? no_bias(weight) : bias, rms, eps,
-                            norm_output_type(x, x))[0]
-        .view(x.sizes());
-  }
+bool norm_kernel_ready(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool rms) {
+  return x.is_cuda() && weight.device() == x.device() && (rms || bias.device() == x.device()) && is_kernel_type(x) &&
+         is_kernel_type(weight) && (rms || is_kernel_type(bias)) && x.numel() > 0;
+}
+
+variable_list fused_norm_apply(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool rms,
+                               double eps, bool pass) {
+  const int64_t D = x.size(-1);
+  auto out = FusedNorm::apply(x.reshape({-1, D}).contiguous(), weight, rms ? no_bias(weight) : bias, rms, eps,
+                              norm_output_type(x, x), pass);
+  for (auto& t : out) t = t.view(x.sizes());
+  return out;
+}
+#endif
+
+}  // namespace
+
+at::Tensor fused_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool rms, double eps) {
+  check_norm_args("fused_norm", x, weight, bias, rms);
+#if MESHTRAIN_CUDA_KERNELS
+  if (norm_kernel_ready(x, weight, bias, rms)) return fused_norm_apply(x, weight, bias, rms, eps, false)[0];
 #endif
   return composite_norm(x, weight, bias, rms, eps);
+}
+
+std::pair<at::Tensor, at::Tensor> fused_norm_pass(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                                  bool rms, double eps) {
+  check_norm_args("fused_norm_pass", x, weight, bias, rms);
+#if MESHTRAIN_CUDA_KERNELS
+  if (norm_kernel_ready(x, weight, bias, rms)) {
+    auto out = fused_norm_apply(x, weight, bias, rms, eps, true);
+    return {out[0], out[1]};
+  }
+#endif
+  return {x, composite_norm(x, weight, bias, rms, eps)};
 }
 
 }  // namespace meshtrain::model

@@ -25,7 +25,8 @@ struct AddNormForward {
   bool rms;
 };
 
-// h = x + r, y = norm(h) (without r: y = norm(x)): one block per row.
+// h = x + r, y = norm(h) (without r: y = norm(x)): one block per row, which holds the row in registers where
+// the size and alignment allow (fused_add_norm.cu says when).
 LaunchError add_norm_forward(const AddNormForward& a, void* stream);
 
 struct AddNormBackward {
@@ -40,14 +41,17 @@ struct AddNormBackward {
   float* dgamma_part;  // [chunks, dim] out: Σ over each chunk's rows of ∂y·ĥ
   float* dbeta_part;   // [chunks, dim] out: Σ over each chunk's rows of ∂y; null for RMSNorm
   int64_t rows, dim;
-  int64_t chunks;      // add_norm_weight_chunks(rows)
+  int64_t chunks;      // add_norm_weight_chunks(*this)
   bool rms;
 };
 
-// Row chunks of the weight gradients' first stage; the caller sums the [chunks, dim] partials over chunks.
-int64_t add_norm_weight_chunks(int64_t rows);
+// Row chunks of the weight gradients' first stage, for a's sizes, dtypes and pointers (the partials aside:
+// fresh allocations, 32-byte aligned); the caller sums the [chunks, dim] partials over chunks.
+int64_t add_norm_weight_chunks(const AddNormBackward& a);
 
-// ∂h (one block per row) and the weight-gradient partials (a block per 32 columns × chunk of rows).
+// ∂h and the weight-gradient partials: one kernel that walks a chunk of rows per block where the row fits
+// in registers, else a block per row and a second kernel for the partials. An error where a.chunks is not
+// add_norm_weight_chunks(a).
 LaunchError add_norm_backward(const AddNormBackward& a, void* stream);
 
 }  // namespace meshtrain::model::cuda

@@ -19,6 +19,11 @@ at::Tensor NormImpl::forward(const at::Tensor& x) {
   return at::layer_norm(x, {dim_}, weight, bias, eps_);
 }
 
+std::pair<at::Tensor, at::Tensor> NormImpl::pass_forward(const at::Tensor& x) {
+  if (fused_) return fused_norm_pass(x, weight, bias, rms_, eps_);
+  return {x, forward(x)};
+}
+
 std::pair<at::Tensor, at::Tensor> NormImpl::add_forward(const at::Tensor& x, const at::Tensor& r) {
   if (fused_) return fused_add_norm(x, r, weight, bias, rms_, eps_);
   auto h = x + r;

@@ -163,6 +163,20 @@ int main(int argc, char** argv) {
       auto [h, y] = under_autocast([&] { return model::fused_add_norm(x, r, w, b, rms, 1e-5); });
       torch::autograd::backward({h, y}, {dh, dy});
     }));
+    // The block's first norm: x feeds it and the residual add, so its gradient is a sum of two.
+    rows.push_back(measure("norm_pass", name, "composite", [&] {
+      auto x = x0.detach().requires_grad_(true);
+      auto [xs, y] = under_autocast([&] {
+        auto y = rms ? at::rms_norm(x, {D}, w, 1e-5) : at::layer_norm(x, {D}, w, b, 1e-5);
+        return std::pair{x.view_as(x), y.to(at::kBFloat16)};
+      });
+      torch::autograd::backward({xs, y}, {dh, dy});
+    }));
+    rows.push_back(measure("norm_pass", name, "fused", [&] {
+      auto x = x0.detach().requires_grad_(true);
+      auto [xs, y] = under_autocast([&] { return model::fused_norm_pass(x, w, b, rms, 1e-5); });
+      torch::autograd::backward({xs, y}, {dh, dy});
+    }));
   }
 
   // GPT-2 124M's MLP input layer: bias + GELU with the matmul, [32768 tokens, 768] → 3072, bf16.

@@ -236,7 +236,10 @@ TEST(FusedAddNormGpu, MatchesAddThenNormInValuesAndAllGradients) {
   for (bool rms : {false, true}) {
     for (Types t : {Types{at::kFloat, at::kFloat, false}, Types{at::kBFloat16, at::kBFloat16, false},
                     Types{at::kFloat, at::kBFloat16, true}}) {
-      for (Case c : {Case{1, 5}, Case{7, 37}, Case{300, 768}, Case{530, 1000}, Case{3, 4099}}) {
+      // Rows held in registers (D a multiple of 8, at most 8,192) and the strided kernels (other D; 8,200 is
+      // 1,025 packs of 8, one more than a block's threads).
+      for (Case c : {Case{1, 5}, Case{7, 37}, Case{300, 768}, Case{530, 1000}, Case{3, 4099}, Case{33, 8192},
+                     Case{17, 8200}}) {
         SCOPED_TRACE(::testing::Message() << (rms ? "rms" : "layer") << " x=" << c10::toString(t.x) << " r="
                                           << c10::toString(t.r) << " autocast=" << t.autocast << " rows=" << c.rows
                                           << " D=" << c.D);
@@ -287,35 +290,55 @@ TEST(FusedAddNormGpu, MatchesAddThenNormInValuesAndAllGradients) {
 
 // The norm alone (attn_norm's case: no add before it), LayerNorm and RMSNorm, fp32 and bf16 input, and
 // fp32 input under autocast (bf16 out): value and the gradients of x, weight and bias.
+// With `pass` (fused_norm_pass), x comes back as a second output whose gradient the backward adds to the
+// norm's; a misaligned x (storage offset of 4 elements) takes the strided kernels at a size that would
+// otherwise be held in registers.
 TEST(FusedNormGpu, MatchesNormInValueAndGradients) {
   for (bool rms : {false, true}) {
     for (auto [dt, autocast] : {std::pair{at::kFloat, false}, std::pair{at::kBFloat16, false}, std::pair{at::kFloat, true}}) {
-      for (int64_t D : {5, 768, 2053}) {
-        SCOPED_TRACE(::testing::Message() << (rms ? "rms" : "layer") << " " << c10::toString(dt)
-                                          << " autocast=" << autocast << " D=" << D);
+      for (auto [D, pass, offset] : {std::tuple<int64_t, bool, int64_t>{5, false, 0}, {768, false, 0}, {2053, false, 0},
+                                     {768, true, 0}, {2048, true, 4}, {8192, true, 0}}) {
+        SCOPED_TRACE(::testing::Message() << (rms ? "rms" : "layer") << " " << c10::toString(dt) << " autocast="
+                                          << autocast << " D=" << D << " pass=" << pass << " offset=" << offset);
         at::manual_seed(D + rms);
         const int64_t rows = 257;
         auto x0 = (at::randn({rows, D}, kCuda) * 2 + 0.3).to(dt);
         auto w0 = at::randn({D}, kCuda) * 0.5 + 1, b0 = at::randn({D}, kCuda) * 0.1;
-        auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+        auto store = at::zeros({rows * D + offset}, x0.options());
+        store.narrow(0, offset, rows * D).copy_(x0.view({-1}));
+        store.requires_grad_(true);
+        const auto x = store.narrow(0, offset, rows * D).view({rows, D});
+        auto w = w0.clone().requires_grad_(true);
         auto b = rms ? at::Tensor() : b0.clone().requires_grad_(true);
-        at::Tensor y;
-        auto run = [&] { y = model::fused_norm(x.view({1, rows, D}), w, b, rms, 1e-5); };
+        at::Tensor xs, y;
+        auto run = [&] {
+          if (pass) std::tie(xs, y) = model::fused_norm_pass(x.view({1, rows, D}), w, b, rms, 1e-5);
+          else y = model::fused_norm(x.view({1, rows, D}), w, b, rms, 1e-5);
+        };
         if (autocast) under_autocast(at::kBFloat16, run);
         else run();
         ASSERT_TRUE(made_by(y, "FusedNorm"));
         EXPECT_EQ(y.sizes(), (std::vector<int64_t>{1, rows, D}));
         EXPECT_EQ(y.scalar_type(), autocast ? at::kBFloat16 : dt);
         auto dy = at::randn(y.sizes(), kCuda).to(y.scalar_type());
-        (y * dy).sum().backward();
+        auto dxs = at::randn({1, rows, D}, kCuda).to(dt);
+        if (pass) {
+          EXPECT_TRUE(at::equal(xs, x.view({1, rows, D})));
+          ((y * dy).sum() + (xs * dxs).sum()).backward();
+        } else {
+          (y * dy).sum().backward();
+        }
 
         auto xr = x0.to(at::kFloat).requires_grad_(true), wr = w0.clone().requires_grad_(true);
         auto br = rms ? at::Tensor() : b0.clone().requires_grad_(true);
         auto yr = rms ? at::rms_norm(xr, {D}, wr, 1e-5) : at::layer_norm(xr, {D}, wr, br, 1e-5);
-        (yr * dy.view({rows, D}).to(at::kFloat)).sum().backward();
+        auto ref_loss = (yr * dy.view({rows, D}).to(at::kFloat)).sum();
+        if (pass) ref_loss = ref_loss + (xr * dxs.view({rows, D}).to(at::kFloat)).sum();
+        ref_loss.backward();
+        const auto xg = store.grad().narrow(0, offset, rows * D).view({rows, D});
         const bool bf16_y = y.scalar_type() == at::kBFloat16;
         EXPECT_TRUE(close(y.view({rows, D}), yr, bf16_y ? 8e-3 : 1e-4, 1e-4));
-        EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), dt == at::kBFloat16 ? 8e-3 : 1e-4, 1e-4));
+        EXPECT_TRUE(close_scaled(xg, xr.grad(), dt == at::kBFloat16 ? 8e-3 : 1e-4, 1e-4));
         EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), 1e-3, 1e-4));
         if (!rms) {
           EXPECT_TRUE(close_scaled(b.grad(), br.grad(), 1e-3, 1e-4));

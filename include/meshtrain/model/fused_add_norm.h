@@ -24,4 +24,10 @@ std::pair<at::Tensor, at::Tensor> fused_add_norm(const at::Tensor& x, const at::
 // x: [..., D] (fp32 or bf16) → norm(x)·weight (+ bias), in x's dtype or, under CUDA autocast, autocast's.
 at::Tensor fused_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool rms, double eps);
 
+// {x, fused_norm(x, ...)} for an x that is also used unnormalised (a block's input: the norm and the residual
+// add read it). The first is x's values on a new autograd edge: the backward adds its gradient to the norm's
+// input gradient in the norm's own kernel, where autograd would sum the two gradients of x in another.
+std::pair<at::Tensor, at::Tensor> fused_norm_pass(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                                  bool rms, double eps);
+
 }  // namespace meshtrain::model

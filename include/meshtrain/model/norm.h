@@ -13,6 +13,9 @@ class NormImpl : public ParamModule {
   // x: [..., dim] → [..., dim]; through the fused CUDA kernel where it applies and fused() holds
   // (model/fused_add_norm.h: the output in the autocast dtype under autocast), else ATen's norm.
   at::Tensor forward(const at::Tensor& x);
+  // x → {x, forward(x)} for an x used unnormalised too: with the fused kernel, the gradient of the first is
+  // added to the norm's input gradient inside the norm's backward kernel (fused_norm_pass).
+  std::pair<at::Tensor, at::Tensor> pass_forward(const at::Tensor& x);
   // The residual add before the norm: x, r: [..., dim] → {h = x + r, forward(h)}; one fused CUDA kernel
   // where it applies and fused() holds, else the add and forward.
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x, const at::Tensor& r);

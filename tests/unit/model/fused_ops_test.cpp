@@ -128,11 +128,15 @@ TEST(FusedOpsCpu, AddNormIsTheSumAndItsNormByHand) {
     auto xv = rms ? (x0 * x0).mean(-1, true) : (xc * xc).mean(-1, true);
     auto by_hand = xc / at::sqrt(xv + eps) * w0 + (rms ? at::zeros_like(b0) : b0);
     EXPECT_TRUE(at::allclose(model::fused_norm(x0, w0, rms ? at::Tensor() : b0, rms, eps), by_hand, 1e-5, 1e-6));
+    auto [xs, ys] = model::fused_norm_pass(x0, w0, rms ? at::Tensor() : b0, rms, eps);
+    EXPECT_TRUE(at::equal(xs, x0));
+    EXPECT_TRUE(at::allclose(ys, by_hand, 1e-5, 1e-6));
   }
   auto x = at::randn({4, 6});
   EXPECT_THROW(model::fused_add_norm(x, at::randn({4, 5}), at::ones({6}), at::zeros({6}), false, 1e-5), Error);
   EXPECT_THROW(model::fused_add_norm(x, x, at::ones({5}), at::Tensor(), true, 1e-5), Error);
   EXPECT_THROW(model::fused_add_norm(x, x, at::ones({6}), at::Tensor(), false, 1e-5), Error);  // LayerNorm, no bias
+  EXPECT_THROW(model::fused_norm_pass(x, at::ones({5}), at::zeros({5}), false, 1e-5), Error);
 }
 
 TEST(FusedOpsCpu, LinearGeluIsTanhGeluOfTheLinearByHand) {
