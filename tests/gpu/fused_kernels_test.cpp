@@ -787,14 +787,14 @@ TEST(MasterLinearGpu, LinearLayerAccumulationAndCheckpointing) {
   at::Tensor y;
   under_autocast(at::kBFloat16, [&] { y = lin->forward(x1); });
   ASSERT_TRUE(made_by(y, "MasterLinear"));
-  y.float().square().sum().backward();
+  y.to(at::kFloat).square().sum().backward();
   const auto g1 = grads();
   zero();
   under_autocast(at::kBFloat16, [&] { y = lin->forward(x2); });
-  y.float().square().sum().backward();
+  y.to(at::kFloat).square().sum().backward();
   const auto g2 = grads();
   under_autocast(at::kBFloat16, [&] { y = lin->forward(x1); });  // accumulates onto g2
-  y.float().square().sum().backward();
+  y.to(at::kFloat).square().sum().backward();
   EXPECT_EQ(lin->weight.grad().scalar_type(), at::kFloat);
   EXPECT_TRUE(close(lin->weight.grad(), g1[0] + g2[0], 1e-6, 1e-6));
   EXPECT_TRUE(close(lin->bias.grad(), g1[1] + g2[1], 1e-6, 1e-6));
@@ -803,7 +803,7 @@ TEST(MasterLinearGpu, LinearLayerAccumulationAndCheckpointing) {
   const model::BlockFn run = [&](const at::Tensor& in) { return lin->forward(in); };
   under_autocast(at::kBFloat16, [&] { y = model::checkpointed(run, x1, {lin->weight, lin->bias}); });
   EXPECT_EQ(y.scalar_type(), at::kBFloat16);
-  y.float().square().sum().backward();
+  y.to(at::kFloat).square().sum().backward();
   EXPECT_EQ(lin->weight.grad().scalar_type(), at::kFloat);
   // The checkpointed forward ran at::linear (no gradients then), the recomputation the function: the same
   // bf16 GEMMs, so at most a rounding apart.

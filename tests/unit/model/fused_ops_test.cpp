@@ -254,7 +254,9 @@ TEST(FusedOpsCpu, MasterLinearAndColumnSumAreTheCompositeOps) {
     yr.square().sum().backward();
     EXPECT_TRUE(at::equal(x.grad(), xr.grad()));
     EXPECT_TRUE(at::equal(w.grad(), wr.grad()));
-    if (with_bias) EXPECT_TRUE(at::equal(b.grad(), br.grad()));
+    if (with_bias) {
+      EXPECT_TRUE(at::equal(b.grad(), br.grad()));
+    }
   }
   EXPECT_THROW(model::master_linear(x0, w0.t(), b0), Error);
   EXPECT_THROW(model::master_linear(x0, w0, at::randn({6})), Error);
