@@ -6,6 +6,7 @@
 
 #include "cuda_kernel_call.h"
 #include "linear_args.h"
+#include "linear_params.h"
 #include "meshtrain/model/lt_matmul.h"
 
 namespace meshtrain::model {
@@ -17,35 +18,35 @@ using torch::autograd::variable_list;
 
 class LtBiasLinear : public torch::autograd::Function<LtBiasLinear> {
  public:
-  // x: [N, in] contiguous, w: [out, in], b: [out]; one dtype, one CUDA device.
+  // x: [N, in] contiguous in the compute dtype; w: [out, in], b: [out] contiguous, each fp32 (a master under
+  // autocast) or of x's dtype; one CUDA device.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     const c10::DeviceGuard guard(x.device());
+    const auto wc = compute_copy(w, x.scalar_type()), bc = compute_copy(b, x.scalar_type());
     auto y = at::empty({x.size(0), w.size(0)}, x.options());
-    if (!lt::run({.a = x, .b = w, .trans_b = true, .out = y, .epilogue = lt::Epilogue::kBias, .bias = b}))
-      y = at::addmm(b, x, w.t());
-    ctx->save_for_backward({x, w});
+    if (!lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .epilogue = lt::Epilogue::kBias, .bias = bc}))
+      y = at::addmm(bc, x, wc.t());
+    ctx->save_for_backward({x, wc});
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
     return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1];
+    const at::Tensor &x = saved[0], &wc = saved[1];
     const c10::DeviceGuard guard(x.device());
     const auto dy = grad_out[0].to(x.scalar_type()).contiguous();  // [N, out]
-    auto dx = ctx->needs_input_grad(0) ? dy.mm(w) : at::Tensor();  // [N, in]
-    at::Tensor dw, db;
-    if (ctx->needs_input_grad(1) && ctx->needs_input_grad(2)) {
-      // dW = ∂yᵀ·x with the bias gradient Σ_rows ∂y reduced from the same reads of ∂y.
-      dw = at::empty_like(w, at::MemoryFormat::Contiguous);
-      db = at::empty({w.size(0)}, w.options());
-      if (!lt::run({.a = dy, .trans_a = true, .b = x, .out = dw, .epilogue = lt::Epilogue::kBGradB, .bias = db})) {
-        dw = dy.t().mm(x);
-        db = dy.sum(0);
-      }
-    } else {
-      if (ctx->needs_input_grad(1)) dw = dy.t().mm(x);
-      if (ctx->needs_input_grad(2)) db = dy.sum(0);
-    }
+    auto dx = ctx->needs_input_grad(0) ? dy.mm(wc) : at::Tensor();  // [N, in]
+    // dW (in W's dtype) with the bias gradient in the same GEMM's epilogue where cuBLASLt has a kernel for it,
+    // else the GEMM and the column sum.
+    auto [dw, db] = linear_param_grads(
+        dy, x,
+        {.weight = ctx->needs_input_grad(1),
+         .bias = ctx->needs_input_grad(2),
+         .weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt()),
+         .bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["b_dtype"].toInt()),
+         .bias_epilogue = true});
     return {dx, dw, db};
   }
 };
@@ -57,12 +58,15 @@ at::Tensor bias_linear(const at::Tensor& x, const at::Tensor& weight, const at::
   check_biased_linear_args("bias_linear", x, weight, bias);
 #if MESHTRAIN_CUDA_KERNELS
   if (x.is_cuda() && x.numel() > 0) {
-    const auto xc = cuda::compute_cast(x), wc = cuda::compute_cast(weight), bc = cuda::compute_cast(bias);
-    if (cuda::kernel_ready({xc, wc, bc})) {
+    const auto xc = cuda::compute_cast(x);
+    if (cuda::kernel_ready({xc}) && takes_param(weight, xc) && takes_param(bias, xc)) {
       auto out_shape = x.sizes().vec();
       out_shape.back() = weight.size(0);
       const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
-      return LtBiasLinear::apply(x2, wc.contiguous(), bc.contiguous())[0].view(out_shape);
+      // Without a backward, autocast's cached casts of the weights serve (generation repeats the forward).
+      const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+      const auto w = grad ? weight : cuda::compute_cast(weight), b = grad ? bias : cuda::compute_cast(bias);
+      return LtBiasLinear::apply(x2, w.contiguous(), b.contiguous())[0].view(out_shape);
     }
   }
 #endif

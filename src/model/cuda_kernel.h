@@ -8,7 +8,8 @@
 
 namespace meshtrain::model::cuda {
 
-enum class DType { kF32, kBF16 };
+// Storage types. kF16 only where a launcher says it takes it (column_sum_cuda.h); the others return an error.
+enum class DType { kF32, kBF16, kF16 };
 using LaunchError = const char*;
 
 }  // namespace meshtrain::model::cuda

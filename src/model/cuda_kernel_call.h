@@ -17,8 +17,12 @@
 
 namespace meshtrain::model::cuda {
 
-// The kernels' storage type for `t`; only meaningful where kernel_ready holds.
-inline DType dtype_of(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? DType::kBF16 : DType::kF32; }
+// The kernels' storage type for `t` (fp32, bf16 or fp16); only meaningful where kernel_ready holds or the
+// launcher takes fp16.
+inline DType dtype_of(const at::Tensor& t) {
+  if (t.scalar_type() == at::kBFloat16) return DType::kBF16;
+  return t.scalar_type() == at::kHalf ? DType::kF16 : DType::kF32;
+}
 
 // Whether a fused kernel can take these tensors: a CUDA build, all on one CUDA device, fp32 or bf16 alike.
 inline bool kernel_ready(std::initializer_list<at::Tensor> ts) {

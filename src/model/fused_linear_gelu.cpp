@@ -6,6 +6,8 @@
 
 #include "cuda_kernel_call.h"
 #include "linear_args.h"
+#include "linear_params.h"
+#include "meshtrain/model/column_sum.h"
 
 #if MESHTRAIN_CUDA_KERNELS
 #include "fused_gelu_cuda.h"
@@ -20,17 +22,21 @@ using torch::autograd::variable_list;
 
 class FusedLinearGelu : public torch::autograd::Function<FusedLinearGelu> {
  public:
-  // x: [N, in], w: [out, in], b: [out], one dtype (fp32 or bf16), one device.
+  // x: [N, in] contiguous in the compute dtype (fp32 or bf16); w: [out, in], b: [out], each fp32 (a master
+  // under autocast) or of x's dtype; one device.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     const c10::DeviceGuard guard(x.device());
-    auto pre = at::addmm(b, x, w.t());  // [N, out]; the bias added in the matmul's epilogue
-    ctx->save_for_backward({x, w, pre});
+    const auto wc = compute_copy(w, x.scalar_type());
+    auto pre = at::addmm(compute_copy(b, x.scalar_type()), x, wc.t());  // [N, out]; the bias in the epilogue
+    ctx->save_for_backward({x, wc, pre});
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
     return {at::gelu(pre, "tanh")};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1], &pre = saved[2];
+    const at::Tensor &x = saved[0], &wc = saved[1], &pre = saved[2];
     const c10::DeviceGuard guard(pre.device());
     const auto dy = grad_out[0].to(pre.scalar_type()).contiguous();
     const int64_t rows = pre.size(0), cols = pre.size(1);
@@ -40,10 +46,12 @@ class FusedLinearGelu : public torch::autograd::Function<FusedLinearGelu> {
                                                 dpre.mutable_data_ptr(), part.mutable_data_ptr<float>(), rows, cols,
                                                 cuda::stream_of(pre)),
                        "fused GELU + bias backward");
-    // The bias gradient's second stage: the chunks' partial column sums added up.
-    auto db = part.sum(0).to(pre.scalar_type());
-    auto dx = ctx->needs_input_grad(0) ? dpre.mm(w) : at::Tensor();      // [N, in]
-    auto dw = ctx->needs_input_grad(1) ? dpre.t().mm(x) : at::Tensor();  // [out, in]
+    // The bias gradient's second stage: the chunks' partial column sums added up, stored in b's dtype.
+    const auto b_dtype = static_cast<at::ScalarType>(ctx->saved_data["b_dtype"].toInt());
+    auto db = ctx->needs_input_grad(2) ? column_sum(part, b_dtype) : at::Tensor();
+    auto dx = ctx->needs_input_grad(0) ? dpre.mm(wc) : at::Tensor();  // [N, in]
+    const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
+    auto dw = ctx->needs_input_grad(1) ? weight_grad(dpre, x, w_dtype) : at::Tensor();  // [out, in], W's dtype
     return {dx, dw, db};
   }
 };
@@ -56,15 +64,17 @@ at::Tensor fused_linear_gelu(const at::Tensor& x, const at::Tensor& weight, cons
   check_biased_linear_args("fused_linear_gelu", x, weight, bias);
 #if MESHTRAIN_CUDA_KERNELS
   if (x.is_cuda() && x.numel() > 0) {
-    const auto xc = cuda::compute_cast(x), wc = cuda::compute_cast(weight), bc = cuda::compute_cast(bias);
-    if (cuda::kernel_ready({xc, wc, bc})) {
+    const auto xc = cuda::compute_cast(x);
+    if (cuda::kernel_ready({xc}) && takes_param(weight, xc) && takes_param(bias, xc)) {
       auto out_shape = x.sizes().vec();
       out_shape.back() = weight.size(0);
-      const auto x2 = xc.reshape({-1, x.size(-1)});
-      const bool grad = at::GradMode::is_enabled() && (xc.requires_grad() || wc.requires_grad() || bc.requires_grad());
-      // Without gradients nothing needs the pre-activation: bias and GELU both in the matmul's epilogue.
-      auto y = grad ? FusedLinearGelu::apply(x2, wc, bc)[0]
-                    : at::_addmm_activation(bc, x2, wc.t(), 1, 1, /*use_gelu=*/true);
+      const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
+      const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+      // Without gradients nothing needs the pre-activation: bias and GELU both in the matmul's epilogue, on
+      // autocast's cached casts of the weights.
+      auto y = grad ? FusedLinearGelu::apply(x2, weight.contiguous(), bias.contiguous())[0]
+                    : at::_addmm_activation(cuda::compute_cast(bias), x2, cuda::compute_cast(weight).t(), 1, 1,
+                                            /*use_gelu=*/true);
       return y.view(out_shape);
     }
   }

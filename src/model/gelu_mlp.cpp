@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "cuda_kernel_call.h"
+#include "linear_params.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/lt_matmul.h"
 
@@ -32,48 +33,60 @@ at::Tensor biased_mm(const at::Tensor& a, const at::Tensor& w, const at::Tensor&
   return at::addmm(b, a, w.t());
 }
 
-// ∂W = ∂yᵀ·in and ∂b = Σ_rows ∂y, from one GEMM where cuBLASLt can.
-std::pair<at::Tensor, at::Tensor> weight_and_bias_grad(const at::Tensor& dy, const at::Tensor& in) {
-  auto dw = at::empty({dy.size(1), in.size(1)}, dy.options()), db = at::empty({dy.size(1)}, dy.options());
-  if (lt::run({.a = dy, .trans_a = true, .b = in, .out = dw, .epilogue = Epilogue::kBGradB, .bias = db}))
-    return {dw, db};
-  return {dy.t().mm(in), dy.sum(0)};
-}
-
-// ∂pre = (∂y·W_proj) ⊙ gelu'(pre) and ∂b_fc = Σ_rows ∂pre, from one GEMM where cuBLASLt can.
+// ∂pre = (∂y·W_proj) ⊙ gelu'(pre) and ∂b_fc = Σ_rows ∂pre in `b_dtype`, from one GEMM where cuBLASLt can (its
+// bias gradient in pre's dtype, like its output: an fp32 master bias gets the [F] vector cast).
 std::pair<at::Tensor, at::Tensor> gelu_input_grad(const at::Tensor& dy, const at::Tensor& w_proj,
-                                                  const at::Tensor& pre) {
+                                                  const at::Tensor& pre, at::ScalarType b_dtype) {
   auto dpre = at::empty_like(pre), db = at::empty({pre.size(1)}, pre.options());
   if (lt::run({.a = dy, .b = w_proj, .out = dpre, .epilogue = Epilogue::kDGeluBGrad, .bias = db, .aux = pre}))
-    return {dpre, db};
+    return {dpre, db.to(b_dtype)};
   dpre = at::gelu_backward(dy.mm(w_proj), pre, "tanh");
-  return {dpre, dpre.sum(0)};
+  return {dpre, bias_grad(dpre, b_dtype)};
+}
+
+// The parameters' own dtypes, in forward's argument order (w_fc, b_fc, w_proj, b_proj), as ctx keeps them.
+c10::List<int64_t> dtypes_of(std::initializer_list<at::Tensor> ps) {
+  c10::List<int64_t> out;
+  for (const auto& p : ps) out.push_back(static_cast<int64_t>(p.scalar_type()));
+  return out;
 }
 
 class LtGeluMlp : public torch::autograd::Function<LtGeluMlp> {
  public:
-  // x: [N, D] contiguous; weights and biases contiguous; one dtype, one CUDA device.
+  // x: [N, D] contiguous in the compute dtype; weights and biases contiguous, each fp32 (a master under
+  // autocast) or of x's dtype; one CUDA device. The parameters are cast inside (the 16-bit weights kept for
+  // the backward), their gradients returned in their own dtypes.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w_fc,
                                const at::Tensor& b_fc, const at::Tensor& w_proj, const at::Tensor& b_proj) {
     const c10::DeviceGuard guard(x.device());
-    auto [h, pre] = fc_forward(x, w_fc, b_fc);
-    ctx->save_for_backward({x, w_fc, w_proj, pre, h});
-    return {biased_mm(h, w_proj, b_proj)};
+    const auto dt = x.scalar_type();
+    const auto w1 = compute_copy(w_fc, dt), w2 = compute_copy(w_proj, dt);
+    auto [h, pre] = fc_forward(x, w1, compute_copy(b_fc, dt));
+    ctx->save_for_backward({x, w1, w2, pre, h});
+    ctx->saved_data["dtypes"] = dtypes_of({w_fc, b_fc, w_proj, b_proj});
+    return {biased_mm(h, w2, compute_copy(b_proj, dt))};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &w_fc = saved[1], &w_proj = saved[2], &pre = saved[3], &h = saved[4];
     const c10::DeviceGuard guard(x.device());
+    const auto dtypes = ctx->saved_data["dtypes"].toIntList();
+    const auto dtype = [&](size_t i) { return static_cast<at::ScalarType>(dtypes.get(i)); };
     const auto dy = grad_out[0].to(x.scalar_type()).contiguous();  // [N, D']
-    at::Tensor dw_proj, db_proj;
-    if (ctx->needs_input_grad(3) || ctx->needs_input_grad(4)) std::tie(dw_proj, db_proj) = weight_and_bias_grad(dy, h);
+    // proj's ∂W and ∂b, one GEMM with BGRADB where cuBLASLt has a kernel for it.
+    auto [dw_proj, db_proj] = linear_param_grads(dy, h,
+                                                 {.weight = ctx->needs_input_grad(3),
+                                                  .bias = ctx->needs_input_grad(4),
+                                                  .weight_dtype = dtype(2),
+                                                  .bias_dtype = dtype(3),
+                                                  .bias_epilogue = true});
     if (!ctx->needs_input_grad(0) && !ctx->needs_input_grad(1) && !ctx->needs_input_grad(2))
       return {at::Tensor(), at::Tensor(), at::Tensor(), dw_proj, db_proj};
-    auto [dpre, db_fc] = gelu_input_grad(dy, w_proj, pre);
-    auto dx = ctx->needs_input_grad(0) ? dpre.mm(w_fc) : at::Tensor();        // [N, D]
-    auto dw_fc = ctx->needs_input_grad(1) ? dpre.t().mm(x) : at::Tensor();    // [F, D]
-    return {dx, dw_fc, db_fc, dw_proj, db_proj};
+    auto [dpre, db_fc] = gelu_input_grad(dy, w_proj, pre, dtype(1));
+    auto dx = ctx->needs_input_grad(0) ? dpre.mm(w_fc) : at::Tensor();                  // [N, D]
+    auto dw_fc = ctx->needs_input_grad(1) ? weight_grad(dpre, x, dtype(0)) : at::Tensor();  // [F, D]
+    return {dx, dw_fc, ctx->needs_input_grad(2) ? db_fc : at::Tensor(), dw_proj, db_proj};
   }
 };
 
@@ -97,19 +110,20 @@ at::Tensor gelu_mlp(const at::Tensor& x, const at::Tensor& w_fc, const at::Tenso
            "gelu_mlp: biases of ", w_fc.size(0), " and ", w_proj.size(0), " expected");
 #if MESHTRAIN_CUDA_KERNELS
   if (x.is_cuda() && x.numel() > 0) {
-    const auto xc = cuda::compute_cast(x), w1 = cuda::compute_cast(w_fc), b1 = cuda::compute_cast(b_fc),
-               w2 = cuda::compute_cast(w_proj), b2 = cuda::compute_cast(b_proj);
-    if (cuda::kernel_ready({xc, w1, b1, w2, b2})) {
+    const auto xc = cuda::compute_cast(x);
+    if (cuda::kernel_ready({xc}) && takes_param(w_fc, xc) && takes_param(b_fc, xc) && takes_param(w_proj, xc) &&
+        takes_param(b_proj, xc)) {
       auto out_shape = x.sizes().vec();
       out_shape.back() = w_proj.size(0);
       const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
-      if (!at::GradMode::is_enabled() || !any_requires_grad({xc, w1, b1, w2, b2})) {
-        // Nothing needs the pre-activation: bias and GELU both in fc's epilogue.
-        const auto h = at::_addmm_activation(b1, x2, w1.t(), 1, 1, /*use_gelu=*/true);
-        return at::addmm(b2, h, w2.t()).view(out_shape);
+      if (!at::GradMode::is_enabled() || !any_requires_grad({x, w_fc, b_fc, w_proj, b_proj})) {
+        // Nothing needs the pre-activation: bias and GELU both in fc's epilogue, on autocast's cached casts.
+        using cuda::compute_cast;
+        const auto h = at::_addmm_activation(compute_cast(b_fc), x2, compute_cast(w_fc).t(), 1, 1, /*use_gelu=*/true);
+        return at::addmm(compute_cast(b_proj), h, compute_cast(w_proj).t()).view(out_shape);
       }
-      return LtGeluMlp::apply(x2, w1.contiguous(), b1.contiguous(), w2.contiguous(), b2.contiguous())[0].view(
-          out_shape);
+      return LtGeluMlp::apply(x2, w_fc.contiguous(), b_fc.contiguous(), w_proj.contiguous(), b_proj.contiguous())[0]
+          .view(out_shape);
     }
   }
 #endif

@@ -5,6 +5,7 @@
 #include "meshtrain/model/bias_linear.h"
 #include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/fused_linear_gelu.h"
+#include "meshtrain/model/master_linear.h"
 
 namespace meshtrain::model {
 
@@ -16,6 +17,7 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
   if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_, fp8_input_.get());
   if (fused_bias_ && bias.defined()) return bias_linear(x, weight, bias);
+  if (master_grads_) return master_linear(x, weight, bias);  // at::linear where it does not apply
   return at::linear(x, weight, bias);
 }
 

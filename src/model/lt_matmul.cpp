@@ -35,9 +35,11 @@ bool vector_ok(const at::Tensor& v, int64_t n, const at::Tensor& like) {
 
 bool layout_ok(const Gemm& g) {
   if (!is_matrix(g.a) || !is_matrix(g.b) || !is_matrix(g.out) || !g.out.is_cuda()) return false;
-  const auto dt = g.out.scalar_type();
+  const auto dt = g.a.scalar_type();
   if (dt != at::kFloat && dt != at::kBFloat16 && dt != at::kHalf) return false;
-  if (!same_kind(g.a, g.out) || !same_kind(g.b, g.out)) return false;
+  if (!same_kind(g.b, g.a) || g.out.device() != g.a.device()) return false;
+  // out in the inputs' dtype, or fp32 from 16-bit inputs (the accumulator written without rounding).
+  if (g.out.scalar_type() != dt && g.out.scalar_type() != at::kFloat) return false;
   const int64_t m = g.out.size(0), n = g.out.size(1);
   const int64_t k = g.trans_a ? g.a.size(0) : g.a.size(1);
   if ((g.trans_a ? g.a.size(1) : g.a.size(0)) != m) return false;
@@ -106,7 +108,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// fp32 matmuls in TF32 exactly where ATen's own (at::mm) would use it, so the two paths agree.
+// fp32 matmuls in TF32 exactly where ATen's own (at::mm) would use it, so the two paths agree. `t` is the
+// inputs' dtype: 16-bit inputs accumulate in plain fp32 whatever out's dtype.
 cublasComputeType_t compute_type(at::ScalarType t) {
   if (t == at::kFloat && at::globalContext().allowTF32CuBLAS()) return CUBLAS_COMPUTE_32F_FAST_TF32;
   return CUBLAS_COMPUTE_32F;
@@ -115,7 +118,7 @@ cublasComputeType_t compute_type(at::ScalarType t) {
 // The operation descriptor in cuBLASLt's terms: its A is our b, its B our a (lt_matmul.h).
 MatmulDesc matmul_desc(const Gemm& g) {
   cublasLtMatmulDesc_t d = nullptr;
-  check(cublasLtMatmulDescCreate(&d, compute_type(g.out.scalar_type()), CUDA_R_32F), "create matmul");
+  check(cublasLtMatmulDescCreate(&d, compute_type(g.a.scalar_type()), CUDA_R_32F), "create matmul");
   MatmulDesc desc(d);
   set_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
@@ -155,13 +158,14 @@ Preference preference(const Gemm& g, size_t workspace_bytes) {
 }
 
 // What the algorithm search depends on: the problem, the epilogue, every pointer's alignment, the workspace.
-using SearchKey = std::array<int64_t, 15>;
+using SearchKey = std::array<int64_t, 16>;
 
 SearchKey search_key(const Gemm& g, size_t workspace_bytes) {
   const auto align_of = [](const at::Tensor& t) { return t.defined() ? int64_t{alignment(t.data_ptr())} : 0; };
-  const auto dt = g.out.scalar_type();
+  const auto in_dt = g.a.scalar_type();
   const int64_t k = g.trans_a ? g.a.size(0) : g.a.size(1);
-  return {g.out.device().index(), static_cast<int64_t>(dt), static_cast<int64_t>(compute_type(dt)),
+  return {g.out.device().index(), static_cast<int64_t>(in_dt), static_cast<int64_t>(g.out.scalar_type()),
+          static_cast<int64_t>(compute_type(in_dt)),
           g.out.size(0), g.out.size(1), k, g.trans_a, g.trans_b, static_cast<int64_t>(g.epilogue),
           align_of(g.a), align_of(g.b), align_of(g.out), align_of(g.bias), align_of(g.aux),
           static_cast<int64_t>(workspace_bytes)};

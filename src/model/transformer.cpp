@@ -173,7 +173,10 @@ void TransformerImpl::set_fused_kernels(bool on) {
     block->mlp->set_epilogues(on && gemm_epilogues_);
     // Every linear of the block, whichever module holds it (a layer that overrides forward ignores it).
     for (const auto& m : block->modules())
-      if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) lin->set_fused_bias(on && gemm_epilogues_);
+      if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) {
+        lin->set_fused_bias(on && gemm_epilogues_);
+        lin->set_master_grads(on);
+      }
   }
 }
 

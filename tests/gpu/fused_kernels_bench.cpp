@@ -2,7 +2,8 @@
 // training benchmark's shapes (GPT-2 124M b32 × T1024, Llama 3.2 1B b8 × T2048): mean time per call and the
 // peak memory allocated during the calls above what existed before. Prints a table; writes JSON to argv[1]
 // (default fused_kernels_bench.json). The FP8 casts (model/fp8_cast.h) likewise, at the Llama 3.1 8B shape;
-// GPT-2's MLP and a biased projection through the cuBLASLt epilogues (gelu_mlp.h, bias_linear.h).
+// GPT-2's MLP and a biased projection through the cuBLASLt epilogues (gelu_mlp.h, bias_linear.h); the bias
+// gradient's column sum (column_sum.h) and a linear on fp32 master weights under autocast (master_linear.h).
 // Exit code 77 without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -21,6 +22,7 @@
 #endif
 
 #include "meshtrain/model/bias_linear.h"
+#include "meshtrain/model/column_sum.h"
 #include "meshtrain/model/fp8_cast.h"
 #include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
@@ -28,6 +30,7 @@
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/gelu_mlp.h"
+#include "meshtrain/model/master_linear.h"
 #include "meshtrain/model/rotary.h"
 
 using namespace meshtrain;
@@ -215,6 +218,41 @@ int main(int argc, char** argv) {
     }));
     rows.push_back(measure("bias_linear", "32768x768x768", "fused", [&] {
       model::bias_linear(x0.detach().requires_grad_(true), wq, bq).backward(dy);
+    }));
+  }
+
+  // The bias gradient alone, GPT-2's [32768 tokens, 768] bf16 ∂y: ATen's sum against the column-sum kernel
+  // (model/column_sum.h), fp32 out as an fp32 master bias takes it.
+  {
+    const auto dy = at::randn({32768, 768}, bf16);
+    rows.push_back(measure("bias_grad", "32768x768", "composite", [&] { (void)dy.sum(0).to(at::kFloat); }));
+    rows.push_back(measure("bias_grad", "32768x768", "fused", [&] { (void)model::column_sum(dy, at::kFloat); }));
+  }
+
+  // A linear on fp32 master weights under bf16 autocast, forward + backward, as the trainer runs it:
+  // at::linear (bf16 ∂W, then the cast backward's copy to fp32; ATen's bias sum) against master_linear (∂W
+  // written in fp32 by the GEMM, the column sum for ∂b). GPT-2's biased projection; Llama 3.2 1B's w1.
+  for (auto [N, in, out, bias, name] : {std::tuple<int64_t, int64_t, int64_t, bool, const char*>{
+                                            32768, 768, 768, true, "32768x768x768+b"},
+                                        {16384, 2048, 8192, false, "16384x2048x8192"}}) {
+    const auto f32 = bf16.dtype(at::kFloat);
+    auto x0 = at::randn({N, in}, f32), dy = at::randn({N, out}, bf16);
+    auto w = (at::randn({out, in}, f32) * 0.03).requires_grad_(true);
+    auto b = bias ? at::zeros({out}, f32).requires_grad_(true) : at::Tensor();
+    auto autocast_step = [&](const std::function<at::Tensor(const at::Tensor&)>& linear) {
+      auto x = x0.detach().requires_grad_(true);
+      at::autocast::set_autocast_enabled(at::kCUDA, true);
+      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+      auto y = linear(x);
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
+      at::autocast::clear_cache();
+      y.backward(dy);
+    };
+    rows.push_back(measure("master_linear", name, "composite", [&] {
+      autocast_step([&](const at::Tensor& x) { return at::linear(x, w, b); });
+    }));
+    rows.push_back(measure("master_linear", name, "fused", [&] {
+      autocast_step([&](const at::Tensor& x) { return model::master_linear(x, w, b); });
     }));
   }
 

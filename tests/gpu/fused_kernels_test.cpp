@@ -18,14 +18,18 @@
 #include <tuple>
 #include <vector>
 
+#include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/model/bias_linear.h"
+#include "meshtrain/model/column_sum.h"
 #include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/gelu_mlp.h"
+#include "meshtrain/model/linear.h"
 #include "meshtrain/model/lt_matmul.h"
+#include "meshtrain/model/master_linear.h"
 #include "meshtrain/model/rotary.h"
 #include "meshtrain/model/transformer.h"
 #include "support/gpu_test_main.h"
@@ -493,6 +497,90 @@ TEST(LtMatmulGpu, EachEpilogueMatchesItsCompositeOps) {
   }
 }
 
+// bf16 (and fp16) operands with an fp32 output, the weight gradient's GEMM for fp32 master weights: the
+// plain GEMM must run through cuBLASLt (compute 32F, A/B 16-bit, C/D 32F is a combination cuBLASLt supports,
+// and it is what master_linear relies on), within fp32 accumulation of the fp32 product of the same rounded
+// operands (1e-4 relative + 1e-5 of the largest magnitude: a bf16 store would be off by up to 2⁻⁹ ≈ 2e-3);
+// and its result is not bf16-rounded (some element not representable in bf16). BIAS and BGRADB into fp32 are
+// printed and checked where cuBLASLt has a kernel (elsewhere their callers fall back).
+TEST(LtMatmulGpu, SixteenBitOperandsIntoFp32Output) {
+  using model::lt::Epilogue;
+  struct Case {
+    int64_t M, K, N;
+  };
+  for (auto dt : {at::kBFloat16, at::kHalf}) {
+    for (Case c : {Case{50, 21, 72}, Case{72, 1000, 50}, Case{768, 600, 768}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " M=" << c.M << " K=" << c.K << " N=" << c.N);
+      at::manual_seed(c.M * 3 + c.K);
+      const auto f = kCuda.dtype(at::kFloat);
+      // As the weight gradient: a = ∂y [K, M] taken transposed, b = x [K, N].
+      auto dy = at::randn({c.K, c.M}, f).to(dt), x = at::randn({c.K, c.N}, f).to(dt);
+      const auto ref = at::mm(dy.to(at::kFloat).t(), x.to(at::kFloat));
+      auto dw = at::empty({c.M, c.N}, f);
+      ASSERT_TRUE(model::lt::run({.a = dy, .trans_a = true, .b = x, .out = dw}));
+      EXPECT_TRUE(close_scaled(dw, ref, 1e-4, 1e-5));
+      EXPECT_FALSE(at::equal(dw, dw.to(dt).to(at::kFloat)));  // fp32 values, not 16-bit ones widened
+
+      auto db = at::empty({c.M}, f);
+      const bool bgradb = model::lt::run({.a = dy, .trans_a = true, .b = x, .out = dw, .epilogue = Epilogue::kBGradB,
+                                          .bias = db});
+      std::printf("[ lt ] BGRADB %s -> fp32 M=%ld K=%ld N=%ld: %s\n", c10::toString(dt), static_cast<long>(c.M),
+                  static_cast<long>(c.K), static_cast<long>(c.N), bgradb ? "cuBLASLt" : "no kernel (composite)");
+      if (bgradb) {
+        EXPECT_TRUE(close_scaled(dw, ref, 1e-4, 1e-5));
+        EXPECT_TRUE(close_scaled(db, dy.to(at::kFloat).sum(0), 1e-4, 1e-5));
+      }
+      auto bias = at::randn({c.N}, f);
+      auto a = dy.t().contiguous();  // [M, K]
+      auto w = x.t().contiguous();   // [N, K], as a weight
+      auto y = at::empty({c.M, c.N}, f);
+      const bool biased =
+          model::lt::run({.a = a, .b = w, .trans_b = true, .out = y, .epilogue = Epilogue::kBias, .bias = bias});
+      std::printf("[ lt ] BIAS %s -> fp32: %s\n", c10::toString(dt), biased ? "cuBLASLt" : "no kernel (composite)");
+      if (biased) {
+        EXPECT_TRUE(close_scaled(y, ref + bias, 1e-4, 1e-5));
+      }
+    }
+  }
+}
+
+// The column sum (model/column_sum.h) against at::sum in fp64 of the same values: fp32, bf16 and fp16 input,
+// fp32 and 16-bit output, rows 1 (one partial), 7, 1000 (several chunks, the last one short) and 32768 (GPT-2's
+// tokens per micro-batch), widths that take the 16-byte vector path (768, 72 for 16-bit) and the scalar one (50,
+// 3, and a pointer one element past an aligned address). Bound: fp32 summation in at most 64 sequential steps
+// per element (32 per lane, 8 lanes, 16 partials per lane, 8 lanes), so |error| ≤ 64·2⁻²⁴·Σ|x| < 1e-5·Σ|x| per
+// column; a 16-bit output adds its one rounding (2⁻⁸ relative for bf16, 2⁻¹¹ for fp16).
+TEST(ColumnSumGpu, MatchesSumInEachDtype) {
+  for (auto in_dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    for (int64_t rows : {1, 7, 1000, 32768}) {
+      for (int64_t cols : {768, 72, 50, 3}) {
+        for (int64_t offset : {0, 1}) {
+          if (offset == 1 && rows == 32768) continue;  // the misaligned path once per dtype and size is enough
+          SCOPED_TRACE(::testing::Message() << c10::toString(in_dt) << " rows=" << rows << " cols=" << cols
+                                            << " offset=" << offset);
+          at::manual_seed(rows + cols + offset);
+          const int64_t n = rows * cols;
+          auto x = (at::randn({n + offset}, kCuda) + 0.25).to(in_dt).narrow(0, offset, n).view({rows, cols});
+          const auto xd = x.to(at::kDouble);
+          const auto ref = xd.sum(0), abs_sum = xd.abs().sum(0);
+          for (auto out_dt : {at::kFloat, in_dt}) {
+            auto s = model::column_sum(x, out_dt);
+            EXPECT_EQ(s.scalar_type(), out_dt);
+            ASSERT_EQ(s.sizes(), (std::vector<int64_t>{cols}));
+            const double rel = out_dt == at::kBFloat16 ? 1.0 / 256 : out_dt == at::kHalf ? 1.0 / 2048 : 0.0;
+            const auto excess = (s.to(at::kDouble) - ref).abs() - (1e-5 * abs_sum + rel * ref.abs());
+            EXPECT_LE(excess.max().item<double>(), 0.0) << c10::toString(out_dt);
+          }
+        }
+      }
+    }
+  }
+  // No rows: zeros; a non-contiguous input is summed as its values.
+  EXPECT_EQ(model::column_sum(at::empty({0, 5}, kCuda), at::kFloat).abs().max().item<float>(), 0.f);
+  auto t = at::randn({40, 30}, kCuda);
+  EXPECT_TRUE(close(model::column_sum(t.t(), at::kFloat), t.t().sum(0), 1e-5, 1e-5));
+}
+
 // What cuBLASLt refuses, run() refuses without writing: the GELU input's leading dimension not a multiple of 8,
 // mismatched shapes or dtypes, an empty reduction. A pointer misaligned by one element is passed to the
 // algorithm search, which either finds a kernel that takes it (and the result is right) or none.
@@ -507,6 +595,12 @@ TEST(LtMatmulGpu, RefusesWhatItCannotRunAndHandlesMisalignedPointers) {
   EXPECT_FALSE(
       model::lt::run({.a = a, .b = b, .out = out, .epilogue = Epilogue::kBias, .bias = bias.narrow(0, 0, 29)}));
   EXPECT_FALSE(model::lt::run({.a = a.to(at::kFloat), .b = b, .out = out}));
+  // out wider than the inputs only as fp32 from 16-bit a and b; never narrower, never another 16-bit type.
+  EXPECT_FALSE(model::lt::run({.a = a.to(at::kFloat), .b = b.to(at::kFloat), .out = out}));
+  EXPECT_FALSE(model::lt::run({.a = a, .b = b, .out = at::empty({9, 30}, kCuda.dtype(at::kHalf))}));
+  // The bias in out's dtype: fp32 out with a bf16 bias is refused.
+  EXPECT_FALSE(model::lt::run({.a = a, .b = b, .out = at::empty({9, 30}, kCuda), .epilogue = Epilogue::kBias,
+                               .bias = bias}));
   EXPECT_FALSE(model::lt::run({.a = at::empty({9, 0}, bf), .b = at::empty({0, 30}, bf), .out = out}));
   // a, b and out one bf16 element (2 bytes) past an aligned address.
   auto shifted = [&](at::IntArrayRef shape) {
@@ -578,6 +672,166 @@ TEST(BiasLinearGpu, MatchesLinearInValueAndGradients) {
   EXPECT_TRUE(close_scaled(w.grad(), wr.grad(), 3e-2, 2e-2));
   EXPECT_TRUE(close_scaled(b.grad(), br.grad(), 3e-2, 2e-2));
   EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), 3e-2, 2e-2));
+}
+
+// The linear on fp32 master weights under autocast (model/master_linear.h) against at::linear under the same
+// autocast (the composite: bf16 GEMMs, ∂W rounded to bf16 and widened by the cast backward) and against the
+// fp32 reference computed from the same bf16-rounded operands (x, W, b and ∂y rounded as the GEMMs see them).
+// Bounds: y and ∂x are bf16 GEMMs either way (one rounding: 1e-2 relative + 1e-2 of the largest magnitude);
+// ∂W is fp32 straight from the GEMM, so within fp32 accumulation of the reference (1e-4 + 1e-4, where the
+// composite's bf16 ∂W is off by up to 2⁻⁹ ≈ 2e-3 relative) and not bf16-representable everywhere; ∂b is the
+// column sum in fp32 (1e-4 + 1e-5). Odd sizes: rows not a multiple of 8 (3, 21), out = 50, in = 72; GPT-2's
+// 768. bf16 and fp16 autocast, with and without bias, x fp32 (its gradient through autocast's cast) or bf16.
+TEST(MasterLinearGpu, MatchesAutocastLinearWithFp32Gradients) {
+  struct Case {
+    int64_t B, T, in, out;
+  };
+  for (auto dt : {at::kBFloat16, at::kHalf}) {
+    for (Case c : {Case{1, 3, 72, 50}, Case{3, 7, 72, 50}, Case{2, 300, 768, 768}}) {
+      for (bool with_bias : {true, false}) {
+        for (bool x_fp32 : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " B=" << c.B << " T=" << c.T << " in=" << c.in
+                                            << " out=" << c.out << " bias=" << with_bias << " x_fp32=" << x_fp32);
+          at::manual_seed(c.T + c.out + with_bias);
+          const auto f = kCuda.dtype(at::kFloat);
+          auto x0 = at::randn({c.B, c.T, c.in}, f).to(x_fp32 ? at::kFloat : dt);
+          auto w0 = at::randn({c.out, c.in}, f) / std::sqrt(static_cast<double>(c.in));
+          auto b0 = with_bias ? at::randn({c.out}, f) * 0.5 : at::Tensor();
+          auto dy = at::randn({c.B, c.T, c.out}, f).to(dt);
+          auto leaf = [](const at::Tensor& t) { return t.defined() ? t.clone().requires_grad_(true) : t; };
+          auto x = leaf(x0), w = leaf(w0), b = leaf(b0);
+          auto xc = leaf(x0), wc = leaf(w0), bc = leaf(b0);  // the composite's
+          at::Tensor y, yc;
+          under_autocast(dt, [&] {
+            ASSERT_TRUE(model::master_linear_applies(x, w, b));
+            y = model::master_linear(x, w, b);
+            yc = at::linear(xc, wc, bc);
+          });
+          ASSERT_TRUE(made_by(y, "MasterLinear"));
+          EXPECT_EQ(y.scalar_type(), dt);
+          (y * dy).sum().backward();
+          (yc * dy).sum().backward();
+          EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+          EXPECT_EQ(x.grad().scalar_type(), x0.scalar_type());
+
+          // The fp32 reference on the operands as the GEMMs see them.
+          const auto rounded = [&](const at::Tensor& t) { return t.to(dt).to(at::kFloat); };
+          auto xr = rounded(x0).reshape({-1, c.in}), wr = rounded(w0), dyr = dy.to(at::kFloat).reshape({-1, c.out});
+          auto yr = at::mm(xr, wr.t());
+          if (with_bias) yr = yr + rounded(b0);
+          EXPECT_TRUE(close_scaled(y.reshape({-1, c.out}), yr, 1e-2, 1e-2));
+          EXPECT_TRUE(close_scaled(y, yc, 1e-2, 1e-2));
+          EXPECT_TRUE(close_scaled(x.grad().reshape({-1, c.in}), at::mm(dyr, wr), 1e-2, 1e-2));
+          EXPECT_TRUE(close_scaled(x.grad(), xc.grad(), 1e-2, 1e-2));
+          const auto dw_ref = at::mm(dyr.t(), xr);
+          EXPECT_TRUE(close_scaled(w.grad(), dw_ref, 1e-4, 1e-4));
+          EXPECT_TRUE(close_scaled(wc.grad(), dw_ref, 1e-2, 1e-2));  // the composite: one bf16 rounding off
+          EXPECT_FALSE(at::equal(w.grad(), w.grad().to(dt).to(at::kFloat)));
+          if (with_bias) {
+            EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
+            EXPECT_TRUE(close_scaled(b.grad(), dyr.sum(0), 1e-4, 1e-5));
+            EXPECT_TRUE(close_scaled(bc.grad(), dyr.sum(0), 1e-2, 1e-2));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Where master_linear does not apply it is at::linear, value for value: no autocast (fp32), no gradient to
+// build, the weight already bf16 (FSDP's param_dtype). A frozen weight (LoRA's base) still takes the function
+// when x needs a gradient, and gets none; a frozen weight with a trained bias gets only the bias's.
+TEST(MasterLinearGpu, FallsBackToLinearAndRespectsFrozenWeights) {
+  at::manual_seed(11);
+  const auto f = kCuda.dtype(at::kFloat);
+  auto x0 = at::randn({3, 7, 72}, f), w0 = at::randn({50, 72}, f) * 0.1, b0 = at::randn({50}, f);
+  {  // no autocast: fp32 at::linear
+    auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    EXPECT_FALSE(model::master_linear_applies(x, w, b0));
+    auto y = model::master_linear(x, w, b0);
+    EXPECT_FALSE(made_by(y, "MasterLinear"));
+    EXPECT_TRUE(at::equal(y, at::linear(x, w, b0)));
+  }
+  under_autocast(at::kBFloat16, [&] {
+    at::Tensor y;
+    {  // nothing needs a gradient
+      EXPECT_FALSE(model::master_linear_applies(x0, w0, b0));
+      y = model::master_linear(x0, w0, b0);
+      EXPECT_FALSE(y.requires_grad());
+      EXPECT_TRUE(at::equal(y, at::linear(x0, w0, b0)));
+    }
+    {  // a bf16 weight: ∂W is bf16 either way
+      auto wb = w0.to(at::kBFloat16).requires_grad_(true);
+      EXPECT_FALSE(model::master_linear_applies(x0, wb, at::Tensor()));
+      y = model::master_linear(x0, wb, at::Tensor());
+      EXPECT_FALSE(made_by(y, "MasterLinear"));
+    }
+    {  // frozen weight and bias, x trained
+      auto x = x0.clone().requires_grad_(true);
+      y = model::master_linear(x, w0, b0);
+      ASSERT_TRUE(made_by(y, "MasterLinear"));
+      y.sum().backward();
+      EXPECT_EQ(x.grad().scalar_type(), at::kFloat);
+      auto xr = x0.clone().requires_grad_(true);
+      at::linear(xr, w0, b0).sum().backward();
+      EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), 1e-2, 1e-2));
+    }
+    {  // frozen weight, trained bias, constant x
+      auto b = b0.clone().requires_grad_(true);
+      auto dy = at::randn({3, 7, 50}, kCuda).to(at::kBFloat16);
+      y = model::master_linear(x0, w0, b);
+      ASSERT_TRUE(made_by(y, "MasterLinear"));
+      (y * dy).sum().backward();
+      EXPECT_FALSE(w0.grad().defined());
+      EXPECT_TRUE(close_scaled(b.grad(), dy.to(at::kFloat).sum(at::IntArrayRef{0, 1}), 1e-4, 1e-5));
+    }
+  });
+}
+
+// The trainer's uses: a model::Linear with master_grads on takes the function under autocast; two micro-batches
+// accumulate fp32 into the fp32 .grad (the sum of the two single gradients); under activation checkpointing
+// (forward without gradients, recomputed under the saved autocast state in backward) the gradients equal the
+// plain run's.
+TEST(MasterLinearGpu, LinearLayerAccumulationAndCheckpointing) {
+  at::manual_seed(12);
+  model::Linear lin(72, 50, /*bias=*/true, kCuda.dtype(at::kFloat));
+  {
+    at::NoGradGuard init;
+    lin->weight.normal_(0, 0.1);
+    lin->bias.normal_(0, 0.1);
+  }
+  lin->set_master_grads(true);
+  auto x1 = at::randn({2, 21, 72}, kCuda).requires_grad_(true), x2 = at::randn({2, 21, 72}, kCuda);
+  auto grads = [&] { return std::vector<at::Tensor>{lin->weight.grad().clone(), lin->bias.grad().clone()}; };
+  auto zero = [&] {
+    lin->weight.mutable_grad() = at::Tensor();
+    lin->bias.mutable_grad() = at::Tensor();
+  };
+  at::Tensor y;
+  under_autocast(at::kBFloat16, [&] { y = lin->forward(x1); });
+  ASSERT_TRUE(made_by(y, "MasterLinear"));
+  y.to(at::kFloat).square().sum().backward();
+  const auto g1 = grads();
+  zero();
+  under_autocast(at::kBFloat16, [&] { y = lin->forward(x2); });
+  y.to(at::kFloat).square().sum().backward();
+  const auto g2 = grads();
+  under_autocast(at::kBFloat16, [&] { y = lin->forward(x1); });  // accumulates onto g2
+  y.to(at::kFloat).square().sum().backward();
+  EXPECT_EQ(lin->weight.grad().scalar_type(), at::kFloat);
+  EXPECT_TRUE(close(lin->weight.grad(), g1[0] + g2[0], 1e-6, 1e-6));
+  EXPECT_TRUE(close(lin->bias.grad(), g1[1] + g2[1], 1e-6, 1e-6));
+
+  zero();
+  const model::BlockFn run = [&](const at::Tensor& in) { return lin->forward(in); };
+  under_autocast(at::kBFloat16, [&] { y = model::checkpointed(run, x1, {lin->weight, lin->bias}); });
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  y.to(at::kFloat).square().sum().backward();
+  EXPECT_EQ(lin->weight.grad().scalar_type(), at::kFloat);
+  // The checkpointed forward ran at::linear (no gradients then), the recomputation the function: the same
+  // bf16 GEMMs, so at most a rounding apart.
+  EXPECT_TRUE(close_scaled(lin->weight.grad(), g1[0], 1e-3, 1e-4));
+  EXPECT_TRUE(close_scaled(lin->bias.grad(), g1[1], 1e-3, 1e-4));
 }
 
 // GPT-2's MLP as one function (GELU_AUX_BIAS, BIAS, BGRADB, DGELU_BGRAD) against linear → gelu → linear in

@@ -5,8 +5,11 @@
 // epilogue (addmm) and runs the GELU as one kernel; the backward's GELU gradient and the bias gradient's
 // column sums come out of one fused kernel (fused_gelu.cu), where eager PyTorch reads ∂pre twice.
 //
-// Under CUDA autocast x, W and b are cast to the autocast dtype first, as at::linear would be. Elsewhere
-// (CPU, other dtypes, a CPU-only build) at::gelu(at::linear(x, W, b), "tanh") runs.
+// Under CUDA autocast x is cast to the autocast dtype first, as at::linear would cast it; fp32 master W and b
+// are cast inside the function (the bf16 W kept for ∂x) and get their gradients in fp32 straight from the
+// kernels: ∂W from the GEMM (bf16 × bf16 → fp32 in cuBLASLt), ∂b from the partial sums' second stage
+// (model/column_sum.h), no cast backward after them. Elsewhere (CPU, other dtypes, a CPU-only build)
+// at::gelu(at::linear(x, W, b), "tanh") runs.
 #pragma once
 
 #include <ATen/core/Tensor.h>

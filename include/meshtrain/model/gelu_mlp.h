@@ -10,7 +10,11 @@
 // kernel for the dtype) falls back to its composite ops inside the same function. Without gradients fc takes
 // the GELU epilogue without the pre-activation (at::_addmm_activation).
 //
-// Under CUDA autocast the inputs are cast to the autocast dtype first, as at::linear would cast them.
+// Under CUDA autocast x is cast to the autocast dtype first, as at::linear would cast it; fp32 master weights
+// and biases are cast inside the function (the 16-bit weights kept for the backward) and get their gradients
+// in fp32 from the kernels: both ∂W GEMMs write fp32 (src/model/linear_params.h), proj's ∂b comes from
+// BGRADB into fp32 or, where cuBLASLt has no such kernel, meshtrain's column sum; fc's ∂b from DGELU_BGRAD
+// in bf16 (a [F] vector cast) or the column sum. Without gradients autocast's cached casts are used.
 // Elsewhere (CPU, other dtypes, a build without CUDA kernels) the composite
 // at::linear(at::gelu(at::linear(x, W_fc, b_fc), "tanh"), W_proj, b_proj) runs.
 #pragma once

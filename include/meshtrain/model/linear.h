@@ -41,6 +41,11 @@ class LinearImpl : public ParamModule {
   // GEMM on CUDA) instead of at::linear; default off. Layers that override forward keep their own matmuls.
   void set_fused_bias(bool on) { fused_bias_ = on; }
   bool fused_bias() const { return fused_bias_; }
+  // forward through master_linear (model/master_linear.h: fp32 master weights under CUDA autocast get ∂W and
+  // ∂b in fp32 straight from the GEMM and the column sum, no cast kernel after them) where it applies,
+  // at::linear elsewhere; default off, on with train.fused_kernels. Layers that override forward keep theirs.
+  void set_master_grads(bool on) { master_grads_ = on; }
+  bool master_grads() const { return master_grads_; }
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
@@ -49,6 +54,7 @@ class LinearImpl : public ParamModule {
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
   bool fused_bias_ = false;
+  bool master_grads_ = false;
 };
 TORCH_MODULE(Linear);
 

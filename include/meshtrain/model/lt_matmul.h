@@ -13,10 +13,15 @@
 //                transposed and b = x [rows, in], out is the weight gradient and bias the bias gradient
 //                (cuBLASLt's BGRADB: our a is its B operand)
 //
-// Tensors: 2-D, contiguous, on one CUDA device, all of one dtype (fp32, bf16 or fp16; bias and aux too; math
-// and accumulation in fp32, TF32 where ATen allows it for fp32 matmuls). Requirements cuBLASLt states: aux's
-// leading dimension (N) divisible by 8; alignment of every pointer is passed to the algorithm search, which
-// answers only with kernels that accept it. Where a requirement fails, a size is 0 or the search finds no
+// Tensors: 2-D, contiguous, on one CUDA device. Dtypes (layout_ok's rules):
+//   a, b       one dtype: fp32, bf16 or fp16 (math and accumulation in fp32; TF32 where ATen allows it for
+//              fp32 matmuls)
+//   out        a's dtype, or fp32 where a and b are bf16/fp16 (cuBLASLt: compute 32F, scale 32F, A/B 16BF or
+//              16F, C/D 32F): a weight gradient written straight into an fp32 master's dtype, no bf16 result
+//              to convert afterwards
+//   bias, aux  out's dtype
+// Requirements cuBLASLt states: aux's leading dimension (N) divisible by 8; alignment of every pointer is
+// passed to the algorithm search, which answers only with kernels that accept it. Where a requirement fails, a size is 0 or the search finds no
 // kernel (fp32 epilogues on some GPUs), run() writes nothing and returns false: the caller runs its composite
 // ops instead.
 #pragma once

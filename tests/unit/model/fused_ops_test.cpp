@@ -9,6 +9,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/bias_linear.h"
+#include "meshtrain/model/column_sum.h"
 #include "meshtrain/model/fused_add_norm.h"
 #include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/fused_linear_gelu.h"
@@ -16,6 +17,7 @@
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/gelu_mlp.h"
 #include "meshtrain/model/lt_matmul.h"
+#include "meshtrain/model/master_linear.h"
 #include "meshtrain/model/rotary.h"
 #include "meshtrain/model/transformer.h"
 
@@ -224,6 +226,8 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp_norm->fused(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->wo->fused_bias(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->down->fused_bias(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->wq->master_grads(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->up->master_grads(), fused);
       }
       auto loss = net->loss(tokens, targets);
       loss.backward();
@@ -235,6 +239,36 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
     EXPECT_TRUE(at::allclose(losses[0], losses[1], 1e-6, 1e-7)) << family;
     EXPECT_TRUE(at::allclose(grads[0], grads[1], 1e-5, 1e-7)) << family;
   }
+}
+
+// master_linear and column_sum off CUDA: at::linear and at::sum, value for value, gradients in the parameters'
+// dtype as at::linear gives them; checks its arguments.
+TEST(FusedOpsCpu, MasterLinearAndColumnSumAreTheCompositeOps) {
+  at::manual_seed(2);
+  auto x0 = at::randn({3, 5, 12}), w0 = at::randn({7, 12}), b0 = at::randn({7});
+  for (bool with_bias : {true, false}) {
+    auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    auto b = with_bias ? b0.clone().requires_grad_(true) : at::Tensor();
+    auto xr = x0.clone().requires_grad_(true), wr = w0.clone().requires_grad_(true);
+    auto br = with_bias ? b0.clone().requires_grad_(true) : at::Tensor();
+    EXPECT_FALSE(model::master_linear_applies(x, w, b));
+    auto y = model::master_linear(x, w, b), yr = at::linear(xr, wr, br);
+    EXPECT_TRUE(at::equal(y, yr));
+    y.square().sum().backward();
+    yr.square().sum().backward();
+    EXPECT_TRUE(at::equal(x.grad(), xr.grad()));
+    EXPECT_TRUE(at::equal(w.grad(), wr.grad()));
+    if (with_bias) {
+      EXPECT_TRUE(at::equal(b.grad(), br.grad()));
+    }
+  }
+  EXPECT_THROW(model::master_linear(x0, w0.t(), b0), Error);
+  EXPECT_THROW(model::master_linear(x0, w0, at::randn({6})), Error);
+  auto m = at::randn({9, 4}).to(at::kBFloat16);
+  auto s = model::column_sum(m, at::kFloat);
+  EXPECT_EQ(s.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::allclose(s, m.to(at::kFloat).sum(0), 1e-6, 1e-6));
+  EXPECT_THROW(model::column_sum(at::randn({3}), at::kFloat), Error);
 }
 
 TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) {
