@@ -64,7 +64,8 @@ at::Tensor bias_linear(const at::Tensor& x, const at::Tensor& weight, const at::
       out_shape.back() = weight.size(0);
       const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
       // Without a backward, autocast's cached casts of the weights serve (generation repeats the forward).
-      const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+      const bool grad =
+          at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
       const auto w = grad ? weight : cuda::compute_cast(weight), b = grad ? bias : cuda::compute_cast(bias);
       return LtBiasLinear::apply(x2, w.contiguous(), b.contiguous())[0].view(out_shape);
     }

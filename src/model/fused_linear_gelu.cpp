@@ -69,7 +69,8 @@ at::Tensor fused_linear_gelu(const at::Tensor& x, const at::Tensor& weight, cons
       auto out_shape = x.sizes().vec();
       out_shape.back() = weight.size(0);
       const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
-      const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+      const bool grad =
+          at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
       // Without gradients nothing needs the pre-activation: bias and GELU both in the matmul's epilogue, on
       // autocast's cached casts of the weights.
       auto y = grad ? FusedLinearGelu::apply(x2, weight.contiguous(), bias.contiguous())[0]

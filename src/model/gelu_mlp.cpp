@@ -33,8 +33,8 @@ at::Tensor biased_mm(const at::Tensor& a, const at::Tensor& w, const at::Tensor&
   return at::addmm(b, a, w.t());
 }
 
-// ∂pre = (∂y·W_proj) ⊙ gelu'(pre) and ∂b_fc = Σ_rows ∂pre in `b_dtype`, from one GEMM where cuBLASLt can (its
-// bias gradient in pre's dtype, like its output: an fp32 master bias gets the [F] vector cast).
+// ∂pre = (∂y·W_proj) ⊙ gelu'(pre) and ∂b_fc = Σ_rows ∂pre in `b_dtype`, from one GEMM where cuBLASLt can
+// (its bias gradient in pre's dtype, like its output: an fp32 master bias gets the [F] vector cast).
 std::pair<at::Tensor, at::Tensor> gelu_input_grad(const at::Tensor& dy, const at::Tensor& w_proj,
                                                   const at::Tensor& pre, at::ScalarType b_dtype) {
   auto dpre = at::empty_like(pre), db = at::empty({pre.size(1)}, pre.options());

@@ -26,7 +26,8 @@ at::Tensor weight_grad(const at::Tensor& dy, const at::Tensor& x, at::ScalarType
 
 at::Tensor bias_grad(const at::Tensor& dy, at::ScalarType dtype) { return column_sum(dy, dtype); }
 
-std::pair<at::Tensor, at::Tensor> linear_param_grads(const at::Tensor& dy, const at::Tensor& x, const ParamGrads& want) {
+std::pair<at::Tensor, at::Tensor> linear_param_grads(const at::Tensor& dy, const at::Tensor& x,
+                                                     const ParamGrads& want) {
   if (want.weight && want.bias && want.bias_epilogue && want.weight_dtype == want.bias_dtype) {
     // ∂W = ∂yᵀ·x with Σ_rows ∂y reduced from the same reads of ∂y (lt_matmul.h: BGRADB).
     auto dw = at::empty({dy.size(1), x.size(1)}, dy.options().dtype(want.weight_dtype));

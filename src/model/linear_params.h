@@ -35,6 +35,7 @@ struct ParamGrads {
 
 // {∂W, ∂b}, each undefined where not asked for. With bias_epilogue (both asked for, one dtype) one GEMM where
 // cuBLASLt has a kernel for it; otherwise the GEMM and the column sum.
-std::pair<at::Tensor, at::Tensor> linear_param_grads(const at::Tensor& dy, const at::Tensor& x, const ParamGrads& want);
+std::pair<at::Tensor, at::Tensor> linear_param_grads(const at::Tensor& dy, const at::Tensor& x,
+                                                     const ParamGrads& want);
 
 }  // namespace meshtrain::model

@@ -497,19 +497,21 @@ TEST(LtMatmulGpu, EachEpilogueMatchesItsCompositeOps) {
   }
 }
 
-// bf16 (and fp16) operands with an fp32 output, the weight gradient's GEMM for fp32 master weights: the
-// plain GEMM must run through cuBLASLt (compute 32F, A/B 16-bit, C/D 32F is a combination cuBLASLt supports,
-// and it is what master_linear relies on), within fp32 accumulation of the fp32 product of the same rounded
-// operands (1e-4 relative + 1e-5 of the largest magnitude: a bf16 store would be off by up to 2⁻⁹ ≈ 2e-3);
-// and its result is not bf16-rounded (some element not representable in bf16). BIAS and BGRADB into fp32 are
-// printed and checked where cuBLASLt has a kernel (elsewhere their callers fall back).
+// bf16 (and fp16) operands with an fp32 output, the weight gradient's GEMM for fp32 master weights: with every
+// leading dimension a multiple of 8 (16-byte rows) the plain GEMM must run through cuBLASLt (compute 32F, A/B
+// 16-bit, C/D 32F is a combination cuBLASLt supports, and it is what master_linear relies on); with odd ones
+// (50) the test prints whether cuBLASLt had a kernel (master_linear falls back to the bf16 GEMM and a cast).
+// Where it ran: within fp32 accumulation of the fp32 product of the same rounded operands (1e-4 relative +
+// 1e-5 of the largest magnitude; a bf16 store would be off by up to 2⁻⁹ ≈ 2e-3), and not bf16-rounded (some
+// element not representable in bf16). BIAS and BGRADB into fp32 are printed and checked where cuBLASLt has a
+// kernel (elsewhere their callers fall back).
 TEST(LtMatmulGpu, SixteenBitOperandsIntoFp32Output) {
   using model::lt::Epilogue;
   struct Case {
     int64_t M, K, N;
   };
   for (auto dt : {at::kBFloat16, at::kHalf}) {
-    for (Case c : {Case{50, 21, 72}, Case{72, 1000, 50}, Case{768, 600, 768}}) {
+    for (Case c : {Case{64, 21, 72}, Case{768, 600, 768}, Case{50, 21, 72}, Case{72, 1000, 50}}) {
       SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " M=" << c.M << " K=" << c.K << " N=" << c.N);
       at::manual_seed(c.M * 3 + c.K);
       const auto f = kCuda.dtype(at::kFloat);
@@ -517,7 +519,13 @@ TEST(LtMatmulGpu, SixteenBitOperandsIntoFp32Output) {
       auto dy = at::randn({c.K, c.M}, f).to(dt), x = at::randn({c.K, c.N}, f).to(dt);
       const auto ref = at::mm(dy.to(at::kFloat).t(), x.to(at::kFloat));
       auto dw = at::empty({c.M, c.N}, f);
-      ASSERT_TRUE(model::lt::run({.a = dy, .trans_a = true, .b = x, .out = dw}));
+      const bool ran = model::lt::run({.a = dy, .trans_a = true, .b = x, .out = dw});
+      std::printf("[ lt ] none %s -> fp32 M=%ld K=%ld N=%ld: %s\n", c10::toString(dt), static_cast<long>(c.M),
+                  static_cast<long>(c.K), static_cast<long>(c.N), ran ? "cuBLASLt" : "no kernel (composite)");
+      if (c.M % 8 == 0 && c.N % 8 == 0) {
+        ASSERT_TRUE(ran);
+      }
+      if (!ran) continue;
       EXPECT_TRUE(close_scaled(dw, ref, 1e-4, 1e-5));
       EXPECT_FALSE(at::equal(dw, dw.to(dt).to(at::kFloat)));  // fp32 values, not 16-bit ones widened
 
@@ -678,10 +686,13 @@ TEST(BiasLinearGpu, MatchesLinearInValueAndGradients) {
 // autocast (the composite: bf16 GEMMs, ∂W rounded to bf16 and widened by the cast backward) and against the
 // fp32 reference computed from the same bf16-rounded operands (x, W, b and ∂y rounded as the GEMMs see them).
 // Bounds: y and ∂x are bf16 GEMMs either way (one rounding: 1e-2 relative + 1e-2 of the largest magnitude);
-// ∂W is fp32 straight from the GEMM, so within fp32 accumulation of the reference (1e-4 + 1e-4, where the
-// composite's bf16 ∂W is off by up to 2⁻⁹ ≈ 2e-3 relative) and not bf16-representable everywhere; ∂b is the
-// column sum in fp32 (1e-4 + 1e-5). Odd sizes: rows not a multiple of 8 (3, 21), out = 50, in = 72; GPT-2's
-// 768. bf16 and fp16 autocast, with and without bias, x fp32 (its gradient through autocast's cast) or bf16.
+// ∂W is fp32 and within that bf16-scale bound of the reference — from cuBLASLt's fp32-output GEMM it is more
+// exact than the composite's bf16-rounded one, and at GPT-2's aligned 768 × 768 (where cuBLASLt must run it,
+// LtMatmulGpu.SixteenBitOperandsIntoFp32Output) it is checked to be fp32-exact (1e-4 + 1e-4) and not
+// bf16-representable everywhere; with out = 50 (rows of 100 bytes) cuBLASLt may decline and the bf16 GEMM +
+// cast stands in. ∂b is the column sum in fp32 (1e-4 + 1e-5). Odd sizes: rows not a multiple of 8 (3, 21),
+// out = 50, in = 72; GPT-2's 768. bf16 and fp16 autocast, with and without bias, x fp32 (its gradient through
+// autocast's cast) or 16-bit.
 TEST(MasterLinearGpu, MatchesAutocastLinearWithFp32Gradients) {
   struct Case {
     int64_t B, T, in, out;
@@ -724,9 +735,12 @@ TEST(MasterLinearGpu, MatchesAutocastLinearWithFp32Gradients) {
           EXPECT_TRUE(close_scaled(x.grad().reshape({-1, c.in}), at::mm(dyr, wr), 1e-2, 1e-2));
           EXPECT_TRUE(close_scaled(x.grad(), xc.grad(), 1e-2, 1e-2));
           const auto dw_ref = at::mm(dyr.t(), xr);
-          EXPECT_TRUE(close_scaled(w.grad(), dw_ref, 1e-4, 1e-4));
+          EXPECT_TRUE(close_scaled(w.grad(), dw_ref, 1e-2, 1e-2));
           EXPECT_TRUE(close_scaled(wc.grad(), dw_ref, 1e-2, 1e-2));  // the composite: one bf16 rounding off
-          EXPECT_FALSE(at::equal(w.grad(), w.grad().to(dt).to(at::kFloat)));
+          if (c.out % 8 == 0 && c.in % 8 == 0) {
+            EXPECT_TRUE(close_scaled(w.grad(), dw_ref, 1e-4, 1e-4));
+            EXPECT_FALSE(at::equal(w.grad(), w.grad().to(dt).to(at::kFloat)));
+          }
           if (with_bias) {
             EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
             EXPECT_TRUE(close_scaled(b.grad(), dyr.sum(0), 1e-4, 1e-5));

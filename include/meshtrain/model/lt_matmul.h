@@ -1,5 +1,6 @@
 // One GEMM through cuBLASLt with the epilogue that takes a bias, a GELU or a bias gradient out of its own
-// kernel (used by model/bias_linear.h and model/gelu_mlp.h). It runs in a build with MESHTRAIN_CUDA_KERNELS
+// kernel (used by model/bias_linear.h and model/gelu_mlp.h), or with an fp32 output from 16-bit operands (the
+// weight gradients of fp32 master weights: model/master_linear.h). It runs in a build with MESHTRAIN_CUDA_KERNELS
 // (elsewhere run() returns false), on LibTorch's cuBLASLt handle, workspace and current stream, so it orders
 // with every ATen op around it.
 //
@@ -21,9 +22,9 @@
 //              to convert afterwards
 //   bias, aux  out's dtype
 // Requirements cuBLASLt states: aux's leading dimension (N) divisible by 8; alignment of every pointer is
-// passed to the algorithm search, which answers only with kernels that accept it. Where a requirement fails, a size is 0 or the search finds no
-// kernel (fp32 epilogues on some GPUs), run() writes nothing and returns false: the caller runs its composite
-// ops instead.
+// passed to the algorithm search, which answers only with kernels that accept it. Where a requirement fails,
+// a size is 0 or the search finds no kernel (fp32 epilogues on some GPUs), run() writes nothing and returns
+// false: the caller runs its composite ops instead.
 #pragma once
 
 #include <ATen/core/Tensor.h>
