@@ -21,15 +21,18 @@ using torch::autograd::variable_list;
 
 class MasterLinear : public torch::autograd::Function<MasterLinear> {
  public:
-  // x: [N, in] contiguous in the compute dtype; w: [out, in] and b: [out] (or undefined) contiguous, each
-  // fp32 or of x's dtype, on x's device.
+  // x: [N, in] contiguous in the compute dtype; w: [out, in] and b: [out] contiguous, each fp32 or of x's
+  // dtype, on x's device. No bias: b empty ([0]), never read — autograd records every tensor input's device
+  // and dtype, which an undefined tensor does not have.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     const c10::DeviceGuard guard(x.device());
     const auto wc = compute_copy(w, x.scalar_type());  // what autocast's cast would make, kept for ∂x
-    auto y = b.defined() ? at::addmm(compute_copy(b, x.scalar_type()), x, wc.t()) : at::mm(x, wc.t());
+    const bool biased = b.numel() > 0;
+    auto y = biased ? at::addmm(compute_copy(b, x.scalar_type()), x, wc.t()) : at::mm(x, wc.t());
     ctx->save_for_backward({x, wc});
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
-    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.defined() ? b.scalar_type() : w.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
+    ctx->saved_data["biased"] = biased;
     return {y};
   }
 
@@ -42,7 +45,7 @@ class MasterLinear : public torch::autograd::Function<MasterLinear> {
     auto [dw, db] = linear_param_grads(
         dy, x,
         {.weight = ctx->needs_input_grad(1),
-         .bias = ctx->needs_input_grad(2),
+         .bias = ctx->needs_input_grad(2) && ctx->saved_data["biased"].toBool(),
          .weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt()),
          .bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["b_dtype"].toInt())});
     return {dx, dw, db};
@@ -83,7 +86,7 @@ at::Tensor master_linear(const at::Tensor& x, const at::Tensor& weight, const at
     out_shape.back() = weight.size(0);
     // x's own cast stays autocast's (recorded by autograd: an fp32 x gets its gradient in fp32).
     const auto x2 = cuda::compute_cast(x).reshape({-1, x.size(-1)}).contiguous();
-    const auto b = bias.defined() ? bias.contiguous() : bias;
+    const auto b = bias.defined() ? bias.contiguous() : at::empty({0}, weight.options());
     return MasterLinear::apply(x2, weight.contiguous(), b)[0].view(out_shape);
   }
 #endif

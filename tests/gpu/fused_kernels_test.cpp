@@ -68,11 +68,16 @@ bool made_by(const at::Tensor& y, const std::string& fn) {
 // Runs f with CUDA autocast in `dt` on (and off again afterwards, its cast cache cleared).
 template <typename F>
 void under_autocast(at::ScalarType dt, F&& f) {
+  // Switched off again however f ends: an exception in one test must not leave autocast on for the next.
+  struct Off {
+    ~Off() {
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
+      at::autocast::clear_cache();
+    }
+  } off;
   at::autocast::set_autocast_enabled(at::kCUDA, true);
   at::autocast::set_autocast_dtype(at::kCUDA, dt);
   f();
-  at::autocast::set_autocast_enabled(at::kCUDA, false);
-  at::autocast::clear_cache();
 }
 
 }  // namespace

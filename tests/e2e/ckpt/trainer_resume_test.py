@@ -274,7 +274,9 @@ def offload_delay_gpu():
         train(gpu_out, "single", *fp32, "train.device=cuda")
         ref = losses(cpu_out)
         diff = max_diff(losses(gpu_out), ref, range(1, STEPS + 1))
-        expect(diff <= GPU_ATOL, f"delayed offload, accumulation {accum}: CUDA vs CPU losses: max diff {diff:.3g}")
+        expect(diff <= GPU_ATOL, f"delayed offload, accumulation {accum}: CUDA vs CPU losses: max diff {diff:.3g} "
+                                 f"(CPU {[round(ref[s], 5) for s in sorted(ref)]}, "
+                                 f"CUDA {[round(v, 5) for _, v in sorted(losses(gpu_out).items())]})")
         saved = os.path.join(gpu_out, "checkpoints", f"step_{SAVE_AT:08d}")
         out = os.path.join(work, f"delay_accum{accum}_resumed")
         train(out, "single", *fp32, "train.device=cuda", f"checkpoint.resume={saved}")
