@@ -34,8 +34,8 @@
                  the undelayed run's and step 2's differs (it runs on the initial parameters); `exact` holds: a run
                  killed after its step-3 checkpoint resumes with bit-identical losses and final parameters.
   offload_delay_gpu (label gpu; exit 77 without a GPU) offload_delay: 1 on one GPU, fp32, accumulation 1
-                 (streamed) and 4 (downloaded): losses within GPU_ATOL of the same run on the CPU, and a resume
-                 from the step-3 checkpoint within GPU_ATOL too.
+                 (streamed) and 4 (downloaded): from the CPU run's step-3 checkpoint, steps 4-6 within GPU_ATOL
+                 of the CPU run; a CUDA run resumed from its own step-3 checkpoint within GPU_ATOL of itself.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
                  streams; at accumulation 1 gradients streamed during the backward, bf16 parameters on the device)
                  against the on-device optimizer, fp32 and bf16, accumulation 1 and 4, and FSDP over one rank with
@@ -266,24 +266,29 @@ def offload_delay_gpu():
     skip_below(1)
     # The copy streams' ordering under the delay (uploads after the backward, downloads beside them, each
     # master kept until its upload read it): a race would show as a loss off the CPU run's, the same math.
+    # A model initialised on the GPU draws other numbers than one on the CPU, so the CUDA run starts from the
+    # CPU run's step-3 checkpoint (parameters, moments and data cursor) and steps 4-6 are compared; then a
+    # CUDA run of its own is resumed from its step-3 checkpoint and compared with itself.
     for accum in (1, 4):  # streamed during the backward; downloaded after it
         fp32 = ["train.dtype=fp32", f"train.micro_batch_size={8 // accum}", f"train.grad_accum={accum}",
                 "optimizer.offload=cpu", "optimizer.offload_delay=1"]
-        cpu_out, gpu_out = os.path.join(work, f"delay_accum{accum}_cpu"), os.path.join(work, f"delay_accum{accum}_gpu")
-        train(cpu_out, "single", *fp32)
-        train(gpu_out, "single", *fp32, "train.device=cuda")
-        ref = losses(cpu_out)
-        diff = max_diff(losses(gpu_out), ref, range(1, STEPS + 1))
-        expect(diff <= GPU_ATOL, f"delayed offload, accumulation {accum}: CUDA vs CPU losses: max diff {diff:.3g} "
-                                 f"(CPU {[round(ref[s], 5) for s in sorted(ref)]}, "
-                                 f"CUDA {[round(v, 5) for _, v in sorted(losses(gpu_out).items())]})")
-        saved = os.path.join(gpu_out, "checkpoints", f"step_{SAVE_AT:08d}")
-        out = os.path.join(work, f"delay_accum{accum}_resumed")
-        train(out, "single", *fp32, "train.device=cuda", f"checkpoint.resume={saved}")
-        rdiff = max_diff(losses(out), ref, range(SAVE_AT + 1, STEPS + 1))
+        cuda = [*fp32, "train.device=cuda"]
+        run = lambda name: os.path.join(work, f"delay_accum{accum}_{name}")
+        step3 = lambda out: os.path.join(out, "checkpoints", f"step_{SAVE_AT:08d}")
+        after = range(SAVE_AT + 1, STEPS + 1)
+        train(run("cpu"), "single", *fp32)
+        train(run("from_cpu"), "single", *cuda, f"checkpoint.resume={step3(run('cpu'))}")
+        ref, got = losses(run("cpu")), losses(run("from_cpu"))
+        diff = max_diff(got, ref, after)
+        expect(diff <= GPU_ATOL, f"delayed offload, accumulation {accum}: CUDA from the CPU run's step {SAVE_AT}: "
+                                 f"max diff {diff:.3g} (CPU {[round(ref[s], 5) for s in after]}, "
+                                 f"CUDA {[round(got[s], 5) for s in after]})")
+        train(run("gpu"), "single", *cuda)
+        train(run("resumed"), "single", *cuda, f"checkpoint.resume={step3(run('gpu'))}")
+        rdiff = max_diff(losses(run("resumed")), losses(run("gpu")), after)
         expect(rdiff <= GPU_ATOL, f"delayed offload, accumulation {accum}: resumed on CUDA: max diff {rdiff:.3g}")
-        print(f"offload_delay on CUDA, accumulation {accum}: steps 1-{STEPS} within {diff:.2e} of the CPU run, "
-              f"resumed from step {SAVE_AT} within {rdiff:.2e}: ok")
+        print(f"offload_delay on CUDA, accumulation {accum}: steps {SAVE_AT + 1}-{STEPS} from the CPU run's "
+              f"checkpoint within {diff:.2e} of it, a CUDA run resumed within {rdiff:.2e} of itself: ok")
 
 
 def peak_memory(out):
