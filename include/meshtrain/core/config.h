@@ -147,8 +147,9 @@ namespace meshtrain {
   F(int64_t, loss_chunk_mb, 0, "MiB of fp32 logits per chunk of the fused head + loss, which never holds the " \
     "full logits (less memory: docs/PERFORMANCE.md); 0 = full logits, as plain PyTorch computes them")        \
   F(bool, fused_kernels, true, "Fused CUDA kernels for the loss on full logits, RoPE, SwiGLU, residual add + "  \
-    "norm and GPT-2's bias + GELU (fp32/bf16 on CUDA; docs/PERFORMANCE.md); false = PyTorch's composite ops, " \
-    "as eager PyTorch runs them")                                                                              \
+    "norm and GPT-2's bias + GELU, and fp32 master weights' gradients written in fp32 by the weight-gradient "  \
+    "GEMM (no cast kernel; bias gradients by a column-sum kernel) (fp32/bf16 on CUDA; docs/PERFORMANCE.md); "  \
+    "false = PyTorch's composite ops, as eager PyTorch runs them")                                            \
   F(bool, fused_norm, true, "With train.fused_kernels: each block's residual add and the norm after it in one " \
     "fused CUDA kernel, forward and backward; false = the add, then PyTorch's LayerNorm/RMSNorm (to measure " \
     "this kernel on its own)")                                                                                 \
