@@ -26,28 +26,14 @@ class LtBiasLinear : public torch::autograd::Function<LtBiasLinear> {
     auto y = at::empty({x.size(0), w.size(0)}, x.options());
     if (!lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .epilogue = lt::Epilogue::kBias, .bias = bc}))
       y = at::addmm(bc, x, wc.t());
-    ctx->save_for_backward({x, wc});
-    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
-    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
+    save_linear(ctx, x, wc, w, b);
     return {y};
   }
 
+  // dW (in W's dtype) with the bias gradient in the same GEMM's epilogue where cuBLASLt has a kernel for it,
+  // else the GEMM and the column sum.
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &wc = saved[1];
-    const c10::DeviceGuard guard(x.device());
-    const auto dy = grad_out[0].to(x.scalar_type()).contiguous();  // [N, out]
-    auto dx = ctx->needs_input_grad(0) ? dy.mm(wc) : at::Tensor();  // [N, in]
-    // dW (in W's dtype) with the bias gradient in the same GEMM's epilogue where cuBLASLt has a kernel for it,
-    // else the GEMM and the column sum.
-    auto [dw, db] = linear_param_grads(
-        dy, x,
-        {.weight = ctx->needs_input_grad(1),
-         .bias = ctx->needs_input_grad(2),
-         .weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt()),
-         .bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["b_dtype"].toInt()),
-         .bias_epilogue = true});
-    return {dx, dw, db};
+    return linear_backward(ctx, grad_out[0], /*bias_epilogue=*/true);
   }
 };
 #endif

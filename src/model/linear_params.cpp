@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/DeviceGuard.h>
 
 #include "meshtrain/model/column_sum.h"
 #include "meshtrain/model/lt_matmul.h"
@@ -37,6 +38,31 @@ std::pair<at::Tensor, at::Tensor> linear_param_grads(const at::Tensor& dy, const
   }
   return {want.weight ? weight_grad(dy, x, want.weight_dtype) : at::Tensor(),
           want.bias ? bias_grad(dy, want.bias_dtype) : at::Tensor()};
+}
+
+void save_linear(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& wc,
+                 const at::Tensor& w, const at::Tensor& b) {
+  ctx->save_for_backward({x, wc});
+  ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+  ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
+  ctx->saved_data["biased"] = b.numel() > 0;
+}
+
+torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_y,
+                                               bool bias_epilogue) {
+  auto saved = ctx->get_saved_variables();
+  const at::Tensor &x = saved[0], &wc = saved[1];
+  const c10::DeviceGuard guard(x.device());
+  const auto dy = grad_y.to(x.scalar_type()).contiguous();         // [N, out]
+  auto dx = ctx->needs_input_grad(0) ? dy.mm(wc) : at::Tensor();  // [N, in]
+  auto [dw, db] = linear_param_grads(
+      dy, x,
+      {.weight = ctx->needs_input_grad(1),
+       .bias = ctx->needs_input_grad(2) && ctx->saved_data["biased"].toBool(),
+       .weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt()),
+       .bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["b_dtype"].toInt()),
+       .bias_epilogue = bias_epilogue});
+  return {dx, dw, db};
 }
 
 }  // namespace meshtrain::model

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <utility>
 
@@ -37,5 +38,15 @@ struct ParamGrads {
 // cuBLASLt has a kernel for it; otherwise the GEMM and the column sum.
 std::pair<at::Tensor, at::Tensor> linear_param_grads(const at::Tensor& dy, const at::Tensor& x,
                                                      const ParamGrads& want);
+
+// The backward of y = x·Wᵀ (+ b) that the linear functions share (master_linear, bias_linear). Their forward
+// calls save_linear with its input x [N, in] (contiguous, compute dtype), the compute-dtype copy wc of W it
+// multiplied by, and the parameters as given (b empty, [0], where there is none); their backward returns
+// linear_backward's {∂x, ∂W, ∂b}, the parameters' gradients in their own dtypes. bias_epilogue: ∂W and ∂b
+// from one GEMM where cuBLASLt has a kernel for it (train.gemm_epilogues).
+void save_linear(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& wc,
+                 const at::Tensor& w, const at::Tensor& b);
+torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_y,
+                                               bool bias_epilogue);
 
 }  // namespace meshtrain::model

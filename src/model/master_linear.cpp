@@ -29,26 +29,12 @@ class MasterLinear : public torch::autograd::Function<MasterLinear> {
     const auto wc = compute_copy(w, x.scalar_type());  // what autocast's cast would make, kept for ∂x
     const bool biased = b.numel() > 0;
     auto y = biased ? at::addmm(compute_copy(b, x.scalar_type()), x, wc.t()) : at::mm(x, wc.t());
-    ctx->save_for_backward({x, wc});
-    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
-    ctx->saved_data["b_dtype"] = static_cast<int64_t>(b.scalar_type());
-    ctx->saved_data["biased"] = biased;
+    save_linear(ctx, x, wc, w, b);
     return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &wc = saved[1];
-    const c10::DeviceGuard guard(x.device());
-    const auto dy = grad_out[0].to(x.scalar_type()).contiguous();  // [N, out]
-    auto dx = ctx->needs_input_grad(0) ? dy.mm(wc) : at::Tensor();  // [N, in]
-    auto [dw, db] = linear_param_grads(
-        dy, x,
-        {.weight = ctx->needs_input_grad(1),
-         .bias = ctx->needs_input_grad(2) && ctx->saved_data["biased"].toBool(),
-         .weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt()),
-         .bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["b_dtype"].toInt())});
-    return {dx, dw, db};
+    return linear_backward(ctx, grad_out[0], /*bias_epilogue=*/false);
   }
 };
 
