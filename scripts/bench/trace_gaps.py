@@ -15,8 +15,11 @@ import sys
 
 
 def load(path):
-    with open(path) as f:
-        events = json.load(f)
+    try:
+        with open(path) as f:
+            events = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"{path}: cannot read a Chrome trace: {e}")
     events = events.get("traceEvents", events) if isinstance(events, dict) else events
     device = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
                     key=lambda e: e["ts"])
