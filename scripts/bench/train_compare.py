@@ -25,9 +25,11 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # Graph: the forward and backward captured into a CUDA graph and replayed (train.cuda_graph: on).
 # Attention: SDPA restricted to flash attention or to cuDNN attention (train.attention_backend; the default run
 # is SDPA's own pick), to choose the kernel per shape.
+# Adds: without the adds done by the GEMMs (train.fused_adds=false: the residual add and the shared-input
+# gradient sums as add kernels). Tuned: cuBLASLt's candidate kernels timed per shape (train.gemm_tuning).
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
             "meshtrain-no-fused-gelu", "meshtrain-epilogues", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
-            "meshtrain-flash", "meshtrain-cudnn")
+            "meshtrain-flash", "meshtrain-cudnn", "meshtrain-no-fused-adds", "meshtrain-tuned")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -78,6 +80,8 @@ def main():
                 ("meshtrain-graph", mt + ["--cuda-graph"] + common),
                 ("meshtrain-flash", mt + ["--attention", "flash"] + common),
                 ("meshtrain-cudnn", mt + ["--attention", "cudnn"] + common),
+                ("meshtrain-no-fused-adds", mt + ["--set", "train.fused_adds=false"] + common),
+                ("meshtrain-tuned", mt + ["--set", "train.gemm_tuning=true"] + common),
                 ("pytorch-eager", torch_cmd)]
         runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
         if not a.no_compile:

@@ -8,6 +8,7 @@
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/lora_linear.h"
 #include "meshtrain/model/rotary.h"
+#include "meshtrain/model/shared_input_linears.h"
 
 namespace meshtrain::model {
 
@@ -27,9 +28,10 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
                                   LayerKVCache* cache, const Documents* docs) {
   // Head counts follow the weights: under tensor parallelism wq/wk/wv hold only this rank's heads.
   const int64_t n_head = wq->weight.size(0) / head_dim_, n_kv_head = wk->weight.size(0) / head_dim_;
-  auto q = wq->forward(x);  // [B, T, H·hd]; T may differ from x's (sequence parallelism gathers it)
-  auto k = wk->forward(x);
-  auto v = wv->forward(x);
+  // [B, T, H·hd] each; T may differ from x's (sequence parallelism gathers it). One function where the three
+  // can share x: their input gradients summed by the GEMMs (model/shared_input_linears.h).
+  const auto qkv = forward_shared_input({wq.get(), wk.get(), wv.get()}, x);
+  auto q = qkv[0], k = qkv[1], v = qkv[2];
   const int64_t B = q.size(0), T = q.size(1);
   q = q.view({B, T, n_head, head_dim_}).transpose(1, 2);     // [B, H, T, hd]
   k = k.view({B, T, n_kv_head, head_dim_}).transpose(1, 2);  // [B, Hkv, T, hd]

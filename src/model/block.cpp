@@ -21,8 +21,9 @@ at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const 
   auto a = attn->forward(y, cos, sin, cache, docs);
   // The residual add and mlp_norm in one step (one fused kernel on CUDA): h = x + a, n = mlp_norm(h).
   auto [h, n] = mlp_norm->add_forward(xs, drop ? at::dropout(a, dropout_, true) : a);
-  auto m = mlp->forward(n);
-  return h + (drop ? at::dropout(m, dropout_, true) : m);
+  // Without dropout the residual add is the MLP's last GEMM's (MlpImpl::forward_residual).
+  if (!drop) return mlp->forward_residual(n, h);
+  return h + at::dropout(mlp->forward(n), dropout_, true);
 }
 
 }  // namespace meshtrain::model

@@ -6,6 +6,7 @@
 #include "meshtrain/model/fp8_linear.h"
 #include "meshtrain/model/fused_linear_gelu.h"
 #include "meshtrain/model/master_linear.h"
+#include "meshtrain/model/residual_linear.h"
 
 namespace meshtrain::model {
 
@@ -26,6 +27,12 @@ at::Tensor LinearImpl::forward_gelu(const at::Tensor& x, bool fused) {
   if (fused && bias.defined() && fp8_ == Fp8Scaling::off && can_fuse_gelu())
     return fused_linear_gelu(x, weight, bias);
   return at::gelu(forward(x), "tanh");
+}
+
+at::Tensor LinearImpl::forward_residual(const at::Tensor& x, const at::Tensor& r) {
+  if (master_grads_ && fused_adds_ && can_fuse() && residual_linear_applies(x, weight, bias, r))
+    return residual_linear(x, weight, bias, r);
+  return r + forward(x);
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t dim, const at::TensorOptions& opts) {

@@ -10,11 +10,14 @@
 #include <cublasLt.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 #endif
 
 namespace meshtrain::model::lt {
@@ -45,6 +48,10 @@ bool layout_ok(const Gemm& g) {
   if ((g.trans_a ? g.a.size(1) : g.a.size(0)) != m) return false;
   if ((g.trans_b ? g.b.size(1) : g.b.size(0)) != k || (g.trans_b ? g.b.size(0) : g.b.size(1)) != n) return false;
   if (m == 0 || n == 0 || k == 0) return false;  // nothing for cuBLASLt to reduce over; the caller's ops handle it
+  if (g.c.defined()) {
+    if (g.epilogue != Epilogue::kNone && g.epilogue != Epilogue::kBias) return false;
+    if (!is_matrix(g.c) || g.c.sizes() != g.out.sizes() || !same_kind(g.c, g.out)) return false;
+  }
   switch (g.epilogue) {
     case Epilogue::kNone:
       return true;
@@ -152,13 +159,41 @@ Preference preference(const Gemm& g, size_t workspace_bytes) {
   set_pref<uint64_t>(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes);
   set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b.data_ptr()));
   set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a.data_ptr()));
-  set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.out.data_ptr()));
+  set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                     alignment(g.c.defined() ? g.c.data_ptr() : g.out.data_ptr()));
   set_pref<uint32_t>(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.out.data_ptr()));
   return pref;
 }
 
-// What the algorithm search depends on: the problem, the epilogue, every pointer's alignment, the workspace.
-using SearchKey = std::array<int64_t, 16>;
+std::atomic<bool> tuning_on{false};
+
+// One GEMM as cuBLASLt is asked for it: the descriptors, where it runs, its workspace.
+struct Problem {
+  const Gemm& g;
+  cublasLtHandle_t handle;
+  MatmulDesc desc;
+  Layout a_layout, b_layout, d_layout;  // cuBLASLt's A is our b, its B our a; the transposes are in desc
+  void* workspace;
+  size_t workspace_bytes;
+  cudaStream_t stream;
+};
+
+// Whether out is also the GEMM's input c (out +=): its value must survive until the real run.
+bool adds_into_out(const Gemm& g) { return g.c.defined() && g.c.data_ptr() == g.out.data_ptr(); }
+
+// Enqueues p with `algo`, writing `out` (g.out, or a scratch matrix of its shape while timing; one that
+// stands in for an out that is also c stands in for c too).
+cublasStatus_t enqueue(const Problem& p, const cublasLtMatmulAlgo_t& algo, void* out) {
+  const float alpha = 1.0f, beta = p.g.c.defined() ? 1.0f : 0.0f;
+  const void* c = !p.g.c.defined() || adds_into_out(p.g) ? out : p.g.c.data_ptr();
+  return cublasLtMatmul(p.handle, p.desc.get(), &alpha, p.g.b.data_ptr(), p.a_layout.get(), p.g.a.data_ptr(),
+                        p.b_layout.get(), &beta, c, p.d_layout.get(), out, p.d_layout.get(), &algo, p.workspace,
+                        p.workspace_bytes, p.stream);
+}
+
+// What the algorithm search depends on: the problem, the epilogue, every pointer's alignment, the workspace,
+// and whether the answers are timed.
+using SearchKey = std::array<int64_t, 19>;
 
 SearchKey search_key(const Gemm& g, size_t workspace_bytes) {
   const auto align_of = [](const at::Tensor& t) { return t.defined() ? int64_t{alignment(t.data_ptr())} : 0; };
@@ -168,26 +203,80 @@ SearchKey search_key(const Gemm& g, size_t workspace_bytes) {
           static_cast<int64_t>(compute_type(in_dt)),
           g.out.size(0), g.out.size(1), k, g.trans_a, g.trans_b, static_cast<int64_t>(g.epilogue),
           align_of(g.a), align_of(g.b), align_of(g.out), align_of(g.bias), align_of(g.aux),
-          static_cast<int64_t>(workspace_bytes)};
+          static_cast<int64_t>(workspace_bytes), g.c.defined(), align_of(g.c), tuning_on.load()};
 }
 
-// cuBLASLt's pick for a problem, searched once per SearchKey (a search costs tens of µs on the host, a
-// training step repeats the same few shapes); nullopt where it has none.
-std::optional<cublasLtMatmulAlgo_t> find_algo(const Gemm& g, cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                                              cublasLtMatrixLayout_t a_layout, cublasLtMatrixLayout_t b_layout,
-                                              cublasLtMatrixLayout_t d_layout, size_t workspace_bytes) {
+// The heuristic's answers for p, best first: at most `count`.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Problem& p, int count) {
+  const auto pref = preference(p.g, p.workspace_bytes);
+  std::vector<cublasLtMatmulHeuristicResult_t> results(count);
+  int found = 0;
+  const auto s = cublasLtMatmulAlgoGetHeuristic(p.handle, p.desc.get(), p.a_layout.get(), p.b_layout.get(),
+                                                p.d_layout.get(), p.d_layout.get(), pref.get(), count,
+                                                results.data(), &found);
+  results.resize(s == CUBLAS_STATUS_SUCCESS ? found : 0);
+  return results;
+}
+
+// Whether p's candidates can be timed now: not while its stream is captured into a CUDA graph (no
+// synchronisation there), and only where the epilogue writes nothing but out.
+bool can_time(const Problem& p) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(p.stream, &status) != cudaSuccess || status != cudaStreamCaptureStatusNone) return false;
+  return p.g.epilogue == Epilogue::kNone || p.g.epilogue == Epilogue::kBias;
+}
+
+// Milliseconds per run of `algo` writing `out` (the mean of a few after a warm-up); +inf where it fails.
+float time_algo(const Problem& p, const cublasLtMatmulAlgo_t& algo, void* out) {
+  constexpr int kRepeats = 3;
+  constexpr float kFailed = std::numeric_limits<float>::infinity();
+  if (enqueue(p, algo, out) != CUBLAS_STATUS_SUCCESS) return kFailed;
+  cudaEvent_t start = nullptr, end = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess) return kFailed;
+  if (cudaEventCreate(&end) != cudaSuccess) {
+    cudaEventDestroy(start);
+    return kFailed;
+  }
+  bool ok = cudaEventRecord(start, p.stream) == cudaSuccess;
+  for (int i = 0; ok && i < kRepeats; ++i) ok = enqueue(p, algo, out) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && cudaEventRecord(end, p.stream) == cudaSuccess && cudaEventSynchronize(end) == cudaSuccess;
+  float ms = kFailed;
+  if (ok && cudaEventElapsedTime(&ms, start, end) != cudaSuccess) ms = kFailed;
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  return ok ? ms / kRepeats : kFailed;
+}
+
+// The fastest of the candidates on this device (the first where none can be timed).
+cublasLtMatmulAlgo_t fastest(const Problem& p, const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) {
+  if (candidates.size() == 1 || !can_time(p)) return candidates[0].algo;
+  at::Tensor out = p.g.out;  // rewritten by the real run after the timing
+  if (adds_into_out(p.g)) {  // out's value is an input: time into a scratch matrix instead
+    try {
+      out = at::empty_like(p.g.out);
+    } catch (const c10::OutOfMemoryError&) {
+      return candidates[0].algo;
+    }
+  }
+  size_t best = 0;
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (const float ms = time_algo(p, candidates[i].algo, out.data_ptr()); ms < best_ms) best = i, best_ms = ms;
+  return candidates[best].algo;
+}
+
+// The kernel for a problem, chosen once per SearchKey (a search costs tens of µs on the host, tuning a few
+// GEMMs; a training step repeats the same few shapes); nullopt where cuBLASLt has none.
+std::optional<cublasLtMatmulAlgo_t> find_algo(const Problem& p) {
+  constexpr int kTunedCandidates = 8;
   static std::mutex mu;
   static std::map<SearchKey, std::optional<cublasLtMatmulAlgo_t>> found_before;
-  const auto key = search_key(g, workspace_bytes);
+  const auto key = search_key(p.g, p.workspace_bytes);
   const std::lock_guard lock(mu);
   if (auto it = found_before.find(key); it != found_before.end()) return it->second;
-  const auto pref = preference(g, workspace_bytes);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const auto s = cublasLtMatmulAlgoGetHeuristic(handle, desc, a_layout, b_layout, d_layout, d_layout, pref.get(), 1,
-                                                &result, &found);
+  const auto candidates = heuristic(p, tuning_on ? kTunedCandidates : 1);
   std::optional<cublasLtMatmulAlgo_t> algo;
-  if (s == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
+  if (!candidates.empty()) algo = fastest(p, candidates);
   return found_before[key] = algo;
 }
 
@@ -196,28 +285,31 @@ std::optional<cublasLtMatmulAlgo_t> find_algo(const Gemm& g, cublasLtHandle_t ha
 bool run(const Gemm& g) {
   if (!layout_ok(g)) return false;
   const c10::DeviceGuard guard(g.out.device());
-  cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
-  void* workspace = at::cuda::getCUDABlasLtWorkspace();
-  const size_t workspace_bytes = at::cuda::getCUDABlasLtWorkspaceSize();
-  const auto desc = matmul_desc(g);
-  // cuBLASLt's A is our b, its B our a; each layout is the stored matrix, the transposes are in desc.
-  const auto a_layout = layout_of(g.b), b_layout = layout_of(g.a), d_layout = layout_of(g.out);
-  const auto algo =
-      find_algo(g, handle, desc.get(), a_layout.get(), b_layout.get(), d_layout.get(), workspace_bytes);
+  const Problem p{g,
+                  at::cuda::getCurrentCUDABlasLtHandle(),
+                  matmul_desc(g),
+                  layout_of(g.b),
+                  layout_of(g.a),
+                  layout_of(g.out),
+                  at::cuda::getCUDABlasLtWorkspace(),
+                  at::cuda::getCUDABlasLtWorkspaceSize(),
+                  c10::cuda::getCurrentCUDAStream(g.out.device().index()).stream()};
+  const auto algo = find_algo(p);
   if (!algo) return false;  // no kernel for this epilogue, dtype and alignment
-  const float alpha = 1.0f, beta = 0.0f;
-  const auto stream = c10::cuda::getCurrentCUDAStream(g.out.device().index()).stream();
-  check(cublasLtMatmul(handle, desc.get(), &alpha, g.b.data_ptr(), a_layout.get(), g.a.data_ptr(), b_layout.get(),
-                       &beta, g.out.data_ptr(), d_layout.get(), g.out.data_ptr(), d_layout.get(), &*algo,
-                       workspace, workspace_bytes, stream),
-        "matmul");
+  check(enqueue(p, *algo, g.out.data_ptr()), "matmul");
   return true;
 }
+
+void set_tuning(bool on) { tuning_on = on; }
+bool tuning() { return tuning_on; }
 #else
 bool run(const Gemm& g) {
   (void)g;
   return false;
 }
+
+void set_tuning(bool on) { (void)on; }
+bool tuning() { return false; }
 #endif
 
 }  // namespace meshtrain::model::lt

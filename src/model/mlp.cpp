@@ -5,6 +5,7 @@
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/gelu_mlp.h"
 #include "meshtrain/model/lora_linear.h"
+#include "meshtrain/model/shared_input_linears.h"
 
 namespace meshtrain::model {
 
@@ -22,14 +23,26 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu
   }
 }
 
-at::Tensor MlpImpl::forward(const at::Tensor& x) {
+bool MlpImpl::one_function() const {
+  return !swiglu_ && epilogues_ && up->can_fuse() && down->can_fuse() && up->bias.defined() && down->bias.defined();
+}
+
+at::Tensor MlpImpl::hidden(const at::Tensor& x) {
   if (swiglu_) {
-    auto g = gate->forward(x), u = up->forward(x);
-    return down->forward(fused_ ? fused_swiglu(g, u) : at::silu(g) * u);
+    const auto gu = forward_shared_input({gate.get(), up.get()}, x);  // input gradients summed by the GEMMs
+    return fused_ ? fused_swiglu(gu[0], gu[1]) : at::silu(gu[0]) * gu[1];
   }
-  if (epilogues_ && up->can_fuse() && down->can_fuse() && up->bias.defined() && down->bias.defined())
-    return gelu_mlp(x, up->weight, up->bias, down->weight, down->bias);
-  return down->forward(up->forward_gelu(x, fused_gelu_));
+  return up->forward_gelu(x, fused_gelu_);
+}
+
+at::Tensor MlpImpl::forward(const at::Tensor& x) {
+  if (one_function()) return gelu_mlp(x, up->weight, up->bias, down->weight, down->bias);
+  return down->forward(hidden(x));
+}
+
+at::Tensor MlpImpl::forward_residual(const at::Tensor& x, const at::Tensor& r) {
+  if (one_function()) return r + forward(x);
+  return down->forward_residual(hidden(x), r);
 }
 
 }  // namespace meshtrain::model

@@ -6,6 +6,7 @@
 #include "meshtrain/model/fused_cross_entropy.h"
 #include "meshtrain/model/init.h"
 #include "meshtrain/model/linear_cross_entropy.h"
+#include "meshtrain/model/lt_matmul.h"
 #include "meshtrain/model/rotary.h"
 
 namespace meshtrain::model {
@@ -176,6 +177,7 @@ void TransformerImpl::set_fused_kernels(bool on) {
       if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) {
         lin->set_fused_bias(on && gemm_epilogues_);
         lin->set_master_grads(on);
+        lin->set_fused_adds(on && fused_adds_);
       }
   }
 }
@@ -190,10 +192,17 @@ void TransformerImpl::set_gemm_epilogues(bool on) {
   set_fused_kernels(fused_);
 }
 
+void TransformerImpl::set_fused_adds(bool on) {
+  fused_adds_ = on;
+  set_fused_kernels(fused_);
+}
+
 void TransformerImpl::use_kernels(const TrainConfig& train) {
   fused_norm_ = train.fused_norm;
   fused_gelu_ = train.fused_gelu;
   gemm_epilogues_ = train.gemm_epilogues;
+  fused_adds_ = train.fused_adds;
+  lt::set_tuning(train.gemm_tuning);  // process-wide: cuBLASLt's kernel choices serve every model in it
   set_fused_kernels(train.fused_kernels);
 }
 

@@ -30,7 +30,9 @@
 #include "meshtrain/model/linear.h"
 #include "meshtrain/model/lt_matmul.h"
 #include "meshtrain/model/master_linear.h"
+#include "meshtrain/model/residual_linear.h"
 #include "meshtrain/model/rotary.h"
+#include "meshtrain/model/shared_input_linears.h"
 #include "meshtrain/model/transformer.h"
 #include "support/gpu_test_main.h"
 
@@ -557,6 +559,45 @@ TEST(LtMatmulGpu, SixteenBitOperandsIntoFp32Output) {
   }
 }
 
+// c: out = c + op(a)·op(b) (+ bias), c apart from out and c = out (out +=), in bf16 and into fp32 from bf16
+// operands (the residual added to a projection). Against the composite in fp32 of the same rounded operands; a
+// bf16 out within bf16 roundings of the sum. Then the same with tuning on (the heuristic's answers timed, the
+// fastest kept): the same values, and out added into once (the timing writes a scratch matrix, not out).
+TEST(LtMatmulGpu, AddsCIntoOutAndTuningKeepsTheResult) {
+  using model::lt::Epilogue;
+  const auto f = kCuda.dtype(at::kFloat);
+  for (bool tune : {false, true}) {
+    model::lt::set_tuning(tune);
+    for (auto out_dt : {at::kBFloat16, at::kFloat}) {
+      SCOPED_TRACE(::testing::Message() << "tuning " << tune << " out " << c10::toString(out_dt));
+      at::manual_seed(7);
+      auto a = at::randn({96, 256}, f).to(at::kBFloat16), w = at::randn({136, 256}, f).to(at::kBFloat16);
+      auto start = at::randn({96, 136}, f).to(out_dt), bias = at::randn({136}, f).to(out_dt);
+      const auto prod = at::mm(a.to(at::kFloat), w.to(at::kFloat).t());
+      const double rel = out_dt == at::kFloat ? 1e-4 : 2e-2;
+      auto out = at::empty_like(start);
+      ASSERT_TRUE(model::lt::run({.a = a, .b = w, .trans_b = true, .out = out, .c = start}));
+      EXPECT_TRUE(close_scaled(out, start.to(at::kFloat) + prod, rel, rel / 10));
+      out = start.clone();
+      ASSERT_TRUE(model::lt::run({.a = a, .b = w, .trans_b = true, .out = out, .c = out}));
+      EXPECT_TRUE(close_scaled(out, start.to(at::kFloat) + prod, rel, rel / 10));
+      out = start.clone();
+      const bool biased = model::lt::run(
+          {.a = a, .b = w, .trans_b = true, .out = out, .epilogue = Epilogue::kBias, .bias = bias, .c = out});
+      std::printf("[ lt ] BIAS + c -> %s: %s\n", c10::toString(out_dt), biased ? "cuBLASLt" : "no kernel");
+      if (biased) {
+        EXPECT_TRUE(close_scaled(out, start.to(at::kFloat) + prod + bias.to(at::kFloat), rel, rel / 10));
+      }
+      // Epilogues that write more than out take no c; nor does a c of another shape or dtype.
+      auto db = at::empty({96}, kCuda.dtype(out_dt));
+      EXPECT_FALSE(model::lt::run({.a = a, .b = w, .trans_b = true, .out = out, .epilogue = Epilogue::kBGradB,
+                                   .bias = db, .c = out}));
+      EXPECT_FALSE(model::lt::run({.a = a, .b = w, .trans_b = true, .out = out, .c = start.narrow(1, 0, 8)}));
+    }
+  }
+  model::lt::set_tuning(false);
+}
+
 // The column sum (model/column_sum.h) against at::sum in fp64 of the same values: fp32, bf16 and fp16 input,
 // fp32 and 16-bit output, rows 1 (one partial), 7, 1000 (several chunks, the last one short) and 32768 (GPT-2's
 // tokens per micro-batch), widths that take the 16-byte vector path (768, 72 for 16-bit) and the scalar one (50,
@@ -754,6 +795,127 @@ TEST(MasterLinearGpu, MatchesAutocastLinearWithFp32Gradients) {
         }
       }
     }
+  }
+}
+
+// residual_linear (r + x·Wᵀ + b, the add in the GEMM's C) against the composite r + at::linear under autocast:
+// the fp32 sum and every gradient (∂r = ∂y, ∂W and ∂b in fp32), with and without a bias, odd sizes included;
+// against the fp32 reference on the rounded operands within bf16 accumulation.
+TEST(ResidualLinearGpu, MatchesResidualPlusLinearInValueAndGradients) {
+  struct Case {
+    int64_t B, T, in, out;
+  };
+  for (Case c : {Case{1, 3, 72, 48}, Case{2, 5, 72, 50}, Case{2, 300, 3072, 768}}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "B=" << c.B << " T=" << c.T << " in=" << c.in << " out=" << c.out
+                                        << " bias=" << with_bias);
+      at::manual_seed(c.T + c.in + with_bias);
+      const auto f = kCuda.dtype(at::kFloat);
+      const auto dt = at::kBFloat16;
+      auto x0 = at::randn({c.B, c.T, c.in}, f).to(dt);
+      auto w0 = at::randn({c.out, c.in}, f) / std::sqrt(static_cast<double>(c.in));
+      auto b0 = with_bias ? at::randn({c.out}, f) * 0.5 : at::Tensor();
+      auto r0 = at::randn({c.B, c.T, c.out}, f) * 4;
+      auto dy = at::randn({c.B, c.T, c.out}, f);
+      auto leaf = [](const at::Tensor& t) { return t.defined() ? t.clone().requires_grad_(true) : t; };
+      auto x = leaf(x0), w = leaf(w0), b = leaf(b0), r = leaf(r0);
+      auto xc = leaf(x0), wc = leaf(w0), bc = leaf(b0), rc = leaf(r0);
+      at::Tensor y, yc;
+      under_autocast(dt, [&] {
+        ASSERT_TRUE(model::residual_linear_applies(x, w, b, r));
+        y = model::residual_linear(x, w, b, r);
+        yc = rc + at::linear(xc, wc, bc);
+      });
+      ASSERT_TRUE(made_by(y, "ResidualLinear"));
+      EXPECT_EQ(y.scalar_type(), at::kFloat);
+      (y * dy).sum().backward();
+      (yc * dy).sum().backward();
+      const auto rounded = [&](const at::Tensor& t) { return t.to(dt).to(at::kFloat); };
+      auto xr = x0.to(at::kFloat).reshape({-1, c.in}), wr = rounded(w0);
+      auto yr = at::mm(xr, wr.t()) + r0.reshape({-1, c.out});
+      if (with_bias) yr = yr + b0;  // the fp32 bias, added in fp32 (the composite adds its bf16 copy)
+      EXPECT_TRUE(close_scaled(y.reshape({-1, c.out}), yr, 1e-4, 1e-4));
+      EXPECT_TRUE(close_scaled(y, yc, 1e-2, 1e-2));
+      EXPECT_TRUE(at::equal(r.grad(), dy));
+      EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+      const auto dyr = rounded(dy).reshape({-1, c.out});
+      EXPECT_TRUE(close_scaled(w.grad(), at::mm(dyr.t(), xr), 1e-4, 1e-4));
+      EXPECT_TRUE(close_scaled(x.grad(), xc.grad(), 1e-2, 1e-2));
+      EXPECT_TRUE(close_scaled(w.grad(), wc.grad(), 1e-2, 1e-2));
+      if (with_bias) {
+        EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
+        EXPECT_TRUE(close_scaled(b.grad(), dyr.sum(0), 1e-4, 1e-5));
+      }
+    }
+  }
+  // Where it does not apply: the composite (no autocast; a bf16 residual).
+  auto x = at::randn({2, 3, 8}, kCuda.dtype(at::kFloat)), w = at::randn({16, 8}, kCuda.dtype(at::kFloat));
+  auto r = at::randn({2, 3, 16}, kCuda.dtype(at::kFloat));
+  EXPECT_FALSE(model::residual_linear_applies(x, w, at::Tensor(), r));
+  EXPECT_TRUE(at::allclose(model::residual_linear(x, w, at::Tensor(), r), r + at::linear(x, w)));
+  under_autocast(at::kBFloat16, [&] {
+    EXPECT_FALSE(model::residual_linear_applies(x, w.requires_grad_(true), at::Tensor(), r.to(at::kBFloat16)));
+  });
+}
+
+// forward_shared_input (q/k/v, gate/up sharing x) against each layer's own forward: the same outputs, and the
+// same gradients — ∂x summed by the GEMMs — within bf16 accumulation; layers with biases (GPT-2), without
+// (Llama), GQA-sized k/v; one output unused (no gradient reaches its weight). A layer that cannot take part (no master
+// gradients) sends the whole group down the per-layer path.
+TEST(SharedInputLinearsGpu, MatchesSeparateLinearsInValueAndGradients) {
+  for (bool with_bias : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "bias=" << with_bias);
+    at::manual_seed(21 + with_bias);
+    const auto f = kCuda.dtype(at::kFloat);
+    std::vector<model::Linear> fused, plain;
+    for (int64_t out : {96, 32, 32}) {
+      fused.emplace_back(64, out, with_bias, f);
+      plain.emplace_back(64, out, with_bias, f);
+    }
+    for (size_t i = 0; i < fused.size(); ++i) {
+      at::NoGradGuard ng;
+      fused[i]->weight.normal_(0, 0.1);
+      plain[i]->weight.copy_(fused[i]->weight);
+      if (with_bias) {
+        fused[i]->bias.normal_();
+        plain[i]->bias.copy_(fused[i]->bias);
+      }
+      fused[i]->set_master_grads(true);
+      fused[i]->set_fused_adds(true);
+    }
+    auto x0 = at::randn({3, 40, 64}, f);
+    auto x = x0.clone().requires_grad_(true), xp = x0.clone().requires_grad_(true);
+    std::vector<at::Tensor> ys, yp;
+    under_autocast(at::kBFloat16, [&] {
+      ASSERT_TRUE(model::shares_input({fused[0].get(), fused[1].get(), fused[2].get()}, x));
+      ys = model::forward_shared_input({fused[0].get(), fused[1].get(), fused[2].get()}, x);
+      for (auto& l : plain) yp.push_back(l->forward(xp));
+    });
+    ASSERT_TRUE(made_by(ys[0], "SharedInputLinears"));
+    at::Tensor loss = at::zeros({}, f), loss_p = at::zeros({}, f);
+    for (size_t i = 0; i < 2; ++i) {  // the third output unused
+      EXPECT_TRUE(close_scaled(ys[i], yp[i], 1e-2, 1e-2));
+      auto dy = at::randn(ys[i].sizes(), f);
+      loss = loss + (ys[i].to(at::kFloat) * dy).sum();
+      loss_p = loss_p + (yp[i].to(at::kFloat) * dy).sum();
+    }
+    loss.backward();
+    loss_p.backward();
+    EXPECT_TRUE(close_scaled(x.grad(), xp.grad(), 1e-2, 1e-2));
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(fused[i]->weight.grad().scalar_type(), at::kFloat);
+      EXPECT_TRUE(close_scaled(fused[i]->weight.grad(), plain[i]->weight.grad(), 1e-2, 1e-2));
+      if (with_bias) {
+        EXPECT_TRUE(close_scaled(fused[i]->bias.grad(), plain[i]->bias.grad(), 1e-2, 1e-2));
+      }
+    }
+    EXPECT_FALSE(fused[2]->weight.grad().defined() && fused[2]->weight.grad().abs().sum().item<double>() > 0);
+    fused[1]->set_master_grads(false);
+    under_autocast(at::kBFloat16, [&] {
+      EXPECT_FALSE(model::shares_input({fused[0].get(), fused[1].get(), fused[2].get()}, x));
+      auto y2 = model::forward_shared_input({fused[0].get(), fused[1].get(), fused[2].get()}, x);
+      EXPECT_FALSE(made_by(y2[0], "SharedInputLinears"));
+    });
   }
 }
 

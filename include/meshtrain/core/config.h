@@ -158,6 +158,15 @@ namespace meshtrain {
   F(bool, gemm_epilogues, false, "With train.fused_kernels: GPT-2's biases, GELU and bias gradients inside the " \
     "GEMMs' cuBLASLt epilogues (the MLP fc → GELU → proj as one function; every biased linear's bias "        \
     "gradient in its weight-gradient GEMM); off: correct, but 5.6 % slower than the GELU kernel on an H200 (docs/model.md)")                    \
+  F(bool, fused_adds, true, "With train.fused_kernels: adds done by the GEMMs themselves instead of add kernels — " \
+    "the MLP's last projection adds the fp32 residual stream in its epilogue, and the input gradients of q/k/v "  \
+    "and of SwiGLU's gate/up are summed by their GEMMs (CUDA, bf16/fp16 with fp32 master weights; "            \
+    "docs/model.md); false = separate add kernels (to measure this lever on its own)")                          \
+  F(bool, gemm_tuning, false, "Time cuBLASLt's candidate kernels for each GEMM shape meshtrain runs through it " \
+    "(the weight gradients into fp32, the residual projection, the epilogues) on first use and keep the "      \
+    "fastest for the run (docs/model.md); off = cuBLASLt's first pick. The choice rests on timings, so a "     \
+    "restarted run may pick other kernels and differ in the last bits: leave it off where resumes must be "   \
+    "bit-identical")                                                                                            \
   F(std::string, attention_backend, "auto", "Which SDPA kernel runs attention (ATen's per-backend switches, "  \
     "for the whole run; to compare them per shape, `bench train --attention`); checked at start-up against "   \
     "the run's shape, dtype and device, which lists the ones that can run; one of: auto | flash | cudnn | "     \

@@ -30,6 +30,10 @@ class LinearImpl : public ParamModule {
   // gelu_tanh(forward(x)). With `fused`, bias and GELU fused with the matmul (model/fused_linear_gelu.h)
   // where the layer can_fuse_gelu(); otherwise gelu(forward(x)).
   virtual at::Tensor forward_gelu(const at::Tensor& x, bool fused);
+  // r + forward(x), r the fp32 residual stream: the add inside the GEMM (model/residual_linear.h) where the
+  // layer can_fuse(), master_grads() and fused_adds() are on and residual_linear applies; otherwise the add
+  // after forward.
+  at::Tensor forward_residual(const at::Tensor& x, const at::Tensor& r);
   // Whether forward is exactly x·Wᵀ + b on this layer's whole weight, so a fused matmul + bias + GELU may stand
   // in for it. A subclass whose forward computes more or otherwise (adapters, a shard between collectives)
   // answers false.
@@ -46,6 +50,10 @@ class LinearImpl : public ParamModule {
   // at::linear elsewhere; default off, on with train.fused_kernels. Layers that override forward keep theirs.
   void set_master_grads(bool on) { master_grads_ = on; }
   bool master_grads() const { return master_grads_; }
+  // Adds done by the GEMMs: forward_residual's, and the input gradients of layers sharing an input
+  // (model/shared_input_linears.h); default off, on with train.fused_kernels and train.fused_adds.
+  void set_fused_adds(bool on) { fused_adds_ = on; }
+  bool fused_adds() const { return fused_adds_; }
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
@@ -55,6 +63,7 @@ class LinearImpl : public ParamModule {
   std::shared_ptr<Fp8SharedInput> fp8_input_;
   bool fused_bias_ = false;
   bool master_grads_ = false;
+  bool fused_adds_ = false;
 };
 TORCH_MODULE(Linear);
 

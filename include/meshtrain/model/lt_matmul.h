@@ -21,6 +21,17 @@
 //              16F, C/D 32F): a weight gradient written straight into an fp32 master's dtype, no bf16 result
 //              to convert afterwards
 //   bias, aux  out's dtype
+// c: out = c + op(a)·op(b) (+ bias) — cuBLASLt's C with beta 1; c is out's shape and dtype, and may be out itself
+// (out +=) — with kNone or kBias only: the fp32 residual stream added to a projection inside its GEMM, instead of
+// by an add kernel after it.
+//
+// Which kernel runs: cuBLASLt's heuristic ranks its kernels for a problem; its first pick is not always the
+// fastest (fp32-output weight gradients with a long reduction). With set_tuning(true) the first run of each
+// problem (shape, dtypes, epilogue, alignments) times the heuristic's first few answers on the device and keeps
+// the fastest for the rest of the process (torch's TunableOp does the same for its GEMMs). The choice rests on
+// timings, so two processes may choose differently and their results differ in the last bits: off by default,
+// bit-exact resume needs it off (train.gemm_tuning).
+//
 // Requirements cuBLASLt states: aux's leading dimension (N) divisible by 8; alignment of every pointer is
 // passed to the algorithm search, which answers only with kernels that accept it. Where a requirement fails,
 // a size is 0 or the search finds no kernel (fp32 epilogues on some GPUs), run() writes nothing and returns
@@ -42,6 +53,7 @@ struct Gemm {
   Epilogue epilogue = Epilogue::kNone;
   at::Tensor bias;  // kBias, kGeluAuxBias: read, [N]; kDGeluBGrad: written, [N]; kBGradB: written, [M]
   at::Tensor aux;   // kGeluAuxBias: written, [M, N]; kDGeluBGrad: read, [M, N]
+  at::Tensor c;     // kNone, kBias: read, [M, N] like out (or out itself), added to the product
 };
 
 // Whether g's layout keeps cuBLASLt's rules for its epilogue (shapes, dtypes, devices, aux's leading
@@ -51,5 +63,9 @@ bool layout_ok(const Gemm& g);
 // Enqueues g on the current stream of its device. False, with nothing written, where !layout_ok(g) or
 // cuBLASLt has no algorithm for it; a failure of cuBLASLt itself throws meshtrain::Error.
 bool run(const Gemm& g);
+
+// Time the heuristic's answers and keep the fastest per problem (see above); process-wide, off by default.
+void set_tuning(bool on);
+bool tuning();
 
 }  // namespace meshtrain::model::lt

@@ -12,6 +12,9 @@ class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x);  // x: [B, T, D] → [B, T, D]
+  // r + forward(x) for the residual stream r: the add inside the last projection's GEMM where it applies
+  // (LinearImpl::forward_residual).
+  at::Tensor forward_residual(const at::Tensor& x, const at::Tensor& r);
   // SwiGLU's gate through the fused CUDA kernel where it applies (model/fused_swiglu.h; default).
   void set_fused(bool on) { fused_ = on; }
   bool fused() const { return fused_; }
@@ -27,6 +30,9 @@ class MlpImpl : public torch::nn::Module {
   Linear gate{nullptr}, up{nullptr}, down{nullptr};
 
  private:
+  bool one_function() const;               // GPT-2's MLP through gelu_mlp (set_epilogues)
+  at::Tensor hidden(const at::Tensor& x);  // what the last projection reads (after SwiGLU or GELU)
+
   bool swiglu_;
   bool fused_ = true;
   bool fused_gelu_ = true;

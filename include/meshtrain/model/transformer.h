@@ -94,7 +94,12 @@ class TransformerImpl : public torch::nn::Module {
   // on while fused_kernels() and this both hold (default off until measured on a GPU).
   void set_gemm_epilogues(bool on);
   bool gemm_epilogues() const { return gemm_epilogues_; }
-  // Every switch above as the run's train.* keys set them.
+  // The adds the GEMMs do themselves (LinearImpl::set_fused_adds: the residual add in the MLP's last GEMM, the
+  // q/k/v and gate/up input gradients summed by theirs), on while fused_kernels() and this both hold (default on).
+  void set_fused_adds(bool on);
+  bool fused_adds() const { return fused_adds_; }
+  // Every switch above as the run's train.* keys set them, and cuBLASLt's kernel tuning (lt::set_tuning:
+  // train.gemm_tuning, process-wide).
   void use_kernels(const TrainConfig& train);
 
   // Every parameter set to its initial value for `seed` (model/init.h: a function of seed and name only).
@@ -134,6 +139,7 @@ class TransformerImpl : public torch::nn::Module {
   bool fused_norm_ = true;
   bool fused_gelu_ = true;
   bool gemm_epilogues_ = false;
+  bool fused_adds_ = true;
   TransformerHooks hooks_;
 };
 TORCH_MODULE(Transformer);
