@@ -3,7 +3,8 @@
 // peak memory allocated during the calls above what existed before. Prints a table; writes JSON to argv[1]
 // (default fused_kernels_bench.json). The FP8 casts (model/fp8_cast.h) likewise, at the Llama 3.1 8B shape;
 // GPT-2's MLP and a biased projection through the cuBLASLt epilogues (gelu_mlp.h, bias_linear.h); the bias
-// gradient's column sum (column_sum.h) and a linear on fp32 master weights under autocast (master_linear.h).
+// gradient's column sum (column_sum.h), a linear on fp32 master weights under autocast (master_linear.h), and
+// the weight gradient into fp32 four ways (lt_matmul.h) at every projection shape of the three bench models.
 // Exit code 77 without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -21,6 +22,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "meshtrain/core/error.h"
 #include "meshtrain/model/bias_linear.h"
 #include "meshtrain/model/column_sum.h"
 #include "meshtrain/model/fp8_cast.h"
@@ -30,6 +32,7 @@
 #include "meshtrain/model/fused_rope.h"
 #include "meshtrain/model/fused_swiglu.h"
 #include "meshtrain/model/gelu_mlp.h"
+#include "meshtrain/model/lt_matmul.h"
 #include "meshtrain/model/master_linear.h"
 #include "meshtrain/model/rotary.h"
 
@@ -256,6 +259,33 @@ int main(int argc, char** argv) {
     }));
   }
 
+  // The weight gradient of an fp32 master, ∂W = ∂yᵀ·x from bf16 operands, for each projection shape of the
+  // three bench models (rows K = tokens of a micro-batch): the bf16 GEMM then a cast to fp32 (what autocast's
+  // linear did), cuBLASLt into fp32 with its heuristic's first pick and with train.gemm_tuning's timed pick
+  // (model/lt_matmul.h), and ATen's mm with an fp32 out_dtype (cuBLAS's own kernel choice).
+  for (auto [K, M, N, name] : {std::tuple<int64_t, int64_t, int64_t, const char*>{32768, 768, 768, "gpt2 qkvo"},
+                               {32768, 3072, 768, "gpt2 fc"},
+                               {32768, 768, 3072, "gpt2 proj"},
+                               {16384, 2048, 2048, "l1b q,o"},
+                               {16384, 512, 2048, "l1b k,v"},
+                               {16384, 8192, 2048, "l1b w1,w3"},
+                               {16384, 2048, 8192, "l1b w2"},
+                               {8192, 14336, 4096, "l8b w1,w3"},
+                               {8192, 4096, 14336, "l8b w2"}}) {
+    const auto dy = at::randn({K, M}, bf16), x = at::randn({K, N}, bf16);
+    auto dw = at::empty({M, N}, bf16.dtype(at::kFloat));
+    const std::string shape = std::string(name) + " " + std::to_string(M) + "x" + std::to_string(N);
+    rows.push_back(measure("weight_grad", shape, "composite", [&] { (void)dy.t().mm(x).to(at::kFloat); }));
+    for (bool tune : {false, true}) {
+      model::lt::set_tuning(tune);
+      rows.push_back(measure("weight_grad", shape, tune ? "lt-tuned" : "lt", [&] {
+        MT_CHECK(model::lt::run({.a = dy, .trans_a = true, .b = x, .out = dw}), "no cuBLASLt kernel");
+      }));
+    }
+    model::lt::set_tuning(false);
+    rows.push_back(measure("weight_grad", shape, "mm-fp32", [&] { (void)at::mm(dy.t(), x, at::kFloat); }));
+  }
+
   // FP8 casts of train.fp8 at the Llama 3.1 8B shape (mb 4 × T 2048): an activation [8192, 4096] and the MLP's
   // [8192, 14336] in bf16, a weight [14336, 4096] in fp32; both copies (row-major and transposed) each.
   for (auto [R, C, dt, name] : {std::tuple<int64_t, int64_t, at::ScalarType, const char*>{
@@ -274,13 +304,19 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("%-14s %-20s %-10s %10s %12s %8s\n", "op", "shape", "impl", "ms", "extra GiB", "speedup");
+  std::printf("%-14s %-24s %-10s %10s %12s %8s\n", "op", "shape", "impl", "ms", "extra GiB", "speedup");
   std::ofstream js(json_path);
   js << "[\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    const double speedup = r.impl == "fused" ? rows[i - 1].ms / r.ms : 1.0;
-    std::printf("%-14s %-20s %-10s %10.3f %12.3f %8.2f\n", r.op.c_str(), r.shape.c_str(), r.impl.c_str(), r.ms,
+    // Against the same op and shape's composite row (the last one before this row).
+    double speedup = 1.0;
+    for (size_t j = i; j-- > 0;)
+      if (rows[j].impl == "composite" && rows[j].op == r.op && rows[j].shape == r.shape) {
+        speedup = rows[j].ms / r.ms;
+        break;
+      }
+    std::printf("%-14s %-24s %-10s %10.3f %12.3f %8.2f\n", r.op.c_str(), r.shape.c_str(), r.impl.c_str(), r.ms,
                 r.extra_gib, speedup);
     js << "  {\"op\": \"" << r.op << "\", \"shape\": \"" << r.shape << "\", \"impl\": \"" << r.impl
        << "\", \"ms\": " << r.ms << ", \"extra_gib\": " << r.extra_gib << ", \"speedup\": " << speedup << "}"
