@@ -7,7 +7,10 @@ Prints the device's busy share of the traced span, the idle time in gaps of at l
 stretches show as many small gaps, host synchronisations as a few long ones), and the longest gaps, each with
 the device event before it and the CPU ops running while the device sat idle (the host work it waited on).
 
-Usage: trace_gaps.py TRACE.json [--min-us 5] [--top 15]
+With --detail K, the K longest gaps are printed again with every CPU op that overlapped them, in time order:
+its start relative to the gap's start, its duration and its name (what to trim or move off the step's path).
+
+Usage: trace_gaps.py TRACE.json [--min-us 5] [--top 15] [--detail 0]
 """
 import argparse
 import json
@@ -32,6 +35,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--min-us", type=float, default=5.0, help="gaps shorter than this are not counted")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--detail", type=int, default=0, help="list the CPU ops of the K longest gaps")
     a = ap.parse_args()
     device, cpu = load(a.trace)
     if not device:
@@ -56,6 +60,11 @@ def main():
     for length, s, t, before in sorted(counted, key=lambda g: -g[0])[:a.top]:
         during = sorted({c["name"] for c in cpu if c["ts"] < t and c["ts"] + c.get("dur", 0) > s})
         print(f"{length:9.1f}  {before['name'][:50]}  |  {', '.join(n[:40] for n in during[:6])}")
+    for length, s, t, before in sorted(counted, key=lambda g: -g[0])[:a.detail]:
+        print(f"\ngap of {length:.1f} us after {before['name'][:60]}:")
+        print(f"{'start us':>9} {'dur us':>9}  CPU op")
+        for c in sorted((c for c in cpu if c["ts"] < t and c["ts"] + c.get("dur", 0) > s), key=lambda c: c["ts"]):
+            print(f"{c['ts'] - s:9.1f} {c.get('dur', 0):9.1f}  {c['name'][:90]}")
 
 
 if __name__ == "__main__":
