@@ -5,8 +5,9 @@
 // make_optimizer() picks one from optimizer.offload.
 //
 // Per step:  gradients_ready() (the backward is queued) → the layout's clip_grad_norm, with max_norm 0 when
-//            scales_gradients() or steps_on_device() → step(lr, clip coefficient), or device_step(lr, clip
-//            divisor, skip flag) where steps_on_device(): no host read between the backward and the update
+//            scales_gradients() or steps_on_device() → where steps_on_device(): device_step(lr, clip divisor,
+//            skip flag), no host read between the backward and the update; otherwise step(lr, clip coefficient)
+//            once the host has read that the step is finite
 // The live parameters were written (loaded, broadcast) → parameters_changed()
 // Before the parameters are read outside the step loop (evaluation, a checkpoint, the end of the run) →
 // settle(): an update still in flight (optimizer.offload_delay) lands first.
