@@ -2,9 +2,18 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::train {
+namespace {
+
+std::optional<at::Tensor> optional(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+
+}  // namespace
 
 AdamW::AdamW(std::vector<Param> params, const OptimizerConfig& cfg) : Optimizer(std::move(params)), cfg_(cfg) {
   for (const auto& p : params_) {
@@ -15,8 +24,18 @@ AdamW::AdamW(std::vector<Param> params, const OptimizerConfig& cfg) : Optimizer(
   }
 }
 
-void AdamW::step(double lr, double /*grad_scale: the layout clipped already*/) {
+void AdamW::step(double lr, double /*grad_scale: the layout clipped already*/) { update(lr, {}, {}); }
+
+void AdamW::device_step(double lr, const at::Tensor& grad_divisor, const at::Tensor& skip) {
+  MT_CHECK(skip.defined() && skip.dim() == 0 && skip.scalar_type() == at::kFloat,
+           "AdamW::device_step: the skip flag must be an fp32 scalar tensor");
+  update(lr, grad_divisor, skip);
+}
+
+void AdamW::update(double lr, const at::Tensor& grad_divisor, const at::Tensor& skip) {
   at::NoGradGuard no_grad;
+  // A skipped step counts 0 (1 - skip), as torch's GradScaler makes the fused optimizers do, without a host read.
+  const at::Tensor count = skip.defined() ? 1.0 - skip : at::Tensor();
   for (int decay = 0; decay < 2; ++decay) {
     std::vector<at::Tensor> ps, gs, m, v, st;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -30,9 +49,14 @@ void AdamW::step(double lr, double /*grad_scale: the layout clipped already*/) {
     }
     if (ps.empty()) continue;
     // The fused kernel does not count steps itself (torch.optim increments before calling it too).
-    at::_foreach_add_(st, 1.0);
-    at::_fused_adamw_(ps, gs, m, v, {}, st, lr, cfg_.beta1, cfg_.beta2, decay ? cfg_.weight_decay : 0.0,
-                      cfg_.eps, /*amsgrad=*/false, /*maximize=*/false);
+    if (count.defined())
+      at::_foreach_add_(st, count);
+    else
+      at::_foreach_add_(st, 1.0);
+    // grad_scale: each gradient is divided by it inside the kernel (and written back so). found_inf: where it
+    // is exactly 1 the kernel returns before touching anything (ATen's CPU and CUDA kernels alike).
+    at::_fused_adamw_(ps, gs, m, v, {}, st, lr, cfg_.beta1, cfg_.beta2, decay ? cfg_.weight_decay : 0.0, cfg_.eps,
+                      /*amsgrad=*/false, /*maximize=*/false, optional(grad_divisor), optional(skip));
   }
 }
 

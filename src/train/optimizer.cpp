@@ -26,6 +26,12 @@ std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const Op
   return opt;
 }
 
+void Optimizer::device_step(double lr, const at::Tensor& grad_divisor, const at::Tensor& skip) {
+  (void)lr, (void)grad_divisor, (void)skip;
+  MT_CHECK(false, "device_step: this optimizer cannot take the clip and the skip as device tensors "
+                  "(steps_on_device() is false)");
+}
+
 void Optimizer::load_state_tensors(const std::map<std::string, at::Tensor>& saved, const std::string& prefix) {
   at::NoGradGuard no_grad;
   for (auto& [name, t] : state_tensors()) {

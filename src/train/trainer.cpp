@@ -124,13 +124,20 @@ class TrainingRun {
   int64_t step_loss_tokens(int64_t local);
   struct StepOutcome {
     at::Tensor loss_sum, grad_norm;  // summed micro-batch losses, pre-clip gradient norm (on the device)
-    bool applied = true;             // false: non-finite, the update was skipped
+    // 1 where the loss or norm was non-finite on some rank and the update was skipped, else 0 (a 0-dim tensor,
+    // on the device where the optimizer decided there): read only once the step has finished.
+    at::Tensor skipped;
   };
   // grad_accum micro-batches through the layout's forward_backward, clipping, then AdamW — unless the loss
   // or gradient norm is non-finite on any rank, when every rank skips the update.
   StepOutcome train_step(int64_t step);
+  // The optimizer's step where it can decide on the device (Optimizer::steps_on_device()): the clip divisor
+  // and the skip flag are device tensors, so the update is queued behind the backward with no host read.
+  at::Tensor device_decided_step(int64_t step, const at::Tensor& loss_sum, const at::Tensor& grad_norm);
   // Whether every rank's loss and the (global) gradient norm are finite. One host read per step.
   bool step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm);
+  // 1 (fp32 0-dim, on the device) where any rank's loss or the gradient norm is non-finite, else 0; no host read.
+  at::Tensor nonfinite_on_any_rank(const at::Tensor& loss_sum, const at::Tensor& grad_norm);
   // After a skipped update: a warning, and a UserError once train.max_nonfinite_steps are skipped in a row.
   void check_nonfinite_streak(int64_t done);
   // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
@@ -419,8 +426,14 @@ TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   at::Tensor loss_sum = graph_step_ ? graph_step_->forward_backward(batches) : par_->forward_backward(batches);
   StepScope optimizer_scope("meshtrain::optimizer");  // clipping, the finiteness check and AdamW
   opt_->gradients_ready();  // an offloaded optimizer starts moving gradients to the host
-  // An optimizer that scales the gradients itself gets the clip coefficient, computed as the layouts do.
   const double max_norm = cfg_.optimizer.grad_clip;
+  if (opt_->steps_on_device()) {
+    at::Tensor grad_norm = par_->clip_grad_norm(0.0);
+    at::Tensor skipped = device_decided_step(step, loss_sum, grad_norm);
+    par_->after_optimizer_step();
+    return {loss_sum, grad_norm, skipped};
+  }
+  // An optimizer that scales the gradients itself gets the clip coefficient, computed as the layouts do.
   const bool scaled_inside = opt_->scales_gradients();
   at::Tensor grad_norm = par_->clip_grad_norm(scaled_inside ? 0.0 : max_norm);
   // A skipped update leaves parameters and optimizer state (step counters too) as they were; the gradients
@@ -431,7 +444,21 @@ TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
     clip = at::clamp_max(max_norm / (grad_norm.to(at::kFloat) + 1e-6), 1.0).item<double>();
   if (applied) opt_->step(schedule_->at(step), clip);
   par_->after_optimizer_step();
-  return {loss_sum, grad_norm, applied};
+  return {loss_sum, grad_norm, at::scalar_tensor(applied ? 0.0 : 1.0, at::kFloat)};
+}
+
+at::Tensor TrainingRun::device_decided_step(int64_t step, const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
+  // The host reading the norm would idle the device between the backward and the optimizer kernels, and
+  // clipping in place would cost a pass over every gradient: the fused kernel divides each gradient by
+  // max(1, norm / max_norm) (the layouts' min(1, max_norm / norm) inverted, within fp32 rounding) and
+  // leaves everything as it was where the skip flag is 1.
+  at::Tensor skipped = nonfinite_on_any_rank(loss_sum, grad_norm);
+  const double max_norm = cfg_.optimizer.grad_clip;
+  at::Tensor divisor;
+  if (max_norm > 0)
+    divisor = at::clamp_min((grad_norm.to(skipped.device(), at::kFloat) + 1e-6) / max_norm, 1.0);
+  opt_->device_step(schedule_->at(step), divisor, skipped);
+  return skipped;
 }
 
 bool TrainingRun::step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
@@ -441,6 +468,17 @@ bool TrainingRun::step_is_finite(const at::Tensor& loss_sum, const at::Tensor& g
   const bool finite = at::isfinite(both).all().item<bool>();
   // The gradient norm is global, but the loss is this rank's: every rank must skip the same steps.
   return mean_over_ranks(finite ? 0.0 : 1.0) == 0.0;
+}
+
+at::Tensor TrainingRun::nonfinite_on_any_rank(const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
+  const at::Tensor both =
+      at::stack({loss_sum.to(w_.device, at::kFloat).reshape({}), grad_norm.to(w_.device, at::kFloat).reshape({})});
+  at::Tensor skipped = at::isfinite(both).all().logical_not().to(at::kFloat);
+  // The gradient norm is global, but the loss is this rank's: every rank must skip the same steps. Max keeps
+  // the flag exactly 0 or 1, which the fused kernel needs. On the device (NCCL) the reduction is queued, not
+  // waited for; a host-only backend stages it through host memory.
+  if (w_.comm) w_.comm->all_reduce(skipped, comm::ReduceOp::Max)->wait();
+  return skipped;
 }
 
 void TrainingRun::check_nonfinite_streak(int64_t done) {
@@ -640,7 +678,8 @@ TrainResult TrainingRun::run() {
     const double waited_s =
         (comm::blocked_in_wait_seconds() - blocked0) + (comm::device_wait_seconds() - device_wait0);
     const double compute_s = std::max(0.0, step_s - waited_s);
-    auto [loss_sum, grad_norm, applied] = outcome;
+    auto [loss_sum, grad_norm, skipped] = outcome;
+    const bool applied = skipped.item<float>() == 0;  // the device finished the step above: no wait here
     if (auto profile = profiler_->after_step(step); profile && w_.world.rank == 0)
       log::progress("%s(trace and summary of every rank in %s)", profile_table(*profile, 25).c_str(),
                     profiler_->dir().c_str());

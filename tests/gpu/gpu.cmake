@@ -37,3 +37,14 @@ meshtrain_gpu_test(fp8_cast fp8_cast_test.cpp)
 # train.attention_backend: flash and cuDNN attention against the math backend, loss and gradients within bf16
 # rounding (Llama with GQA, GPT-2), and the backends each bench shape can run (label gpu; exit 77 without a GPU).
 meshtrain_gpu_test(attention_backend attention_backend_test.cpp)
+
+# AdamW's step with the clip divisor and the skip flag as device tensors (the trainer's step without a host
+# read) through ATen's CUDA fused kernel: equal to the in-place clip, a skip leaves everything bit-identical
+# (label gpu; exit 77 without a GPU).
+add_executable(adamw_device_step_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/adamw_device_step_test.cpp)
+target_link_libraries(adamw_device_step_gpu_tests PRIVATE meshtrain_train GTest::gtest)
+meshtrain_warnings(adamw_device_step_gpu_tests)
+meshtrain_use_torch(adamw_device_step_gpu_tests)
+target_include_directories(adamw_device_step_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
+add_test(NAME gpu.adamw_device_step COMMAND adamw_device_step_gpu_tests)
+set_tests_properties(gpu.adamw_device_step PROPERTIES LABELS "gpu;train" TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -5,7 +5,9 @@
 // make_optimizer() picks one from optimizer.offload.
 //
 // Per step:  gradients_ready() (the backward is queued) → the layout's clip_grad_norm, with max_norm 0 when
-//            scales_gradients() → step(lr, clip coefficient)
+//            scales_gradients() or steps_on_device() → where steps_on_device(): device_step(lr, clip divisor,
+//            skip flag), no host read between the backward and the update; otherwise step(lr, clip coefficient)
+//            once the host has read that the step is finite
 // The live parameters were written (loaded, broadcast) → parameters_changed()
 // Before the parameters are read outside the step loop (evaluation, a checkpoint, the end of the run) →
 // settle(): an update still in flight (optimizer.offload_delay) lands first.
@@ -40,11 +42,19 @@ class Optimizer {
   // Whether step() applies the clip coefficient itself: the caller then takes the norm without clipping and
   // passes min(1, max_norm / (norm + 1e-6)). Otherwise the layout clips the gradients in place.
   virtual bool scales_gradients() const { return false; }
+  // Whether device_step() is available: the clip and the skip decision arrive as device tensors, so the
+  // update is queued behind the backward without the host reading the norm first.
+  virtual bool steps_on_device() const { return false; }
   // The step's backward has been queued and the gradients are final: an optimizer that moves them starts here.
   virtual void gradients_ready() {}
   // One update with learning rate `lr`; gradients scaled by `grad_scale` first (only where scales_gradients()).
   // Parameters without a gradient are skipped.
   virtual void step(double lr, double grad_scale = 1.0) = 0;
+  // One update with learning rate `lr` decided on the device (only where steps_on_device()): each gradient
+  // divided by `grad_divisor` (fp32 0-dim on the parameters' device, max(1, norm / max_norm); undefined: not
+  // scaled) and, where `skip` (fp32 0-dim there, exactly 0 or 1) is 1, parameters and state left exactly as
+  // they were, step counters included. Parameters without a gradient are skipped.
+  virtual void device_step(double lr, const at::Tensor& grad_divisor, const at::Tensor& skip);
   // The live parameters were written from outside (a checkpoint loaded, replicas broadcast): a copy of them
   // is brought up to date.
   virtual void parameters_changed() {}

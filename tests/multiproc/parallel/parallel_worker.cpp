@@ -409,12 +409,19 @@ int run(const Args& a) {
       return 0;
     }
     const double loss_sum = par->forward_backward(batches).item<double>() / static_cast<double>(a.accum);
-    // As the trainer steps (train/optimizer.h): an offloaded optimizer takes the clip coefficient itself.
+    // As the trainer steps (train/optimizer.h): AdamW on the device takes the clip as a divisor in its kernel
+    // (no step is skipped here: the losses are finite); an offloaded optimizer takes the clip coefficient.
     opt->gradients_ready();
     const double max_norm = cfg.optimizer.grad_clip;
-    const at::Tensor norm = par->clip_grad_norm(opt->scales_gradients() ? 0.0 : max_norm);
-    const double clip = opt->scales_gradients() ? at::clamp_max(max_norm / (norm.to(at::kFloat) + 1e-6), 1.0).item<double>() : 1.0;
-    opt->step(cfg.optimizer.lr, clip);
+    if (opt->steps_on_device()) {
+      const at::Tensor norm = par->clip_grad_norm(0.0).to(device, at::kFloat);
+      const at::Tensor divisor = at::clamp_min((norm + 1e-6) / max_norm, 1.0);
+      opt->device_step(cfg.optimizer.lr, divisor, at::zeros({}, at::TensorOptions(at::kFloat).device(device)));
+    } else {
+      const at::Tensor norm = par->clip_grad_norm(opt->scales_gradients() ? 0.0 : max_norm);
+      const double clip = opt->scales_gradients() ? at::clamp_max(max_norm / (norm.to(at::kFloat) + 1e-6), 1.0).item<double>() : 1.0;
+      opt->step(cfg.optimizer.lr, clip);
+    }
     // Gradients are still there until after_optimizer_step (the plain model drops them).
     // The planner's per-rank count does not split the model into pipeline stages yet (docs/plan.md).
     if (a.check_plan && a.pp == 1 && step + 1 == a.steps)

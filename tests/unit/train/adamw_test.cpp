@@ -5,6 +5,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/train/adamw.h"
+#include "support/adamw_device_step.h"
 
 using namespace meshtrain;
 
@@ -53,4 +54,21 @@ TEST(AdamW, StateRoundTripAndShapeErrors) {
   EXPECT_TRUE(at::equal(b.state_tensors().at("w.exp_avg"), a.state_tensors().at("w.exp_avg")));
   saved["optim.w.exp_avg"] = at::zeros({3});
   EXPECT_THROW(b.load_state_tensors(saved, "optim."), UserError);
+}
+
+// The trainer's step without a host read (train/trainer.cpp): the clip as a divisor inside the fused kernel.
+TEST(AdamW, DeviceStepDividesByTheClipAsTheLayoutsClipInPlace) {
+  testing_support::expect_divisor_matches_in_place_clip(at::Device(at::kCPU));
+}
+
+// A skip flag of 1 leaves parameters and state untouched, and the run continues as if the step never came.
+TEST(AdamW, DeviceStepSkipLeavesParametersAndStateUntouched) {
+  testing_support::expect_skip_leaves_state(at::Device(at::kCPU));
+}
+
+TEST(AdamW, OnlyAnOptimizerOnTheDeviceStepsFromDeviceFlags) {
+  OptimizerConfig c;
+  train::AdamW a({{"w", at::ones({2}).requires_grad_(), true}}, c);
+  EXPECT_TRUE(a.steps_on_device());
+  EXPECT_THROW(a.device_step(0.1, at::Tensor(), at::zeros({1})), Error) << "the flag must be a 0-dim fp32 tensor";
 }
