@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
 #ifdef MESHTRAIN_WITH_CUDA
@@ -14,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint.h"
@@ -128,6 +132,30 @@ class TrainingRun {
     // on the device where the optimizer decided there): read only once the step has finished.
     at::Tensor skipped;
   };
+  // A step queued on the device whose bookkeeping is still to do. run() keeps at most one step in flight: the
+  // host does one step's bookkeeping (the log line, telemetry, the next batch) while the device computes the
+  // next, instead of the device idling between steps while the host catches up.
+  struct QueuedStep {
+    int64_t step = 0;
+    Clock::time_point t0;
+    double blocked0 = 0, device_wait0 = 0;  // the comm wait clocks when the step began
+    // {summed loss, pre-clip gradient norm, skipped (1) or applied (0)}, fp32, copied to host memory behind
+    // the step's kernels; readable once `end` has passed.
+    at::Tensor host_values;
+    std::optional<c10::Event> end;  // recorded after the step's last kernel (CUDA)
+  };
+  // Queues step `step`: its batches, forward, backward and update, and the copy of its outcome to the host.
+  QueuedStep queue_step(int64_t step);
+  // Whether step's bookkeeping may wait until the next step is queued: nothing between the two needs the
+  // device finished (evaluation, a checkpoint, the last step, the end of the profiled steps), the optimizer
+  // decides on the device, and another skipped update cannot reach train.max_nonfinite_steps here.
+  bool may_overlap(int64_t step) const;
+  // Waits for q's device work (with `whole_device`, every stream's, as before a checkpoint), then its timing,
+  // the non-finite streak (UserError at the limit) and the log line. Returns the agreed stop signal
+  // (collective; 0: none).
+  int finish_step(const QueuedStep& q, bool whole_device);
+  // After a finished step: evaluation, a checkpoint, and the stop on `sig`. False: the run stops here.
+  bool end_of_step(int64_t step, int sig);
   // grad_accum micro-batches through the layout's forward_backward, clipping, then AdamW — unless the loss
   // or gradient norm is non-finite on any rank, when every rank skips the update.
   StepOutcome train_step(int64_t step);
@@ -142,8 +170,7 @@ class TrainingRun {
   void check_nonfinite_streak(int64_t done);
   // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
   void check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks);
-  void log_step(int64_t done, double step_s, double compute_s, const at::Tensor& loss_sum,
-                const at::Tensor& grad_norm, double lr);
+  void log_step(int64_t done, double step_s, double compute_s, double loss_sum, double grad_norm, double lr);
   double evaluate();
   void save(int64_t step);
   // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
@@ -164,6 +191,7 @@ class TrainingRun {
   model::Transformer net_{nullptr};
   std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
   std::unique_ptr<CudaGraphStep> graph_step_;  // train.cuda_graph: the step's forward + backward replayed
+  Clock::time_point last_step_end_;            // when the host saw the previous step finish
   std::unique_ptr<Optimizer> opt_;  // AdamW on the device or offloaded (train/optimizer.h)
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;  // train_loader_ null for synthetic data
@@ -496,10 +524,9 @@ void TrainingRun::check_nonfinite_streak(int64_t done) {
                       " (lower optimizer.lr, set optimizer.grad_clip, or check the data)"));
 }
 
-void TrainingRun::log_step(int64_t done, double step_s, double compute_s, const at::Tensor& loss_sum,
-                           const at::Tensor& grad_norm_t, double lr) {
-  const double loss = mean_over_ranks(loss_sum.item<double>() / static_cast<double>(cfg_.train.grad_accum));
-  const double grad_norm = grad_norm_t.item<double>();
+void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double loss_sum, double grad_norm,
+                           double lr) {
+  const double loss = mean_over_ranks(loss_sum / static_cast<double>(cfg_.train.grad_accum));
   if (done == start_step_ + 1) result_.first_loss = loss;
   result_.last_loss = loss;
   const double tok_s = static_cast<double>(tokens_per_step_) / step_s;
@@ -658,60 +685,102 @@ void TrainingRun::sample() {
   log::progress("sample (temperature 0.8, top-k 40):\n%s", data::decode_bytes(out).c_str());
 }
 
+TrainingRun::QueuedStep TrainingRun::queue_step(int64_t step) {
+  profiler_->before_step(step);
+  QueuedStep q{.step = step, .t0 = Clock::now(), .blocked0 = comm::blocked_in_wait_seconds(),
+               .device_wait0 = comm::device_wait_seconds()};
+  slow_rank_delay(w_.world.rank);
+  StepScope step_scope("meshtrain::step");
+  const StepOutcome outcome = train_step(step);
+  const auto f32 = at::TensorOptions(at::kFloat);
+  const auto values = at::stack({outcome.loss_sum.to(w_.device, at::kFloat).reshape({}),
+                                 outcome.grad_norm.to(w_.device, at::kFloat).reshape({}),
+                                 outcome.skipped.to(w_.device, at::kFloat).reshape({})});
+  // Pinned on CUDA, so the copy queues behind the step rather than waiting for it.
+  q.host_values = at::empty({3}, f32.pinned_memory(w_.cuda));
+  q.host_values.copy_(values, /*non_blocking=*/w_.cuda);
+  if (w_.cuda) {
+    q.end.emplace(c10::DeviceType::CUDA);
+    q.end->record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(w_.device));
+  }
+  return q;
+}
+
+bool TrainingRun::may_overlap(int64_t step) const {
+  const int64_t done = step + 1;
+  const bool eval = (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0);
+  const bool save = cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0;
+  return w_.cuda && opt_->steps_on_device() && !graph_step_ && done < cfg_.train.steps && !eval && !save &&
+         !profiler_->ends_at(step) && nonfinite_streak_ + 1 < cfg_.train.max_nonfinite_steps;
+}
+
+int TrainingRun::finish_step(const QueuedStep& q, bool whole_device) {
+  if (q.end) q.end->synchronize();
+  if (w_.cuda && whole_device) torch::cuda::synchronize(w_.device.index());  // side streams: offload copies
+  const auto now = Clock::now();
+  // From when the device could start it: its own start, or the previous step's end where it was queued behind it.
+  const double step_s = std::chrono::duration<double>(now - std::max(q.t0, last_step_end_)).count();
+  last_step_end_ = now;
+  // This rank's own work: the step less its waits for the others (a straggler waits least): the host's
+  // (CPU backend) and the GPU's inside NCCL collectives (comm/wait_clock.h).
+  const double waited_s =
+      (comm::blocked_in_wait_seconds() - q.blocked0) + (comm::device_wait_seconds() - q.device_wait0);
+  const double compute_s = std::max(0.0, step_s - waited_s);
+  const float* v = q.host_values.const_data_ptr<float>();
+  const bool applied = v[2] == 0;
+  if (auto profile = profiler_->after_step(q.step); profile && w_.world.rank == 0)
+    log::progress("%s(trace and summary of every rank in %s)", profile_table(*profile, 25).c_str(),
+                  profiler_->dir().c_str());
+  result_.step_seconds.push_back(step_s);
+  // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
+  ema_step_s_ = q.step <= start_step_ + 1 ? step_s : 0.9 * ema_step_s_ + 0.1 * step_s;
+  const int64_t done = q.step + 1;
+  nonfinite_streak_ = applied ? 0 : nonfinite_streak_ + 1;
+  nonfinite_skipped_ += applied ? 0 : 1;
+  if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || done == cfg_.train.steps ||
+      q.step == start_step_ || !applied)
+    log_step(done, step_s, compute_s, v[0], v[1], schedule_->at(q.step));
+  if (!applied) check_nonfinite_streak(done);
+  result_.steps_done = done;
+  return agreed_stop_signal();
+}
+
+bool TrainingRun::end_of_step(int64_t step, int sig) {
+  const int64_t done = step + 1;
+  const bool last = done == cfg_.train.steps;
+  if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
+    if (const double val = evaluate(); val >= 0) {
+      result_.last_val_loss = val;
+      log::progress("step %6lld | validation loss %.4f", static_cast<long long>(done), val);
+      metrics_->write({{"step", done}, {"val_loss", val}});
+    }
+  }
+  const bool saved = (cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0 && !last) ||
+                     (last && cfg_.checkpoint.save_final);
+  if (saved) save(done);
+  if (sig == 0 || last) return true;
+  log::progress("stop signal %d (%s) at step %lld: saving a checkpoint and exiting", sig, strsignal(sig),
+                static_cast<long long>(done));
+  if (!saved) save(done);
+  result_.stop_signal = sig;
+  return false;
+}
+
 TrainResult TrainingRun::run() {
   result_.steps_done = start_step_;
   run_start_ = Clock::now();
+  std::optional<QueuedStep> in_flight;  // queued; its bookkeeping waits until the next step is queued
   for (int64_t step = start_step_; step < cfg_.train.steps; ++step) {
-    profiler_->before_step(step);
-    const auto t0 = Clock::now();
-    const double blocked0 = comm::blocked_in_wait_seconds(), device_wait0 = comm::device_wait_seconds();
-    slow_rank_delay(w_.world.rank);
-    StepOutcome outcome;
-    {
-      StepScope step_scope("meshtrain::step");
-      outcome = train_step(step);
-      if (w_.cuda) torch::cuda::synchronize(w_.device.index());
+    QueuedStep q = queue_step(step);
+    int sig = 0;
+    if (in_flight) sig = finish_step(*std::exchange(in_flight, std::nullopt), /*whole_device=*/false);
+    // A stop signal seen while this step ran: the run stops after it, with its checkpoint.
+    if (sig == 0 && may_overlap(step)) {
+      in_flight = std::move(q);
+      continue;
     }
-    const double step_s = seconds_since(t0);
-    // This rank's own work: the step less its waits for the others (a straggler waits least): the host's
-    // (CPU backend) and the GPU's inside NCCL collectives (comm/wait_clock.h).
-    const double waited_s =
-        (comm::blocked_in_wait_seconds() - blocked0) + (comm::device_wait_seconds() - device_wait0);
-    const double compute_s = std::max(0.0, step_s - waited_s);
-    auto [loss_sum, grad_norm, skipped] = outcome;
-    const bool applied = skipped.item<float>() == 0;  // the device finished the step above: no wait here
-    if (auto profile = profiler_->after_step(step); profile && w_.world.rank == 0)
-      log::progress("%s(trace and summary of every rank in %s)", profile_table(*profile, 25).c_str(),
-                    profiler_->dir().c_str());
-    result_.step_seconds.push_back(step_s);
-    // The first step pays for warm-up (allocations, thread start); the ETA starts from the second.
-    ema_step_s_ = step <= start_step_ + 1 ? step_s : 0.9 * ema_step_s_ + 0.1 * step_s;
-
-    const int64_t done = step + 1;
-    const bool last = done == cfg_.train.steps;
-    nonfinite_streak_ = applied ? 0 : nonfinite_streak_ + 1;
-    nonfinite_skipped_ += applied ? 0 : 1;
-    if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || last || step == start_step_ || !applied)
-      log_step(done, step_s, compute_s, loss_sum, grad_norm, schedule_->at(step));
-    if (!applied) check_nonfinite_streak(done);
-    if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
-      if (const double val = evaluate(); val >= 0) {
-        result_.last_val_loss = val;
-        log::progress("step %6lld | validation loss %.4f", static_cast<long long>(done), val);
-        metrics_->write({{"step", done}, {"val_loss", val}});
-      }
-    }
-    const bool saved = (cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0 && !last) ||
-                       (last && cfg_.checkpoint.save_final);
-    if (saved) save(done);
-    result_.steps_done = done;
-    if (const int sig = agreed_stop_signal(); sig != 0 && !last) {
-      log::progress("stop signal %d (%s) at step %lld: saving a checkpoint and exiting", sig, strsignal(sig),
-                    static_cast<long long>(done));
-      if (!saved) save(done);
-      result_.stop_signal = sig;
-      break;
-    }
+    sig = std::max(sig, finish_step(q, /*whole_device=*/true));
+    if (!end_of_step(step, sig)) break;
   }
 
   opt_->settle();  // the checksum, the sample and the caller see the last update

@@ -55,6 +55,11 @@ add_test(NAME e2e.trainer_resume_gpu
          COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
                  ${CMAKE_SOURCE_DIR} gpu)
 set_tests_properties(e2e.trainer_resume_gpu PROPERTIES LABELS "e2e;ckpt;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)
+# One process on one GPU, a step in flight while the host logs the previous one: a resume continues exactly.
+add_test(NAME e2e.trainer_resume_gpu_single
+         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}
+                 ${CMAKE_SOURCE_DIR} gpu_single)
+set_tests_properties(e2e.trainer_resume_gpu_single PROPERTIES LABELS "e2e;ckpt;gpu" TIMEOUT 600 SKIP_RETURN_CODE 77)
 # Both ranks of FSDP 2 on one GPU (CPU backend staging through host memory): a resume continues exactly.
 add_test(NAME e2e.trainer_resume_gpu_shared
          COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/trainer_resume_test.py ${MESHTRAIN_BIN}

@@ -30,6 +30,9 @@ class StepProfiler {
   // Call after step `step` finished: after the last profiled step, stops, writes the files and returns the
   // summary (once); otherwise nothing.
   std::optional<ProfileSummary> after_step(int64_t step);
+  // Whether `step` is the last one recorded: the trainer finishes it before queuing the next, so that no later
+  // kernel enters the trace.
+  bool ends_at(int64_t step) const { return count_ > 0 && step == first_ + count_ - 1; }
   const std::string& dir() const { return dir_; }
 
  private:

@@ -339,6 +339,13 @@ def gpu_shared():
     exact("fsdp2", "train.device=cuda", "parallel.backend=cpu", "train.dtype=fp32")
 
 
+def gpu_single():
+    """One process on one GPU: the trainer keeps a step in flight (each step's log line and non-finite check
+    run while the device computes the next), and still resumes bit-exactly around the step-3 checkpoint."""
+    skip_below(1)
+    exact("single", "train.device=cuda", "train.dtype=fp32")
+
+
 def gpu():
     skip_below(2)
     cuda = ["train.device=cuda", "parallel.backend=nccl", "train.dtype=fp32"]
@@ -459,6 +466,8 @@ elif mode == "offload_gpu":
     offload_gpu()
 elif mode == "gpu":
     gpu()
+elif mode == "gpu_single":
+    gpu_single()
 elif mode == "gpu_shared":
     gpu_shared()
 else:
