@@ -1,8 +1,8 @@
 // y = r + x·Wᵀ (+ b): a projection added to the fp32 residual stream r, with the add inside the GEMM (cuBLASLt's
 // C = r, beta 1; model/lt_matmul.h) instead of an add kernel after it. In a block the MLP's last projection
 // ends in `h + mlp(…)`: bf16 m written, then read again with h to write the fp32 sum (10 bytes an element).
-// Here the GEMM writes the fp32 sum once, reading h in its epilogue (8 bytes, one kernel fewer): 1.2 ms of a
-// GPT-2 124M step on an H200, 2.1 ms of Llama 3.2 1B's (docs/PERFORMANCE.md).
+// Here the GEMM writes the fp32 sum once, reading h as its C (8 bytes, one kernel fewer; the add kernel took
+// 1.2 ms of a GPT-2 124M step on an H200, 2.1 ms of Llama 3.2 1B's: docs/PERFORMANCE.md).
 //
 // It applies where master_linear does (model/master_linear.h: CUDA, bf16/fp16 autocast, fp32 master weight and
 // bias on x's device, a backward to build) and r is fp32 of the output's shape on that device. The backward

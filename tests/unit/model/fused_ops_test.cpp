@@ -228,6 +228,8 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->down->fused_bias(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->wq->master_grads(), fused);
         EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->up->master_grads(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->attn->wk->fused_adds(), fused);
+        EXPECT_EQ(net->blocks->ptr<model::BlockImpl>(i)->mlp->down->fused_adds(), fused);
       }
       auto loss = net->loss(tokens, targets);
       loss.backward();
@@ -306,4 +308,11 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   net->set_gemm_epilogues(false);
   EXPECT_FALSE(block()->attn->wv->fused_bias());
   EXPECT_FALSE(block()->mlp->epilogues());
+  EXPECT_TRUE(block()->mlp->down->fused_adds());  // the GEMM adds: on by default, a lever of their own
+  net->set_fused_adds(false);
+  EXPECT_FALSE(block()->mlp->down->fused_adds());
+  EXPECT_FALSE(block()->attn->wq->fused_adds());
+  EXPECT_TRUE(block()->attn->wq->master_grads());
+  net->set_fused_adds(true);
+  EXPECT_TRUE(block()->attn->wq->fused_adds());
 }
