@@ -143,6 +143,7 @@ class TrainingRun {
     // the step's kernels; readable once `end` has passed.
     at::Tensor host_values;
     std::optional<c10::Event> end;  // recorded after the step's last kernel (CUDA)
+    Clock::time_point done_at;      // on the CPU, where the step ran as it was queued: when queuing ended
   };
   // Queues step `step`: its batches, forward, backward and update, and the copy of its outcome to the host.
   QueuedStep queue_step(int64_t step);
@@ -702,6 +703,8 @@ TrainingRun::QueuedStep TrainingRun::queue_step(int64_t step) {
   if (w_.cuda) {
     q.end.emplace(c10::DeviceType::CUDA);
     q.end->record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(w_.device));
+  } else {
+    q.done_at = Clock::now();
   }
   return q;
 }
@@ -710,17 +713,18 @@ bool TrainingRun::may_overlap(int64_t step) const {
   const int64_t done = step + 1;
   const bool eval = (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0);
   const bool save = cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0;
-  return w_.cuda && opt_->steps_on_device() && !graph_step_ && done < cfg_.train.steps && !eval && !save &&
+  // On the CPU the step has run by now and only its bookkeeping moves, which keeps one code path for both.
+  return opt_->steps_on_device() && !graph_step_ && done < cfg_.train.steps && !eval && !save &&
          !profiler_->ends_at(step) && nonfinite_streak_ + 1 < cfg_.train.max_nonfinite_steps;
 }
 
 int TrainingRun::finish_step(const QueuedStep& q, bool whole_device) {
   if (q.end) q.end->synchronize();
   if (w_.cuda && whole_device) torch::cuda::synchronize(w_.device.index());  // side streams: offload copies
-  const auto now = Clock::now();
+  const auto done_at = w_.cuda ? Clock::now() : q.done_at;
   // From when the device could start it: its own start, or the previous step's end where it was queued behind it.
-  const double step_s = std::chrono::duration<double>(now - std::max(q.t0, last_step_end_)).count();
-  last_step_end_ = now;
+  const double step_s = std::chrono::duration<double>(done_at - std::max(q.t0, last_step_end_)).count();
+  last_step_end_ = done_at;
   // This rank's own work: the step less its waits for the others (a straggler waits least): the host's
   // (CPU backend) and the GPU's inside NCCL collectives (comm/wait_clock.h).
   const double waited_s =
