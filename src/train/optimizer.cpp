@@ -26,6 +26,11 @@ std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const Op
   return opt;
 }
 
+at::Tensor clip_divisor(const at::Tensor& norm, double max_norm) {
+  if (max_norm <= 0) return at::Tensor();
+  return at::clamp_min((norm.to(at::kFloat) + 1e-6) / max_norm, 1.0);
+}
+
 void Optimizer::device_step(double lr, const at::Tensor& grad_divisor, const at::Tensor& skip) {
   (void)lr, (void)grad_divisor, (void)skip;
   MT_CHECK(false, "device_step: this optimizer cannot take the clip and the skip as device tensors "

@@ -151,6 +151,10 @@ class TrainingRun {
   // device finished (evaluation, a checkpoint, the last step, the end of the profiled steps), the optimizer
   // decides on the device, and another skipped update cannot reach train.max_nonfinite_steps here.
   bool may_overlap(int64_t step) const;
+  // Whether the run evaluates (train.eval_every, and at the end) / saves a checkpoint (checkpoint.every; at the
+  // end checkpoint.save_final) after `done` steps.
+  bool evaluates_after(int64_t done) const;
+  bool saves_after(int64_t done) const;
   // Waits for q's device work (with `whole_device`, every stream's, as before a checkpoint), then its timing,
   // the non-finite streak (UserError at the limit) and the log line. Returns the agreed stop signal
   // (collective; 0: none).
@@ -163,8 +167,6 @@ class TrainingRun {
   // The optimizer's step where it can decide on the device (Optimizer::steps_on_device()): the clip divisor
   // and the skip flag are device tensors, so the update is queued behind the backward with no host read.
   at::Tensor device_decided_step(int64_t step, const at::Tensor& loss_sum, const at::Tensor& grad_norm);
-  // Whether every rank's loss and the (global) gradient norm are finite. One host read per step.
-  bool step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm);
   // 1 (fp32 0-dim, on the device) where any rank's loss or the gradient norm is non-finite, else 0; no host read.
   at::Tensor nonfinite_on_any_rank(const at::Tensor& loss_sum, const at::Tensor& grad_norm);
   // After a skipped update: a warning, and a UserError once train.max_nonfinite_steps are skipped in a row.
@@ -467,13 +469,15 @@ TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   at::Tensor grad_norm = par_->clip_grad_norm(scaled_inside ? 0.0 : max_norm);
   // A skipped update leaves parameters and optimizer state (step counters too) as they were; the gradients
   // are cleared as after any step.
-  const bool applied = step_is_finite(loss_sum, grad_norm);
+  // The host decides here (this optimizer steps on the host): the flag is read before the update is queued.
+  at::Tensor skipped = nonfinite_on_any_rank(loss_sum, grad_norm);
+  const bool applied = skipped.item<float>() == 0;
   double clip = 1.0;
   if (applied && scaled_inside && max_norm > 0)
     clip = at::clamp_max(max_norm / (grad_norm.to(at::kFloat) + 1e-6), 1.0).item<double>();
   if (applied) opt_->step(schedule_->at(step), clip);
   par_->after_optimizer_step();
-  return {loss_sum, grad_norm, at::scalar_tensor(applied ? 0.0 : 1.0, at::kFloat)};
+  return {loss_sum, grad_norm, skipped};
 }
 
 at::Tensor TrainingRun::device_decided_step(int64_t step, const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
@@ -482,21 +486,9 @@ at::Tensor TrainingRun::device_decided_step(int64_t step, const at::Tensor& loss
   // max(1, norm / max_norm) (the layouts' min(1, max_norm / norm) inverted, within fp32 rounding) and
   // leaves everything as it was where the skip flag is 1.
   at::Tensor skipped = nonfinite_on_any_rank(loss_sum, grad_norm);
-  const double max_norm = cfg_.optimizer.grad_clip;
-  at::Tensor divisor;
-  if (max_norm > 0)
-    divisor = at::clamp_min((grad_norm.to(skipped.device(), at::kFloat) + 1e-6) / max_norm, 1.0);
+  const auto divisor = clip_divisor(grad_norm.to(skipped.device()), cfg_.optimizer.grad_clip);
   opt_->device_step(schedule_->at(step), divisor, skipped);
   return skipped;
-}
-
-bool TrainingRun::step_is_finite(const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
-  // Waits for the step's backward (the loop synchronises every step for its timing anyway); the optimizer
-  // kernels are queued after it.
-  const at::Tensor both = at::stack({loss_sum.to(at::kFloat), grad_norm.to(loss_sum.device(), at::kFloat)});
-  const bool finite = at::isfinite(both).all().item<bool>();
-  // The gradient norm is global, but the loss is this rank's: every rank must skip the same steps.
-  return mean_over_ranks(finite ? 0.0 : 1.0) == 0.0;
 }
 
 at::Tensor TrainingRun::nonfinite_on_any_rank(const at::Tensor& loss_sum, const at::Tensor& grad_norm) {
@@ -709,12 +701,20 @@ TrainingRun::QueuedStep TrainingRun::queue_step(int64_t step) {
   return q;
 }
 
+bool TrainingRun::evaluates_after(int64_t done) const {
+  return (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || done == cfg_.train.steps;
+}
+
+bool TrainingRun::saves_after(int64_t done) const {
+  if (done == cfg_.train.steps) return cfg_.checkpoint.save_final;
+  return cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0;
+}
+
 bool TrainingRun::may_overlap(int64_t step) const {
   const int64_t done = step + 1;
-  const bool eval = (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0);
-  const bool save = cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0;
   // On the CPU the step has run by now and only its bookkeeping moves, which keeps one code path for both.
-  return opt_->steps_on_device() && !graph_step_ && done < cfg_.train.steps && !eval && !save &&
+  return opt_->steps_on_device() && !graph_step_ && done < cfg_.train.steps && !evaluates_after(done) &&
+         !saves_after(done) &&
          !profiler_->ends_at(step) && nonfinite_streak_ + 1 < cfg_.train.max_nonfinite_steps;
 }
 
@@ -752,15 +752,14 @@ int TrainingRun::finish_step(const QueuedStep& q, bool whole_device) {
 bool TrainingRun::end_of_step(int64_t step, int sig) {
   const int64_t done = step + 1;
   const bool last = done == cfg_.train.steps;
-  if ((cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || last) {
+  if (evaluates_after(done)) {
     if (const double val = evaluate(); val >= 0) {
       result_.last_val_loss = val;
       log::progress("step %6lld | validation loss %.4f", static_cast<long long>(done), val);
       metrics_->write({{"step", done}, {"val_loss", val}});
     }
   }
-  const bool saved = (cfg_.checkpoint.every > 0 && done % cfg_.checkpoint.every == 0 && !last) ||
-                     (last && cfg_.checkpoint.save_final);
+  const bool saved = saves_after(done);
   if (saved) save(done);
   if (sig == 0 || last) return true;
   log::progress("stop signal %d (%s) at step %lld: saving a checkpoint and exiting", sig, strsignal(sig),

@@ -88,6 +88,10 @@ class Optimizer {
   std::vector<Param> params_;
 };
 
+// device_step's clip: max(1, (norm + 1e-6) / max_norm), fp32 on norm's device — the layouts' in-place
+// coefficient min(1, max_norm / (norm + 1e-6)) inverted; undefined (no clip) where max_norm is 0.
+at::Tensor clip_divisor(const at::Tensor& norm, double max_norm);
+
 // AdamW on the device, or offloaded to host memory when optimizer.offload is cpu.
 std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, const OptimizerConfig& cfg);
 // The optimizer of `par`'s optimizer_params(); offloaded, it takes the gradients as the layout produces them

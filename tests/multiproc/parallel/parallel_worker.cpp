@@ -414,8 +414,7 @@ int run(const Args& a) {
     opt->gradients_ready();
     const double max_norm = cfg.optimizer.grad_clip;
     if (opt->steps_on_device()) {
-      const at::Tensor norm = par->clip_grad_norm(0.0).to(device, at::kFloat);
-      const at::Tensor divisor = max_norm > 0 ? at::clamp_min((norm + 1e-6) / max_norm, 1.0) : at::Tensor();
+      const at::Tensor divisor = train::clip_divisor(par->clip_grad_norm(0.0).to(device), max_norm);
       opt->device_step(cfg.optimizer.lr, divisor, at::zeros({}, at::TensorOptions(at::kFloat).device(device)));
     } else {
       const at::Tensor norm = par->clip_grad_norm(opt->scales_gradients() ? 0.0 : max_norm);
