@@ -61,6 +61,9 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
     const at::Device home = opts.device().is_meta() ? at::Device(at::kCPU) : opts.device();
     inv_freq_ = register_buffer("inv_freq", rope_inv_freq(cfg.d_model / cfg.n_head, cfg.rope_theta, scaling).to(home));
   }
+  // The blocks' own switches as this model's defaults say, so that a model used without use_kernels() runs
+  // the kernels use_kernels() would choose for a default TrainConfig (the linears' default is off).
+  set_fused_kernels(fused_);
 }
 
 at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache, const Documents* packed) {

@@ -1,11 +1,11 @@
 # The parallel layouts on one GPU (label gpu): several ranks share cuda:0 over the CPU backend, whose
 # communicator stages the GPU tensors through host memory (NCCL refuses two ranks on one GPU). Each layout,
-# fp32, against the single-GPU run of the same global batch. The reference accumulates one micro-batch per
-# data-parallel rank (REF_ARGS --accum), so each GPU kernel sees the shapes a rank sees and only the
-# reduction's order differs, as on the CPU; the tolerance per layout, and why, is in parallel_worker.cpp
-# (tolerance()). Skipped (77) where no CUDA device is visible or this build has no CUDA: checked before meshrun
-# starts the ranks (parallel/gpu_layout.sh). The reference is rerun per test (seconds on a GPU), so each test
-# stands alone.
+# fp32 (the bf16 runs at the end: --bf16), against the single-GPU run of the same global batch. The reference
+# accumulates one micro-batch per data-parallel rank (REF_ARGS --accum), so each GPU kernel sees the shapes a
+# rank sees and only the reduction's order differs, as on the CPU; the tolerance per layout, and why, is in
+# parallel_worker.cpp (tolerance()). Skipped (77) where no CUDA device is visible or this build has no CUDA:
+# checked before meshrun starts the ranks (parallel/gpu_layout.sh). The reference is rerun per test (seconds
+# on a GPU), so each test stands alone.
 set(_pg_dir ${CMAKE_CURRENT_BINARY_DIR}/parallel_gpu)
 file(MAKE_DIRECTORY ${_pg_dir})
 
@@ -40,3 +40,10 @@ parallel_gpu_layout(pp4_interleaved 4 "--family gpt2 --pp-model --accum 8" --fam
                     --pp 4 --schedule interleaved-1f1b)
 parallel_gpu_layout(pp2_fsdp2_tp2 8 "--family llama --tp-model --pp-model --accum 8" --family llama --tp-model
                     --pp-model --layout fsdp --pp 2 --tp 2)
+# The same comparisons in bf16 (train.dtype bf16: autocast, the GEMMs writing the fp32 masters' weight gradients
+# and adding the residual), held to the bf16 bound: the layouts run the trainer's bf16 kernels too.
+parallel_gpu_layout(ddp2_bf16 2 "--family gpt2 --accum 2 --bf16" --family gpt2 --layout ddp --bf16)
+parallel_gpu_layout(zero2_bf16 2 "--family gpt2 --accum 2 --bf16" --family gpt2 --layout zero2 --bf16)
+parallel_gpu_layout(fsdp2_bf16 2 "--family llama --accum 2 --bf16" --family llama --layout fsdp --bf16)
+parallel_gpu_layout(pp2_1f1b_bf16 2 "--family llama --pp-model --accum 4 --bf16" --family llama --pp-model
+                    --layout ddp --pp 2 --bf16)

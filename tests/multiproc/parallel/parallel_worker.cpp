@@ -30,6 +30,8 @@
 //           3 blocks); the frozen parameters must end bit-identical to their initial values, on every layout.
 //   --lora: LoRA rank 4 on all seven projections (llama; model.lora_*): the base is frozen and must end
 //           bit-identical, only the adapters train (a lr large enough that B moves off zero and A with it).
+//   --bf16: train.dtype bf16 (autocast, the fp32 masters' weight gradients from the GEMMs) on the GPU, held to
+//           the bf16 bound (tolerance()); without it every layout runs in fp32.
 //   --lora-dropout P: model.lora_dropout P (with --lora). Ranks draw the adapters' dropout masks from their
 //           default generators, seeded alike in every process (train.seed, as the trainer does), so a layout
 //           whose ranks see the single process's micro-batches in its order (TP alone) drops what it drops.
@@ -85,7 +87,7 @@ struct Args {
   int64_t fsdp = 2, tp = 1, pp = 1, microbatches = 0, steps = 5, accum = 1;
   double lora_dropout = 0.0;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
-       freeze_half = false, check_plan = false, pp_model = false, offload = false, lora = false;
+       freeze_half = false, check_plan = false, pp_model = false, offload = false, lora = false, bf16 = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -109,18 +111,18 @@ Config make_config(const Args& a, int world) {
   }
   c.data.train = "unused";
   c.train.seed = 1234;
+  // fp32 unless --bf16: the tolerances below are for fp32 products (train.dtype auto would be bf16 on the GPU).
+  c.train.dtype = a.bf16 ? "bf16" : "fp32";
   c.train.activation_checkpointing = a.ac;
   if (a.freeze_half) c.train.freeze = "blocks.1.*,blocks.2.attn.*";
   if (a.offload) {
     c.optimizer.offload = "cpu";
-    c.train.dtype = "fp32";  // compared in fp32: the streamed layouts' device parameters stay fp32 (the plan too)
   }
   if (a.lora) {
     c.model.lora_rank = 4;
     c.model.lora_alpha = 8.0;
     c.model.lora_targets = "q,k,v,o,gate,up,down";
     c.model.lora_dropout = a.lora_dropout;
-    c.train.dtype = "fp32";  // the layouts are compared in fp32 (the frozen base too: no bf16 copy)
   }
   c.parallel.tp = a.tp;
   c.parallel.sequence_parallel = a.sp;
@@ -174,10 +176,13 @@ struct Tolerance {
 // bf16 reduction rounds gradients to 8 bits of mantissa; Adam's update is ±lr-bounded per element whatever
 // the gradient's size, so near-zero gradients can flip sign: parameters then agree only within a few lr
 // (5 steps × 1e-2), and the losses — which see the whole model — within 1e-3.
-// fp32 on one GPU (the reference runs the ranks' micro-batches, so every kernel sees the same shapes): DDP and
-// ZeRO match bit for bit and every data-parallel layout's losses within the CPU's 1e-5; the parameters differ
-// by the order of a two-term sum in the reduction, which Adam amplifies on the key biases (H200: 8e-5 FSDP 2,
-// 4.2e-3 on a key bias under HSDP 2×2). Tensor parallelism splits the matmuls themselves, and cuBLAS's fp32
+// fp32 on one GPU (the reference runs the ranks' micro-batches, so every kernel sees the same shapes): DDP
+// matches bit for bit and every data-parallel layout's losses within the CPU's 1e-5. ZeRO, FSDP and HSDP sum
+// the clip's global norm over shards in another order; its last bit moves the clip divisor inside AdamW's
+// kernel and with it every update's last bits, which Adam grows on the key biases (H200: 6.6e-6 ZeRO 1 and 2,
+// 1.1e-5 HSDP 2×2).
+// --bf16 (autocast and the trainer's kernels, as it runs on a GPU): on the H200 DDP, FSDP and the pipeline
+// matched bit for bit and ZeRO 2 within 1.5e-8; held to the bf16 bound, which any bf16 reduction order keeps. Tensor parallelism splits the matmuls themselves, and cuBLAS's fp32
 // sums over split shapes differ in about the 6th digit (the step-0 loss already 2e-6 apart), which Adam grows
 // over 5 steps to losses 5e-4 apart and parameters 3.9e-2 apart: the bf16 bound.
 // A pipeline on one GPU: H200, gpt2 pp 4 interleaved, the losses 1.1e-5 apart (relative) and a key bias (true
@@ -193,7 +198,7 @@ struct Tolerance {
 // digits — the two-term reduction order grown by Adam, as the parameters' 8e-5 already showed. The pipeline's
 // 1e-4 loss bound holds it with room; a lost or doubled micro-batch (half of a rank's gradient) is far beyond.
 Tolerance tolerance(const Args& a) {
-  if (a.bf16_reduce || (a.device == "cuda" && (a.tp > 1 || a.offload))) return {1e-3, 5e-2, 0};
+  if (a.bf16_reduce || a.bf16 || (a.device == "cuda" && (a.tp > 1 || a.offload))) return {1e-3, 5e-2, 0};
   if (a.device == "cuda" && (a.pp > 1 || a.layout == "fsdp")) return {1e-4, 3e-2, 1e-4};
   if (a.device == "cuda") return {1e-5, 1e-2, 1e-4};
   return {1e-5, 5e-5, 1e-4};
@@ -378,6 +383,7 @@ int run(const Args& a) {
   std::unique_ptr<comm::Mesh> mesh = comm ? std::make_unique<comm::Mesh>(cfg, comm) : nullptr;
   auto par = parallel::parallelize(net, mesh ? parallel::make_parallel_groups(*mesh) : parallel::ParallelGroups{}, cfg,
                                    device);
+  net->use_kernels(cfg.train);  // as the trainer: the kernels train.* chooses (a pipeline's stages set their own)
   std::printf("rank %d: %s\n", world.rank, par->describe().c_str());
   const std::unique_ptr<train::Optimizer> opt = train::make_optimizer(*par, cfg.optimizer, cfg.train.grad_accum);
 
@@ -486,6 +492,7 @@ int main(int argc, char** argv) {
       else if (k == "--no-reshard") a.reshard = false;
       else if (k == "--desync") a.desync = true;
       else if (k == "--bf16-reduce") a.bf16_reduce = true;
+      else if (k == "--bf16") a.bf16 = true;
       else if (k == "--freeze-half") a.freeze_half = true;
       else if (k == "--offload") a.offload = true;
       else if (k == "--lora") a.lora = true;
