@@ -46,14 +46,11 @@ at::Tensor bias_linear(const at::Tensor& x, const at::Tensor& weight, const at::
   if (x.is_cuda() && x.numel() > 0) {
     const auto xc = cuda::compute_cast(x);
     if (cuda::kernel_ready({xc}) && takes_param(weight, xc) && takes_param(bias, xc)) {
-      auto out_shape = x.sizes().vec();
-      out_shape.back() = weight.size(0);
-      const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
       // Without a backward, autocast's cached casts of the weights serve (generation repeats the forward).
       const bool grad =
           at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
       const auto w = grad ? weight : cuda::compute_cast(weight), b = grad ? bias : cuda::compute_cast(bias);
-      return LtBiasLinear::apply(x2, w.contiguous(), b.contiguous())[0].view(out_shape);
+      return LtBiasLinear::apply(as_rows(xc), w.contiguous(), b.contiguous())[0].view(output_shape(x, weight.size(0)));
     }
   }
 #endif

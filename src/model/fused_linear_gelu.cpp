@@ -66,9 +66,7 @@ at::Tensor fused_linear_gelu(const at::Tensor& x, const at::Tensor& weight, cons
   if (x.is_cuda() && x.numel() > 0) {
     const auto xc = cuda::compute_cast(x);
     if (cuda::kernel_ready({xc}) && takes_param(weight, xc) && takes_param(bias, xc)) {
-      auto out_shape = x.sizes().vec();
-      out_shape.back() = weight.size(0);
-      const auto x2 = xc.reshape({-1, x.size(-1)}).contiguous();
+      const auto x2 = as_rows(xc);
       const bool grad =
           at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
       // Without gradients nothing needs the pre-activation: bias and GELU both in the matmul's epilogue, on
@@ -76,7 +74,7 @@ at::Tensor fused_linear_gelu(const at::Tensor& x, const at::Tensor& weight, cons
       auto y = grad ? FusedLinearGelu::apply(x2, weight.contiguous(), bias.contiguous())[0]
                     : at::_addmm_activation(cuda::compute_cast(bias), x2, cuda::compute_cast(weight).t(), 1, 1,
                                             /*use_gelu=*/true);
-      return y.view(out_shape);
+      return y.view(output_shape(x, weight.size(0)));
     }
   }
 #endif

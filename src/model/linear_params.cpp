@@ -17,7 +17,31 @@ bool takes_param(const at::Tensor& p, const at::Tensor& xc) {
          at::autocast::get_autocast_dtype(at::kCUDA) == xc.scalar_type();
 }
 
+std::vector<int64_t> output_shape(const at::Tensor& x, int64_t out) {
+  auto shape = x.sizes().vec();
+  shape.back() = out;
+  return shape;
+}
+
+at::Tensor bias_or_none(const at::Tensor& b, const at::Tensor& w) {
+  return b.defined() ? b.contiguous() : at::empty({0}, w.options());
+}
+
 at::Tensor compute_copy(const at::Tensor& p, at::ScalarType dt) { return p.defined() ? p.to(dt) : p; }
+
+at::Tensor add_product(const at::Tensor& x, const at::Tensor& wc, const at::Tensor& b, const at::Tensor& r) {
+  auto y = at::empty_like(r);
+  if (b.numel() == 0) {
+    if (lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .c = r})) return y;
+  } else {
+    if (lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .epilogue = lt::Epilogue::kBias, .bias = b, .c = r}))
+      return y;
+    y = r + b;  // no bias epilogue for this output: r + b first, the product added onto it
+    if (lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .c = y})) return y;
+  }
+  const auto product = at::mm(x, wc.t()).to(r.scalar_type());  // no cuBLASLt kernel: the composite
+  return b.numel() > 0 ? r + product + b : r + product;
+}
 
 at::Tensor weight_grad(const at::Tensor& dy, const at::Tensor& x, at::ScalarType dtype) {
   auto dw = at::empty({dy.size(1), x.size(1)}, dy.options().dtype(dtype));

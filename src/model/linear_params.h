@@ -1,15 +1,16 @@
-// The parameters of the ops that stand in for at::linear (master_linear, bias_linear, fused_linear_gelu,
-// gelu_mlp): each takes its weight and bias in their own dtype — fp32 master weights under CUDA autocast —
-// casts them to the compute dtype inside its forward (and keeps that copy for the backward, as autocast's
-// linear does), and returns their gradients in their own dtype, written so by the kernels that compute them:
-// the weight gradient by the GEMM (bf16 × bf16 → fp32 in cuBLASLt), the bias gradient by the column sum. So no
-// bf16 gradient is made to be converted by autocast's cast backward afterwards.
+// The parameters of the ops that stand in for at::linear (master_linear, residual_linear, bias_linear,
+// fused_linear_gelu, gelu_mlp): each takes its weight and bias in their own dtype — fp32 master weights under
+// CUDA autocast — and casts them to the compute dtype inside its forward (and keeps that copy for the backward,
+// as autocast's linear does), and returns their gradients in their own dtype, written so by the kernels that
+// compute them: the weight gradient by the GEMM (bf16 × bf16 → fp32 in cuBLASLt), the bias gradient by the
+// column sum. So no bf16 gradient is made to be converted by autocast's cast backward afterwards.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <utility>
+#include <vector>
 
 namespace meshtrain::model {
 
@@ -19,6 +20,20 @@ bool takes_param(const at::Tensor& p, const at::Tensor& xc);
 
 // p in the compute dtype `dt` (p itself where it already is); undefined stays undefined.
 at::Tensor compute_copy(const at::Tensor& p, at::ScalarType dt);
+
+// x [..., in] as the matrix the GEMMs take: [N, in], contiguous, in x's dtype (callers cast it first).
+inline at::Tensor as_rows(const at::Tensor& x) { return x.reshape({-1, x.size(-1)}).contiguous(); }
+
+// The shape of a linear's output for input x: x's sizes with the last one `out`.
+std::vector<int64_t> output_shape(const at::Tensor& x, int64_t out);
+
+// b contiguous, or the empty [0] tensor that stands for "no bias" in the linear functions' arguments.
+at::Tensor bias_or_none(const at::Tensor& b, const at::Tensor& w);
+
+// r + x·wcᵀ + b, in r's dtype, with the add inside the GEMM (cuBLASLt's C = r) where cuBLASLt has a kernel,
+// else the composite. x: [N, in] and wc: [out, in] contiguous in the compute dtype; b: [out] in r's dtype, or
+// [0] for none; r: [N, out] contiguous.
+at::Tensor add_product(const at::Tensor& x, const at::Tensor& wc, const at::Tensor& b, const at::Tensor& r);
 
 // ∂W = ∂yᵀ·x in `dtype` (x's dtype, or fp32 from 16-bit ∂y and x). dy: [N, out], x: [N, in], both contiguous.
 at::Tensor weight_grad(const at::Tensor& dy, const at::Tensor& x, at::ScalarType dtype);

@@ -68,12 +68,10 @@ at::Tensor master_linear(const at::Tensor& x, const at::Tensor& weight, const at
            weight.size(0), " expected");
 #if MESHTRAIN_CUDA_KERNELS
   if (master_linear_applies(x, weight, bias)) {
-    auto out_shape = x.sizes().vec();
-    out_shape.back() = weight.size(0);
     // x's own cast stays autocast's (recorded by autograd: an fp32 x gets its gradient in fp32).
-    const auto x2 = cuda::compute_cast(x).reshape({-1, x.size(-1)}).contiguous();
-    const auto b = bias.defined() ? bias.contiguous() : at::empty({0}, weight.options());
-    return MasterLinear::apply(x2, weight.contiguous(), b)[0].view(out_shape);
+    const auto x2 = as_rows(cuda::compute_cast(x));
+    return MasterLinear::apply(x2, weight.contiguous(), bias_or_none(bias, weight))[0].view(
+        output_shape(x, weight.size(0)));
   }
 #endif
   return at::linear(x, weight, bias);

@@ -7,7 +7,6 @@
 #include "cuda_kernel_call.h"
 #include "linear_params.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/lt_matmul.h"
 #include "meshtrain/model/master_linear.h"
 
 namespace meshtrain::model {
@@ -16,21 +15,6 @@ namespace {
 #if MESHTRAIN_CUDA_KERNELS
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// r + x·wcᵀ + b in one GEMM (C = r), or two: r + b first where cuBLASLt has no bias epilogue for this output.
-at::Tensor add_product(const at::Tensor& x, const at::Tensor& wc, const at::Tensor& b, const at::Tensor& r) {
-  auto y = at::empty_like(r);
-  if (b.numel() == 0) {
-    if (lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .c = r})) return y;
-  } else {
-    if (lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .epilogue = lt::Epilogue::kBias, .bias = b, .c = r}))
-      return y;
-    y = r + b;
-    if (lt::run({.a = x, .b = wc, .trans_b = true, .out = y, .c = y})) return y;
-  }
-  const auto product = at::mm(x, wc.t()).to(r.scalar_type());  // no cuBLASLt kernel: the composite
-  return b.numel() > 0 ? r + product + b : r + product;
-}
 
 class ResidualLinear : public torch::autograd::Function<ResidualLinear> {
  public:
@@ -72,10 +56,8 @@ at::Tensor residual_linear(const at::Tensor& x, const at::Tensor& weight, const 
            " does not match weight ", weight.sizes());
 #if MESHTRAIN_CUDA_KERNELS
   if (residual_linear_applies(x, weight, bias, r)) {
-    const auto x2 = cuda::compute_cast(x).reshape({-1, x.size(-1)}).contiguous();
-    const auto b = bias.defined() ? bias.contiguous() : at::empty({0}, weight.options());
-    const auto r2 = r.reshape({-1, r.size(-1)}).contiguous();
-    return ResidualLinear::apply(x2, weight.contiguous(), b, r2)[0].view(r.sizes());
+    const auto x2 = as_rows(cuda::compute_cast(x));
+    return ResidualLinear::apply(x2, weight.contiguous(), bias_or_none(bias, weight), as_rows(r))[0].view(r.sizes());
   }
 #endif
   return r + at::linear(x, weight, bias);

@@ -73,15 +73,10 @@ std::vector<at::Tensor> forward_shared_input(const std::vector<LinearImpl*>& lay
     std::vector<at::Tensor> ws, bs;
     for (auto* l : layers) {
       ws.push_back(l->weight.contiguous());
-      bs.push_back(l->bias.defined() ? l->bias.contiguous() : at::empty({0}, l->weight.options()));
+      bs.push_back(bias_or_none(l->bias, l->weight));
     }
-    const auto x2 = cuda::compute_cast(x).reshape({-1, x.size(-1)}).contiguous();
-    auto ys = SharedInputLinears::apply(x2, at::TensorList(ws), at::TensorList(bs));
-    for (size_t i = 0; i < ys.size(); ++i) {
-      auto shape = x.sizes().vec();
-      shape.back() = ws[i].size(0);
-      ys[i] = ys[i].view(shape);
-    }
+    auto ys = SharedInputLinears::apply(as_rows(cuda::compute_cast(x)), at::TensorList(ws), at::TensorList(bs));
+    for (size_t i = 0; i < ys.size(); ++i) ys[i] = ys[i].view(output_shape(x, ws[i].size(0)));
     return ys;
   }
 #endif
