@@ -28,7 +28,7 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # Adds: without the adds done by the GEMMs (train.fused_adds=false: the residual add and the shared-input
 # gradient sums as add kernels). Tuned: cuBLASLt's candidate kernels timed per shape (train.gemm_tuning).
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
-            "meshtrain-no-fused-gelu", "meshtrain-epilogues", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
+            "meshtrain-no-fused-gelu", "meshtrain-no-epilogues", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
             "meshtrain-flash", "meshtrain-cudnn", "meshtrain-no-fused-adds", "meshtrain-tuned")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -72,9 +72,9 @@ def main():
                 # One lever off, the other kernels on: the residual add + norm kernel; GPT-2's bias + GELU.
                 ("meshtrain-no-fused-norm", mt + ["--set", "train.fused_norm=false"] + common),
                 ("meshtrain-no-fused-gelu", mt + ["--set", "train.fused_gelu=false"] + common),
-                # GPT-2's biases, GELU and bias gradients in the GEMMs' cuBLASLt epilogues (the MLP as one
+                # Without GPT-2's biases, GELU and residual in the GEMMs' cuBLASLt epilogues (the MLP as one
                 # function, every biased linear's bias gradient in its weight-gradient GEMM).
-                ("meshtrain-epilogues", mt + ["--set", "train.gemm_epilogues=true"] + common),
+                ("meshtrain-no-epilogues", mt + ["--set", "train.gemm_epilogues=false"] + common),
                 ("meshtrain-fp8", mt + ["--set", "train.fp8=tensorwise"] + common),
                 ("meshtrain-fp8-rowwise", mt + ["--set", "train.fp8=rowwise"] + common),
                 ("meshtrain-graph", mt + ["--cuda-graph"] + common),

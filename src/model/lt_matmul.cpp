@@ -34,6 +34,11 @@ bool vector_ok(const at::Tensor& v, int64_t n, const at::Tensor& like) {
   return v.defined() && v.dim() == 1 && v.is_contiguous() && v.size(0) == n && same_kind(v, like);
 }
 
+// The GELU epilogues' aux matrix: out's shape and kind, its leading dimension (N) divisible by 8 (cuBLASLt).
+bool aux_ok(const Gemm& g) {
+  return is_matrix(g.aux) && g.aux.sizes() == g.out.sizes() && same_kind(g.aux, g.out) && g.out.size(1) % 8 == 0;
+}
+
 }  // namespace
 
 bool layout_ok(const Gemm& g) {
@@ -61,9 +66,9 @@ bool layout_ok(const Gemm& g) {
       return vector_ok(g.bias, m, g.out);
     case Epilogue::kGeluAuxBias:
     case Epilogue::kDGeluBGrad:
-      // cuBLASLt: the GELU input matrix's leading dimension must be divisible by 8.
-      return vector_ok(g.bias, n, g.out) && is_matrix(g.aux) && g.aux.sizes() == g.out.sizes() &&
-             same_kind(g.aux, g.out) && n % 8 == 0;
+      return vector_ok(g.bias, n, g.out) && aux_ok(g);
+    case Epilogue::kDGelu:
+      return !g.bias.defined() && aux_ok(g);
   }
   return false;
 }
@@ -110,6 +115,7 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
     case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case Epilogue::kDGeluBGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case Epilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
     case Epilogue::kBGradB: return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -130,8 +136,7 @@ MatmulDesc matmul_desc(const Gemm& g) {
   set_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_attr<uint32_t>(d, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(g.epilogue));
-  if (g.epilogue == Epilogue::kNone) return desc;
-  set_attr<void*>(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias.data_ptr());
+  if (g.bias.defined()) set_attr<void*>(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias.data_ptr());
   if (g.aux.defined()) {
     set_attr<void*>(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux.data_ptr());
     set_attr<int64_t>(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux.size(1));

@@ -34,6 +34,7 @@
 #include "meshtrain/model/gelu_mlp.h"
 #include "meshtrain/model/lt_matmul.h"
 #include "meshtrain/model/master_linear.h"
+#include "meshtrain/model/residual_linear.h"
 #include "meshtrain/model/rotary.h"
 
 using namespace meshtrain;
@@ -222,6 +223,69 @@ int main(int argc, char** argv) {
     rows.push_back(measure("bias_linear", "32768x768x768", "fused", [&] {
       model::bias_linear(x0.detach().requires_grad_(true), wq, bq).backward(dy);
     }));
+  }
+
+  // GPT-2's MLP piece by piece (bf16, 32768 tokens): each cuBLASLt epilogue against the GEMM alone and the
+  // GEMM with the separate ops it replaces, to see which epilogue pays.
+  {
+    using model::lt::Epilogue;
+    const auto x = at::randn({32768, 768}, bf16), dy = at::randn({32768, 768}, bf16);
+    const auto w1 = at::randn({3072, 768}, bf16) * 0.03, w2 = at::randn({768, 3072}, bf16) * 0.02;
+    const auto b1 = at::zeros({3072}, bf16);
+    auto pre = at::randn({32768, 3072}, bf16), h = at::empty_like(pre), dpre = at::empty_like(pre);
+    auto db = at::empty({3072}, bf16);
+    const std::string shape = "32768x768x3072";
+    auto lt = [](const model::lt::Gemm& g) { MT_CHECK(model::lt::run(g), "no cuBLASLt kernel"); };
+    rows.push_back(measure("mlp_fc_forward", shape, "addmm", [&] { (void)at::addmm(b1, x, w1.t()); }));
+    rows.push_back(measure("mlp_fc_forward", shape, "addmm+gelu", [&] {
+      (void)at::gelu(at::addmm(b1, x, w1.t()), "tanh");
+    }));
+    rows.push_back(measure("mlp_fc_forward", shape, "lt-gelu-aux-bias", [&] {
+      lt({.a = x, .b = w1, .trans_b = true, .out = h, .epilogue = Epilogue::kGeluAuxBias, .bias = b1, .aux = pre});
+    }));
+    rows.push_back(measure("mlp_gelu_dgrad", shape, "mm", [&] { (void)dy.mm(w2); }));
+    rows.push_back(measure("mlp_gelu_dgrad", shape, "mm+gelu_backward+column_sum", [&] {
+      (void)model::column_sum(at::gelu_backward(dy.mm(w2), pre, "tanh"), at::kFloat);
+    }));
+    rows.push_back(measure("mlp_gelu_dgrad", shape, "lt-dgelu+column_sum", [&] {
+      lt({.a = dy, .b = w2, .out = dpre, .epilogue = Epilogue::kDGelu, .aux = pre});
+      (void)model::column_sum(dpre, at::kFloat);
+    }));
+    rows.push_back(measure("mlp_gelu_dgrad", shape, "lt-dgelu-bgrad", [&] {
+      lt({.a = dy, .b = w2, .out = dpre, .epilogue = Epilogue::kDGeluBGrad, .bias = db, .aux = pre});
+    }));
+    auto dw2 = at::empty({768, 3072}, bf16.dtype(at::kFloat)), db2 = at::empty({768}, dw2.options());
+    rows.push_back(measure("mlp_proj_param_grads", "32768x768x3072 fp32", "lt+column_sum", [&] {
+      lt({.a = dy, .trans_a = true, .b = h, .out = dw2});
+      (void)model::column_sum(dy, at::kFloat);
+    }));
+    rows.push_back(measure("mlp_proj_param_grads", "32768x768x3072 fp32", "lt-bgradb", [&] {
+      if (!model::lt::run({.a = dy, .trans_a = true, .b = h, .out = dw2, .epilogue = Epilogue::kBGradB, .bias = db2}))
+        std::puts("mlp_proj_param_grads: no fp32 BGRADB kernel");
+    }));
+  }
+
+  // GPT-2's MLP as a block runs it (fp32 masters under bf16 autocast, the fp32 residual added), forward +
+  // backward: the default path (fused_linear_gelu, then residual_linear) against gelu_mlp with the residual
+  // (train.gemm_epilogues).
+  {
+    const auto f32 = bf16.dtype(at::kFloat);
+    const auto x0 = at::randn({32768, 768}, f32), r0 = at::randn({32768, 768}, f32);
+    const auto dy = at::randn({32768, 768}, f32);
+    auto w1 = (at::randn({3072, 768}, f32) * 0.03).requires_grad_(true), b1 = at::zeros({3072}, f32).requires_grad_(true);
+    auto w2 = (at::randn({768, 3072}, f32) * 0.02).requires_grad_(true), b2 = at::zeros({768}, f32).requires_grad_(true);
+    auto mlp_step = [&](bool one_function) {
+      auto x = x0.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
+      at::autocast::set_autocast_enabled(at::kCUDA, true);
+      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+      auto y = one_function ? model::gelu_mlp(x, w1, b1, w2, b2, r)
+                            : model::residual_linear(model::fused_linear_gelu(x, w1, b1), w2, b2, r);
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
+      at::autocast::clear_cache();
+      y.backward(dy);
+    };
+    rows.push_back(measure("mlp_block", "32768x768x3072 +r", "linear_gelu+residual_linear", [&] { mlp_step(false); }));
+    rows.push_back(measure("mlp_block", "32768x768x3072 +r", "gelu_mlp", [&] { mlp_step(true); }));
   }
 
   // The bias gradient alone, GPT-2's [32768 tokens, 768] bf16 ∂y: ATen's sum against the column-sum kernel

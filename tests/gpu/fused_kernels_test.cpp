@@ -490,6 +490,15 @@ TEST(LtMatmulGpu, EachEpilogueMatchesItsCompositeOps) {
           EXPECT_TRUE(close_scaled(out, dpre, rt_gelu, fr_gelu));
           EXPECT_TRUE(close_scaled(db, dpre.sum(0), rt_gelu, fr_gelu));
         }
+        if (report("DGELU", model::lt::run({.a = a, .b = b, .out = out, .epilogue = Epilogue::kDGelu,
+                                            .aux = aux_in}))) {
+          EXPECT_TRUE(close_scaled(out, at::gelu_backward(ref, aux_in.to(at::kFloat), "tanh"), rt_gelu, fr_gelu));
+        }
+        // DGELU takes no bias: one given is refused, nothing written.
+        auto untouched = at::full({c.M, c.N}, 7.0, a.options());
+        EXPECT_FALSE(model::lt::run({.a = a, .b = b, .out = untouched, .epilogue = Epilogue::kDGelu, .bias = db,
+                                     .aux = aux_in}));
+        EXPECT_TRUE(at::all(untouched == 7.0).item<bool>());
       }
       {  // BGRADB: the weight gradient ∂yᵀ·x [N, K] with the bias gradient Σ_rows ∂y [N]; ∂y = a·b here
         auto dy = ref.to(dt), x = at::randn({c.M, c.K}, f).to(dt);
@@ -1077,6 +1086,20 @@ TEST(GeluMlpGpu, MatchesLinearGeluLinearInValueAndGradients) {
     EXPECT_EQ(p[i].grad().scalar_type(), at::kFloat) << i;
     EXPECT_TRUE(close_scaled(p[i].grad(), pr[i].grad(), 3e-2, 2e-2)) << i;
   }
+  // With the block's fp32 residual r: added in proj's GEMM, the output fp32, ∂r = ∂y.
+  auto r = at::randn({2, 9, 64}, f).requires_grad_(true);
+  auto rr = r.detach().clone().requires_grad_(true);
+  for (size_t i = 0; i < p.size(); ++i) p[i].mutable_grad() = pr[i].mutable_grad() = at::Tensor();
+  under_autocast(at::kBFloat16, [&] { y = model::gelu_mlp(p[0], p[1], p[2], p[3], p[4], r); });
+  ASSERT_TRUE(made_by(y, "LtGeluMlp"));
+  EXPECT_EQ(y.scalar_type(), at::kFloat);
+  const auto dy = at::randn({2, 9, 64}, f);
+  (y * dy).sum().backward();
+  auto yr = rr + at::linear(at::gelu(at::linear(pr[0], pr[1], pr[2]), "tanh"), pr[3], pr[4]);
+  (yr * dy).sum().backward();
+  EXPECT_TRUE(close_scaled(y, yr, 3e-2, 2e-2));
+  EXPECT_TRUE(at::equal(r.grad(), dy));
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(close_scaled(p[i].grad(), pr[i].grad(), 3e-2, 2e-2)) << i;
 }
 
 // The whole model under bf16 autocast, as the trainer runs it: fused on and off give the same loss within
@@ -1097,7 +1120,7 @@ TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
     at::manual_seed(4);
     auto tokens = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
     auto targets = at::randint(0, m.vocab_size, {3, 61}, kCuda.dtype(at::kLong));
-    // The composite run first; then all kernels, each lever of its own switched off, and the default (epilogues off).
+    // The composite run first; then all kernels, each lever of its own switched off, and the epilogues off.
     struct Levers {
       bool kernels, norm, gelu, epilogues;
     };

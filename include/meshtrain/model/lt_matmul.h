@@ -10,6 +10,7 @@
 //   kBias        out = op(a)·op(b) + bias[N] (one value per output column, added to every row)
 //   kGeluAuxBias aux = op(a)·op(b) + bias[N], out = gelu_tanh(aux); aux [M, N] is what the backward reads
 //   kDGeluBGrad  out = (op(a)·op(b)) ⊙ gelu_tanh'(aux), bias[N] = Σ over out's rows (written)
+//   kDGelu       out = (op(a)·op(b)) ⊙ gelu_tanh'(aux), no bias
 //   kBGradB      out = op(a)·op(b), bias[M] = Σ over K of op(a) (written): with a = ∂y [rows, out] taken
 //                transposed and b = x [rows, in], out is the weight gradient and bias the bias gradient
 //                (cuBLASLt's BGRADB: our a is its B operand)
@@ -42,7 +43,7 @@
 
 namespace meshtrain::model::lt {
 
-enum class Epilogue { kNone, kBias, kGeluAuxBias, kDGeluBGrad, kBGradB };
+enum class Epilogue { kNone, kBias, kGeluAuxBias, kDGeluBGrad, kDGelu, kBGradB };
 
 struct Gemm {
   at::Tensor a;  // [M, K], or [K, M] with trans_a
@@ -52,7 +53,7 @@ struct Gemm {
   at::Tensor out;  // [M, N], allocated by the caller
   Epilogue epilogue = Epilogue::kNone;
   at::Tensor bias;  // kBias, kGeluAuxBias: read, [N]; kDGeluBGrad: written, [N]; kBGradB: written, [M]
-  at::Tensor aux;   // kGeluAuxBias: written, [M, N]; kDGeluBGrad: read, [M, N]
+  at::Tensor aux;   // kGeluAuxBias: written, [M, N]; kDGeluBGrad, kDGelu: read, [M, N]
   at::Tensor c;     // kNone, kBias: read, [M, N] like out (or out itself), added to the product
 };
 

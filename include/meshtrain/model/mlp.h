@@ -21,8 +21,9 @@ class MlpImpl : public torch::nn::Module {
   // GPT-2's fc: bias + GELU fused with the matmul where it applies (LinearImpl::forward_gelu; default).
   void set_fused_gelu(bool on) { fused_gelu_ = on; }
   bool fused_gelu() const { return fused_gelu_; }
-  // GPT-2's MLP as one function with its bias, GELU and bias-gradient work in the GEMMs' epilogues
-  // (model/gelu_mlp.h) where both layers can_fuse(); takes precedence over fused_gelu(). Default off.
+  // GPT-2's MLP as one function with its bias, GELU and residual work in the GEMMs' epilogues
+  // (model/gelu_mlp.h) where both layers can_fuse() and fused_gelu() is on. The model sets it
+  // (train.gemm_epilogues, on by default); a lone Mlp starts with it off.
   void set_epilogues(bool on) { epilogues_ = on; }
   bool epilogues() const { return epilogues_; }
 

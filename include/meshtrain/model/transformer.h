@@ -138,7 +138,7 @@ class TransformerImpl : public torch::nn::Module {
   bool fused_ = true;
   bool fused_norm_ = true;
   bool fused_gelu_ = true;
-  bool gemm_epilogues_ = false;
+  bool gemm_epilogues_ = true;
   bool fused_adds_ = true;
   TransformerHooks hooks_;
 };

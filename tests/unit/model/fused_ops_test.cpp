@@ -182,6 +182,9 @@ TEST(FusedOpsCpu, BiasLinearAndGeluMlpAreTheirCompositesByHand) {
   auto m = model::gelu_mlp(x0, w0, b0, w2, b2);
   ASSERT_EQ(m.sizes(), (std::vector<int64_t>{2, 5, 6}));
   EXPECT_TRUE(at::allclose(m, at::matmul(h, w2.t()) + b2, 1e-5, 1e-6));
+  const auto r = at::randn({2, 5, 6});  // the residual added to the output
+  EXPECT_TRUE(at::allclose(model::gelu_mlp(x0, w0, b0, w2, b2, r), r + at::matmul(h, w2.t()) + b2, 1e-5, 1e-6));
+  EXPECT_THROW(model::gelu_mlp(x0, w0, b0, w2, b2, r.narrow(2, 0, 5)), Error);
   EXPECT_THROW(model::bias_linear(x0, w0.t(), b0), Error);
   EXPECT_THROW(model::gelu_mlp(x0, w0, b0, w2.t(), b2), Error);
   EXPECT_THROW(model::gelu_mlp(x0, w0, b0, w2, at::Tensor()), Error);
@@ -215,7 +218,6 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
     for (bool fused : {true, false}) {
       model::Transformer net(tiny(family));
       net->init_weights(5);
-      net->set_gemm_epilogues(true);  // off by default: on here so that the main switch is seen to reach it
       net->set_fused_kernels(fused);
       EXPECT_EQ(net->fused_kernels(), fused);
       for (size_t i = 0; i < net->blocks->size(); ++i) {  // the switch reaches every block
@@ -283,7 +285,10 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   EXPECT_FALSE(block()->attn_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
   EXPECT_TRUE(block()->attn->fused());
-  EXPECT_FALSE(block()->attn->wq->fused_bias());  // the GEMM epilogues: off until measured on a GPU
+  EXPECT_TRUE(block()->attn->wq->fused_bias());  // the GEMM epilogues: on by default (measured on an H200)
+  EXPECT_TRUE(block()->mlp->epilogues());
+  net->set_gemm_epilogues(false);
+  EXPECT_FALSE(block()->attn->wq->fused_bias());
   EXPECT_FALSE(block()->mlp->epilogues());
   net->set_gemm_epilogues(true);  // the MLP function and every linear's bias gradient
   EXPECT_TRUE(block()->attn->wq->fused_bias());
