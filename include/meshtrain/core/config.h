@@ -157,8 +157,8 @@ namespace meshtrain {
     "epilogue without gradients; one kernel for the GELU and bias gradients); false = linear, then GELU")     \
   F(bool, gemm_epilogues, true, "With train.fused_kernels: GPT-2's biases, GELU and residual inside the GEMMs' " \
     "cuBLASLt epilogues (the MLP fc → GELU → proj + residual as one function; every other biased linear's "    \
-    "bias gradient in its weight-gradient GEMM); false: fc's GELU kernel and the projections apart, 2.7 % "   \
-    "slower on GPT-2 124M on an H200 (docs/PERFORMANCE.md)")                                                   \
+    "bias gradient in its weight-gradient GEMM); false: fc's GELU kernel and the projections apart, "          \
+    "1.8-2.7 % slower on GPT-2 124M on an H200 (docs/PERFORMANCE.md)")                                         \
   F(bool, fused_adds, true, "With train.fused_kernels: adds done by the GEMMs themselves instead of add kernels — " \
     "the MLP's last projection adds the fp32 residual stream in its epilogue, and the input gradients of q/k/v "  \
     "and of SwiGLU's gate/up are summed by their GEMMs (CUDA, bf16/fp16 with fp32 master weights; "            \
