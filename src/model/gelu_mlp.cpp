@@ -34,8 +34,8 @@ at::Tensor biased_mm(const at::Tensor& a, const at::Tensor& w, const at::Tensor&
 }
 
 // ∂pre = (∂y·W_proj) ⊙ gelu'(pre) from one GEMM where cuBLASLt can (DGELU), and ∂b_fc = Σ_rows ∂pre in
-// `b_dtype` from the column sum. DGELU_BGRAD, the bias gradient in the same epilogue, ran at 2.3× the time of
-// DGELU + the column sum on an H200 (fused_kernels_bench, mlp_gelu_dgrad).
+// `b_dtype` from the column sum. DGELU_BGRAD, the bias gradient in the same epilogue, ran at 2.3-2.5× the time
+// of DGELU + the column sum on an H200 (fused_kernels_bench, mlp_gelu_dgrad).
 std::pair<at::Tensor, at::Tensor> gelu_input_grad(const at::Tensor& dy, const at::Tensor& w_proj,
                                                   const at::Tensor& pre, at::ScalarType b_dtype) {
   auto dpre = at::empty_like(pre);
@@ -79,7 +79,7 @@ class LtGeluMlp : public torch::autograd::Function<LtGeluMlp> {
     const auto dy = grad_out[0].to(x.scalar_type()).contiguous();  // [N, D']
     auto dr = ctx->needs_input_grad(5) ? grad_out[0] : at::Tensor();  // ∂r = ∂y as it is
     // proj's ∂W and ∂b: the GEMM and the column sum (BGRADB, the bias gradient in the GEMM's epilogue, ran
-    // 16 % slower on an H200: fused_kernels_bench, mlp_proj_param_grads).
+    // 15-16 % slower on an H200: fused_kernels_bench, mlp_proj_param_grads).
     auto [dw_proj, db_proj] = linear_param_grads(dy, h,
                                                  {.weight = ctx->needs_input_grad(3),
                                                   .bias = ctx->needs_input_grad(4),

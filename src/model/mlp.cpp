@@ -24,7 +24,8 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu
 }
 
 bool MlpImpl::one_function() const {
-  return !swiglu_ && epilogues_ && fused_gelu_ && up->can_fuse() && down->can_fuse() && up->bias.defined() && down->bias.defined();
+  return !swiglu_ && epilogues_ && fused_gelu_ && up->can_fuse() && down->can_fuse() && up->bias.defined() &&
+         down->bias.defined();
 }
 
 at::Tensor MlpImpl::hidden(const at::Tensor& x) {
