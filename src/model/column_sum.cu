@@ -26,7 +26,8 @@ int64_t chunk_rows(int64_t rows) {
 
 template <typename T, int V>
 __global__ void __launch_bounds__(kThreads)
-    partials_kernel(const T* __restrict__ x, float* __restrict__ part, int64_t rows, int64_t cols, int64_t per_chunk) {
+    column_sum_partials_kernel(const T* __restrict__ x, float* __restrict__ part, int64_t rows, int64_t cols,
+                               int64_t per_chunk) {
   // sums[lane][k][tx]: column tx·V + k of the block's 32·V, as lane threadIdx.y summed it.
   __shared__ float sums[kRowLanes][V][32];
   const int64_t col = (static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x) * V;
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    finish_kernel(const float* __restrict__ part, int64_t chunks, int64_t cols, T* __restrict__ out) {
+    column_sum_finish_kernel(const float* __restrict__ part, int64_t chunks, int64_t cols, T* __restrict__ out) {
   __shared__ float sums[kRowLanes][32];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   float s = 0.f;
@@ -77,7 +78,7 @@ template <typename T, int V>
 void launch_partials(const T* x, float* part, int64_t rows, int64_t cols, cudaStream_t st) {
   const int64_t vcols = (cols + V - 1) / V;
   const dim3 grid(static_cast<unsigned>((vcols + 31) / 32), static_cast<unsigned>(column_sum_chunks(rows)));
-  partials_kernel<T, V><<<grid, dim3(32, kRowLanes), 0, st>>>(x, part, rows, cols, chunk_rows(rows));
+  column_sum_partials_kernel<T, V><<<grid, dim3(32, kRowLanes), 0, st>>>(x, part, rows, cols, chunk_rows(rows));
 }
 
 LaunchError last_error() {
@@ -117,7 +118,7 @@ LaunchError column_sum_finish(const float* part, int64_t chunks, int64_t cols, D
   return dispatch_with_half(out_type, [&](auto tag) {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>((cols + 31) / 32));
-    finish_kernel<T><<<grid, dim3(32, kRowLanes), 0, st>>>(part, chunks, cols, static_cast<T*>(out));
+    column_sum_finish_kernel<T><<<grid, dim3(32, kRowLanes), 0, st>>>(part, chunks, cols, static_cast<T*>(out));
     return last_error();
   });
 }

@@ -97,7 +97,7 @@ __device__ __forceinline__ uint8_t quantize(float x, float scale) {
 
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(kThreads)
-    amax_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Amax out) {
+    fp8_amax_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Amax out) {
   __shared__ float col_part[kWarps][kAmaxCols];
   __shared__ float warp_part[kWarps];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, Fp8Format F, bool kVec>
 __global__ void __launch_bounds__(kThreads)
-    cast_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Out rm, Fp8Out tr) {
+    fp8_cast_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Out rm, Fp8Out tr) {
   // +1 column: a thread's 8 elements down a column, and a row's 8 across, fall in distinct banks per warp.
   __shared__ float tile[kTile][kTile + 1];
   const int off = (threadIdx.x % kLineThreads) * kV;  // first column read, first row written transposed
@@ -212,9 +212,9 @@ LaunchError fp8_amax(DType dt, const void* x, int64_t rows, int64_t cols, Fp8Ama
     using T = decltype(tag);
     const T* xt = static_cast<const T*>(x);
     if (cols % kV == 0 && aligned(x, kV * sizeof(T)))
-      amax_kernel<T, true><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
+      fp8_amax_kernel<T, true><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
     else
-      amax_kernel<T, false><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
+      fp8_amax_kernel<T, false><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
     return launched();
   });
 }
@@ -233,9 +233,9 @@ LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64
                      (transposed.q == nullptr || aligned(transposed.q, kV));
     const auto launch = [&](auto kernel) { kernel<<<grid, kThreads, 0, st>>>(xt, rows, cols, rowmajor, transposed); };
     if (fmt == Fp8Format::kE4M3)
-      vec ? launch(cast_kernel<T, Fp8Format::kE4M3, true>) : launch(cast_kernel<T, Fp8Format::kE4M3, false>);
+      vec ? launch(fp8_cast_kernel<T, Fp8Format::kE4M3, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE4M3, false>);
     else
-      vec ? launch(cast_kernel<T, Fp8Format::kE5M2, true>) : launch(cast_kernel<T, Fp8Format::kE5M2, false>);
+      vec ? launch(fp8_cast_kernel<T, Fp8Format::kE5M2, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE5M2, false>);
     return launched();
   });
 }

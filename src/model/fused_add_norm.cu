@@ -54,9 +54,10 @@ __device__ float block_sum(float v) {
 // kAdd: h = x + r is written and normalised; else x itself is (r and h unused, H = X).
 template <typename X, typename R, typename H, typename Y, bool kAdd>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(const X* __restrict__ x, const R* __restrict__ r, H* __restrict__ h, Y* __restrict__ y,
-                   const float* __restrict__ gamma, const float* __restrict__ beta, float* __restrict__ mean_out,
-                   float* __restrict__ rstd_out, int64_t dim, float eps, bool rms) {
+    add_norm_forward_kernel(const X* __restrict__ x, const R* __restrict__ r, H* __restrict__ h, Y* __restrict__ y,
+                            const float* __restrict__ gamma, const float* __restrict__ beta,
+                            float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t dim, float eps,
+                            bool rms) {
   const int64_t off = static_cast<int64_t>(blockIdx.x) * dim;
   x += off, y += off;
   const H* src;  // the norm's input row
@@ -94,9 +95,9 @@ __global__ void __launch_bounds__(kThreads)
 // ∂ĥ = ∂y·γ; LayerNorm: ∂h = rstd·(∂ĥ − mean(∂ĥ) − ĥ·mean(∂ĥ·ĥ)); RMSNorm: ∂h = rstd·(∂ĥ − ĥ·mean(∂ĥ·ĥ)).
 template <typename H, typename Y>
 __global__ void __launch_bounds__(kThreads)
-    backward_rows_kernel(const Y* __restrict__ dy, const H* __restrict__ dh_out, const H* __restrict__ h,
-                         const float* __restrict__ gamma, const float* __restrict__ mean_in,
-                         const float* __restrict__ rstd_in, H* __restrict__ dh, int64_t dim, bool rms) {
+    add_norm_backward_rows_kernel(const Y* __restrict__ dy, const H* __restrict__ dh_out, const H* __restrict__ h,
+                                  const float* __restrict__ gamma, const float* __restrict__ mean_in,
+                                  const float* __restrict__ rstd_in, H* __restrict__ dh, int64_t dim, bool rms) {
   const int64_t off = static_cast<int64_t>(blockIdx.x) * dim;
   dy += off, h += off, dh += off;
   if (dh_out) dh_out += off;
@@ -122,9 +123,10 @@ __global__ void __launch_bounds__(kThreads)
 // kWarps partial sums per column are added in shared memory and written to row blockIdx.y of the partials.
 template <typename H, typename Y>
 __global__ void __launch_bounds__(kThreads)
-    backward_weight_kernel(const Y* __restrict__ dy, const H* __restrict__ h, const float* __restrict__ mean_in,
-                           const float* __restrict__ rstd_in, float* __restrict__ dgamma_part,
-                           float* __restrict__ dbeta_part, int64_t rows, int64_t dim, bool rms) {
+    add_norm_backward_weight_kernel(const Y* __restrict__ dy, const H* __restrict__ h,
+                                    const float* __restrict__ mean_in, const float* __restrict__ rstd_in,
+                                    float* __restrict__ dgamma_part, float* __restrict__ dbeta_part, int64_t rows,
+                                    int64_t dim, bool rms) {
   __shared__ float sg[kWarps][32], sb[kWarps][32];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kChunkRows;
@@ -176,12 +178,13 @@ __device__ __forceinline__ void store_pack(T* p, const float (&v)[kPack]) {
   *reinterpret_cast<Vec<T, kPack>*>(p) = q;
 }
 
-// forward_kernel's arithmetic with the row in registers: thread t holds elements [8t, 8t + 8).
+// add_norm_forward_kernel's arithmetic with the row in registers: thread t holds elements [8t, 8t + 8).
 template <typename X, typename R, typename H, typename Y, bool kAdd>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    forward_row_kernel(const X* __restrict__ x, const R* __restrict__ r, H* __restrict__ h, Y* __restrict__ y,
-                       const float* __restrict__ gamma, const float* __restrict__ beta,
-                       float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t dim, float eps, bool rms) {
+    add_norm_forward_row_kernel(const X* __restrict__ x, const R* __restrict__ r, H* __restrict__ h, Y* __restrict__ y,
+                                const float* __restrict__ gamma, const float* __restrict__ beta,
+                                float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t dim, float eps,
+                                bool rms) {
   const int64_t col = static_cast<int64_t>(threadIdx.x) * kPack, off = blockIdx.x * dim + col;
   const bool mine = col < dim;
   float v[kPack] = {}, s = 0.f;
@@ -216,14 +219,14 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
-// backward_rows_kernel and backward_weight_kernel in one: block b walks rows [b·kRowChunk, +kRowChunk) and
-// writes row b of the partials; thread t owns columns [8t, 8t + 8) throughout.
+// add_norm_backward_rows_kernel and add_norm_backward_weight_kernel in one: block b walks rows
+// [b·kRowChunk, +kRowChunk) and writes row b of the partials; thread t owns columns [8t, 8t + 8) throughout.
 template <typename H, typename Y>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    backward_row_kernel(const Y* __restrict__ dy, const H* __restrict__ dh_out, const H* __restrict__ h,
-                        const float* __restrict__ gamma, const float* __restrict__ mean_in,
-                        const float* __restrict__ rstd_in, H* __restrict__ dh, float* __restrict__ dgamma_part,
-                        float* __restrict__ dbeta_part, int64_t rows, int64_t dim, bool rms) {
+    add_norm_backward_row_kernel(const Y* __restrict__ dy, const H* __restrict__ dh_out, const H* __restrict__ h,
+                                 const float* __restrict__ gamma, const float* __restrict__ mean_in,
+                                 const float* __restrict__ rstd_in, H* __restrict__ dh, float* __restrict__ dgamma_part,
+                                 float* __restrict__ dbeta_part, int64_t rows, int64_t dim, bool rms) {
   const int64_t col = static_cast<int64_t>(threadIdx.x) * kPack;
   const bool mine = col < dim;
   const float inv_dim = 1.f / static_cast<float>(dim);
@@ -307,7 +310,8 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
       return dispatch(a.y_type, [&](auto yt) {
         using X = decltype(xt);
         using Y = decltype(yt);
-        auto* kernel = resident ? forward_row_kernel<X, X, X, Y, false> : forward_kernel<X, X, X, Y, false>;
+        auto* kernel = resident ? add_norm_forward_row_kernel<X, X, X, Y, false>
+                                : add_norm_forward_kernel<X, X, X, Y, false>;
         kernel<<<blocks, threads, 0, st>>>(static_cast<const X*>(a.x), nullptr, nullptr, static_cast<Y*>(a.y),
                                            a.gamma, a.beta, a.mean, a.rstd, a.dim, a.eps, a.rms);
         return launched();
@@ -322,7 +326,8 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
         using Y = decltype(yt);
         // fp32 if either addend is: the sum type of fused_add_norm_cuda.h's sum_dtype.
         using H = std::conditional_t<std::is_same_v<X, float> || std::is_same_v<R, float>, float, __nv_bfloat16>;
-        auto* kernel = resident ? forward_row_kernel<X, R, H, Y, true> : forward_kernel<X, R, H, Y, true>;
+        auto* kernel = resident ? add_norm_forward_row_kernel<X, R, H, Y, true>
+                                : add_norm_forward_kernel<X, R, H, Y, true>;
         kernel<<<blocks, threads, 0, st>>>(static_cast<const X*>(a.x), static_cast<const R*>(a.r),
                                            static_cast<H*>(a.h), static_cast<Y*>(a.y), a.gamma, a.beta, a.mean,
                                            a.rstd, a.dim, a.eps, a.rms);
@@ -346,15 +351,15 @@ LaunchError add_norm_backward(const AddNormBackward& a, void* stream) {
       const auto* dh_out = static_cast<const H*>(a.dh_out);
       auto* dh = static_cast<H*>(a.dh);
       if (resident) {
-        backward_row_kernel<H, Y><<<static_cast<unsigned>(a.chunks), row_threads(a.dim), 0, st>>>(
+        add_norm_backward_row_kernel<H, Y><<<static_cast<unsigned>(a.chunks), row_threads(a.dim), 0, st>>>(
             dy, dh_out, h, a.gamma, a.mean, a.rstd, dh, a.dgamma_part, a.dbeta_part, a.rows, a.dim, a.rms);
         return launched();
       }
-      backward_rows_kernel<H, Y><<<static_cast<unsigned>(a.rows), kThreads, 0, st>>>(dy, dh_out, h, a.gamma, a.mean,
-                                                                                     a.rstd, dh, a.dim, a.rms);
+      add_norm_backward_rows_kernel<H, Y><<<static_cast<unsigned>(a.rows), kThreads, 0, st>>>(
+          dy, dh_out, h, a.gamma, a.mean, a.rstd, dh, a.dim, a.rms);
       if (LaunchError e = launched()) return e;
       const dim3 grid(static_cast<unsigned>((a.dim + 31) / 32), static_cast<unsigned>(a.chunks));
-      backward_weight_kernel<H, Y><<<grid, dim3(32, kWarps), 0, st>>>(dy, h, a.mean, a.rstd, a.dgamma_part,
+      add_norm_backward_weight_kernel<H, Y><<<grid, dim3(32, kWarps), 0, st>>>(dy, h, a.mean, a.rstd, a.dgamma_part,
                                                                        a.dbeta_part, a.rows, a.dim, a.rms);
       return launched();
     });

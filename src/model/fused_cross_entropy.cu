@@ -74,8 +74,9 @@ __device__ __forceinline__ int64_t head_len(const T* p, int64_t n) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(const T* __restrict__ logits, int64_t V, int64_t stride, const int64_t* __restrict__ targets,
-                   int64_t ignore_index, float* __restrict__ loss, float* __restrict__ lse) {
+    cross_entropy_forward_kernel(const T* __restrict__ logits, int64_t V, int64_t stride,
+                                 const int64_t* __restrict__ targets, int64_t ignore_index, float* __restrict__ loss,
+                                 float* __restrict__ lse) {
   constexpr int N = kVec16<T>;
   const int64_t r = blockIdx.x;
   const T* row = logits + r * stride;
@@ -108,9 +109,10 @@ __device__ __forceinline__ float grad_at(float x, int64_t j, int64_t t, float l,
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(const T* logits, int64_t in_stride, T* dlogits, int64_t out_stride, int64_t V,
-                    const int64_t* __restrict__ targets, int64_t ignore_index, const float* __restrict__ lse,
-                    const float* __restrict__ grad_loss, const float* __restrict__ n_valid) {
+    cross_entropy_backward_kernel(const T* logits, int64_t in_stride, T* dlogits, int64_t out_stride, int64_t V,
+                                  const int64_t* __restrict__ targets, int64_t ignore_index,
+                                  const float* __restrict__ lse, const float* __restrict__ grad_loss,
+                                  const float* __restrict__ n_valid) {
   // No __restrict__ on logits/dlogits: they may be the same buffer.
   constexpr int N = kVec16<T>;
   const int64_t r = blockIdx.x;
@@ -152,7 +154,7 @@ LaunchError cross_entropy_forward(DType dt, const void* logits, int64_t rows, in
   if (rows == 0) return nullptr;
   return dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    cross_entropy_forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(logits), V, stride, targets, ignore_index, loss, lse);
     return launched();
   });
@@ -165,7 +167,7 @@ LaunchError cross_entropy_backward(DType dt, const void* logits, int64_t in_stri
   if (rows == 0) return nullptr;
   return dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    cross_entropy_backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(logits), in_stride, static_cast<T*>(dlogits), out_stride, V, targets,
         ignore_index, lse, grad_loss, n_valid);
     return launched();

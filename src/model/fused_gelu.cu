@@ -22,8 +22,8 @@ __device__ __forceinline__ float gelu_tanh_grad(float p) {
 
 template <typename T>
 __global__ void __launch_bounds__(32 * kRowLanes)
-    backward_kernel(const T* __restrict__ dy, const T* __restrict__ pre, T* __restrict__ dpre,
-                    float* __restrict__ dbias_part, int64_t rows, int64_t cols) {
+    gelu_bias_backward_kernel(const T* __restrict__ dy, const T* __restrict__ pre, T* __restrict__ dpre,
+                              float* __restrict__ dbias_part, int64_t rows, int64_t cols) {
   __shared__ float part[kRowLanes][32];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kChunkRows;
@@ -56,8 +56,8 @@ LaunchError gelu_bias_backward(DType dt, const void* dy, const void* pre, void* 
   return dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(gelu_bias_chunks(rows)));
-    backward_kernel<T><<<grid, dim3(32, kRowLanes), 0, st>>>(static_cast<const T*>(dy), static_cast<const T*>(pre),
-                                                            static_cast<T*>(dpre), dbias_part, rows, cols);
+    gelu_bias_backward_kernel<T><<<grid, dim3(32, kRowLanes), 0, st>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(pre), static_cast<T*>(dpre), dbias_part, rows, cols);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
   });

@@ -20,7 +20,7 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ y, int64_t chunks) {
+    swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ y, int64_t chunks) {
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const Vec<T, N> g = reinterpret_cast<const Vec<T, N>*>(gate)[c];
@@ -37,8 +37,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(const T* __restrict__ dy, const T* __restrict__ gate, const T* __restrict__ up,
-                    T* __restrict__ dgate, T* __restrict__ dup, int64_t chunks) {
+    swiglu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ gate, const T* __restrict__ up,
+                           T* __restrict__ dgate, T* __restrict__ dup, int64_t chunks) {
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const Vec<T, N> d = reinterpret_cast<const Vec<T, N>*>(dy)[c];
@@ -86,9 +86,9 @@ LaunchError swiglu_forward(DType dt, const void* gate, const void* up, void* y, 
     const auto* u = static_cast<const T*>(up);
     auto* out = static_cast<T*>(y);
     if (vectorizable<T>(n, {gate, up, y}))
-      forward_kernel<T, N><<<blocks_for(n / N), kThreads, 0, st>>>(g, u, out, n / N);
+      swiglu_forward_kernel<T, N><<<blocks_for(n / N), kThreads, 0, st>>>(g, u, out, n / N);
     else
-      forward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(g, u, out, n);
+      swiglu_forward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(g, u, out, n);
     return launched();
   });
 }
@@ -106,9 +106,9 @@ LaunchError swiglu_backward(DType dt, const void* dy, const void* gate, const vo
     auto* dg = static_cast<T*>(dgate);
     auto* du = static_cast<T*>(dup);
     if (vectorizable<T>(n, {dy, gate, up, dgate, dup}))
-      backward_kernel<T, N><<<blocks_for(n / N), kThreads, 0, st>>>(d, g, u, dg, du, n / N);
+      swiglu_backward_kernel<T, N><<<blocks_for(n / N), kThreads, 0, st>>>(d, g, u, dg, du, n / N);
     else
-      backward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(d, g, u, dg, du, n);
+      swiglu_backward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(d, g, u, dg, du, n);
     return launched();
   });
 }

@@ -9,3 +9,7 @@ set_tests_properties(e2e.scripts PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_C
 add_test(NAME e2e.setup_errors
          COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/setup_test.py ${CMAKE_SOURCE_DIR})
 set_tests_properties(e2e.setup_errors PROPERTIES LABELS e2e TIMEOUT 600 SKIP_RETURN_CODE 77)
+# scripts/bench/kernel_kinds.py (GPU time a step by kind of kernel, traces side by side) on a hand-made trace.
+add_test(NAME e2e.kernel_kinds
+         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/kernel_kinds_test.py ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e.kernel_kinds PROPERTIES LABELS e2e TIMEOUT 120)

@@ -5,7 +5,7 @@
 //
 //   parallel_worker --layout single|ddp|zero1|zero2|fsdp|hsdp [--fsdp N] [--tp N [--sp]] [--tp-model]
 //                   [--steps N] [--accum A] [--ac] [--no-reshard] [--family gpt2|llama] [--bf16-reduce]
-//                   [--device cpu|cuda] [--freeze-half] [--offload] [--lora [--lora-dropout P]]
+//                   [--device cpu|cuda [--bf16]] [--freeze-half] [--offload] [--lora [--lora-dropout P]]
 //                   (--out FILE | --compare FILE)
 //   --device cuda: the model and its tensors on the GPU, cuda:(local rank mod GPUs), so several ranks may
 //           share one GPU; the CPU backend stages the GPU tensors through host memory. Exits 77 (skipped)
