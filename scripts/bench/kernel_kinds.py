@@ -14,8 +14,9 @@ Usage: kernel_kinds.py TRACE.json [TRACE.json ...] [--steps 3] [--top 15] [--jso
 import argparse
 import json
 import re
-import sys
 from collections import defaultdict
+
+from trace_gaps import load  # the traces' device events, one reader for both tools
 
 # (kind, pattern): the first match wins, so the specific names come before the generic ones.
 KINDS = (
@@ -31,7 +32,6 @@ KINDS = (
     ("reduction", r"reduce|column_sum|sum"),
     ("memset/memcpy", r"memset|memcpy"),
 )
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def kind_of(name):
@@ -41,21 +41,9 @@ def kind_of(name):
     return "other"
 
 
-def load(path):
-    try:
-        with open(path) as f:
-            events = json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit(f"{path}: cannot read a Chrome trace: {e}")
-    events = events.get("traceEvents", events) if isinstance(events, dict) else events
-    if not isinstance(events, list):
-        sys.exit(f"{path}: no traceEvents list")
-    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in DEVICE_CATS]
-
-
 def summarize(path, steps, top):
     by_kind, by_name = defaultdict(float), defaultdict(float)
-    for e in load(path):
+    for e in load(path)[0]:
         ms = float(e.get("dur", 0)) / 1000.0 / steps
         by_kind[kind_of(e["name"])] += ms
         by_name[e["name"]] += ms

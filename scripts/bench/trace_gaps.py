@@ -24,9 +24,11 @@ def load(path):
     except (OSError, ValueError) as e:
         sys.exit(f"{path}: cannot read a Chrome trace: {e}")
     events = events.get("traceEvents", events) if isinstance(events, dict) else events
-    device = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
-                    key=lambda e: e["ts"])
-    cpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime")]
+    if not isinstance(events, list):
+        sys.exit(f"{path}: no traceEvents list")
+    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+    device = sorted((e for e in spans if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e["ts"])
+    cpu = [e for e in spans if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime")]
     return device, cpu
 
 
