@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Workers SIGKILLed at random steps, several times in one run (tier 4). One meshrun --standalone group of two DDP
 workers (--max-restarts 3, `checkpoint.resume: auto`, a checkpoint every 2 steps) is watched; three times a random
-rank is SIGKILLed as soon as the run reaches a random step — mid-step, mid-save or mid-resume, wherever the kill
-lands. meshrun restarts the group each time and it resumes from its newest usable checkpoint. The final parameters
-must be bit-identical to an uninterrupted run's. The seed is printed (MESHTRAIN_TEST_SEED=N repeats a run).
+rank is SIGKILLed as soon as the run (resumed after the previous kill) reaches a random step — mid-step or mid-save,
+wherever the kill lands. meshrun restarts the group each time and it resumes from its newest usable checkpoint. The
+final parameters must be bit-identical to an uninterrupted run's. The seed is printed (MESHTRAIN_TEST_SEED=N repeats
+a run).
 Usage: random_kill_test.py BIN_DIR SOURCE_DIR
 """
 import os
@@ -61,11 +62,16 @@ assert len(want) == 2 and want[0][1] == want[1][1] and want[0][2] == str(STEPS),
 
 p = subprocess.Popen(command(os.path.join(work, "run"), KILLS), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                      text=True)
-lines, kills = [], []
+# The log reaches this reader late: when a kill lands, the killed group may already have printed later steps, and
+# a kill armed by such a line would hit a worker of that dying group, which restarts nothing. So the next kill is
+# armed only once the new group has resumed (both ranks log it); step lines after that are the new group's.
+lines, kills, resumed = [], [], 0
 for line in p.stdout:
     lines.append(line)
+    resumed += "resumed from" in line
     m = re.search(r"step +(\d+)/%d \|" % STEPS, line)
-    if m and len(kills) < KILLS and int(m.group(1)) >= plan[len(kills)]:
+    armed = len(kills) < KILLS and resumed >= 2 * len(kills)
+    if m and armed and int(m.group(1)) >= plan[len(kills)]:
         pid = worker_pid(p.pid, ranks[len(kills)])
         if pid:
             os.kill(pid, signal.SIGKILL)
