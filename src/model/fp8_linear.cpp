@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <memory>
 
+#include "linear_params.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/attention.h"
 #include "meshtrain/model/fp8_cast.h"
@@ -108,9 +109,7 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   // undefined tensor where a layer has no bias).
   auto y = Fp8Linear::apply(x2, w, static_cast<int64_t>(scaling), cx, static_cast<int64_t>(result_dtype(x)))[0];
   if (b.defined()) y = y + b.to(y.scalar_type());
-  auto shape = x.sizes().vec();
-  shape.back() = w.size(0);
-  return y.view(shape);
+  return y.view(output_shape(x, w.size(0)));
 }
 
 bool fp8_matmul_available(const c10::Device& device) {

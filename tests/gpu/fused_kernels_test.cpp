@@ -1024,11 +1024,11 @@ TEST(MasterLinearGpu, LinearLayerAccumulationAndCheckpointing) {
   EXPECT_TRUE(close_scaled(lin->bias.grad(), g1[1], 1e-3, 1e-4));
 }
 
-// GPT-2's MLP as one function (GELU_AUX_BIAS, BIAS, BGRADB, DGELU_BGRAD) against linear → gelu → linear in
-// fp32 on the same rounded inputs: odd rows, d_ff a multiple of 8 (the epilogues) and not (fc's fall back to
-// the composite ops inside the function), GPT-2's widths; all five gradients, the no-grad path, and bf16 under
-// autocast from fp32 parameters. Bounds: fp32 1e-3 relative + 1e-4 of the largest magnitude (the epilogue's
-// GELU is within 5e-5 of tanh-GELU), bf16 3e-2 + 2e-2 (two stored roundings, pre and h, before a GEMM).
+// GPT-2's MLP as one function (GELU_AUX_BIAS, BIAS, DGELU, column-sum bias gradients) against linear → gelu →
+// linear in fp32 on the same rounded inputs: odd rows, d_ff a multiple of 8 (the epilogues) and not (fc's fall
+// back to the composite ops inside the function), GPT-2's widths; all five gradients, the no-grad path, and bf16
+// under autocast from fp32 parameters. Bounds: fp32 1e-3 relative + 1e-4 of the largest magnitude (the
+// epilogue's GELU is within 5e-5 of tanh-GELU), bf16 3e-2 + 2e-2 (two stored roundings, pre and h, before a GEMM).
 TEST(GeluMlpGpu, MatchesLinearGeluLinearInValueAndGradients) {
   struct Case {
     int64_t B, T, D, F;
