@@ -74,6 +74,17 @@ Row measure(const std::string& op, const std::string& shape, const std::string& 
   return {op, shape, impl, 1e3 * s / iters, static_cast<double>(allocated(true) - base) / (1 << 30)};
 }
 
+// A forward under bf16 autocast as a trainer step runs it (autocast's cast cache cleared after, so each step
+// casts the fp32 masters again), then its backward from dy.
+void autocast_forward_backward(const std::function<at::Tensor()>& forward, const at::Tensor& dy) {
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  auto y = forward();
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
+  y.backward(dy);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -276,13 +287,10 @@ int main(int argc, char** argv) {
     auto w2 = (at::randn({768, 3072}, f32) * 0.02).requires_grad_(true), b2 = at::zeros({768}, f32).requires_grad_(true);
     auto mlp_step = [&](bool one_function) {
       auto x = x0.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
-      at::autocast::set_autocast_enabled(at::kCUDA, true);
-      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-      auto y = one_function ? model::gelu_mlp(x, w1, b1, w2, b2, r)
+      autocast_forward_backward([&] {
+        return one_function ? model::gelu_mlp(x, w1, b1, w2, b2, r)
                             : model::residual_linear(model::fused_linear_gelu(x, w1, b1), w2, b2, r);
-      at::autocast::set_autocast_enabled(at::kCUDA, false);
-      at::autocast::clear_cache();
-      y.backward(dy);
+      }, dy);
     };
     rows.push_back(measure("mlp_block", "32768x768x3072 +r", "linear_gelu+residual_linear", [&] { mlp_step(false); }));
     rows.push_back(measure("mlp_block", "32768x768x3072 +r", "gelu_mlp", [&] { mlp_step(true); }));
@@ -308,12 +316,7 @@ int main(int argc, char** argv) {
     auto b = bias ? at::zeros({out}, f32).requires_grad_(true) : at::Tensor();
     auto autocast_step = [&](const std::function<at::Tensor(const at::Tensor&)>& linear) {
       auto x = x0.detach().requires_grad_(true);
-      at::autocast::set_autocast_enabled(at::kCUDA, true);
-      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-      auto y = linear(x);
-      at::autocast::set_autocast_enabled(at::kCUDA, false);
-      at::autocast::clear_cache();
-      y.backward(dy);
+      autocast_forward_backward([&] { return linear(x); }, dy);
     };
     rows.push_back(measure("master_linear", name, "composite", [&] {
       autocast_step([&](const at::Tensor& x) { return at::linear(x, w, b); });
