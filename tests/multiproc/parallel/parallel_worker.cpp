@@ -115,9 +115,7 @@ Config make_config(const Args& a, int world) {
   c.train.dtype = a.bf16 ? "bf16" : "fp32";
   c.train.activation_checkpointing = a.ac;
   if (a.freeze_half) c.train.freeze = "blocks.1.*,blocks.2.attn.*";
-  if (a.offload) {
-    c.optimizer.offload = "cpu";
-  }
+  if (a.offload) c.optimizer.offload = "cpu";
   if (a.lora) {
     c.model.lora_rank = 4;
     c.model.lora_alpha = 8.0;
