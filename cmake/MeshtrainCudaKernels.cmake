@@ -1,7 +1,7 @@
-# meshtrain's own CUDA kernels (the model room's fused ops, src/model/*.cu), built only when
+# meshtrain's own CUDA kernels (the model room's fused ops, src/model/kernels/*.cu), built only when
 # MESHTRAIN_CUDA_KERNELS (MeshtrainCuda.cmake: CUDA and nvcc found). They form a separate static library
 # without Torch headers or the Torch precompiled header, so nvcc compiles plain CUDA quickly; the model
-# room's .cpp files call them through src/model/cuda_kernel.h.
+# room's .cpp files call them through src/model/kernels/cuda_kernel.h.
 # Architectures: Torch's CMake config turns TORCH_CUDA_ARCH_LIST (MeshtrainTorch.cmake: 8.0;9.0 unless
 # given, i.e. A100 and H100/H200; two keep the build short) into -gencode flags in CMAKE_CUDA_FLAGS and sets
 # CMAKE_CUDA_ARCHITECTURES OFF; the target keeps it OFF so no second list is added.
@@ -15,12 +15,12 @@ enable_language(CUDA)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
-file(GLOB _mt_cuda_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/model/*.cu)
+file(GLOB _mt_cuda_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/model/kernels/*.cu)
 add_library(meshtrain_model_cuda STATIC ${_mt_cuda_srcs})
 set_target_properties(meshtrain_model_cuda PROPERTIES CUDA_ARCHITECTURES OFF)
-target_include_directories(meshtrain_model_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src/model)
+target_include_directories(meshtrain_model_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(meshtrain_model_cuda PUBLIC CUDA::cudart)
-# cuBLASLt for the GEMM epilogues (src/model/lt_matmul.cpp calls it on LibTorch's handle): the toolkit's,
+# cuBLASLt for the GEMM epilogues (src/model/kernels/lt_matmul.cpp calls it on LibTorch's handle): the toolkit's,
 # whose soname (libcublasLt.so.13) is the one the wheel's libcublas loads, so one copy serves both (the
 # toolkit's and the wheel's directories both on the run path, as for cudart and nvrtc). Where the toolkit has
 # no cuBLAS, the wheel's own copy.

@@ -6,7 +6,7 @@
 
 #include "meshtrain/core/crc32.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/lora_linear.h"
+#include "meshtrain/model/linear/lora_linear.h"
 
 namespace fs = std::filesystem;
 

@@ -11,7 +11,7 @@
 #include "meshtrain/ckpt/hf_convert.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/lora_linear.h"
+#include "meshtrain/model/linear/lora_linear.h"
 
 namespace fs = std::filesystem;
 

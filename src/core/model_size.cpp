@@ -86,7 +86,7 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   const int zero = p.fsdp > 1 && p.zero_stage == 0 ? 3 : static_cast<int>(p.zero_stage);
   const Num shard = static_cast<Num>(std::max<int64_t>(p.dp, 1) * p.fsdp);
   const Num tp = static_cast<Num>(p.tp);
-  // A pipeline stage holds about 1/pp of the parameters (the split balances them: parallel/pipeline_split.h).
+  // A pipeline stage holds about 1/pp of the parameters (the split balances them: parallel/pipeline/pipeline_split.h).
   const Num total = model_size(cfg.model).params;
   const Num P = total / static_cast<Num>(std::max<int64_t>(p.pp, 1));
   // Bytes per parameter on this rank: fp32 weights, gradients, two AdamW moments, each divided by tp and by

@@ -5,10 +5,10 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/attention_backend.h"
-#include "meshtrain/model/fused_rope.h"
-#include "meshtrain/model/lora_linear.h"
+#include "meshtrain/model/kernels/fused_rope.h"
+#include "meshtrain/model/linear/lora_linear.h"
 #include "meshtrain/model/rotary.h"
-#include "meshtrain/model/shared_input_linears.h"
+#include "meshtrain/model/linear/shared_input_linears.h"
 
 namespace meshtrain::model {
 
@@ -16,7 +16,7 @@ AttentionImpl::AttentionImpl(const ModelConfig& cfg, const at::TensorOptions& op
     : head_dim_(cfg.d_model / cfg.n_head), dropout_(cfg.dropout) {
   const int64_t n_head = cfg.n_head, n_kv_head = cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head;
   const bool bias = cfg.family == "gpt2";
-  // A LoraLinear where LoRA adapts the projection (model/lora_linear.h), a Linear otherwise.
+  // A LoraLinear where LoRA adapts the projection (model/linear/lora_linear.h), a Linear otherwise.
   auto lin = [&](LoraTarget t, int64_t in, int64_t out) { return make_linear(cfg, t, in, out, bias, opts); };
   wq = register_module("wq", lin(LoraTarget::q, cfg.d_model, n_head * head_dim_));
   wk = register_module("wk", lin(LoraTarget::k, cfg.d_model, n_kv_head * head_dim_));
@@ -29,7 +29,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   // Head counts follow the weights: under tensor parallelism wq/wk/wv hold only this rank's heads.
   const int64_t n_head = wq->weight.size(0) / head_dim_, n_kv_head = wk->weight.size(0) / head_dim_;
   // [B, T, H·hd] each; T may differ from x's (sequence parallelism gathers it). One function where the three
-  // can share x: their input gradients summed by the GEMMs (model/shared_input_linears.h).
+  // can share x: their input gradients summed by the GEMMs (model/linear/shared_input_linears.h).
   const auto qkv = forward_shared_input({wq.get(), wk.get(), wv.get()}, x);
   auto q = qkv[0], k = qkv[1], v = qkv[2];
   const int64_t B = q.size(0), T = q.size(1);

@@ -34,7 +34,7 @@ void init_parameter(const ModelConfig& cfg, const std::string& name, at::Tensor&
     full.zero_();
     return;
   }
-  // LoRA (model/lora_linear.h), as PEFT starts it: A kaiming-uniform with a = √5, i.e. U(-1/√in, 1/√in); B
+  // LoRA (model/linear/lora_linear.h), as PEFT starts it: A kaiming-uniform with a = √5, i.e. U(-1/√in, 1/√in); B
   // zero, so the adapted model starts equal to its base.
   if (ends_with(name, ".lora_B")) {
     full.zero_();

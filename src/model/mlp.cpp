@@ -2,16 +2,16 @@
 
 #include <ATen/ATen.h>
 
-#include "meshtrain/model/fused_swiglu.h"
-#include "meshtrain/model/gelu_mlp.h"
-#include "meshtrain/model/lora_linear.h"
-#include "meshtrain/model/shared_input_linears.h"
+#include "meshtrain/model/kernels/fused_swiglu.h"
+#include "meshtrain/model/linear/gelu_mlp.h"
+#include "meshtrain/model/linear/lora_linear.h"
+#include "meshtrain/model/linear/shared_input_linears.h"
 
 namespace meshtrain::model {
 
 MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu_(cfg.family == "llama") {
   const bool bias = !swiglu_;
-  // A LoraLinear where LoRA adapts the projection (model/lora_linear.h; llama only), a Linear otherwise.
+  // A LoraLinear where LoRA adapts the projection (model/linear/lora_linear.h; llama only), a Linear otherwise.
   auto lin = [&](LoraTarget t, int64_t in, int64_t out) { return make_linear(cfg, t, in, out, bias, opts); };
   if (swiglu_) {
     gate = register_module("w1", lin(LoraTarget::gate, cfg.d_model, cfg.d_ff));

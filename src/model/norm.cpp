@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "meshtrain/model/fused_add_norm.h"
+#include "meshtrain/model/kernels/fused_add_norm.h"
 
 namespace meshtrain::model {
 

@@ -3,10 +3,10 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/fused_cross_entropy.h"
+#include "meshtrain/model/kernels/fused_cross_entropy.h"
 #include "meshtrain/model/init.h"
-#include "meshtrain/model/linear_cross_entropy.h"
-#include "meshtrain/model/lt_matmul.h"
+#include "meshtrain/model/linear/linear_cross_entropy.h"
+#include "meshtrain/model/kernels/lt_matmul.h"
 #include "meshtrain/model/rotary.h"
 
 namespace meshtrain::model {

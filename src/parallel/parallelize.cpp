@@ -11,9 +11,9 @@
 #include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/model/init.h"
 #include "meshtrain/model/param_module.h"
-#include "meshtrain/parallel/pipeline_model.h"
-#include "meshtrain/parallel/replicated_model.h"
-#include "meshtrain/parallel/sharded_model.h"
+#include "meshtrain/parallel/pipeline/pipeline_model.h"
+#include "meshtrain/parallel/ddp/replicated_model.h"
+#include "meshtrain/parallel/fsdp/sharded_model.h"
 
 namespace meshtrain::parallel {
 namespace {
@@ -145,7 +145,7 @@ std::unique_ptr<ParallelModel> parallelize(model::Transformer net, const Paralle
   std::unique_ptr<ParallelModel> out;
   if (p.pp > 1) {
     // 0. The stage split first: each of this rank's model chunks gets the layout below over the groups
-    //    inside its stage (dp/fsdp/tp); the pipeline runs the chunks (parallel/pipeline_model.h).
+    //    inside its stage (dp/fsdp/tp); the pipeline runs the chunks (parallel/pipeline/pipeline_model.h).
     const bool distributed = world / p.pp > 1;
     auto layout = [&](model::Transformer stage) {
       return parallelize_module(std::move(stage), groups, cfg, device, nullptr, distributed);

@@ -15,7 +15,7 @@ TrainablePolicy TrainablePolicy::from_config(const TrainConfig& t) { return {fre
 
 TrainablePolicy TrainablePolicy::from_config(const Config& cfg) {
   TrainablePolicy out = from_config(cfg.train);
-  // LoRA: the base model is frozen, its adapters alone train (their names: model/lora_linear.h).
+  // LoRA: the base model is frozen, its adapters alone train (their names: model/linear/lora_linear.h).
   if (cfg.model.lora_rank > 0) out.train_only({"*.lora_A", "*.lora_B"});
   return out;
 }

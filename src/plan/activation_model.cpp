@@ -16,7 +16,7 @@ HeadBytes head_bytes(const ModelConfig& m, const ActivationInputs& in, int64_t N
   const int64_t weight_grad = !in.head_trains ? 0 : c == 2 ? 2 * V * D / t + 4 * V * D / t : 4 * V * D / t;
   const int64_t weight_grad_bf16 = in.head_trains ? c * V * D : 0;
   if (t > 1) {
-    // Vocab-parallel loss (parallel/tp_cross_entropy.cpp): softmax of this rank's block in fp32 is kept; the
+    // Vocab-parallel loss (parallel/tp/tp_cross_entropy.cpp): softmax of this rank's block in fp32 is kept; the
     // forward holds the logits, their fp32 copy, the shifted values and their exp at once.
     const int64_t rows = (V + t - 1) / t;
     h.saved += 4 * N * rows;
@@ -25,7 +25,7 @@ HeadBytes head_bytes(const ModelConfig& m, const ActivationInputs& in, int64_t N
     return h;
   }
   if (in.loss_chunk_bytes > 0) {
-    // model/linear_cross_entropy.h: ∂x and ∂W are made in the forward and kept; one chunk of logits at a time.
+    // model/linear/linear_cross_entropy.h: ∂x and ∂W are made in the forward and kept; one chunk of logits at a time.
     const int64_t rows = std::max<int64_t>(1, in.loss_chunk_bytes / (4 * V));
     h.saved += c * N * D + 4 * V * D;
     h.forward_peak = (c + 12) * std::min(rows, N) * V;

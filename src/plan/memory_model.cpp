@@ -106,7 +106,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   const bool fsdp = l.zero_stage == 3 && !l.alias;
   const int64_t pb = l.param_bytes, block_full = fsdp ? sz.block_gathered : 0, root_full = fsdp ? sz.root_gathered : 0;
   // ZeRO-1/2: full gradients of a unit (param_dtype) until its reduce-scatter; ZeRO-1 keeps all while accumulating.
-  // Only trainable units have gradients (parallel/fully_shard.h splits each block by trainable and frozen).
+  // Only trainable units have gradients (parallel/fsdp/fully_shard.h splits each block by trainable and frozen).
   const bool zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
   const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root_trainable + L * sz.block_grad) : 0;
   // The running unit's reduce-scatter input and output; a group of one writes into the shard gradients (none

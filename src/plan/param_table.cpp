@@ -45,14 +45,14 @@ std::vector<ParamSpec> param_table(const ModelConfig& m) {
     add(name + ".weight", {D}, b, TpSplit::replicated, false);
     if (!llama) add(name + ".bias", {D}, b, TpSplit::replicated, false);
   };
-  const auto lora = lora_targets(m);  // model/lora_linear.h: A [r, in] and B [out, r] after the base's
+  const auto lora = lora_targets(m);  // model/linear/lora_linear.h: A [r, in] and B [out, r] after the base's
   auto linear = [&](const std::string& name, int64_t in, int64_t outf, int64_t b, bool column,
                     std::optional<LoraTarget> target = std::nullopt) {
     add(name + ".weight", {outf, in}, b, column ? TpSplit::rows : TpSplit::cols, true);
     if (bias) add(name + ".bias", {outf}, b, column ? TpSplit::rows : TpSplit::replicated, true);
     if (!target || std::find(lora.begin(), lora.end(), *target) == lora.end()) return;
     // Under TP the adapters follow the weight on the dimension they share with it, the other piece whole
-    // (parallel/tensor_parallel.h): column — A whole, B's rows split; row — A's columns split, B whole.
+    // (parallel/tp/tensor_parallel.h): column — A whole, B's rows split; row — A's columns split, B whole.
     add(name + ".lora_A", {m.lora_rank, in}, b, column ? TpSplit::replicated : TpSplit::cols, true);
     add(name + ".lora_B", {outf, m.lora_rank}, b, column ? TpSplit::rows : TpSplit::replicated, true);
   };

@@ -69,7 +69,7 @@ RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int
       s.optimizer += train ? 8 * numel + 4 : 0;
       continue;
     }
-    // parallel/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers.
+    // parallel/fsdp/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers.
     const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
     const int64_t c = (rows + l.shard - 1) / l.shard;
     const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;

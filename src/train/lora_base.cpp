@@ -3,7 +3,7 @@
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/lora_linear.h"
+#include "meshtrain/model/linear/lora_linear.h"
 
 namespace meshtrain::train {
 

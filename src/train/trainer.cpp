@@ -35,9 +35,9 @@
 #include "meshtrain/core/model_size.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
-#include "meshtrain/model/fp8_linear.h"
+#include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/model/generate.h"
-#include "meshtrain/model/lora_linear.h"
+#include "meshtrain/model/linear/lora_linear.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/memory_model.h"
@@ -273,7 +273,7 @@ void TrainingRun::setup_model_and_optimizer() {
   if (const Fp8Scaling fp8 = parse_fp8(cfg_.train); fp8 != Fp8Scaling::off) {
     MT_USER_CHECK(model::fp8_matmul_available(w_.device), "train.fp8: given '", cfg_.train.fp8, "', but ",
                   w_.device.str(), " has no FP8 matmuls (a CUDA GPU of compute capability ≥ 8.9 has); valid off");
-    model::use_fp8(*net_, fp8);  // a pipeline's stages set it themselves (parallel/pipeline_model.cpp)
+    model::use_fp8(*net_, fp8);  // a pipeline's stages set it themselves (parallel/pipeline/pipeline_model.cpp)
   }
   // After every switch of the model above: the graph captures the kernels they choose.
   if (cuda_graph_on(cfg_.train)) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);

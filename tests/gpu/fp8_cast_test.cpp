@@ -1,4 +1,4 @@
-// The FP8 cast kernels (model/fp8_cast.h) against the composite ATen ops they replace, on the GPU: the maxima
+// The FP8 cast kernels (model/kernels/fp8_cast.h) against the composite ATen ops they replace, on the GPU: the maxima
 // (of the tensor, of each row, of each column) equal abs().amax() exactly; the FP8 bytes and inverse scales
 // equal the composite's byte for byte (the kernels compute each scale and each rounding as ATen does), for
 // fp32 and bf16 inputs, e4m3 and e5m2, tensorwise and rowwise, row-major, transposed and both copies; sizes
@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <string>
 
-#include "meshtrain/model/fp8_cast.h"
+#include "meshtrain/model/kernels/fp8_cast.h"
 #include "support/gpu_test_main.h"
 
 using namespace meshtrain;

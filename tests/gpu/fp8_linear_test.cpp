@@ -1,4 +1,4 @@
-// FP8 matmuls (model/fp8_linear.h) against bf16 on the GPU. Stated bounds, as relative Frobenius errors
+// FP8 matmuls (model/linear/fp8_linear.h) against bf16 on the GPU. Stated bounds, as relative Frobenius errors
 // ‖fp8 − ref‖ / ‖ref‖ against the fp32 product of the same inputs:
 //   - one matmul, e4m3 × e4m3, tensorwise or rowwise: ≤ 6 % (e4m3 keeps 3 mantissa bits: rounding leaves
 //     ≈ 2.6 % rms per element, ≈ 3.7 % per product of two, and a sum of K products with independent errors
@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "meshtrain/model/fp8_cast.h"
-#include "meshtrain/model/fp8_linear.h"
-#include "meshtrain/model/fp8_shared_input.h"
+#include "meshtrain/model/kernels/fp8_cast.h"
+#include "meshtrain/model/linear/fp8_linear.h"
+#include "meshtrain/model/linear/fp8_shared_input.h"
 #include "meshtrain/model/transformer.h"
 #include "support/autograd_graph.h"
 #include "support/gpu_test_main.h"
@@ -58,7 +58,7 @@ TEST(Fp8Gpu, MatmulWithinTheStatedBound) {
   }
 }
 
-// The FP8 casts run the CUDA kernels (model/fp8_cast.h) where the build has them; their bytes are the
+// The FP8 casts run the CUDA kernels (model/kernels/fp8_cast.h) where the build has them; their bytes are the
 // composite's, so the GEMM's inputs and its result are too.
 TEST(Fp8Gpu, MatmulIsTheGemmOfTheCompositeCasts) {
   for (Fp8Scaling s : {Fp8Scaling::tensorwise, Fp8Scaling::rowwise}) {
@@ -105,7 +105,7 @@ TEST(Fp8Gpu, LinearForwardAndGradientsWithinTheStatedBounds) {
     }
 }
 
-// Attention's q, k, v read one input: cast once for the three (model/fp8_shared_input.h), with the same
+// Attention's q, k, v read one input: cast once for the three (model/linear/fp8_shared_input.h), with the same
 // outputs and gradients, bit for bit, as three casts of their own.
 TEST(Fp8Gpu, LayersReadingOneInputShareItsCastsWithTheSameResults) {
   for (Fp8Scaling s : {Fp8Scaling::tensorwise, Fp8Scaling::rowwise}) {

@@ -1,7 +1,7 @@
 // Each fused kernel against the composite ATen ops it replaces, forward + backward on one GPU, bf16, at the
 // training benchmark's shapes (GPT-2 124M b32 × T1024, Llama 3.2 1B b8 × T2048): mean time per call and the
 // peak memory allocated during the calls above what existed before. Prints a table; writes JSON to argv[1]
-// (default fused_kernels_bench.json). The FP8 casts (model/fp8_cast.h) likewise, at the Llama 3.1 8B shape;
+// (default fused_kernels_bench.json). The FP8 casts (model/kernels/fp8_cast.h) likewise, at the Llama 3.1 8B shape;
 // GPT-2's MLP and a biased projection through the cuBLASLt epilogues (gelu_mlp.h, bias_linear.h); the bias
 // gradient's column sum (column_sum.h), a linear on fp32 master weights under autocast (master_linear.h), and
 // the weight gradient into fp32 four ways (lt_matmul.h) at every projection shape of the three bench models.
@@ -23,18 +23,18 @@
 #endif
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/bias_linear.h"
-#include "meshtrain/model/column_sum.h"
-#include "meshtrain/model/fp8_cast.h"
-#include "meshtrain/model/fused_add_norm.h"
-#include "meshtrain/model/fused_cross_entropy.h"
-#include "meshtrain/model/fused_linear_gelu.h"
-#include "meshtrain/model/fused_rope.h"
-#include "meshtrain/model/fused_swiglu.h"
-#include "meshtrain/model/gelu_mlp.h"
-#include "meshtrain/model/lt_matmul.h"
-#include "meshtrain/model/master_linear.h"
-#include "meshtrain/model/residual_linear.h"
+#include "meshtrain/model/linear/bias_linear.h"
+#include "meshtrain/model/kernels/column_sum.h"
+#include "meshtrain/model/kernels/fp8_cast.h"
+#include "meshtrain/model/kernels/fused_add_norm.h"
+#include "meshtrain/model/kernels/fused_cross_entropy.h"
+#include "meshtrain/model/linear/fused_linear_gelu.h"
+#include "meshtrain/model/kernels/fused_rope.h"
+#include "meshtrain/model/kernels/fused_swiglu.h"
+#include "meshtrain/model/linear/gelu_mlp.h"
+#include "meshtrain/model/kernels/lt_matmul.h"
+#include "meshtrain/model/linear/master_linear.h"
+#include "meshtrain/model/linear/residual_linear.h"
 #include "meshtrain/model/rotary.h"
 
 using namespace meshtrain;
@@ -211,8 +211,8 @@ int main(int argc, char** argv) {
     }));
   }
 
-  // GPT-2 124M's whole MLP through the cuBLASLt epilogues (model/gelu_mlp.h) against linear → GELU → linear,
-  // and one of its attention projections (model/bias_linear.h: the bias gradient in the weight-gradient GEMM).
+  // GPT-2 124M's whole MLP through the cuBLASLt epilogues (model/linear/gelu_mlp.h) against linear → GELU → linear,
+  // and one of its attention projections (model/linear/bias_linear.h: the bias gradient in the weight-gradient GEMM).
   {
     auto x0 = at::randn({32768, 768}, bf16), dy = at::randn({32768, 768}, bf16);
     auto w1 = (at::randn({3072, 768}, bf16) * 0.03).requires_grad_(true);
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
   }
 
   // The bias gradient alone, GPT-2's [32768 tokens, 768] bf16 ∂y: ATen's sum against the column-sum kernel
-  // (model/column_sum.h), fp32 out as an fp32 master bias takes it.
+  // (model/kernels/column_sum.h), fp32 out as an fp32 master bias takes it.
   {
     const auto dy = at::randn({32768, 768}, bf16);
     rows.push_back(measure("bias_grad", "32768x768", "composite", [&] { (void)dy.sum(0).to(at::kFloat); }));
@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
   // The weight gradient of an fp32 master, ∂W = ∂yᵀ·x from bf16 operands, for each projection shape of the
   // three bench models (rows K = tokens of a micro-batch): the bf16 GEMM then a cast to fp32 (what autocast's
   // linear did), cuBLASLt into fp32 with its heuristic's first pick and with train.gemm_tuning's timed pick
-  // (model/lt_matmul.h), and ATen's mm with an fp32 out_dtype (cuBLAS's own kernel choice).
+  // (model/kernels/lt_matmul.h), and ATen's mm with an fp32 out_dtype (cuBLAS's own kernel choice).
   for (auto [K, M, N, name] : {std::tuple<int64_t, int64_t, int64_t, const char*>{32768, 768, 768, "gpt2 qkvo"},
                                {32768, 3072, 768, "gpt2 fc"},
                                {32768, 768, 3072, "gpt2 proj"},

@@ -1,4 +1,4 @@
-// The fused CUDA kernels (model/fused_*.h) and the cuBLASLt epilogues (model/lt_matmul.h, bias_linear.h,
+// The fused CUDA kernels (model/kernels/fused_*.h) and the cuBLASLt epilogues (model/kernels/lt_matmul.h, bias_linear.h,
 // gelu_mlp.h) against the composite ATen ops they replace, on the GPU: fp32 and bf16, forward and gradients,
 // odd sizes (vocabularies that are multiples of nothing, misaligned rows and pointers that take the kernels'
 // scalar paths) and the model's loss with fused_kernels on and off and with each of fused_norm / fused_gelu
@@ -19,20 +19,20 @@
 #include <vector>
 
 #include "meshtrain/model/activation_checkpoint.h"
-#include "meshtrain/model/bias_linear.h"
-#include "meshtrain/model/column_sum.h"
-#include "meshtrain/model/fused_add_norm.h"
-#include "meshtrain/model/fused_cross_entropy.h"
-#include "meshtrain/model/fused_linear_gelu.h"
-#include "meshtrain/model/fused_rope.h"
-#include "meshtrain/model/fused_swiglu.h"
-#include "meshtrain/model/gelu_mlp.h"
-#include "meshtrain/model/linear.h"
-#include "meshtrain/model/lt_matmul.h"
-#include "meshtrain/model/master_linear.h"
-#include "meshtrain/model/residual_linear.h"
+#include "meshtrain/model/linear/bias_linear.h"
+#include "meshtrain/model/kernels/column_sum.h"
+#include "meshtrain/model/kernels/fused_add_norm.h"
+#include "meshtrain/model/kernels/fused_cross_entropy.h"
+#include "meshtrain/model/linear/fused_linear_gelu.h"
+#include "meshtrain/model/kernels/fused_rope.h"
+#include "meshtrain/model/kernels/fused_swiglu.h"
+#include "meshtrain/model/linear/gelu_mlp.h"
+#include "meshtrain/model/linear/linear.h"
+#include "meshtrain/model/kernels/lt_matmul.h"
+#include "meshtrain/model/linear/master_linear.h"
+#include "meshtrain/model/linear/residual_linear.h"
 #include "meshtrain/model/rotary.h"
-#include "meshtrain/model/shared_input_linears.h"
+#include "meshtrain/model/linear/shared_input_linears.h"
 #include "meshtrain/model/transformer.h"
 #include "support/gpu_test_main.h"
 
@@ -432,7 +432,7 @@ TEST(FusedLinearGeluGpu, EpilogueIsTheTanhApproximation) {
   EXPECT_GT((y - at::gelu(p)).abs().max().item<double>(), 3e-4);
 }
 
-// Each cuBLASLt epilogue (model/lt_matmul.h) against the composite ops in fp32, computed from the same
+// Each cuBLASLt epilogue (model/kernels/lt_matmul.h) against the composite ops in fp32, computed from the same
 // (rounded) inputs. bf16 must run through cuBLASLt at these sizes (rows odd, columns multiples of 8): the
 // epilogues are the lever, so a silent fallback fails here. For fp32 the test prints whether cuBLASLt had a
 // kernel and checks the values where it ran. Bounds: fp32 within 1e-4 relative plus 1e-5 of the largest
@@ -607,7 +607,7 @@ TEST(LtMatmulGpu, AddsCIntoOutAndTuningKeepsTheResult) {
   model::lt::set_tuning(false);
 }
 
-// The column sum (model/column_sum.h) against at::sum in fp64 of the same values: fp32, bf16 and fp16 input,
+// The column sum (model/kernels/column_sum.h) against at::sum in fp64 of the same values: fp32, bf16 and fp16 input,
 // fp32 and 16-bit output, rows 1 (one partial), 7, 1000 (several chunks, the last one short) and 32768 (GPT-2's
 // tokens per micro-batch), widths that take the 16-byte vector path (768, 72 for 16-bit) and the scalar one (50,
 // 3, and a pointer one element past an aligned address). Bound: fp32 summation in at most 64 sequential steps
@@ -737,7 +737,7 @@ TEST(BiasLinearGpu, MatchesLinearInValueAndGradients) {
   EXPECT_TRUE(close_scaled(x.grad(), xr.grad(), 3e-2, 2e-2));
 }
 
-// The linear on fp32 master weights under autocast (model/master_linear.h) against at::linear under the same
+// The linear on fp32 master weights under autocast (model/linear/master_linear.h) against at::linear under the same
 // autocast (the composite: bf16 GEMMs, ∂W rounded to bf16 and widened by the cast backward) and against the
 // fp32 reference computed from the same bf16-rounded operands (x, W, b and ∂y rounded as the GEMMs see them).
 // Bounds: y and ∂x are bf16 GEMMs either way (one rounding: 1e-2 relative + 1e-2 of the largest magnitude);

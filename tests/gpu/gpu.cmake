@@ -30,7 +30,7 @@ meshtrain_gpu_test(document_attention document_attention_test.cpp)
 # gradients, a model's loss (label gpu; exit 77 without a GPU that has FP8 matmuls).
 meshtrain_gpu_test(fp8_linear fp8_linear_test.cpp)
 
-# The FP8 cast kernels (model/fp8_cast.h) against their composite ATen ops, byte for byte: amax of tensor, rows
+# The FP8 cast kernels (model/kernels/fp8_cast.h) against their composite ATen ops, byte for byte: amax of tensor, rows
 # and columns; the row-major and transposed copies (label gpu; exit 77 without a GPU or the kernels).
 meshtrain_gpu_test(fp8_cast fp8_cast_test.cpp)
 

@@ -1,4 +1,4 @@
-# Pipeline parallelism (parallel/pipeline_model.h) through parallel_worker (tests/multiproc/parallel/): every
+# Pipeline parallelism (parallel/pipeline/pipeline_model.h) through parallel_worker (tests/multiproc/parallel/): every
 # schedule over 2 and 4 stages, and a pipeline of 2 stages with DDP, FSDP (+ activation checkpointing), TP + SP
 # and FSDP × TP inside each stage, against the single-process run of the same global batch with the same
 # tolerance as the other layouts. The model (--pp-model) has 8 blocks, enough for 4 ranks × 2 chunks, and

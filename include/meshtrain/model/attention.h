@@ -7,7 +7,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/model/documents.h"
 #include "meshtrain/model/kv_cache.h"
-#include "meshtrain/model/linear.h"
+#include "meshtrain/model/linear/linear.h"
 
 namespace meshtrain::model {
 
@@ -18,7 +18,7 @@ class AttentionImpl : public torch::nn::Module {
   // optional, appended to (generation); docs: packed documents (block-causal attention), not with a cache.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      LayerKVCache* cache = nullptr, const Documents* docs = nullptr);
-  // RoPE through the fused CUDA kernel where it applies (model/fused_rope.h; default), else apply_rope.
+  // RoPE through the fused CUDA kernel where it applies (model/kernels/fused_rope.h; default), else apply_rope.
   void set_fused(bool on) { fused_ = on; }
   bool fused() const { return fused_; }
 

@@ -4,7 +4,7 @@
 #include <torch/nn/module.h>
 
 #include "meshtrain/core/config.h"
-#include "meshtrain/model/linear.h"
+#include "meshtrain/model/linear/linear.h"
 
 namespace meshtrain::model {
 
@@ -15,14 +15,14 @@ class MlpImpl : public torch::nn::Module {
   // r + forward(x) for the residual stream r: the add inside the last projection's GEMM where it applies
   // (LinearImpl::forward_residual).
   at::Tensor forward_residual(const at::Tensor& x, const at::Tensor& r);
-  // SwiGLU's gate through the fused CUDA kernel where it applies (model/fused_swiglu.h; default).
+  // SwiGLU's gate through the fused CUDA kernel where it applies (model/kernels/fused_swiglu.h; default).
   void set_fused(bool on) { fused_ = on; }
   bool fused() const { return fused_; }
   // GPT-2's fc: bias + GELU fused with the matmul where it applies (LinearImpl::forward_gelu; default).
   void set_fused_gelu(bool on) { fused_gelu_ = on; }
   bool fused_gelu() const { return fused_gelu_; }
   // GPT-2's MLP as one function with its bias, GELU and residual work in the GEMMs' epilogues
-  // (model/gelu_mlp.h) where both layers can_fuse() and fused_gelu() is on. The model sets it
+  // (model/linear/gelu_mlp.h) where both layers can_fuse() and fused_gelu() is on. The model sets it
   // (train.gemm_epilogues, on by default); a lone Mlp starts with it off.
   void set_epilogues(bool on) { epilogues_ = on; }
   bool epilogues() const { return epilogues_; }

@@ -11,7 +11,7 @@ class NormImpl : public ParamModule {
  public:
   NormImpl(bool rms, int64_t dim, double eps, const at::TensorOptions& opts);
   // x: [..., dim] → [..., dim]; through the fused CUDA kernel where it applies and fused() holds
-  // (model/fused_add_norm.h: the output in the autocast dtype under autocast), else ATen's norm.
+  // (model/kernels/fused_add_norm.h: the output in the autocast dtype under autocast), else ATen's norm.
   at::Tensor forward(const at::Tensor& x);
   // x → {x, forward(x)} for an x used unnormalised too: with the fused kernel, the gradient of the first is
   // added to the norm's input gradient inside the norm's backward kernel (fused_norm_pass).

@@ -17,12 +17,12 @@
 #include "meshtrain/model/block_list.h"
 #include "meshtrain/model/block_runner.h"
 #include "meshtrain/model/kv_cache.h"
-#include "meshtrain/model/linear.h"
+#include "meshtrain/model/linear/linear.h"
 
 namespace meshtrain::model {
 
 // What the parallel layers install so the model runs sharded without ever talking to a communicator (tensor
-// parallelism: parallel/tensor_parallel.h). Each left empty = the plain single-process behaviour.
+// parallelism: parallel/tp/tensor_parallel.h). Each left empty = the plain single-process behaviour.
 struct TransformerHooks {
   // Applied to the embeddings' sum before the first block; sequence parallelism splits the sequence over
   // ranks here. x: [B, T, D] → [B, T', D].

@@ -8,7 +8,7 @@
 //   if (rank == 0 || scope.every_rank_generates()) model::generate(par->net(), prompt, opts);
 #pragma once
 
-#include "meshtrain/parallel/tensor_parallel.h"
+#include "meshtrain/parallel/tp/tensor_parallel.h"
 
 namespace meshtrain::parallel {
 

@@ -12,7 +12,7 @@ struct ParallelGroups {
   comm::CommPtr dp;     // replicas (DDP all-reduce, ZeRO shards, HSDP replicate dim)
   comm::CommPtr fsdp;   // FSDP shard dim
   comm::CommPtr tp;     // tensor-parallel group
-  comm::CommPtr pp;     // pipeline stages (parallel/pipeline_model.h); null when pp = 1
+  comm::CommPtr pp;     // pipeline stages (parallel/pipeline/pipeline_model.h); null when pp = 1
 };
 
 // The mesh's dp, fsdp, tp (and pp where pp > 1) groups (collective on first use: every rank calls it, in the same order).

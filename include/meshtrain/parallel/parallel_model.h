@@ -22,7 +22,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/generation_scope.h"
 #include "meshtrain/parallel/gradient_sink.h"
-#include "meshtrain/parallel/tensor_parallel.h"
+#include "meshtrain/parallel/tp/tensor_parallel.h"
 
 namespace meshtrain::parallel {
 
@@ -78,7 +78,7 @@ class ParallelModel {
   // Backward of one micro-batch. `sync` false on accumulation micro-steps (no reduction where the layout can
   // skip it); after a synced backward the optimizer parameters' .grad hold the global average.
   virtual void backward(const at::Tensor& loss, bool sync) = 0;
-  // A pipeline stage (parallel/pipeline_model.h) over this layout: the forward from the embedding (where
+  // A pipeline stage (parallel/pipeline/pipeline_model.h) over this layout: the forward from the embedding (where
   // this module holds it) or from `x` [B, T', D], the previous stage's output, to the loss against `targets`
   // (where it holds the head) or to the next stage's input; with the layout's pre-forward work.
   at::Tensor stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets);

@@ -1,12 +1,12 @@
 // parallelize(): applies the layout the config asks for, in a fixed order (docs/architecture.md) —
 //   [pipeline stage split →] tensor parallelism → which parameters train → activation checkpointing →
 //   FSDP/ZeRO or DDP
-// With pp > 1 the model is first split into stages (parallel/pipeline_split.h); this rank's chunks each get
-// the rest of the order inside their stage and run under a pipeline schedule (parallel/pipeline_model.h).
+// With pp > 1 the model is first split into stages (parallel/pipeline/pipeline_split.h); this rank's chunks each get
+// the rest of the order inside their stage and run under a pipeline schedule (parallel/pipeline/pipeline_model.h).
 // and returns the model as the trainer drives it (parallel/parallel_model.h).
 //
 // Layout from parallel.{dp, fsdp, tp, zero_stage}:
-//   tp > 1              Megatron-style TP over the tp group first (parallel/tensor_parallel.h); what follows
+//   tp > 1              Megatron-style TP over the tp group first (parallel/tp/tensor_parallel.h); what follows
 //                       then applies to this rank's TP blocks
 //   fsdp > 1            FSDP over the fsdp group (zero_stage 0 or 3); dp > 1 adds replicas: HSDP
 //   fsdp = 1, stage 1-3 ZeRO-1 / ZeRO-2 / FSDP over the dp group

@@ -26,7 +26,7 @@ class TrainablePolicy {
   // `what` names the setting in messages ("train.freeze").
   TrainablePolicy(std::vector<std::string> frozen_globs, std::string what);
   static TrainablePolicy from_config(const TrainConfig& t);
-  // train.freeze, and with LoRA on only the adapters (model/lora_linear.h) train.
+  // train.freeze, and with LoRA on only the adapters (model/linear/lora_linear.h) train.
   static TrainablePolicy from_config(const Config& cfg);
 
   // Adds patterns of parameters to freeze (e.g. an adapter freezing its base model).

@@ -1,5 +1,5 @@
 // ParamTable: every parameter model/transformer.cpp creates for a config — name, shape, which block owns it
-// and how tensor parallelism cuts it (parallel/tensor_parallel.h) — computed without building the model, so
+// and how tensor parallelism cuts it (parallel/tp/tensor_parallel.h) — computed without building the model, so
 // the planner can count bytes per rank exactly (FSDP's padded row chunks, uneven vocabulary blocks, frozen
 // parameters) for any layout. The multi-process layout tests check it against what the ranks really hold.
 #pragma once

@@ -4,7 +4,7 @@
 //   replicated (plain, DDP, DDP × TP)   fp32 parameters (also the master copy), fp32 gradients (DDP: flat
 //                                        buckets kept for the whole run; plain: made by backward, dropped after
 //                                        the step), AdamW m and v in fp32 plus a 4-byte step count per tensor
-//   ZeRO-1/2 (parallel/fully_shard.h)    full parameters in param_dtype stay gathered; fp32 master shard and
+//   ZeRO-1/2 (parallel/fsdp/fully_shard.h)    full parameters in param_dtype stay gathered; fp32 master shard and
 //                                        fp32 gradient shard per unit (rows of dim 0 padded to ceil(rows / W));
 //                                        AdamW state on the unpadded local rows
 //   FSDP / HSDP                          as ZeRO, but the full parameters exist only while gathered (those

@@ -73,7 +73,7 @@
 #include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/rank_state.h"
-#include "meshtrain/parallel/pipeline_model.h"
+#include "meshtrain/parallel/pipeline/pipeline_model.h"
 #include "meshtrain/train/optimizer.h"
 #include "support/tiny_model.h"
 

@@ -30,7 +30,7 @@
 #include "meshtrain/core/log.h"
 #include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/model/generate.h"
-#include "meshtrain/parallel/tensor_parallel.h"
+#include "meshtrain/parallel/tp/tensor_parallel.h"
 #include "meshtrain/train/adamw.h"
 #include "support/tiny_model.h"
 

@@ -1,4 +1,4 @@
-// FP8 casts off the GPU (model/fp8_cast.h, model/fp8_shared_input.h): the composite cast that defines the
+// FP8 casts off the GPU (model/kernels/fp8_cast.h, model/linear/fp8_shared_input.h): the composite cast that defines the
 // CUDA kernels' result — each copy dequantizes within the format's rounding, the largest element lands on the
 // format's largest, the transpose's scales are the columns' — and the sharing of one input's casts among the
 // layers that read it: shared while the same tensor comes unchanged, cast again after a change in place, for
@@ -8,8 +8,8 @@
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
-#include "meshtrain/model/fp8_cast.h"
-#include "meshtrain/model/fp8_shared_input.h"
+#include "meshtrain/model/kernels/fp8_cast.h"
+#include "meshtrain/model/linear/fp8_shared_input.h"
 
 using namespace meshtrain;
 using model::Fp8Copies;

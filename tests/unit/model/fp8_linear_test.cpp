@@ -8,7 +8,7 @@
 
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/fp8_linear.h"
+#include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/model/transformer.h"
 #include "support/tiny_model.h"
 

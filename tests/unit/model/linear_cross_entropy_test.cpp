@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "meshtrain/model/linear_cross_entropy.h"
+#include "meshtrain/model/linear/linear_cross_entropy.h"
 
 using namespace meshtrain;
 

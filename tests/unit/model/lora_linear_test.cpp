@@ -1,6 +1,6 @@
 // LoraLinear: its maths against the formula, PEFT's initialisation, the merged weight, dropout only while
 // training, and a LoRA model that starts equal to its base.
-#include "meshtrain/model/lora_linear.h"
+#include "meshtrain/model/linear/lora_linear.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

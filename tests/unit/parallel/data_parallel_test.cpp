@@ -1,7 +1,7 @@
 // The reducer's bookkeeping in one process (a fake communicator of 2 ranks whose peers hold the same data, so
 // the average is the local gradient): bucket order and sizes, gradients as views into the buckets, skipped
 // reduction on accumulation steps, and the unused-parameter error.
-#include "meshtrain/parallel/data_parallel.h"
+#include "meshtrain/parallel/ddp/data_parallel.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

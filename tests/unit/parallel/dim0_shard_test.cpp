@@ -1,4 +1,4 @@
-#include "meshtrain/parallel/dim0_shard.h"
+#include "meshtrain/parallel/fsdp/dim0_shard.h"
 
 #include <gtest/gtest.h>
 

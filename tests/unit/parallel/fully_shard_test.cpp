@@ -1,6 +1,6 @@
 // FullyShard without communication (fake communicators: rank r of W): shard sizes, the memory formula, and
 // that each rank's shards are exactly its blocks of the single-process initial weights.
-#include "meshtrain/parallel/fully_shard.h"
+#include "meshtrain/parallel/fsdp/fully_shard.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

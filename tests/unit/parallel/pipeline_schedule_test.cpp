@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/parallel/pipeline_schedule.h"
+#include "meshtrain/parallel/pipeline/pipeline_schedule.h"
 
 using namespace meshtrain;
 using namespace meshtrain::parallel;

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/parallel/pipeline_split.h"
+#include "meshtrain/parallel/pipeline/pipeline_split.h"
 
 using namespace meshtrain;
 using namespace meshtrain::parallel;

@@ -9,8 +9,8 @@
 #include <algorithm>
 
 #include "meshtrain/comm/fake_communicator.h"
-#include "meshtrain/parallel/tensor_parallel.h"
-#include "meshtrain/parallel/tp_vocab_parallel_embedding.h"
+#include "meshtrain/parallel/tp/tensor_parallel.h"
+#include "meshtrain/parallel/tp/tp_vocab_parallel_embedding.h"
 #include "support/test_support.h"
 #include "support/tiny_model.h"
 

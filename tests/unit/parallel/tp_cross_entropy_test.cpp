@@ -11,8 +11,8 @@
 
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/fake_communicator.h"
-#include "meshtrain/parallel/tp_cross_entropy.h"
-#include "meshtrain/parallel/tp_vocab_parallel_embedding.h"
+#include "meshtrain/parallel/tp/tp_cross_entropy.h"
+#include "meshtrain/parallel/tp/tp_vocab_parallel_embedding.h"
 
 using namespace meshtrain;
 using namespace meshtrain::parallel;

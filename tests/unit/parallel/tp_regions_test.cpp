@@ -6,7 +6,7 @@
 #include <torch/autograd.h>
 
 #include "meshtrain/comm/fake_communicator.h"
-#include "meshtrain/parallel/tp_regions.h"
+#include "meshtrain/parallel/tp/tp_regions.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;

@@ -1,0 +1,42 @@
+// The FP8 cast of one matmul operand for train.fp8 (model/linear/fp8_linear.h): t [R, C] scaled so that its largest
+// absolute value (of the tensor, or of each row) lands on the format's largest, saturated, rounded to FP8,
+// written row-major, transposed, or both at once: a linear layer's backward multiplies by the transposes of
+// the tensors its forward multiplied by, and _scaled_mm takes its right operand column-major only.
+//
+//   auto c = fp8_cast(x, Fp8Scaling::rowwise, at::kFloat8_e4m3fn, Fp8Copies::both);
+//   // c.q [R, C] with c.inv_scale [R, 1]; c.qt = FP8 of tᵀ, [C, R], with c.inv_scale_t [C, 1]
+//
+// On CUDA (fp32 or bf16, a build with the fused kernels) two passes over t: one for the maxima (of the
+// tensor, or of every row and every column at once) and one that writes both copies, each scale computed on
+// the device from its maximum. Elsewhere the composite ATen ops run (fp8_cast_composite), which define the
+// result: both give the same bytes.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "meshtrain/core/config_enums.h"
+
+namespace meshtrain::model {
+
+enum class Fp8Copies { rowmajor, transposed, both };
+
+struct Fp8Cast {
+  at::Tensor q, inv_scale;      // t in FP8 [R, C], row-major; q · inv_scale ≈ t; inv_scale () or [R, 1] (rowwise)
+  at::Tensor qt, inv_scale_t;   // tᵀ in FP8 [C, R], row-major; qt · inv_scale_t ≈ tᵀ; () or [C, 1] (rowwise)
+};
+
+// The absolute maxima of t [R, C] as fp32: of the whole tensor (), of each row [R], of each column [C];
+// undefined where not asked for. NaN propagates.
+struct Fp8Amax {
+  at::Tensor tensor, rows, cols;
+};
+Fp8Amax fp8_amax(const at::Tensor& t, bool tensor, bool rows, bool cols);
+
+// t [R, C] → the copies asked for in `fmt` (float8_e4m3fn or float8_e5m2), scaled per tensor (tensorwise: both
+// copies share the scale) or per row of each copy (rowwise: per row of t, and per column of t for qt).
+// The scale is fmt_max / amax rounded to t's dtype; its inverse is taken of the rounded scale.
+Fp8Cast fp8_cast(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies);
+// The same through composite ATen ops on any device: the reference of the CUDA kernels.
+Fp8Cast fp8_cast_composite(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies);
+
+}  // namespace meshtrain::model

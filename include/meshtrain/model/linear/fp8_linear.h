@@ -1,0 +1,48 @@
+// FP8 matmuls for training (train.fp8): a linear layer's three matmuls — y = x·Wᵀ forward, ∂x = ∂y·W and
+// ∂W = ∂yᵀ·x backward — run through at::_scaled_mm on FP8 copies of their operands, each scaled from its own
+// absolute maximum at the moment of the cast (dynamic scaling: no history to keep or checkpoint), so the
+// largest value lands on the format's largest. Tensorwise: one scale per operand; activations and weights in
+// e4m3 (more mantissa), gradients in e5m2 (more range). Rowwise: one scale per row of the left operand and per
+// column of the right one, everything in e4m3. The master weights, the bias add, norms, attention, the head
+// and the loss stay in their own precision; ∂W comes back in the weight's dtype.
+//
+//   use_fp8(*net, Fp8Scaling::tensorwise);          // every linear layer of the blocks (not the head)
+//   if (!fp8_matmul_available(device)) ...          // a GPU without FP8 matmuls (compute capability < 8.9)
+//
+// The casts run as CUDA kernels (model/kernels/fp8_cast.h): each operand once for both of its products, x's shared by
+// the layers that read it (model/linear/fp8_shared_input.h).
+//
+// A layer whose sizes FP8 GEMMs cannot take (rows, in or out features not multiples of 16), or a CPU tensor,
+// runs the ordinary matmul: the switch is a request, never an error mid-run.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "meshtrain/core/config_enums.h"
+
+namespace meshtrain::model {
+
+class Fp8SharedInput;
+class TransformerImpl;
+
+// a [M, K] · b [K, N] with both operands cast to FP8 as `scaling` says (a's and b's formats: `a_fmt`, `b_fmt`,
+// e4m3 or e5m2, rowwise takes e4m3 only); the product in `out_dtype`. Sizes must be multiples of 16.
+// `fast_accum`: the GEMM's faster, less precise accumulation.
+at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scaling, at::ScalarType a_fmt,
+                      at::ScalarType b_fmt, at::ScalarType out_dtype, bool fast_accum = false);
+
+// Whether fp8_linear would run FP8 matmuls for input x and weight w (CUDA, sizes multiples of 16).
+bool fp8_applies(const at::Tensor& x, const at::Tensor& w);
+// x [..., in] · w [out, in]ᵀ + b (b may be undefined), differentiable in x, w and b, in FP8 as described
+// above. The result takes autocast's dtype when autocast is on, else x's. `shared`: x's casts shared with
+// the other layers that read x (model/linear/fp8_shared_input.h); null: cast here.
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling,
+                      Fp8SharedInput* shared = nullptr);
+
+// Tries one small FP8 matmul on `device`: false where the GPU (or this build) has none.
+bool fp8_matmul_available(const c10::Device& device);
+// Sets `scaling` on every linear layer of net's blocks (the head, an embedding, stays as it is).
+void use_fp8(TransformerImpl& net, Fp8Scaling scaling);
+
+}  // namespace meshtrain::model

@@ -1,0 +1,79 @@
+// Linear and Embedding with the parameter names and maths of torch::nn's, but constructed from explicit
+// TensorOptions: built on the meta device they allocate nothing, which is how a model larger than one GPU
+// (or one host) is described before the parallel layers materialise only this rank's shards
+// (TransformerImpl::materialize, parallel/fsdp). Initial values are not set here: see model/init.h.
+// forward is virtual so that the tensor-parallel layers (parallel/tp/) can stand in for a Linear or an
+// Embedding under the same module name — parameter names unchanged, the model none the wiser.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "meshtrain/core/config_enums.h"
+#include "meshtrain/model/param_module.h"
+
+namespace meshtrain::model {
+
+class Fp8SharedInput;
+
+class LinearImpl : public ParamModule {
+ public:
+  LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts);
+  virtual at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
+  // FP8 matmuls (model/linear/fp8_linear.h) where the sizes allow; off by default. A layer that overrides forward
+  // (the tensor-parallel ones) keeps its own matmuls. `shared`: the input's casts shared with the other
+  // layers that read the same input (model/linear/fp8_shared_input.h).
+  void set_fp8(Fp8Scaling s, std::shared_ptr<Fp8SharedInput> shared = nullptr) {
+    fp8_ = s;
+    fp8_input_ = std::move(shared);
+  }
+  // gelu_tanh(forward(x)). With `fused`, bias and GELU fused with the matmul (model/linear/fused_linear_gelu.h)
+  // where the layer can_fuse_gelu(); otherwise gelu(forward(x)).
+  virtual at::Tensor forward_gelu(const at::Tensor& x, bool fused);
+  // r + forward(x), r the fp32 residual stream: the add inside the GEMM (model/linear/residual_linear.h) where the
+  // layer can_fuse(), master_grads() and fused_adds() are on and residual_linear applies; otherwise the add
+  // after forward.
+  at::Tensor forward_residual(const at::Tensor& x, const at::Tensor& r);
+  // Whether forward is exactly x·Wᵀ + b on this layer's whole weight, so a fused matmul + bias + GELU may stand
+  // in for it. A subclass whose forward computes more or otherwise (adapters, a shard between collectives)
+  // answers false.
+  virtual bool can_fuse_gelu() const { return true; }
+  // Whether a fused op may compute this layer's x·Wᵀ + b in its place (model/linear/gelu_mlp.h): can_fuse_gelu()
+  // and no FP8 matmuls.
+  bool can_fuse() const { return fp8_ == Fp8Scaling::off && can_fuse_gelu(); }
+  // With a bias: forward through bias_linear (model/linear/bias_linear.h: the bias gradient inside the weight-gradient
+  // GEMM on CUDA) instead of at::linear; default off. Layers that override forward keep their own matmuls.
+  void set_fused_bias(bool on) { fused_bias_ = on; }
+  bool fused_bias() const { return fused_bias_; }
+  // forward through master_linear (model/linear/master_linear.h: fp32 master weights under CUDA autocast get ∂W and
+  // ∂b in fp32 straight from the GEMM and the column sum, no cast kernel after them) where it applies,
+  // at::linear elsewhere; default off, on with train.fused_kernels. Layers that override forward keep theirs.
+  void set_master_grads(bool on) { master_grads_ = on; }
+  bool master_grads() const { return master_grads_; }
+  // Adds done by the GEMMs: forward_residual's, and the input gradients of layers sharing an input
+  // (model/linear/shared_input_linears.h); default off, on with train.fused_kernels and train.fused_adds.
+  void set_fused_adds(bool on) { fused_adds_ = on; }
+  bool fused_adds() const { return fused_adds_; }
+
+  at::Tensor weight;  // [out, in]
+  at::Tensor bias;    // [out], undefined without bias
+
+ private:
+  Fp8Scaling fp8_ = Fp8Scaling::off;
+  std::shared_ptr<Fp8SharedInput> fp8_input_;
+  bool fused_bias_ = false;
+  bool master_grads_ = false;
+  bool fused_adds_ = false;
+};
+TORCH_MODULE(Linear);
+
+class EmbeddingImpl : public ParamModule {
+ public:
+  EmbeddingImpl(int64_t num, int64_t dim, const at::TensorOptions& opts);
+  virtual at::Tensor forward(const at::Tensor& ids);  // ids: [...] int64 → [..., dim]
+
+  at::Tensor weight;  // [num, dim]
+};
+TORCH_MODULE(Embedding);
+
+}  // namespace meshtrain::model

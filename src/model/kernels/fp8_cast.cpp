@@ -1,0 +1,120 @@
+#include "meshtrain/model/kernels/fp8_cast.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <utility>
+
+#include "model/kernels/cuda_kernel_call.h"
+#include "meshtrain/core/error.h"
+
+#if MESHTRAIN_CUDA_KERNELS
+#include "model/kernels/fp8_cast_cuda.h"
+#endif
+
+namespace meshtrain::model {
+namespace {
+
+double fp8_max(at::ScalarType fmt) { return fmt == at::kFloat8_e4m3fn ? 448.0 : 57344.0; }
+
+bool wants_rowmajor(Fp8Copies c) { return c != Fp8Copies::transposed; }
+bool wants_transposed(Fp8Copies c) { return c != Fp8Copies::rowmajor; }
+
+void check_args(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt) {
+  MT_CHECK(t.dim() == 2, "fp8_cast: t [R, C]; got ", t.sizes());
+  MT_CHECK(scaling != Fp8Scaling::off, "fp8_cast: scaling off");
+  MT_CHECK(fmt == at::kFloat8_e4m3fn || fmt == at::kFloat8_e5m2, "fp8_cast: format ", fmt, " (e4m3fn or e5m2)");
+}
+
+// One copy, t [R, C] scaled per tensor or per row. The scale is rounded to t's dtype before the multiply (no
+// fp32 copy of a bf16 tensor), and the inverse is taken of that rounded scale: the one the GEMM undoes is the
+// one that was applied.
+std::pair<at::Tensor, at::Tensor> quantize(const at::Tensor& t, bool per_row, at::ScalarType fmt) {
+  auto amax = per_row ? t.abs().amax({1}, /*keepdim=*/true) : t.abs().max();
+  auto scale = (fp8_max(fmt) / amax.to(at::kFloat).clamp_min(1e-12)).to(t.scalar_type());
+  auto q = (t * scale).clamp(-fp8_max(fmt), fp8_max(fmt)).to(fmt);
+  return {q, scale.to(at::kFloat).reciprocal()};
+}
+
+#if MESHTRAIN_CUDA_KERNELS
+cuda::Fp8Out out_of(const at::Tensor& q, const at::Tensor& inv, const at::Tensor& amax, bool per_line) {
+  return {q.mutable_data_ptr(), inv.mutable_data_ptr<float>(), amax.const_data_ptr<float>(), per_line};
+}
+
+// Both kernels; t contiguous, fp32 or bf16, on CUDA.
+Fp8Cast cast_with_kernels(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies) {
+  const c10::DeviceGuard guard(t.device());
+  const bool rowwise = scaling == Fp8Scaling::rowwise, rm = wants_rowmajor(copies), tr = wants_transposed(copies);
+  const int64_t rows = t.size(0), cols = t.size(1);
+  const Fp8Amax amax = fp8_amax(t, !rowwise, rowwise && rm, rowwise && tr);
+  const auto f32 = t.options().dtype(at::kFloat);
+  Fp8Cast c;
+  cuda::Fp8Out rm_out, tr_out;
+  if (rm) {
+    c.q = at::empty({rows, cols}, t.options().dtype(fmt));
+    c.inv_scale = rowwise ? at::empty({rows, 1}, f32) : at::empty({}, f32);
+    rm_out = out_of(c.q, c.inv_scale, rowwise ? amax.rows : amax.tensor, rowwise);
+  }
+  if (tr) {
+    c.qt = at::empty({cols, rows}, t.options().dtype(fmt));
+    c.inv_scale_t = rowwise ? at::empty({cols, 1}, f32) : at::empty({}, f32);
+    tr_out = out_of(c.qt, c.inv_scale_t, rowwise ? amax.cols : amax.tensor, rowwise);
+  }
+  const auto f = fmt == at::kFloat8_e4m3fn ? cuda::Fp8Format::kE4M3 : cuda::Fp8Format::kE5M2;
+  cuda::check_launch(
+      cuda::fp8_cast(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, rm_out, tr_out, cuda::stream_of(t)),
+      "FP8 cast");
+  return c;
+}
+#endif
+
+}  // namespace
+
+Fp8Amax fp8_amax(const at::Tensor& t, bool tensor, bool rows, bool cols) {
+  MT_CHECK(t.dim() == 2, "fp8_amax: t [R, C]; got ", t.sizes());
+  const at::NoGradGuard no_grad;  // a cast's inputs are not differentiated through it (fp8_linear's are by hand)
+#if MESHTRAIN_CUDA_KERNELS
+  if (cuda::kernel_ready({t})) {
+    const c10::DeviceGuard guard(t.device());
+    const auto x = t.contiguous();
+    const auto f32 = t.options().dtype(at::kFloat);
+    Fp8Amax a;
+    if (tensor) a.tensor = at::empty({}, f32);
+    if (rows) a.rows = at::empty({t.size(0)}, f32);
+    if (cols) a.cols = at::empty({t.size(1)}, f32);
+    const auto ptr = [](const at::Tensor& m) { return m.defined() ? m.mutable_data_ptr<float>() : nullptr; };
+    cuda::check_launch(cuda::fp8_amax(cuda::dtype_of(x), x.const_data_ptr(), x.size(0), x.size(1),
+                                      {ptr(a.tensor), ptr(a.rows), ptr(a.cols)}, cuda::stream_of(x)),
+                       "FP8 amax");
+    return a;
+  }
+#endif
+  const auto abs = t.abs();
+  Fp8Amax a;
+  if (tensor) a.tensor = abs.max().to(at::kFloat);
+  if (rows) a.rows = abs.amax({1}).to(at::kFloat);
+  if (cols) a.cols = abs.amax({0}).to(at::kFloat);
+  return a;
+}
+
+Fp8Cast fp8_cast(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies) {
+  check_args(t, scaling, fmt);
+  const at::NoGradGuard no_grad;
+#if MESHTRAIN_CUDA_KERNELS
+  if (cuda::kernel_ready({t}) && t.numel() > 0) return cast_with_kernels(t.contiguous(), scaling, fmt, copies);
+#endif
+  return fp8_cast_composite(t, scaling, fmt, copies);
+}
+
+Fp8Cast fp8_cast_composite(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies) {
+  check_args(t, scaling, fmt);
+  const at::NoGradGuard no_grad;
+  const bool rowwise = scaling == Fp8Scaling::rowwise;
+  Fp8Cast c;
+  if (wants_rowmajor(copies)) std::tie(c.q, c.inv_scale) = quantize(t.contiguous(), rowwise, fmt);
+  // The transpose's rows are t's columns: rowwise, each scaled from its own column.
+  if (wants_transposed(copies)) std::tie(c.qt, c.inv_scale_t) = quantize(t.t().contiguous(), rowwise, fmt);
+  return c;
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,243 @@
+// The FP8 casts of train.fp8 in two passes over the input: the absolute maxima (fp8_amax), then the scaled,
+// saturated cast (fp8_cast), which can write the transposed copy from the same read, so the backward's
+// column-major operands need no copy of their own. The composite ATen ops take five passes for one copy (|x|,
+// amax, the multiply, the clamp, the cast) and two more for a transposed one.
+//
+// Tiles. fp8_amax: a block of 8 warps covers 64 rows × 256 columns; a lane reads 8 consecutive elements of a
+// row (one 16-byte access for bf16), a row's maximum is a warp reduce, a column's a reduce over the warps in
+// shared memory; each lands in global memory by an atomicMax on the float's bits (a non-negative float orders
+// like its bits as an int; NaN, all bits above +inf, wins, as ATen's max propagates it). fp8_cast: a block
+// covers 64 × 64; a thread reads 8 consecutive elements of a row and writes them as FP8 (8 bytes), keeping
+// them in a padded shared tile, then writes 8 consecutive elements of a column of it as a row of the
+// transposed copy. Both kernels take one element at a time, with bounds checks, where sizes or alignment do
+// not allow whole vectors.
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "model/kernels/cuda_vec.cuh"
+#include "model/kernels/fp8_cast_cuda.h"
+
+namespace meshtrain::model::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kV = 8;                  // elements per thread access
+constexpr int kAmaxRows = 64;          // rows per fp8_amax block
+constexpr int kAmaxCols = 32 * kV;     // columns per fp8_amax block: one warp's row
+constexpr int kTile = 64;              // rows and columns per fp8_cast block
+constexpr int kLineThreads = kTile / kV;  // threads per row of an fp8_cast tile
+static_assert(kAmaxCols == kThreads, "fp8_amax: one thread per column of the block for the column reduce");
+static_assert(kThreads % kLineThreads == 0 && kTile % (kThreads / kLineThreads) == 0, "fp8_cast tile");
+
+// max that keeps a NaN from either side (ATen's amax propagates NaN).
+__device__ __forceinline__ float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+
+__device__ __forceinline__ float warp_max(float m) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, o));
+  return m;
+}
+
+// v ≥ 0 (or +NaN): its bits order as an int does.
+__device__ __forceinline__ void atomic_max(float* p, float v) {
+  atomicMax(reinterpret_cast<int*>(p), __float_as_int(v));
+}
+
+// x[r][c .. c+kV) as floats, zero outside the tensor. kVec: one aligned vector access, cols % kV == 0.
+template <typename T, bool kVec>
+__device__ __forceinline__ void load_row(const T* __restrict__ x, int64_t rows, int64_t cols, int64_t r, int64_t c,
+                                         float (&v)[kV]) {
+  if constexpr (kVec) {
+    if (r < rows && c < cols) {
+      const Vec<T, kV> a = *reinterpret_cast<const Vec<T, kV>*>(x + r * cols + c);
+#pragma unroll
+      for (int k = 0; k < kV; ++k) v[k] = to_float(a.v[k]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kV; ++k) v[k] = 0.f;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kV; ++k) v[k] = r < rows && c + k < cols ? to_float(x[r * cols + c + k]) : 0.f;
+  }
+}
+
+// line[c .. c+kV) = b where inside the line's n elements. kVec: one aligned 8-byte store, n % kV == 0.
+template <bool kVec>
+__device__ __forceinline__ void store_line(uint8_t* __restrict__ line, int64_t n, int64_t c,
+                                           const Vec<uint8_t, kV>& b) {
+  if constexpr (kVec) {
+    if (c < n) *reinterpret_cast<Vec<uint8_t, kV>*>(line + c) = b;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kV; ++k)
+      if (c + k < n) line[c + k] = b.v[k];
+  }
+}
+
+template <Fp8Format F>
+constexpr float fp8_max() {
+  return F == Fp8Format::kE4M3 ? 448.f : 57344.f;
+}
+
+// The composite's scale, bit for bit: (fmax / amax.clamp_min(1e-12)).to(dtype), an IEEE fp32 division (ATen
+// divides a tensor filled with the scalar by the tensor) rounded once to the input's dtype.
+template <typename T, Fp8Format F>
+__device__ __forceinline__ float scale_from(float amax) {
+  return to_float(from_float<T>(fp8_max<F>() / max_nan(1e-12f, amax)));
+}
+
+// The composite's (x · scale) in x's dtype, then saturated and cast (round to nearest even).
+template <typename T, Fp8Format F>
+__device__ __forceinline__ uint8_t quantize(float x, float scale) {
+  constexpr __nv_fp8_interpretation_t kind = F == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  return __nv_cvt_float_to_fp8(to_float(from_float<T>(x * scale)), __NV_SATFINITE, kind);
+}
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    fp8_amax_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Amax out) {
+  __shared__ float col_part[kWarps][kAmaxCols];
+  __shared__ float warp_part[kWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kAmaxRows;
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * kAmaxCols + lane * kV;
+  float cm[kV];
+#pragma unroll
+  for (int k = 0; k < kV; ++k) cm[k] = 0.f;
+  float tm = 0.f;
+  for (int i = warp; i < kAmaxRows && r0 + i < rows; i += kWarps) {  // the bound is the same for a whole warp
+    float v[kV];
+    load_row<T, kVec>(x, rows, cols, r0 + i, c, v);
+    float m = 0.f;
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
+      const float a = fabsf(v[k]);
+      cm[k] = max_nan(cm[k], a);
+      m = max_nan(m, a);
+    }
+    tm = max_nan(tm, m);
+    if (out.rows != nullptr) {
+      m = warp_max(m);
+      if (lane == 0) atomic_max(out.rows + r0 + i, m);
+    }
+  }
+  if (out.cols != nullptr) {  // the same for the whole block, as are the barriers under it
+#pragma unroll
+    for (int k = 0; k < kV; ++k) col_part[warp][lane * kV + k] = cm[k];
+    __syncthreads();
+    const int64_t col = static_cast<int64_t>(blockIdx.y) * kAmaxCols + threadIdx.x;
+    if (col < cols) {
+      float m = col_part[0][threadIdx.x];
+      for (int w = 1; w < kWarps; ++w) m = max_nan(m, col_part[w][threadIdx.x]);
+      atomic_max(out.cols + col, m);
+    }
+  }
+  if (out.tensor != nullptr) {
+    tm = warp_max(tm);
+    if (lane == 0) warp_part[warp] = tm;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float m = warp_part[0];
+      for (int w = 1; w < kWarps; ++w) m = max_nan(m, warp_part[w]);
+      atomic_max(out.tensor, m);
+    }
+  }
+}
+
+template <typename T, Fp8Format F, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    fp8_cast_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Out rm, Fp8Out tr) {
+  // +1 column: a thread's 8 elements down a column, and a row's 8 across, fall in distinct banks per warp.
+  __shared__ float tile[kTile][kTile + 1];
+  const int off = (threadIdx.x % kLineThreads) * kV;  // first column read, first row written transposed
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile, c0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  auto* q = static_cast<uint8_t*>(rm.q);
+  for (int i = threadIdx.x / kLineThreads; i < kTile; i += kThreads / kLineThreads) {
+    const int64_t r = r0 + i;
+    float v[kV];
+    load_row<T, kVec>(x, rows, cols, r, c0 + off, v);
+    if (tr.q != nullptr) {
+#pragma unroll
+      for (int k = 0; k < kV; ++k) tile[i][off + k] = v[k];
+    }
+    if (q != nullptr && r < rows) {
+      const float s = scale_from<T, F>(rm.amax[rm.per_line ? r : 0]);
+      Vec<uint8_t, kV> b;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) b.v[k] = quantize<T, F>(v[k], s);
+      store_line<kVec>(q + r * cols, cols, c0 + off, b);
+      if (blockIdx.y == 0 && off == 0 && (rm.per_line || r == 0)) rm.inv_scale[rm.per_line ? r : 0] = 1.f / s;
+    }
+  }
+  if (tr.q == nullptr) return;  // the same for the whole block
+  __syncthreads();
+  auto* qt = static_cast<uint8_t*>(tr.q);
+  for (int j = threadIdx.x / kLineThreads; j < kTile && c0 + j < cols; j += kThreads / kLineThreads) {
+    const int64_t c = c0 + j;
+    const float s = scale_from<T, F>(tr.amax[tr.per_line ? c : 0]);
+    Vec<uint8_t, kV> b;
+#pragma unroll
+    for (int k = 0; k < kV; ++k) b.v[k] = quantize<T, F>(tile[off + k][j], s);
+    store_line<kVec>(qt + c * rows, rows, r0 + off, b);
+    if (blockIdx.x == 0 && off == 0 && (tr.per_line || c == 0)) tr.inv_scale[tr.per_line ? c : 0] = 1.f / s;
+  }
+}
+
+LaunchError launched() {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+LaunchError zero(float* p, int64_t n, cudaStream_t st) {
+  if (p == nullptr || n == 0) return nullptr;
+  const cudaError_t e = cudaMemsetAsync(p, 0, static_cast<size_t>(n) * sizeof(float), st);
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+LaunchError fp8_amax(DType dt, const void* x, int64_t rows, int64_t cols, Fp8Amax out, void* stream) {
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (LaunchError e = zero(out.tensor, 1, st)) return e;
+  if (LaunchError e = zero(out.rows, rows, st)) return e;
+  if (LaunchError e = zero(out.cols, cols, st)) return e;
+  if (rows == 0 || cols == 0) return nullptr;
+  if (ceil_div(cols, kAmaxCols) > 65535) return "fp8_amax: more columns than one grid dimension takes";
+  const dim3 grid(static_cast<unsigned>(ceil_div(rows, kAmaxRows)), static_cast<unsigned>(ceil_div(cols, kAmaxCols)));
+  return dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xt = static_cast<const T*>(x);
+    if (cols % kV == 0 && aligned(x, kV * sizeof(T)))
+      fp8_amax_kernel<T, true><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
+    else
+      fp8_amax_kernel<T, false><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
+    return launched();
+  });
+}
+
+LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64_t cols, Fp8Out rowmajor,
+                     Fp8Out transposed, void* stream) {
+  if (rows == 0 || cols == 0 || (rowmajor.q == nullptr && transposed.q == nullptr)) return nullptr;
+  if (ceil_div(cols, kTile) > 65535) return "fp8_cast: more columns than one grid dimension takes";
+  const auto st = static_cast<cudaStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>(ceil_div(rows, kTile)), static_cast<unsigned>(ceil_div(cols, kTile)));
+  return dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xt = static_cast<const T*>(x);
+    const bool vec = rows % kV == 0 && cols % kV == 0 && aligned(x, kV * sizeof(T)) &&
+                     (rowmajor.q == nullptr || aligned(rowmajor.q, kV)) &&
+                     (transposed.q == nullptr || aligned(transposed.q, kV));
+    const auto launch = [&](auto kernel) { kernel<<<grid, kThreads, 0, st>>>(xt, rows, cols, rowmajor, transposed); };
+    if (fmt == Fp8Format::kE4M3)
+      vec ? launch(fp8_cast_kernel<T, Fp8Format::kE4M3, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE4M3, false>);
+    else
+      vec ? launch(fp8_cast_kernel<T, Fp8Format::kE5M2, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE5M2, false>);
+    return launched();
+  });
+}
+
+}  // namespace meshtrain::model::cuda

@@ -1,0 +1,147 @@
+#include "meshtrain/model/linear/fp8_linear.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <memory>
+
+#include "model/linear/linear_params.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/attention.h"
+#include "meshtrain/model/kernels/fp8_cast.h"
+#include "meshtrain/model/linear/fp8_shared_input.h"
+#include "meshtrain/model/linear/linear.h"
+#include "meshtrain/model/mlp.h"
+#include "meshtrain/model/transformer.h"
+
+namespace meshtrain::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr at::ScalarType kE4M3 = at::kFloat8_e4m3fn, kE5M2 = at::kFloat8_e5m2;
+
+// a · btᵀ for FP8 a [M, K] and bt [N, K], both row-major (_scaled_mm's right operand is btᵀ, column-major);
+// the inverse scales as fp8_cast gives them: () each, or a's [M, 1] and bt's [N, 1] (rowwise).
+at::Tensor scaled_mm(const at::Tensor& a, const at::Tensor& a_inv, const at::Tensor& bt, const at::Tensor& bt_inv,
+                     bool rowwise, at::ScalarType out_dtype, bool fast_accum) {
+  // Rowwise GEMMs write bf16 only; tensorwise ones write what they are asked.
+  const auto gemm_out = rowwise ? at::kBFloat16 : out_dtype;
+  auto y = at::_scaled_mm(a, bt.t(), a_inv, rowwise ? bt_inv.t() : bt_inv, std::nullopt, std::nullopt, gemm_out,
+                          fast_accum);
+  return y.scalar_type() == out_dtype ? y : y.to(out_dtype);
+}
+
+at::ScalarType result_dtype(const at::Tensor& x) {
+  return at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type();
+}
+
+// y = x2 · wᵀ, ∂x = ∂y · w, ∂W = ∂yᵀ · x2. Each operand is cast once for both of its products: x2's and w's
+// FP8 copies come with their transposes, which are all the backward keeps of them (half of x2's bytes), and
+// the backward casts ∂y and ∂yᵀ in one go. Rowwise, a transpose is scaled per row of itself (per column of
+// the tensor), as the GEMM's K is then the other dimension. x2 is cast in its own dtype (no copy to the
+// compute dtype first); y and ∂y are in the compute dtype, ∂x in x2's.
+class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
+ public:
+  // x2: [M, K]; w: [N, K] (the parameter, any float dtype); cx: x2's casts (fp8_cast(x2, ..., both)).
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, int64_t scaling,
+                               const std::shared_ptr<const Fp8Cast>& cx, int64_t out_dtype) {
+    const auto s = static_cast<Fp8Scaling>(scaling);
+    const bool rowwise = s == Fp8Scaling::rowwise;
+    const Fp8Cast cw = fp8_cast(w, s, kE4M3, Fp8Copies::both);
+    // Fast accumulation (fewer fp32 promotions inside the GEMM) forward only, as is usual for FP8 training:
+    // the gradients' sums are the ones that lose most to it.
+    auto y = scaled_mm(cx->q, cx->inv_scale, cw.q, cw.inv_scale, rowwise, static_cast<at::ScalarType>(out_dtype),
+                       /*fast_accum=*/true);
+    ctx->save_for_backward({cx->qt, cx->inv_scale_t, cw.qt, cw.inv_scale_t});
+    ctx->saved_data["scaling"] = scaling;
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x2.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    return {y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &xt = saved[0], &xt_inv = saved[1], &wt = saved[2], &wt_inv = saved[3];
+    const auto s = static_cast<Fp8Scaling>(ctx->saved_data["scaling"].toInt());
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
+    const bool rowwise = s == Fp8Scaling::rowwise;
+    const Fp8Cast cdy = fp8_cast(grad[0], s, rowwise ? kE4M3 : kE5M2, Fp8Copies::both);
+    auto dx = scaled_mm(cdy.q, cdy.inv_scale, wt, wt_inv, rowwise, x_dtype, false);
+    auto dw = scaled_mm(cdy.qt, cdy.inv_scale_t, xt, xt_inv, rowwise, at::kFloat, false).to(w_dtype);
+    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scaling, at::ScalarType a_fmt,
+                      at::ScalarType b_fmt, at::ScalarType out_dtype, bool fast_accum) {
+  MT_CHECK(scaling != Fp8Scaling::off, "fp8_matmul: scaling off");
+  MT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "fp8_matmul: a [M, K], b [K, N]; got ", a.sizes(),
+           ", ", b.sizes());
+  const bool rowwise = scaling == Fp8Scaling::rowwise;
+  MT_CHECK(!rowwise || (a_fmt == kE4M3 && b_fmt == kE4M3), "fp8_matmul: rowwise scaling takes e4m3 operands");
+  // The left operand row-major, scaled per row; the right one column-major, i.e. bᵀ row-major scaled per row
+  // (= per column of b). Both reductions run along K, the summed dimension.
+  const Fp8Cast qa = fp8_cast(a, scaling, a_fmt, Fp8Copies::rowmajor);
+  const Fp8Cast qb = fp8_cast(b, scaling, b_fmt, Fp8Copies::transposed);
+  return scaled_mm(qa.q, qa.inv_scale, qb.qt, qb.inv_scale_t, rowwise, out_dtype, fast_accum);
+}
+
+bool fp8_applies(const at::Tensor& x, const at::Tensor& w) {
+  if (!x.is_cuda() || w.dim() != 2 || x.size(-1) != w.size(1)) return false;
+  const int64_t rows = x.numel() / std::max<int64_t>(1, x.size(-1));
+  return rows % 16 == 0 && w.size(0) % 16 == 0 && w.size(1) % 16 == 0 && rows > 0;
+}
+
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling,
+                      Fp8SharedInput* shared) {
+  auto x2 = x.reshape({-1, x.size(-1)});
+  auto cx = shared != nullptr ? shared->cast(x2, scaling)
+                              : std::make_shared<const Fp8Cast>(fp8_cast(x2, scaling, kE4M3, Fp8Copies::both));
+  // The bias add stays outside the function: autograd does it (and a custom function must not be given an
+  // undefined tensor where a layer has no bias).
+  auto y = Fp8Linear::apply(x2, w, static_cast<int64_t>(scaling), cx, static_cast<int64_t>(result_dtype(x)))[0];
+  if (b.defined()) y = y + b.to(y.scalar_type());
+  return y.view(output_shape(x, w.size(0)));
+}
+
+bool fp8_matmul_available(const c10::Device& device) {
+  if (!device.is_cuda()) return false;
+  try {
+    auto a = at::ones({16, 16}, at::TensorOptions(at::kBFloat16).device(device));
+    (void)fp8_matmul(a, a, Fp8Scaling::tensorwise, kE4M3, kE4M3, at::kBFloat16);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+namespace {
+
+// Linear layers that read one input share its FP8 casts (model/linear/fp8_shared_input.h).
+void share_input(std::initializer_list<Linear> readers, Fp8Scaling scaling) {
+  auto shared = scaling == Fp8Scaling::off ? nullptr : std::make_shared<Fp8SharedInput>(int(readers.size()));
+  for (Linear l : readers) l->set_fp8(scaling, shared);  // a holder copy: the same module
+}
+
+}  // namespace
+
+void use_fp8(TransformerImpl& net, Fp8Scaling scaling) {
+  const auto modules = net.blocks->modules(/*include_self=*/false);
+  for (const auto& m : modules)
+    if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) lin->set_fp8(scaling);
+  for (const auto& m : modules) {
+    if (auto* attn = dynamic_cast<AttentionImpl*>(m.get())) share_input({attn->wq, attn->wk, attn->wv}, scaling);
+    auto* mlp = dynamic_cast<MlpImpl*>(m.get());
+    if (mlp != nullptr && mlp->gate) share_input({mlp->gate, mlp->up}, scaling);  // SwiGLU (GPT-2 has no gate)
+  }
+}
+
+}  // namespace meshtrain::model
