@@ -1,16 +1,18 @@
 # Tier 4: instruction data (docs/data.md) — scripts/prepare_instruct.py with a tokenizer trained in the test on
 # the KJV text (nothing fetched); skipped (77) where the venv lacks tokenizers or transformers.
-add_test(NAME e2e.prepare_instruct
-         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/prepare_instruct_test.py ${CMAKE_SOURCE_DIR})
-set_tests_properties(e2e.prepare_instruct PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77)
+meshtrain_add_test(e2e data prepare_instruct
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/prepare_instruct_test.py ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 # JSONL → prepare_instruct.py → meshtrain train under meshrun (2 CPU workers): the loss is the mean over the
 # assistant tokens of the whole step (2 ranks × 2 micro-batches = one batch of 4), and it falls.
-add_test(NAME e2e.instruct_train
-         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/instruct_train_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
-set_tests_properties(e2e.instruct_train PROPERTIES LABELS e2e TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_add_test(e2e train instruct_train
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/instruct_train_test.py
+          ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # LoRA end to end (docs/lora.md): a tiny Llama made with transformers, imported; LoRA under meshrun with 2
 # workers; exact resume; merged and PEFT exports loaded by transformers / peft with meshtrain's logits; the
 # held-out loss on assistant tokens lower than the base's. Skipped (77) without peft, transformers, tokenizers.
-add_test(NAME e2e.lora_finetune
-         COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/lora_finetune_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR})
-set_tests_properties(e2e.lora_finetune PROPERTIES LABELS e2e TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_add_test(e2e train lora_finetune
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/lora_finetune_test.py
+          ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  LABELS ckpt PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

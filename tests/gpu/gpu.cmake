@@ -1,13 +1,13 @@
-# One GPU-labelled gtest binary of the model room: tests/gpu/SOURCE as NAME_gpu_tests, registered as gpu.NAME
-# (label gpu; exit 77 = skipped where it cannot run: tests/support/gpu_test_main.h).
+# Single-process GPU checks (docs/architecture.md "Test tiers"), named gpu.<room>.<case>.
+# One GPU-labelled gtest binary of the model room: tests/gpu/SOURCE as NAME_gpu_tests, registered as
+# gpu.model.NAME (label gpu; exit 77 = skipped where it cannot run: tests/support/gpu_test_main.h).
 function(meshtrain_gpu_test name source)
   add_executable(${name}_gpu_tests ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/${source})
   target_link_libraries(${name}_gpu_tests PRIVATE meshtrain_model GTest::gtest)
   meshtrain_warnings(${name}_gpu_tests)
   meshtrain_use_torch(${name}_gpu_tests)
   target_include_directories(${name}_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-  add_test(NAME gpu.${name} COMMAND ${name}_gpu_tests)
-  set_tests_properties(gpu.${name} PROPERTIES LABELS "gpu;model" TIMEOUT 600 SKIP_RETURN_CODE 77)
+  meshtrain_add_test(gpu model ${name} COMMAND ${name}_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endfunction()
 
 # The model's fused CUDA kernels against their composite ATen versions, fp32 and bf16, forward and gradients
@@ -19,8 +19,8 @@ add_executable(fused_kernels_bench ${CMAKE_CURRENT_LIST_DIR}/fused_kernels_bench
 target_link_libraries(fused_kernels_bench PRIVATE meshtrain_model)
 meshtrain_warnings(fused_kernels_bench)
 meshtrain_use_torch(fused_kernels_bench)
-add_test(NAME gpu.fused_kernels_bench COMMAND fused_kernels_bench ${CMAKE_BINARY_DIR}/fused_kernels_bench.json)
-set_tests_properties(gpu.fused_kernels_bench PROPERTIES LABELS "gpu;model;bench" TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_add_test(gpu model fused_kernels_bench
+  COMMAND fused_kernels_bench ${CMAKE_BINARY_DIR}/fused_kernels_bench.json PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 
 # Packed documents on CUDA: variable-length flash attention (bf16) and the masked SDPA (fp32) against the
 # documents run one by one, loss and gradients (label gpu; exit 77 without a GPU).
@@ -46,5 +46,5 @@ target_link_libraries(adamw_device_step_gpu_tests PRIVATE meshtrain_train GTest:
 meshtrain_warnings(adamw_device_step_gpu_tests)
 meshtrain_use_torch(adamw_device_step_gpu_tests)
 target_include_directories(adamw_device_step_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-add_test(NAME gpu.adamw_device_step COMMAND adamw_device_step_gpu_tests)
-set_tests_properties(gpu.adamw_device_step PROPERTIES LABELS "gpu;train" TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_add_test(gpu train adamw_device_step COMMAND adamw_device_step_gpu_tests
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -7,8 +7,8 @@ target_include_directories(ckpt_worker PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)  # 
 meshtrain_warnings(ckpt_worker)
 meshtrain_use_torch(ckpt_worker)
 
-add_test(NAME ckpt_reshard_matrix COMMAND ${CMAKE_CURRENT_LIST_DIR}/ckpt/reshard_matrix.sh ${MESHTRAIN_BIN})
-set_tests_properties(ckpt_reshard_matrix PROPERTIES LABELS "multiproc;ckpt" TIMEOUT 600)
-add_test(NAME ckpt_crash_safety
-         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/crash_test.py ${MESHTRAIN_BIN})
-set_tests_properties(ckpt_crash_safety PROPERTIES LABELS "multiproc;ckpt" TIMEOUT 900)
+meshtrain_add_test(multiproc ckpt reshard_matrix
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/ckpt/reshard_matrix.sh ${MESHTRAIN_BIN} PROPERTIES TIMEOUT 600)
+meshtrain_add_test(multiproc ckpt crash_safety
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/crash_test.py ${MESHTRAIN_BIN}
+  PROPERTIES TIMEOUT 900)

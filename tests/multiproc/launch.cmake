@@ -5,20 +5,20 @@ set(_mt_launch_cases env_1 env_2 env_4 exit_code signal_death error_file restart
     multinode_gloo multinode_stop unreachable_master store_lost numa_binding preemption_notice bad_endpoint
     root_cause_first_in_time tee_over_redirect scratch_swept error_file_kept torchrun_flags)
 foreach(case IN LISTS _mt_launch_cases)
-  add_test(NAME launch.${case}
-           COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py
-                   $<TARGET_FILE:meshrun> ${MESHTRAIN_TEST_PYTHON} ${case})
-  set_tests_properties(launch.${case} PROPERTIES LABELS "multiproc;launch" TIMEOUT 180 SKIP_RETURN_CODE 77)
+  meshtrain_add_test(multiproc launch ${case}
+    COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py
+            $<TARGET_FILE:meshrun> ${MESHTRAIN_TEST_PYTHON} ${case}
+    PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
 
 # Default NUMA binding on a real GPU node's /sys (skips with 77 elsewhere).
-add_test(NAME launch.numa_binding_gpu
-         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py
-                 $<TARGET_FILE:meshrun> ${MESHTRAIN_TEST_PYTHON} numa_binding_gpu)
-set_tests_properties(launch.numa_binding_gpu PROPERTIES LABELS "gpu;multiproc;launch" TIMEOUT 120 SKIP_RETURN_CODE 77)
+meshtrain_add_test(multiproc launch numa_binding_gpu
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py
+          $<TARGET_FILE:meshrun> ${MESHTRAIN_TEST_PYTHON} numa_binding_gpu
+  LABELS gpu PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 
 # The other direction of the contract: our worker under torchrun (from the venv's PyTorch wheel), CPU backend.
-add_test(NAME launch.meshtrain_under_torchrun
-         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/torchrun_meshtrain_test.py
-                 ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR} ${MESHTRAIN_TEST_PYTHON})
-set_tests_properties(launch.meshtrain_under_torchrun PROPERTIES LABELS "multiproc;launch" TIMEOUT 600)
+meshtrain_add_test(multiproc launch meshtrain_under_torchrun
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/torchrun_meshtrain_test.py
+          ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR} ${MESHTRAIN_TEST_PYTHON}
+  PROPERTIES TIMEOUT 600)

@@ -16,9 +16,9 @@ file(MAKE_DIRECTORY ${_pdir})
 
 # References: one single-process run per (family, accumulation) the layouts compare against.
 function(parallel_reference name)
-  add_test(NAME parallel_ref_${name} COMMAND ${_pw} --layout single ${ARGN} --out ${_pdir}/ref_${name}.safetensors --check-plan)
-  set_tests_properties(parallel_ref_${name} PROPERTIES LABELS "multiproc;parallel" TIMEOUT 300
-                       FIXTURES_SETUP parallel_ref_${name})
+  meshtrain_add_test(multiproc parallel ref_${name}
+    COMMAND ${_pw} --layout single ${ARGN} --out ${_pdir}/ref_${name}.safetensors --check-plan
+    PROPERTIES TIMEOUT 300 FIXTURES_SETUP parallel_ref_${name})
 endfunction()
 parallel_reference(gpt2 --family gpt2)
 parallel_reference(llama --family llama)
@@ -32,11 +32,11 @@ parallel_reference(llama_tpm_lora_drop --family llama --tp-model --lora --lora-d
 
 # parallel_layout(NAME NPROC REF worker-args...)
 function(parallel_layout name nproc ref)
-  add_test(NAME parallel_${name}
-           COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${nproc} --no-python ${_pw} ${ARGN}
-                   --compare ${_pdir}/ref_${ref}.safetensors --check-plan)
-  set_tests_properties(parallel_${name} PROPERTIES LABELS "multiproc;parallel" TIMEOUT 600
-                       FIXTURES_REQUIRED parallel_ref_${ref} PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+  meshtrain_add_test(multiproc parallel ${name}
+    COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${nproc} --no-python ${_pw} ${ARGN}
+            --compare ${_pdir}/ref_${ref}.safetensors --check-plan
+    PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED parallel_ref_${ref} PASS_REGULAR_EXPRESSION "PASS"
+               FAIL_REGULAR_EXPRESSION "FAIL")
 endfunction()
 parallel_layout(ddp2 2 gpt2 --family gpt2 --layout ddp)
 parallel_layout(ddp4 4 llama --family llama --layout ddp)
@@ -96,10 +96,9 @@ parallel_layout(ddp2_bf16_reduce 2 gpt2 --family gpt2 --layout ddp --bf16-reduce
 
 # A rank that skips the gradient all-reduce makes the others fail with the communicator's timeout error
 # (3 s), naming it — not a hang.
-add_test(NAME parallel_desync_timeout
-         COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 2 --no-python ${_pw} --layout ddp --desync)
-set_tests_properties(parallel_desync_timeout PROPERTIES LABELS "multiproc;parallel" TIMEOUT 60
-                     PASS_REGULAR_EXPRESSION "timed out after 3000 ms waiting for rank\\(s\\) 1")
+meshtrain_add_test(multiproc parallel desync_timeout
+  COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 2 --no-python ${_pw} --layout ddp --desync
+  PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "timed out after 3000 ms waiting for rank\\(s\\) 1")
 
 # LoRA (docs/lora.md): the base frozen, only the adapters train — under DDP and FSDP (the frozen base in
 # parameter-only units: sharded, gathered, never reduced) with accumulation and activation checkpointing,

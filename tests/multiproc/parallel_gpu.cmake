@@ -11,11 +11,10 @@ file(MAKE_DIRECTORY ${_pg_dir})
 
 # parallel_gpu_layout(NAME NPROC "REF_ARGS" layout-args...)
 function(parallel_gpu_layout name nproc ref_args)
-  add_test(NAME parallel_gpu_${name}
-           COMMAND ${CMAKE_CURRENT_LIST_DIR}/parallel/gpu_layout.sh ${MESHTRAIN_BIN}/parallel_worker
-                   ${MESHTRAIN_BIN}/meshrun ${_pg_dir}/ref_${name}.safetensors ${nproc} "${ref_args}" ${ARGN})
-  set_tests_properties(parallel_gpu_${name} PROPERTIES LABELS "multiproc;parallel;gpu" TIMEOUT 600
-                       SKIP_RETURN_CODE 77 FAIL_REGULAR_EXPRESSION "FAIL")
+  meshtrain_add_test(multiproc parallel gpu_${name}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/parallel/gpu_layout.sh ${MESHTRAIN_BIN}/parallel_worker
+            ${MESHTRAIN_BIN}/meshrun ${_pg_dir}/ref_${name}.safetensors ${nproc} "${ref_args}" ${ARGN}
+    LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 FAIL_REGULAR_EXPRESSION "FAIL")
 endfunction()
 parallel_gpu_layout(ddp2 2 "--family gpt2 --accum 2" --family gpt2 --layout ddp)
 # Optimizer offload against the on-device optimizer's run: streamed from the backward (pinned buffers,

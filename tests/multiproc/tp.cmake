@@ -10,25 +10,26 @@ target_include_directories(tp_worker PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)  # su
 
 foreach(family gpt2 llama)
   foreach(n 2 4)
-    add_test(NAME tp_${family}_np${n}
-             COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${n} --no-python ${MESHTRAIN_BIN}/tp_worker
-                     --family ${family})
-    add_test(NAME tp_${family}_np${n}_sp
-             COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${n} --no-python ${MESHTRAIN_BIN}/tp_worker
-                     --family ${family} --sp)
-    set_tests_properties(tp_${family}_np${n} tp_${family}_np${n}_sp PROPERTIES LABELS "multiproc;parallel" TIMEOUT 300)
+    meshtrain_add_test(multiproc parallel tp_${family}_np${n}
+      COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${n} --no-python ${MESHTRAIN_BIN}/tp_worker
+              --family ${family}
+      PROPERTIES TIMEOUT 300)
+    meshtrain_add_test(multiproc parallel tp_${family}_np${n}_sp
+      COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node ${n} --no-python ${MESHTRAIN_BIN}/tp_worker
+              --family ${family} --sp
+      PROPERTIES TIMEOUT 300)
   endforeach()
 endforeach()
 
 # TP then activation checkpointing (parallelize()'s order), with sequence parallelism: collectives re-run in
 # the recomputation inside backward.
-add_test(NAME tp_llama_np2_sp_ac
-         COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 2 --no-python ${MESHTRAIN_BIN}/tp_worker
-                 --family llama --sp --ac)
-set_tests_properties(tp_llama_np2_sp_ac PROPERTIES LABELS "multiproc;parallel" TIMEOUT 300)
+meshtrain_add_test(multiproc parallel tp_llama_np2_sp_ac
+  COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 2 --no-python ${MESHTRAIN_BIN}/tp_worker
+          --family llama --sp --ac
+  PROPERTIES TIMEOUT 300)
 
-add_test(NAME tp_bad_kv_heads
-         COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 4 --no-python ${MESHTRAIN_BIN}/tp_worker
-                 --family llama --n-kv-head 2)
-set_tests_properties(tp_bad_kv_heads PROPERTIES LABELS "multiproc;parallel" TIMEOUT 120
-                     PASS_REGULAR_EXPRESSION "model\\.n_kv_head\\(2\\) is not divisible by parallel\\.tp\\(4\\): 2 % 4 = 2")
+meshtrain_add_test(multiproc parallel tp_bad_kv_heads
+  COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 4 --no-python ${MESHTRAIN_BIN}/tp_worker
+          --family llama --n-kv-head 2
+  PROPERTIES TIMEOUT 120
+             PASS_REGULAR_EXPRESSION "model\\.n_kv_head\\(2\\) is not divisible by parallel\\.tp\\(4\\): 2 % 4 = 2")

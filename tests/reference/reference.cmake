@@ -9,8 +9,8 @@ meshtrain_warnings(reference_driver)
 meshtrain_use_torch(reference_driver)
 
 foreach(variant gpt2_tied gpt2_untied llama_mha_tied llama_gqa_untied llama_rope_scaled)
-  add_test(NAME reference.${variant}
-           COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/reference_test.py
-                   --driver $<TARGET_FILE:reference_driver> --variant ${variant})
-  set_tests_properties(reference.${variant} PROPERTIES LABELS "reference;model" TIMEOUT 300 SKIP_RETURN_CODE 77)
+  meshtrain_add_test(reference model ${variant}
+    COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/reference_test.py
+            --driver $<TARGET_FILE:reference_driver> --variant ${variant}
+    PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()

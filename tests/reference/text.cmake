@@ -6,12 +6,13 @@ target_link_libraries(text_driver PRIVATE meshtrain_text)
 meshtrain_warnings(text_driver)
 
 foreach(style gpt2 gpt2_prefix_space llama3 qwen2)
-  add_test(NAME reference.tokenizer_${style}
-           COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/tokenizer_test.py
-                   --driver $<TARGET_FILE:text_driver> --style ${style} --kjv ${CMAKE_SOURCE_DIR}/data/kjv/kjv-genesis-2kings.txt)
-  set_tests_properties(reference.tokenizer_${style} PROPERTIES LABELS "reference;text" TIMEOUT 300 SKIP_RETURN_CODE 77)
+  meshtrain_add_test(reference text tokenizer_${style}
+    COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/tokenizer_test.py
+            --driver $<TARGET_FILE:text_driver> --style ${style}
+            --kjv ${CMAKE_SOURCE_DIR}/data/kjv/kjv-genesis-2kings.txt
+    PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
-add_test(NAME reference.chat_template
-         COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/chat_template_test.py
-                 --driver $<TARGET_FILE:text_driver> --kjv ${CMAKE_SOURCE_DIR}/data/kjv/kjv-genesis-2kings.txt)
-set_tests_properties(reference.chat_template PROPERTIES LABELS "reference;text" TIMEOUT 300 SKIP_RETURN_CODE 77)
+meshtrain_add_test(reference text chat_template
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/chat_template_test.py
+          --driver $<TARGET_FILE:text_driver> --kjv ${CMAKE_SOURCE_DIR}/data/kjv/kjv-genesis-2kings.txt
+  PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
