@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """meshtrain under torchrun: the other half of the torchrun contract (PyTorch scripts under meshrun is
-launch.gloo_allreduce). torchrun from the PyTorch wheel starts two `meshtrain train` workers on the CPU backend;
-they find each other through torchrun's store (MASTER_ADDR/MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE) and
+multiproc.launch.gloo_allreduce). torchrun from the PyTorch wheel starts two `meshtrain train` workers on the CPU
+backend; they find each other through torchrun's store (MASTER_ADDR/MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE) and
 train a tiny model for a few steps.
 Usage: torchrun_meshtrain_test.py BIN_DIR SOURCE_DIR PYTHON
 """
