@@ -43,7 +43,7 @@ TopoRequest topo_request(const cxxopts::ParseResult& r, const hw::Topology& topo
 }
 
 // The matrix and cliques, printed before placing so that they stay visible above a placement error.
-void print_topology(const hw::Topology& topo, const comm::MeshShape& shape, const TopoRequest& q) {
+void print_topology(const hw::Topology& topo, const MeshShape& shape, const TopoRequest& q) {
   std::printf("%s  [%s]\n\n%s\n", topo.system.c_str(), topo.source.c_str(), hw::format_topology_matrix(topo).c_str());
   std::string cliques;
   for (const auto& c : topo.nvlink_cliques()) {
@@ -67,7 +67,7 @@ void print_placement(const hw::Topology& topo, const comm::Placement& p, int npr
   }
 }
 
-nlohmann::json placement_json(const hw::Topology& topo, const comm::MeshShape& shape, const comm::Placement& p) {
+nlohmann::json placement_json(const hw::Topology& topo, const MeshShape& shape, const comm::Placement& p) {
   return {{"topology", nlohmann::json::parse(hw::topology_to_json(topo))},
           {"placement",
            {{"mesh", shape.describe()},
@@ -103,7 +103,7 @@ int cmd_topo(int argc, char** argv) {
                                              : hw::detect_topology();
   if (r.count("save")) hw::save_topology(topo, r["save"].as<std::string>());
   const TopoRequest q = topo_request(r, topo);
-  const comm::MeshShape shape = comm::MeshShape::from_config(q.cfg.parallel, q.nproc * q.nnodes);
+  const MeshShape shape = MeshShape::from_config(q.cfg.parallel, q.nproc * q.nnodes);
   const bool json = r.count("json") > 0;
   if (!json && topo.num_gpus() == 0) {
     std::printf("No NVIDIA GPU on this machine: %s.\nShow a fixture instead: meshtrain topo --fixture "

@@ -21,8 +21,8 @@ Mesh::Mesh(const Config& cfg, CommPtr world)
     : Mesh(MeshShape::from_config(cfg.parallel, checked(world)->size()), world) {}
 
 Mesh::Mesh(MeshShape shape, CommPtr world) : shape_(std::move(shape)), world_(checked(std::move(world))) {
-  MT_USER_CHECK(shape_.world_size() == world_->size(), "mesh ", shape_.describe(), " has ", shape_.world_size(),
-                " ranks ≠ world size ", world_->size());
+  MT_CHECK(shape_.world_size() == world_->size(), "mesh ", shape_.describe(), " has ", shape_.world_size(),
+           " ranks ≠ world size ", world_->size());
   coord_ = shape_.coord(world_->rank());
 }
 

@@ -8,13 +8,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
-#include <sstream>
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/mesh_shape.h"
 #include "meshtrain/core/model_size.h"
 #include "meshtrain/core/nccl_env.h"
 
@@ -243,21 +242,20 @@ class Validator {
     }
   }
 
+  // Runs rules that live with what they govern (the mesh shape: core/mesh_shape.h) and reports their UserError
+  // with the file name, like every rule here.
+  template <typename Rules>
+  void with_file_name(Rules rules) const {
+    try {
+      rules();
+    } catch (const UserError& e) {
+      throw UserError(cat(name_, ": ", e.what()));
+    }
+  }
+
   void check_parallel() {
     const ParallelConfig& p = cfg_.parallel;
-    // order: a permutation of the four mesh dims.
-    std::set<std::string> dims;
-    std::stringstream ss(p.order);
-    std::string part;
-    size_t parts = 0;
-    while (std::getline(ss, part, '-')) {
-      ++parts;
-      dims.insert(part);
-    }
-    const std::set<std::string> want = {"pp", "dp", "fsdp", "tp"};
-    if (parts != 4 || dims != want || p.order.back() == '-')
-      fail("parallel.order", cat("given '", p.order, "'; valid a permutation of pp, dp, fsdp, tp joined by '-' "
-                                 "(default pp-dp-fsdp-tp)"));
+    with_file_name([&] { (void)MeshShape::parse_order(p.order); });
 
     const ModelConfig& m = cfg_.model;
     const int64_t kv = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
@@ -273,14 +271,7 @@ class Validator {
                                       "; valid 0 or 3 (fsdp > 1 shards parameters, gradients and optimizer state)"));
     check_pipeline();
 
-    if (world_ < 1) return;
-    const int64_t inner = p.pp * p.fsdp * p.tp;
-    if (p.dp > 0 && p.dp * inner != world_)
-      fail("parallel", cat("dp(", p.dp, ") × fsdp(", p.fsdp, ") × tp(", p.tp, ") × pp(", p.pp, ") = ", p.dp * inner,
-                           " ≠ world size ", world_));
-    if (p.dp == 0 && world_ % inner != 0)
-      fail("parallel", cat("world size ", world_, " is not divisible by pp(", p.pp, ") × fsdp(", p.fsdp, ") × tp(",
-                           p.tp, ") = ", inner, " (dp = 0 takes dp = world size / that)"));
+    if (world_ >= 1) with_file_name([&] { (void)MeshShape::from_config(p, world_); });
   }
 
   // Pipeline keys: checked on the resolved values (0 = derive it, as resolve() derives it).

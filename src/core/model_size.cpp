@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <limits>
 
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/gradient_streaming.h"
 
 namespace meshtrain {
 namespace {
@@ -84,23 +86,33 @@ void check_model_sizes(const Config& cfg) {
 void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, const std::string& device) {
   const ParallelConfig& p = cfg.parallel;
   const int zero = p.fsdp > 1 && p.zero_stage == 0 ? 3 : static_cast<int>(p.zero_stage);
-  const Num shard = static_cast<Num>(std::max<int64_t>(p.dp, 1) * p.fsdp);
+  const int64_t shard_ranks = std::max<int64_t>(p.dp, 1) * p.fsdp;
+  const Num shard = static_cast<Num>(shard_ranks);
   const Num tp = static_cast<Num>(p.tp);
   // A pipeline stage holds about 1/pp of the parameters (the split balances them: parallel/pipeline/pipeline_split.h).
   const Num total = model_size(cfg.model).params;
   const Num P = total / static_cast<Num>(std::max<int64_t>(p.pp, 1));
+  // optimizer.offload: cpu keeps the moments in host memory, and where the gradients stream
+  // (core/gradient_streaming.h) the gradients too. A shard group of one counts as aliased (not streamed): the
+  // lower bound never takes a gradient off the device that might stay there.
+  const bool offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
+  const GradientLayout layout{.zero_stage = zero, .aliased = zero >= 1 && shard_ranks == 1, .tp = p.tp, .pp = p.pp,
+                              .gradient_shards = zero >= 3 ? shard_ranks : 1};
+  const bool streamed = offload && offload_streams_gradients(layout, cfg.train.grad_accum);
   // Bytes per parameter on this rank: fp32 weights, gradients, two AdamW moments, each divided by tp and by
   // the data-parallel ranks once the ZeRO stage shards it.
-  // optimizer.offload: cpu keeps the moments in host memory.
-  const bool offload = cfg.optimizer.offload == "cpu";
   Num per_rank = 4 * P / (tp * (zero >= 3 ? shard : 1));
-  if (training) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1)) + (offload ? 0 : 8 * P / (tp * (zero >= 1 ? shard : 1)));
+  if (training && !streamed) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1));
+  if (training && !offload) per_rank += 8 * P / (tp * (zero >= 1 ? shard : 1));
+  const char* held = !training ? "the fp32 weights"
+                     : streamed ? "training (fp32 weights; the gradients and AdamW moments are on the host"
+                     : offload  ? "training (fp32 weights and gradients; the AdamW moments are on the host"
+                                : "training (fp32 weights, gradients and AdamW moments";
   const std::string name = cfg.source.empty() ? "config" : cfg.source;
   MT_USER_CHECK(per_rank <= static_cast<Num>(device_bytes), name, ": model: ", show(total), " parameters need ",
-                bytes(per_rank), " per rank for ", training ? (offload ? "training (fp32 weights and gradients; the AdamW moments are on the host" : "training (fp32 weights, gradients and AdamW moments")
-                : "the fp32 weights", training ? ", " : " (", "under ", p.pp > 1 ? cat("pp(", p.pp, "), ") : "",
-                "tp(", p.tp, "), fsdp(", p.fsdp, "), zero_stage ",
-                zero, ") but ", device, " has ", bytes(static_cast<Num>(device_bytes)), "; valid: a smaller model, "
+                bytes(per_rank), " per rank for ", held, training ? ", " : " (", "under ",
+                p.pp > 1 ? cat("pp(", p.pp, "), ") : "", "tp(", p.tp, "), fsdp(", p.fsdp, "), zero_stage ", zero,
+                ") but ", device, " has ", bytes(static_cast<Num>(device_bytes)), "; valid: a smaller model, "
                 "or more ranks sharding it (parallel.fsdp, parallel.zero_stage, parallel.tp, parallel.pp)");
 }
 

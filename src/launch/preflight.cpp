@@ -1,14 +1,8 @@
 #include "meshtrain/launch/preflight.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <cstring>
-
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
-
-extern char** environ;
+#include "meshtrain/core/spawn_and_wait.h"
 
 namespace meshtrain::launch {
 
@@ -33,15 +27,11 @@ int run_preflight(const LaunchPlan& plan, const std::string& self_dir) {
   std::string line;
   for (const auto& a : cmd) line += (line.empty() ? "" : " ") + a;
   log::info("meshrun: preflight: %s", line.c_str());
-  std::vector<char*> argv;
-  for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  MT_USER_CHECK(rc == 0, "meshrun --preflight: cannot start ", cmd[0], ": ", std::strerror(rc));
-  int status = 0;
-  SYS_CHECK(::waitpid(pid, &status, 0), "waitpid ", cmd[0]);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  try {
+    return spawn_and_wait(cmd);
+  } catch (const SpawnError& e) {
+    throw UserError(cat("meshrun --preflight: ", e.what()));  // meshtrain missing beside meshrun
+  }
 }
 
 }  // namespace meshtrain::launch

@@ -2,24 +2,18 @@
 #include "meshtrain/launch/store_client.h"
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/tcp_connect.h"
 
 namespace meshtrain::launch {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // c10d::detail::QueryType and friends (TCPStoreBackend.hpp); the order is the protocol.
 enum class Query : uint8_t { VALIDATE, SET, COMPARE_SET, GET, ADD, CHECK, WAIT };
@@ -37,64 +31,22 @@ void put_string(std::string& b, const std::string& s) {
   b += s;
 }
 
-// One non-blocking connect attempt bounded by `deadline`; returns the fd or -1 with errno set.
-int try_connect(const addrinfo* ai, Clock::time_point deadline) {
-  int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-  if (fd == -1) return -1;
-  if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == -1) {
-    if (errno != EINPROGRESS) {
-      int e = errno;
-      ::close(fd);
-      errno = e;
-      return -1;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    pollfd p{fd, POLLOUT, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(std::max<long long>(1, left)));
-    int err = ETIMEDOUT;
-    socklen_t len = sizeof(err);
-    if (rc == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      ::close(fd);
-      errno = err;
-      return -1;
-    }
-  }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return fd;
-}
-
 }  // namespace
 
 StoreClient::StoreClient(const std::string& host, int port, std::chrono::milliseconds connect_timeout,
                          std::chrono::milliseconds op_timeout)
     : endpoint_(host + ":" + std::to_string(port)) {
-  const auto deadline = Clock::now() + connect_timeout;
-  std::string last_error = "no address";
-  while (true) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    int g = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    if (g != 0) {
-      last_error = ::gai_strerror(g);  // DNS may come up later (a node still booting): retry too
-    } else {
-      for (addrinfo* ai = res; ai && fd_ == -1; ai = ai->ai_next) {
-        fd_ = try_connect(ai, deadline);
-        if (fd_ == -1) last_error = std::strerror(errno);
-      }
-      ::freeaddrinfo(res);
-    }
-    if (fd_ != -1 || Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  try {
+    // Retried every 100 ms: node 0's launcher may start after this one.
+    fd_ = connect_with_retry(host, port, Clock::now() + connect_timeout, std::chrono::milliseconds(100));
+  } catch (const ConnectError& e) {
+    throw UserError(cat("meshrun: cannot reach the rendezvous store at ", endpoint_,
+                        " (node 0's launcher, --master-addr/--master-port) within ",
+                        std::chrono::duration<double>(connect_timeout).count(), " s: ", e.reason(),
+                        "; is node 0's meshrun running, and is the port open between the nodes?"));
   }
-  MT_USER_CHECK(fd_ != -1, "meshrun: cannot reach the rendezvous store at ", endpoint_,
-                " (node 0's launcher, --master-addr/--master-port) within ",
-                std::chrono::duration<double>(connect_timeout).count(), " s: ", last_error,
-                "; is node 0's meshrun running, and is the port open between the nodes?");
-  int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // Requests block, each bounded by the receive and send timeouts below.
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(op_timeout.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>((op_timeout.count() % 1000) * 1000);

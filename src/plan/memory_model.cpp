@@ -55,115 +55,172 @@ Sizes sizes(const Config& cfg, const RankLayout& l) {
   return s;
 }
 
+// The peak so far of the step walk: the first point, or a later one holding more.
 struct Walk {
-  const MemoryItems base;  // alive throughout: state, inputs
   MemoryItems best;
   std::string at;
-  void point(MemoryItems m, const std::string& where) {
+  void point(const MemoryItems& m, const std::string& where) {
     if (at.empty() || m.sum() > best.sum()) best = m, at = where;
   }
 };
 
-}  // namespace
+// What the walk reads at every point of the step, each named once: the layout, the state, the sizes of a
+// unit, the activations, and the bytes derived from them.
+struct Step {
+  RankLayout layout;
+  RankState state;
+  Sizes sizes;
+  ActivationBytes act;
+  bool checkpointing = false;
+  bool reshard_after_forward = false;
+  bool offload = false;                 // optimizer.offload: cpu
+  int64_t blocks = 0;                   // this pipeline stage's blocks
+  int64_t layers = 0;                   // the whole model's (model.n_layer)
+  int64_t accumulation = 1;             // train.grad_accum
+  int64_t microbatches_held = 1;        // whose activations are alive at once (the pipeline's warm-up)
+  bool fsdp = false;                    // units gathered and resharded (ZeRO-3, not aliased)
+  bool zero12 = false;                  // ZeRO-1/2, not aliased
+  bool grad_buffer = false;             // gradients in a buffer kept for the run (DDP buckets, shard gradients)
+  int64_t plain_grads = 0;              // else: a plain model's gradients, made by backward
+  int64_t accumulated_full_grads = 0;   // ZeRO-1 accumulating: every unit's full gradients, kept
+  int64_t block_copy = 0, root_copy = 0;  // autocast's bf16 copies of a block's / the root's fp32 weights
+  int64_t block_full = 0, root_full = 0;  // a gathered unit's full bytes under FSDP
+  int64_t reduce_scatter_unit = 0;      // the running unit's reduce-scatter buffers
+};
 
-MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda) {
-  const RankLayout l = RankLayout::from(cfg, world_size);
-  const RankState st = worst_rank_state(cfg, world_size);
-  const Sizes sz = sizes(cfg, l);
+ActivationBytes step_activations(const Config& cfg, const RankLayout& l, const Sizes& sz, bool cuda) {
   const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
-  const bool ac = cfg.train.activation_checkpointing;
-  const int64_t L = cfg.model.n_layer / std::max<int64_t>(l.pp, 1), A = cfg.train.grad_accum;
-  const int64_t held = held_microbatches(l.pp, 0, A);
+  const ActivationInputs in{.micro_batch = cfg.train.micro_batch_size, .seq_len = cfg.data.seq_len, .tp = l.tp,
+                            .sequence_parallel = cfg.parallel.sequence_parallel, .compute_bytes = bf16 ? 2 : 4,
+                            .fused_kernels = cfg.train.fused_kernels && cuda,
+                            .checkpointing = cfg.train.activation_checkpointing,
+                            .loss_chunk_bytes = cfg.train.loss_chunk_mb << 20, .head_trains = sz.head_grad > 0,
+                            .block_weights_train = sz.block_weights_train};
+  return activation_bytes(cfg.model, in);
+}
 
-  ActivationInputs in{.micro_batch = cfg.train.micro_batch_size, .seq_len = cfg.data.seq_len, .tp = l.tp,
-                      .sequence_parallel = cfg.parallel.sequence_parallel, .compute_bytes = bf16 ? 2 : 4,
-                      .fused_kernels = cfg.train.fused_kernels && cuda, .checkpointing = ac,
-                      .loss_chunk_bytes = cfg.train.loss_chunk_mb << 20, .head_trains = sz.head_grad > 0,
-                      .block_weights_train = sz.block_weights_train};
-  const ActivationBytes act = activation_bytes(cfg.model, in);
+// The running unit's reduce-scatter input and output; a group of one writes into the shard gradients (none
+// when streamed: then its input is its output, a transient of the unit's size).
+int64_t reduce_scatter_buffers(const RankLayout& l, const Sizes& sz) {
+  if (l.zero_stage == 0 || l.alias) return 0;
+  if (l.shard > 1) return l.reduce_bytes * (sz.block_grad + sz.block_grad / l.shard);
+  return l.stream ? l.reduce_bytes * sz.block_grad : 0;
+}
 
-  // Persistent: state (gradients where they are a buffer: DDP buckets, shard gradients) and the token ids.
-  const bool grad_buffer = l.reducer || l.zero_stage > 0;
-  // Offloaded (optimizer.offload: cpu): the moments live in host memory, beside a master copy and the
-  // gradients' host buffers (train/offloaded_adamw.h).
-  const bool offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
-  MemoryItems base{.params = st.params, .master = st.master, .frozen = st.frozen, .grads = grad_buffer ? st.grads : 0,
-                   .optimizer = offload ? 0 : st.optimizer, .transient = act.inputs};
-  // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
-  const int64_t plain_grads = grad_buffer ? 0 : st.grads;
-  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed replicated offload,
-  // and a frozen base held in bf16 (LoRA) have none.
-  const bool copies = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream);
-  // Streamed offload: the gradient being handed over and its fp32 cast on the copy stream — replicated: the
-  // largest is the embedding's or the head's; FSDP: a unit's reduced shard (the one before the unit whose
-  // reduce-scatter is running, or the root's at the end), in reduce_dtype, and its fp32 cast when that differs.
-  if (l.stream && l.zero_stage == 0) base.transient += (l.stream_bytes + 4) * sz.head_grad;
-  if (l.stream && l.zero_stage == 3)
-    base.transient += (l.reduce_bytes + (l.reduce_bytes == 4 ? 0 : 4)) * std::max(sz.block_grad, sz.root_trainable) /
-                      l.shard;
-  const int64_t block_copy = copies ? 2 * sz.block_cast : 0, root_copy = copies ? 2 * sz.root_cast : 0;
-  // Full (unsharded) bytes of a unit while gathered under FSDP.
-  const bool fsdp = l.zero_stage == 3 && !l.alias;
-  const int64_t pb = l.param_bytes, block_full = fsdp ? sz.block_gathered : 0, root_full = fsdp ? sz.root_gathered : 0;
+Step plan_step(const Config& cfg, int64_t world_size, bool cuda) {
+  Step s;
+  s.layout = RankLayout::from(cfg, world_size);
+  const RankLayout& l = s.layout;
+  s.state = worst_rank_state(cfg, world_size);
+  s.sizes = sizes(cfg, l);
+  s.act = step_activations(cfg, l, s.sizes, cuda);
+  s.checkpointing = cfg.train.activation_checkpointing;
+  s.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
+  s.offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
+  s.blocks = cfg.model.n_layer / std::max<int64_t>(l.pp, 1);
+  s.layers = cfg.model.n_layer;
+  s.accumulation = cfg.train.grad_accum;
+  s.microbatches_held = held_microbatches(l.pp, 0, s.accumulation);
+  s.fsdp = l.zero_stage == 3 && !l.alias;
+  s.zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
+  s.grad_buffer = l.reducer || l.zero_stage > 0;
+  s.plain_grads = s.grad_buffer ? 0 : s.state.grads;
   // ZeRO-1/2: full gradients of a unit (param_dtype) until its reduce-scatter; ZeRO-1 keeps all while accumulating.
   // Only trainable units have gradients (parallel/fsdp/fully_shard.h splits each block by trainable and frozen).
-  const bool zero12 = l.zero_stage > 0 && l.zero_stage < 3 && !l.alias;
-  const int64_t full_grads_acc = zero12 && l.zero_stage == 1 && A > 1 ? pb * (sz.root_trainable + L * sz.block_grad) : 0;
-  // The running unit's reduce-scatter input and output; a group of one writes into the shard gradients (none
-  // when streamed: then its input is its output, a transient of the unit's size).
-  const int64_t rs_unit = l.zero_stage == 0 || l.alias ? 0
-                          : l.shard > 1 ? l.reduce_bytes * (sz.block_grad + sz.block_grad / l.shard)
-                          : l.stream    ? l.reduce_bytes * sz.block_grad
-                                        : 0;
+  if (s.zero12 && l.zero_stage == 1 && s.accumulation > 1)
+    s.accumulated_full_grads = l.param_bytes * (s.sizes.root_trainable + s.blocks * s.sizes.block_grad);
+  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed replicated offload,
+  // and a frozen base held in bf16 (LoRA) have none.
+  const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
+  const bool copies = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream);
+  s.block_copy = copies ? 2 * s.sizes.block_cast : 0;
+  s.root_copy = copies ? 2 * s.sizes.root_cast : 0;
+  s.block_full = s.fsdp ? s.sizes.block_gathered : 0;
+  s.root_full = s.fsdp ? s.sizes.root_gathered : 0;
+  s.reduce_scatter_unit = reduce_scatter_buffers(l, s.sizes);
+  return s;
+}
 
-  Walk w{base, {}, {}};
-  const int64_t blocks_held = held * L * act.block_held(ac);
-  const int64_t copies_held = ac ? 0 : L * block_copy;
-  const int64_t blocks_gathered = fsdp && !cfg.parallel.fsdp_reshard_after_forward ? L * block_full : 0;
-  // End of forward + the head's backward.
-  {
-    MemoryItems m = base;
-    m.grads += (A > 1 ? plain_grads : 0) + full_grads_acc;
-    m.activations = blocks_held;
-    m.weight_copies = copies_held + root_copy;
-    m.gathered = root_full + blocks_gathered;
-    m.loss = act.head.saved + std::max(act.head.forward_peak, act.head.backward_peak);
-    w.point(m, "head backward");
-  }
-  // Each block's backward, last first: its saved set (recomputed under checkpointing) and its transients.
-  for (int64_t i = L - 1; i >= 0; --i) {
-    MemoryItems m = base;
-    const int64_t done = L - 1 - i;  // blocks already back-propagated
-    // Plain model: the head's weight gradient, then each finished block's (all of them when accumulating).
-    const int64_t made = A > 1 ? plain_grads
-                               : plain_grads > 0 ? 4 * (sz.head_grad + sz.block_trainable / cfg.model.n_layer * done) : 0;
-    // ZeRO-1/2 and FSDP: the running block's full gradients until its reduce-scatter.
-    m.grads += made + full_grads_acc + (zero12 && !full_grads_acc ? pb * sz.block_grad : 0) + (fsdp ? pb * sz.block_grad : 0);
-    m.activations = (held - 1) * L * act.block_held(ac) + i * act.block_held(ac) + act.block;
-    m.weight_copies = ac ? block_copy : (i + 1) * block_copy;
-    m.gathered = fsdp ? root_full + (cfg.parallel.fsdp_reshard_after_forward ? (i > 0 ? 2 : 1) * block_full
-                                                                              : (i + 1) * block_full)
-                      : 0;
-    m.comm_buffers = rs_unit;
-    m.transient += act.block_backward;
-    w.point(m, "block " + std::to_string(i) + " backward");
-  }
-  // End of backward: every gradient; a tied embedding's lookup gradient is added into the head's (a
-  // temporary of its size); bf16 reduction casts each DDP bucket.
-  {
-    MemoryItems m = base;
-    m.grads += plain_grads + full_grads_acc;
-    m.transient += cfg.model.tie_embeddings ? 4 * sz.head_grad : 0;
-    m.gathered = root_full;
-    const int64_t bucket_bytes = l.stream ? l.stream_bytes : 4;
-    m.comm_buffers = l.reducer && l.reduce_bytes != bucket_bytes ? l.reduce_bytes * st.grads / bucket_bytes : 0;
-    w.point(m, "end of backward");
-  }
+// Streamed offload: the gradient being handed over and its fp32 cast on the copy stream — replicated: the
+// largest is the embedding's or the head's; FSDP: a unit's reduced shard (the one before the unit whose
+// reduce-scatter is running, or the root's at the end), in reduce_dtype, and its fp32 cast when that differs.
+int64_t streamed_handover(const RankLayout& l, const Sizes& sz) {
+  if (l.stream && l.zero_stage == 0) return (l.stream_bytes + 4) * sz.head_grad;
+  if (l.stream && l.zero_stage == 3)
+    return (l.reduce_bytes + (l.reduce_bytes == 4 ? 0 : 4)) * std::max(sz.block_grad, sz.root_trainable) / l.shard;
+  return 0;
+}
 
-  MemoryEstimate e;
-  e.peak = w.best;
-  e.peak_at = w.at;
-  e.peak_allocated = w.best.sum();
+// Alive throughout the step: the state (gradients where they are a buffer: DDP buckets, shard gradients; the
+// moments unless offloaded, in host memory beside the master copy and the gradients' host buffers:
+// train/offloaded_adamw.h) and the token ids.
+MemoryItems persistent(const Step& s) {
+  const RankState& st = s.state;
+  return {.params = st.params, .master = st.master, .frozen = st.frozen, .grads = s.grad_buffer ? st.grads : 0,
+          .optimizer = s.offload ? 0 : st.optimizer,
+          .transient = s.act.inputs + streamed_handover(s.layout, s.sizes)};
+}
+
+int64_t block_saved(const Step& s) { return s.act.block_held(s.checkpointing); }
+
+// End of forward + the head's backward: every block's saved activations, the weights' copies, the head.
+MemoryItems head_backward(const Step& s) {
+  MemoryItems m = persistent(s);
+  // A plain model accumulating: the previous micro-batches' gradients are alive during the next forward.
+  m.grads += (s.accumulation > 1 ? s.plain_grads : 0) + s.accumulated_full_grads;
+  m.activations = s.microbatches_held * s.blocks * block_saved(s);
+  m.weight_copies = (s.checkpointing ? 0 : s.blocks * s.block_copy) + s.root_copy;
+  m.gathered = s.root_full + (s.fsdp && !s.reshard_after_forward ? s.blocks * s.block_full : 0);
+  m.loss = s.act.head.saved + std::max(s.act.head.forward_peak, s.act.head.backward_peak);
+  return m;
+}
+
+// Block `i`'s backward (blocks after it done): its saved set (recomputed under checkpointing) and transients.
+MemoryItems block_backward(const Step& s, int64_t i) {
+  MemoryItems m = persistent(s);
+  const int64_t done = s.blocks - 1 - i;  // blocks already back-propagated
+  const int64_t pb = s.layout.param_bytes, block_grad = s.sizes.block_grad;
+  // Plain model: the head's weight gradient, then each finished block's (all of them when accumulating).
+  const int64_t made = s.accumulation > 1 ? s.plain_grads
+                       : s.plain_grads > 0 ? 4 * (s.sizes.head_grad + s.sizes.block_trainable / s.layers * done)
+                                           : 0;
+  // ZeRO-1/2 and FSDP: the running block's full gradients until its reduce-scatter.
+  m.grads += made + s.accumulated_full_grads + (s.zero12 && !s.accumulated_full_grads ? pb * block_grad : 0) +
+             (s.fsdp ? pb * block_grad : 0);
+  m.activations = (s.microbatches_held - 1) * s.blocks * block_saved(s) + i * block_saved(s) + s.act.block;
+  m.weight_copies = s.checkpointing ? s.block_copy : (i + 1) * s.block_copy;
+  if (s.fsdp)
+    m.gathered = s.root_full + (s.reshard_after_forward ? (i > 0 ? 2 : 1) * s.block_full : (i + 1) * s.block_full);
+  m.comm_buffers = s.reduce_scatter_unit;
+  m.transient += s.act.block_backward;
+  return m;
+}
+
+// End of backward: every gradient; a tied embedding's lookup gradient is added into the head's (a temporary
+// of its size); bf16 reduction casts each DDP bucket.
+MemoryItems end_of_backward(const Step& s, bool tied_embeddings) {
+  const RankLayout& l = s.layout;
+  MemoryItems m = persistent(s);
+  m.grads += s.plain_grads + s.accumulated_full_grads;
+  m.transient += tied_embeddings ? 4 * s.sizes.head_grad : 0;
+  m.gathered = s.root_full;
+  const int64_t bucket_bytes = l.stream ? l.stream_bytes : 4;
+  m.comm_buffers = l.reducer && l.reduce_bytes != bucket_bytes ? l.reduce_bytes * s.state.grads / bucket_bytes : 0;
+  return m;
+}
+
+// The walk's points in the trainer's order; the first of equal peaks is the one reported.
+Walk walk_step(const Step& s, bool tied_embeddings) {
+  Walk w;
+  w.point(head_backward(s), "head backward");
+  for (int64_t i = s.blocks - 1; i >= 0; --i) w.point(block_backward(s, i), "block " + std::to_string(i) + " backward");
+  w.point(end_of_backward(s, tied_embeddings), "end of backward");
+  return w;
+}
+
+// What the device holds beyond the allocator's peak, and the host bytes of an offloaded optimizer.
+void add_totals(MemoryEstimate& e, const Step& s, int64_t world_size, const GpuSpec& gpu, bool cuda) {
+  const RankLayout& l = s.layout;
   e.allocator_slack = e.peak_allocated / 20;
   e.context = cuda ? gpu.context_bytes : 0;
   // NCCL's channel buffers, per communicator this rank is part of (world, and each parallel group > 1).
@@ -172,11 +229,23 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   e.device_total = e.peak_allocated + e.allocator_slack + e.context + e.nccl;
   e.device_memory = gpu.memory_bytes;
   e.fits = e.device_total <= e.device_memory;
-  e.activation = act;
-  e.state = st;
-  if (offload) e.host_optimizer = 2 * st.optimizer;  // master + gradient buffers: as many bytes as m + v
+  if (s.offload) e.host_optimizer = 2 * s.state.optimizer;  // master + gradient buffers: as many bytes as m + v
   // Streamed with accumulation on CUDA: a pinned fp32 staging buffer per parameter (half of m + v).
-  if (l.stream && A > 1 && cuda) e.host_optimizer += st.optimizer / 2;
+  if (l.stream && s.accumulation > 1 && cuda) e.host_optimizer += s.state.optimizer / 2;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda) {
+  const Step step = plan_step(cfg, world_size, cuda);
+  const Walk w = walk_step(step, cfg.model.tie_embeddings);
+  MemoryEstimate e;
+  e.peak = w.best;
+  e.peak_at = w.at;
+  e.peak_allocated = w.best.sum();
+  e.activation = step.act;
+  e.state = step.state;
+  add_totals(e, step, world_size, gpu, cuda);
   return e;
 }
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "meshtrain/core/config_enums.h"
-#include "meshtrain/plan/gradient_streaming.h"
+#include "meshtrain/core/gradient_streaming.h"
 #include "meshtrain/plan/param_table.h"
 
 namespace meshtrain::plan {
@@ -25,11 +25,10 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   // The GPU's compute dtype (train.dtype auto = bf16): what LoRA's frozen base is held in (parallelize()).
   l.frozen_bytes = cfg.model.lora_rank > 0 && compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4 && l.frozen_bytes == 4;
-  // ReplicatedModel / FullyShard::stream_gradients(): offload under the replicated layout or FSDP/HSDP (not
-  // ZeRO-1/2, not aliased), not under TP or a pipeline, at the accumulations plan::streams_gradients allows.
-  const bool can = l.zero_stage == 0 || (l.zero_stage == 3 && !l.alias);
-  l.stream = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu && can && l.tp == 1 &&
-             l.pp == 1 && streams_gradients(l.zero_stage == 3 ? l.shard : 1, cfg.train.grad_accum);
+  const GradientLayout grads{.zero_stage = l.zero_stage, .aliased = l.alias, .tp = l.tp, .pp = l.pp,
+                             .gradient_shards = l.zero_stage == 3 ? l.shard : 1};
+  l.stream = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu &&
+             offload_streams_gradients(grads, cfg.train.grad_accum);
   l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   return l;
 }

@@ -1,12 +1,9 @@
 #include "meshtrain/train/doctor.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,11 +13,10 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/core/model_size.h"
+#include "meshtrain/core/spawn_and_wait.h"
 #include "meshtrain/hw/gpu_sensors_json.h"
 #include "meshtrain/hw/node_checks.h"
 #include "meshtrain/hw/topology_detect.h"
-
-extern char** environ;
 
 namespace meshtrain::train {
 namespace {
@@ -29,19 +25,6 @@ std::string self_dir() {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string(".") : exe.parent_path().string();
-}
-
-// Runs argv, waits; its exit code (128 + signal when killed).
-int spawn_and_wait(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  MT_CHECK(rc == 0, "cannot start ", args[0], ": ", std::strerror(rc));
-  int status = 0;
-  SYS_CHECK(::waitpid(pid, &status, 0), "waitpid ", args[0]);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // The node's GPUs in one all-reduce, run as a real job: meshrun starts `meshtrain bench comm` on each GPU

@@ -4,8 +4,8 @@
 
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/gradient_streaming.h"
 #include "meshtrain/parallel/parallel_model.h"
-#include "meshtrain/plan/gradient_streaming.h"
 #include "meshtrain/train/adamw.h"
 #include "meshtrain/train/offloaded_adamw.h"
 
@@ -22,7 +22,8 @@ std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const Op
   std::vector<Optimizer::Param> params;
   for (const auto& p : par.optimizer_params()) params.push_back({p.name, p.param, p.decay});
   auto opt = make_optimizer(std::move(params), cfg);
-  if (plan::streams_gradients(par.gradient_shards(), grad_accum)) opt->stream_from(par);
+  // The layout itself says whether it can stream (ParallelModel::stream_gradients); the accumulation rule here.
+  if (streams_gradients(par.gradient_shards(), grad_accum)) opt->stream_from(par);
   return opt;
 }
 

@@ -20,8 +20,8 @@ namespace {
 // (comm/placement.h) is a check here: a tp group that cannot sit inside a clique is a UserError unless
 // parallel.allow_slow_tp, and a better assignment than the identity is logged with the launch order that
 // realises it. Skipped where NVML indices need not be CUDA's (CUDA_VISIBLE_DEVICES set) or without GPUs.
-void check_tp_placement(const comm::MeshShape& shape, const comm::WorldInfo& world, bool allow_slow_tp) {
-  if (shape.size(comm::Dim::tp) == 1 || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return;
+void check_tp_placement(const MeshShape& shape, const comm::WorldInfo& world, bool allow_slow_tp) {
+  if (shape.size(Dim::tp) == 1 || std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) return;
   const hw::Topology topo = hw::detect_topology();
   if (topo.num_gpus() < world.local_world_size) return;
   const int node = world.rank / world.local_world_size;
@@ -73,7 +73,7 @@ WorkerSetup make_worker_setup(const Config& cfg, const comm::WorldInfo& world, c
   setup.flight_dir = cfg.train.out_dir;
   w.comm = comm::make_communicator(world, setup);
   w.mesh = std::make_unique<comm::Mesh>(cfg, w.comm);
-  const comm::DimSet data{comm::Dim::dp, comm::Dim::fsdp};
+  const DimSet data{Dim::dp, Dim::fsdp};
   w.data_rank = w.mesh->shape().index_in_group(world.rank, data);
   w.data_ranks = w.mesh->shape().size(data);
   if (w.cuda) check_tp_placement(w.mesh->shape(), world, cfg.parallel.allow_slow_tp);

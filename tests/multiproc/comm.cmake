@@ -3,7 +3,6 @@
 # process with no environment at all.
 add_executable(comm_worker ${CMAKE_CURRENT_LIST_DIR}/comm/comm_worker.cpp)
 target_link_libraries(comm_worker PRIVATE meshtrain_comm)
-target_include_directories(comm_worker PRIVATE ${CMAKE_SOURCE_DIR}/src)  # comm/cpu/transfer.h (CommTimeoutError)
 meshtrain_warnings(comm_worker)
 meshtrain_use_torch(comm_worker)
 

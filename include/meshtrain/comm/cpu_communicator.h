@@ -4,7 +4,7 @@
 // then connects to every lower rank and accepts every higher one (through a Unix socket when both are on
 // one host). Ops run on one background thread per communicator in issue order (so every rank must issue
 // collectives in the same order, as with NCCL); Work wait() blocks and rethrows. Every socket wait is bounded by the op timeout: a rank that skips a collective
-// makes the others throw CommTimeoutError naming op, sequence number, group and the missing peers. After any
+// makes the others throw CommTimeoutError (comm_timeout_error.h) naming op, sequence number, group and the missing peers. After any
 // failure the communicator is broken and later ops fail at once. Group names must be unique per job attempt.
 // Every op goes into the process's FlightRecorder; a failing op dumps it and asks the other ranks for theirs
 // through the store (progress_board.h, docs/comm_nccl.md "Failure diagnosis").

@@ -1,10 +1,10 @@
-// Mesh: this rank's view of the device mesh (MeshShape) plus the communicator of each group it belongs to,
+// Mesh: this rank's view of the device mesh (MeshShape, core/mesh_shape.h) plus the communicator of each group it belongs to,
 // passed explicitly to every parallel layer (docs/architecture.md: process groups are never globals).
 //
 //   comm::Mesh mesh(cfg, world);                  // world: the job's communicator (any backend)
-//   mesh.coord(comm::Dim::tp);                    // this rank's position along tp
-//   comm::CommPtr tp = mesh.comm(comm::Dim::tp);  // created on first use through world->split()
-//   comm::CommPtr hsdp = mesh.comm({comm::Dim::dp, comm::Dim::fsdp});  // combined dims (HSDP / ZeRO)
+//   mesh.coord(Dim::tp);                    // this rank's position along tp
+//   comm::CommPtr tp = mesh.comm(Dim::tp);  // created on first use through world->split()
+//   comm::CommPtr hsdp = mesh.comm({Dim::dp, Dim::fsdp});  // combined dims (HSDP / ZeRO)
 //
 // COLLECTIVE: the first comm(dims) for a given set of dims calls world->split(), a collective over the
 // whole world communicator. Every rank must therefore ask for the same dim sets in the same order (e.g. all
@@ -19,16 +19,17 @@
 #include <string_view>
 
 #include "meshtrain/comm/communicator.h"
-#include "meshtrain/comm/mesh_shape.h"
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/mesh_shape.h"
 
 namespace meshtrain::comm {
 
 class Mesh {
  public:
-  // The shape from cfg.parallel and world->size() (MeshShape::from_config: UserError with the arithmetic).
+  // The shape from cfg.parallel and world->size() (MeshShape::from_config: UserError with the arithmetic, which
+  // validate() has reported before a worker gets here).
   Mesh(const Config& cfg, CommPtr world);
-  Mesh(MeshShape shape, CommPtr world);  // shape.world_size() must equal world->size()
+  Mesh(MeshShape shape, CommPtr world);  // shape.world_size() must equal world->size(): Error otherwise
 
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;

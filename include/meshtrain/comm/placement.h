@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "meshtrain/comm/mesh_shape.h"
+#include "meshtrain/core/mesh_shape.h"
 #include "meshtrain/hw/topology.h"
 
 namespace meshtrain::comm {

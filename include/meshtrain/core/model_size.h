@@ -30,8 +30,9 @@ void check_model_sizes(const Config& cfg);
 
 // UserError when this rank's share of the state exceeds `device_bytes`: with `training`, fp32 weights,
 // gradients and AdamW moments (16 bytes per parameter) divided as parallel.{tp, fsdp, zero_stage} shard
-// them; otherwise the weights alone. A lower bound (activations come on top), so it never refuses a model
-// that fits. `cfg` resolved for the world size.
+// them, less what optimizer offload keeps on the host (the moments; the gradients where they stream:
+// core/gradient_streaming.h); otherwise the weights alone. A lower bound (activations come on top), so it
+// never refuses a model that fits. `cfg` resolved for the world size.
 void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, const std::string& device);
 
 }  // namespace meshtrain

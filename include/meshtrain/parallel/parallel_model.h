@@ -101,7 +101,7 @@ class ParallelModel {
     return false;
   }
   // Ranks each gradient is split over (FSDP's shard group; 1 where every rank holds whole gradients): a
-  // streamed rank moves 1/that of the model's gradient to the host per micro-batch (plan/gradient_streaming.h).
+  // streamed rank moves 1/that of the model's gradient to the host per micro-batch (core/gradient_streaming.h).
   virtual int64_t gradient_shards() const { return 1; }
   // Makes replicas identical (rank 0's values) after loading; a no-op where nothing is replicated.
   virtual void broadcast_parameters() {}

@@ -11,7 +11,7 @@
 //                                        bytes are the memory model's "gathered units", not state)
 //   a shard group of one with fp32 parameters aliases the module's parameters to the master shard
 //   optimizer.offload: cpu, replicated or FSDP/HSDP without TP or pipeline, streamed (parallel/gradient_sink.h,
-//   plan/gradient_streaming.h): trainable parameters in the compute dtype (FSDP: the shards, padding included,
+//   core/gradient_streaming.h): trainable parameters in the compute dtype (FSDP: the shards, padding included,
 //                                        counted as params) — the fp32 master is on the host;
 //                                        gradients leave during the backward: DDP keeps its buckets (in the
 //                                        compute dtype), a plain model and FSDP none after the step

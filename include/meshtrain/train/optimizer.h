@@ -95,7 +95,7 @@ at::Tensor clip_divisor(const at::Tensor& norm, double max_norm);
 // AdamW on the device, or offloaded to host memory when optimizer.offload is cpu.
 std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, const OptimizerConfig& cfg);
 // The optimizer of `par`'s optimizer_params(); offloaded, it takes the gradients as the layout produces them
-// where the layout can stream them (stream_from) and plan::streams_gradients (plan/gradient_streaming.h) says
+// where the layout can stream them (stream_from) and streams_gradients (core/gradient_streaming.h) says
 // so at `grad_accum` for the layout's gradient shards: FSDP at any accumulation, whole gradients only at 1.
 // Otherwise the gradients sum on the device and leave after the backward.
 std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg,

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/tcp_connect.h"
 
 namespace meshtrain::comm {
 
@@ -101,43 +102,7 @@ Socket Socket::accept(Deadline deadline, const std::string& waiting_for) const {
 }
 
 Socket Socket::connect(const std::string& host, std::uint16_t port, Deadline deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string port_s = std::to_string(port);
-  int gai = ::getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res);
-  MT_CHECK(gai == 0, "cannot resolve ", host, ": ", ::gai_strerror(gai));
-  std::string last_error = "no address";
-  for (;;) {
-    for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-      Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
-      if (!s.valid()) continue;
-      int rc = ::connect(s.fd(), ai->ai_addr, ai->ai_addrlen);
-      if (rc != 0 && errno == EINPROGRESS) {
-        pollfd p{s.fd(), POLLOUT, 0};
-        rc = ::poll(&p, 1, std::max(1, ms_until(deadline)));
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (rc == 1 && ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-          rc = 0;
-        } else {
-          errno = rc == 0 ? ETIMEDOUT : err;
-          rc = -1;
-        }
-      }
-      if (rc == 0) {
-        ::freeaddrinfo(res);
-        s.set_nodelay();
-        return s;
-      }
-      last_error = std::strerror(errno);
-    }
-    if (ms_until(deadline) == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::freeaddrinfo(res);
-  throw Error(cat("cannot connect to ", host, ":", port, " before the deadline: ", last_error));
+  return Socket(connect_with_retry(host, port, deadline));
 }
 
 namespace {

@@ -36,7 +36,7 @@ class Socket {
   std::uint16_t local_port() const;
   // Accepts one connection; throws Error on timeout ("timed out ... waiting for `waiting_for`").
   Socket accept(Deadline deadline, const std::string& waiting_for) const;
-  // Connects to host:port, retrying refused connections until the deadline.
+  // Connects to host:port, retrying until the deadline (core/tcp_connect.h: ConnectError when it passes).
   static Socket connect(const std::string& host, std::uint16_t port, Deadline deadline);
 
   // Unix-domain stream sockets in Linux's abstract namespace (no file to clean up), for peers on this host:

@@ -14,15 +14,10 @@
 #include <vector>
 
 #include "comm/cpu/socket.h"
+#include "meshtrain/comm/comm_timeout_error.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::comm {
-
-// A collective (or p2p op) did not complete before its timeout.
-class CommTimeoutError : public Error {
- public:
-  explicit CommTimeoutError(const std::string& what) : Error(what) {}
-};
 
 // What the op is, for error messages, and when it must be done by.
 struct OpContext {

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/cpu/transfer.h"  // CommTimeoutError
 #include "comm/nccl/nccl_utils.h"
+#include "meshtrain/comm/comm_timeout_error.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/log.h"
 

@@ -14,12 +14,12 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/cpu/transfer.h"  // CommTimeoutError
 #include "comm/diagnostics/op_ledger.h"
 #include "comm/nccl/nccl_bootstrap.h"
 #include "comm/nccl/nccl_setup_summary.h"
 #include "comm/nccl/nccl_work.h"
 #include "comm/reduce_kernels.h"  // reduce_op_name
+#include "meshtrain/comm/comm_timeout_error.h"
 #include "meshtrain/comm/wait_clock.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/log.h"

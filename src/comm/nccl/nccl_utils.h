@@ -1,5 +1,5 @@
-// NCCL/CUDA helpers of the NCCL backend (only built with MESHTRAIN_WITH_CUDA): return-code checks that name
-// the call, dtype / reduce-op mapping, and an owning CUDA event.
+// NCCL/CUDA helpers of the NCCL backend (only built with MESHTRAIN_WITH_CUDA): NCCL's return-code check that
+// names the call (CUDA's is core/cuda_check.h), dtype / reduce-op mapping, and an owning CUDA event.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "meshtrain/comm/communicator.h"
+#include "meshtrain/core/cuda_check.h"
 #include "meshtrain/core/error.h"
 
 // Throws Error with the NCCL error string (and NCCL's last error message, which says which peer or resource).
@@ -18,15 +19,6 @@
     if (mt_r_ != ncclSuccess && mt_r_ != ncclInProgress) {                                                  \
       throw ::meshtrain::Error(::meshtrain::cat(__FILE__, ":", __LINE__, ": " #expr ": ",                   \
                                                 ::meshtrain::comm::nccl_error_text(mt_r_, ncomm)));          \
-    }                                                                                                       \
-  } while (0)
-
-#define CUDA_CHECK(expr)                                                                                    \
-  do {                                                                                                      \
-    cudaError_t mt_e_ = (expr);                                                                             \
-    if (mt_e_ != cudaSuccess) {                                                                             \
-      throw ::meshtrain::Error(::meshtrain::cat(__FILE__, ":", __LINE__, ": " #expr ": ",                   \
-                                                cudaGetErrorString(mt_e_)));                                \
     }                                                                                                       \
   } while (0)
 

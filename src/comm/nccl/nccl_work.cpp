@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "comm/cpu/transfer.h"  // CommTimeoutError
+#include "meshtrain/comm/comm_timeout_error.h"
 
 namespace meshtrain::comm {
 

@@ -81,11 +81,6 @@ void launch_partials(const T* x, float* part, int64_t rows, int64_t cols, cudaSt
   column_sum_partials_kernel<T, V><<<grid, dim3(32, kRowLanes), 0, st>>>(x, part, rows, cols, chunk_rows(rows));
 }
 
-LaunchError last_error() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
-}
-
 }  // namespace
 
 int64_t column_sum_chunks(int64_t rows) {
@@ -98,8 +93,7 @@ LaunchError column_sum_partials(DType x_type, const void* x, int64_t rows, int64
   if (cols == 0) return nullptr;
   const auto st = static_cast<cudaStream_t>(stream);
   if (rows == 0) {  // one chunk of no rows: zeros
-    const cudaError_t e = cudaMemsetAsync(part, 0, sizeof(float) * cols, st);
-    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+    return cuda_error(cudaMemsetAsync(part, 0, sizeof(float) * cols, st));
   }
   return dispatch_with_half(x_type, [&](auto tag) {
     using T = decltype(tag);
@@ -107,7 +101,7 @@ LaunchError column_sum_partials(DType x_type, const void* x, int64_t rows, int64
     const auto* xt = static_cast<const T*>(x);
     if (cols % V == 0 && aligned(x, 16)) launch_partials<T, V>(xt, part, rows, cols, st);
     else launch_partials<T, 1>(xt, part, rows, cols, st);
-    return last_error();
+    return launch_status();
   });
 }
 
@@ -119,7 +113,7 @@ LaunchError column_sum_finish(const float* part, int64_t chunks, int64_t cols, D
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>((cols + 31) / 32));
     column_sum_finish_kernel<T><<<grid, dim3(32, kRowLanes), 0, st>>>(part, chunks, cols, static_cast<T*>(out));
-    return last_error();
+    return launch_status();
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "meshtrain/core/cuda_check.h"
 #include "model/kernels/cuda_kernel.h"
 
 namespace meshtrain::model::cuda {
@@ -33,6 +34,10 @@ struct alignas(sizeof(T) * N) Vec {
 // Elements of T per 16-byte access.
 template <typename T>
 constexpr int kVec16 = static_cast<int>(16 / sizeof(T));
+
+// What a launcher returns after enqueuing its kernels: nullptr, or the launch's CUDA error (a bad grid, no
+// kernel image for this GPU).
+inline LaunchError launch_status() { return cuda_error(cudaGetLastError()); }
 
 inline bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 

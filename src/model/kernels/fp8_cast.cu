@@ -185,15 +185,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-LaunchError launched() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
-}
-
 LaunchError zero(float* p, int64_t n, cudaStream_t st) {
   if (p == nullptr || n == 0) return nullptr;
-  const cudaError_t e = cudaMemsetAsync(p, 0, static_cast<size_t>(n) * sizeof(float), st);
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  return cuda_error(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * sizeof(float), st));
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -215,7 +209,7 @@ LaunchError fp8_amax(DType dt, const void* x, int64_t rows, int64_t cols, Fp8Ama
       fp8_amax_kernel<T, true><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
     else
       fp8_amax_kernel<T, false><<<grid, kThreads, 0, st>>>(xt, rows, cols, out);
-    return launched();
+    return launch_status();
   });
 }
 
@@ -236,7 +230,7 @@ LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64
       vec ? launch(fp8_cast_kernel<T, Fp8Format::kE4M3, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE4M3, false>);
     else
       vec ? launch(fp8_cast_kernel<T, Fp8Format::kE5M2, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE5M2, false>);
-    return launched();
+    return launch_status();
   });
 }
 

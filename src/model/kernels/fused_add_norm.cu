@@ -266,11 +266,6 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
-LaunchError launched() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
-}
-
 // Whether rows of `dim` fit the row-resident kernels: whole 8-element packs, one thread each.
 bool fits_row_threads(int64_t dim) { return dim > 0 && dim % kPack == 0 && dim / kPack <= kMaxRowThreads; }
 
@@ -314,7 +309,7 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
                                 : add_norm_forward_kernel<X, X, X, Y, false>;
         kernel<<<blocks, threads, 0, st>>>(static_cast<const X*>(a.x), nullptr, nullptr, static_cast<Y*>(a.y),
                                            a.gamma, a.beta, a.mean, a.rstd, a.dim, a.eps, a.rms);
-        return launched();
+        return launch_status();
       });
     });
   }
@@ -331,7 +326,7 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
         kernel<<<blocks, threads, 0, st>>>(static_cast<const X*>(a.x), static_cast<const R*>(a.r),
                                            static_cast<H*>(a.h), static_cast<Y*>(a.y), a.gamma, a.beta, a.mean,
                                            a.rstd, a.dim, a.eps, a.rms);
-        return launched();
+        return launch_status();
       });
     });
   });
@@ -353,15 +348,15 @@ LaunchError add_norm_backward(const AddNormBackward& a, void* stream) {
       if (resident) {
         add_norm_backward_row_kernel<H, Y><<<static_cast<unsigned>(a.chunks), row_threads(a.dim), 0, st>>>(
             dy, dh_out, h, a.gamma, a.mean, a.rstd, dh, a.dgamma_part, a.dbeta_part, a.rows, a.dim, a.rms);
-        return launched();
+        return launch_status();
       }
       add_norm_backward_rows_kernel<H, Y><<<static_cast<unsigned>(a.rows), kThreads, 0, st>>>(
           dy, dh_out, h, a.gamma, a.mean, a.rstd, dh, a.dim, a.rms);
-      if (LaunchError e = launched()) return e;
+      if (LaunchError e = launch_status()) return e;
       const dim3 grid(static_cast<unsigned>((a.dim + 31) / 32), static_cast<unsigned>(a.chunks));
       add_norm_backward_weight_kernel<H, Y><<<grid, dim3(32, kWarps), 0, st>>>(dy, h, a.mean, a.rstd, a.dgamma_part,
                                                                        a.dbeta_part, a.rows, a.dim, a.rms);
-      return launched();
+      return launch_status();
     });
   });
 }

@@ -141,11 +141,6 @@ __global__ void __launch_bounds__(kThreads)
     out[j] = from_float<T>(grad_at(to_float(in[j]), j, t, l, scale));
 }
 
-LaunchError launched() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
-}
-
 }  // namespace
 
 LaunchError cross_entropy_forward(DType dt, const void* logits, int64_t rows, int64_t V, int64_t stride,
@@ -156,7 +151,7 @@ LaunchError cross_entropy_forward(DType dt, const void* logits, int64_t rows, in
     using T = decltype(tag);
     cross_entropy_forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(logits), V, stride, targets, ignore_index, loss, lse);
-    return launched();
+    return launch_status();
   });
 }
 
@@ -170,7 +165,7 @@ LaunchError cross_entropy_backward(DType dt, const void* logits, int64_t in_stri
     cross_entropy_backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(logits), in_stride, static_cast<T*>(dlogits), out_stride, V, targets,
         ignore_index, lse, grad_loss, n_valid);
-    return launched();
+    return launch_status();
   });
 }
 

@@ -58,8 +58,7 @@ LaunchError gelu_bias_backward(DType dt, const void* dy, const void* pre, void* 
     const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(gelu_bias_chunks(rows)));
     gelu_bias_backward_kernel<T><<<grid, dim3(32, kRowLanes), 0, st>>>(
         static_cast<const T*>(dy), static_cast<const T*>(pre), static_cast<T*>(dpre), dbias_part, rows, cols);
-    const cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+    return launch_status();
   });
 }
 

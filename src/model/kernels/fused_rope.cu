@@ -65,8 +65,7 @@ LaunchError launch(bool backward, const T* x, T* y, const RopeShape& s, const fl
                                                                   static_cast<uint32_t>(total));
   else
     rope_kernel<T, N, int64_t><<<blocks, kThreads, 0, stream>>>(backward, x, y, s, cos, sin, total);
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  return launch_status();
 }
 
 // Whether every row start and the half-row offset allow N-element vectors for x, y and the tables.

@@ -61,11 +61,6 @@ unsigned blocks_for(int64_t chunks) {
   return static_cast<unsigned>(std::min<int64_t>(kMaxBlocks, (chunks + kThreads - 1) / kThreads));
 }
 
-LaunchError launched() {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
-}
-
 template <typename T>
 bool vectorizable(int64_t n, std::initializer_list<const void*> ptrs) {
   if (n % kVec16<T> != 0) return false;
@@ -89,7 +84,7 @@ LaunchError swiglu_forward(DType dt, const void* gate, const void* up, void* y, 
       swiglu_forward_kernel<T, N><<<blocks_for(n / N), kThreads, 0, st>>>(g, u, out, n / N);
     else
       swiglu_forward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(g, u, out, n);
-    return launched();
+    return launch_status();
   });
 }
 
@@ -109,7 +104,7 @@ LaunchError swiglu_backward(DType dt, const void* dy, const void* gate, const vo
       swiglu_backward_kernel<T, N><<<blocks_for(n / N), kThreads, 0, st>>>(d, g, u, dg, du, n / N);
     else
       swiglu_backward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(d, g, u, dg, du, n);
-    return launched();
+    return launch_status();
   });
 }
 

@@ -233,8 +233,9 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
   const auto& mc = model.config();
   const int64_t P = tp->size();
   MT_CHECK(P == cfg.parallel.tp, "apply_tensor_parallel: group of ", P, " ranks for parallel.tp ", cfg.parallel.tp);
-  check_divisible("n_head", mc.n_head, P, "each tensor-parallel rank computes whole query heads");
-  check_divisible("n_kv_head", mc.n_kv_head, P, "each tensor-parallel rank needs whole key/value heads");
+  // validate() refuses a parallel.tp that does not divide the heads (config_validate.cpp): a bug here.
+  MT_CHECK(mc.n_head % P == 0 && mc.n_kv_head % P == 0, "apply_tensor_parallel: parallel.tp ", P,
+           " must divide n_head ", mc.n_head, " and n_kv_head ", mc.n_kv_head, " (validate() refuses it otherwise)");
   check_divisible("d_ff", mc.d_ff, P, "the MLP's inner features are split evenly over tensor-parallel ranks");
   MT_USER_CHECK(mc.vocab_size >= P, "model.vocab_size(", mc.vocab_size, ") is smaller than parallel.tp(", P,
                 "): every tensor-parallel rank needs at least one vocabulary row");

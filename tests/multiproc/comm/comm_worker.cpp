@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "meshtrain/comm/comm_timeout_error.h"
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/store.h"
 #include "meshtrain/core/crash_handler.h"
-#include "comm/cpu/transfer.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"

@@ -64,7 +64,7 @@
 
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/mesh.h"
-#include "meshtrain/comm/mesh_shape.h"
+#include "meshtrain/core/mesh_shape.h"
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
@@ -207,10 +207,10 @@ struct StorageBytes {
 
 // This rank's state as it holds it vs plan::rank_state for its coordinate; prints both, 0 when equal.
 int check_plan(const parallel::ParallelModel& par, const train::Optimizer& opt, const Config& cfg,
-               const comm::MeshShape& shape, int rank, int world) {
+               const MeshShape& shape, int rank, int world) {
   const plan::RankLayout l = plan::RankLayout::from(cfg, world);
-  const int64_t tp_rank = shape.index_in_group(rank, {comm::Dim::tp});
-  const int64_t shard_rank = l.shard > 1 ? shape.index_in_group(rank, {l.fsdp > 1 ? comm::Dim::fsdp : comm::Dim::dp}) : 0;
+  const int64_t tp_rank = shape.index_in_group(rank, {Dim::tp});
+  const int64_t shard_rank = l.shard > 1 ? shape.index_in_group(rank, {l.fsdp > 1 ? Dim::fsdp : Dim::dp}) : 0;
   const plan::RankState want = plan::rank_state(cfg, world, tp_rank, shard_rank);
   StorageBytes seen;
   plan::RankState got;
@@ -379,14 +379,14 @@ int run(const Args& a) {
   const std::unique_ptr<train::Optimizer> opt = train::make_optimizer(*par, cfg.optimizer, cfg.train.grad_accum);
 
   // This rank's data-parallel index: its group along dp × fsdp (TP ranks of one group share it).
-  const auto shape = comm::MeshShape::from_config(cfg.parallel, world.world_size);
+  const auto shape = MeshShape::from_config(cfg.parallel, world.world_size);
   comm::Communicator* gather = par->replicated() ? nullptr : comm.get();
   const auto policy = parallel::TrainablePolicy::from_config(cfg);
   std::map<std::string, at::Tensor> frozen_before;  // whole initial values of the frozen parameters
   for (const auto& s : every_parameter(*par, net, device))
     if (!policy.trains(s.name)) frozen_before[s.name] = parallel::assemble_full(s, gather).cpu().clone();
-  const int64_t data_ranks = shape.size({comm::Dim::dp, comm::Dim::fsdp});
-  const int64_t data_rank = shape.index_in_group(world.rank, {comm::Dim::dp, comm::Dim::fsdp});
+  const int64_t data_ranks = shape.size({Dim::dp, Dim::fsdp});
+  const int64_t data_rank = shape.index_in_group(world.rank, {Dim::dp, Dim::fsdp});
   const int64_t chunks = data_ranks * a.accum, rows = kGlobalBatch / chunks;
   MT_CHECK(rows * chunks == kGlobalBatch, "batch ", kGlobalBatch, " not divisible into ", chunks, " chunks");
   std::vector<double> losses;

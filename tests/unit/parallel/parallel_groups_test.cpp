@@ -20,8 +20,8 @@ TEST(ParallelGroups, FromTheMesh) {
     comm::Mesh mesh(cfg, world);
     const auto g = parallel::make_parallel_groups(mesh);
     EXPECT_EQ(g.world, world);
-    for (auto [dim, c] : {std::pair{comm::Dim::dp, g.dp}, {comm::Dim::fsdp, g.fsdp}, {comm::Dim::tp, g.tp}}) {
-      SCOPED_TRACE(cat("rank ", r, " ", comm::dim_name(dim)));
+    for (auto [dim, c] : {std::pair{Dim::dp, g.dp}, {Dim::fsdp, g.fsdp}, {Dim::tp, g.tp}}) {
+      SCOPED_TRACE(cat("rank ", r, " ", dim_name(dim)));
       ASSERT_EQ(c->size(), 2);
       EXPECT_EQ(c->rank(), mesh.coord(dim));
       auto t = at::full({1}, static_cast<float>(r), at::kFloat);

@@ -273,7 +273,7 @@ TEST(MemoryModel, StreamedOffloadKeepsBf16ParametersOnTheDevice) {
 
 // Streamed offload under FSDP (FullyShard::stream_gradients), configs/node8/llama3.1-70b-offload-fsdp8.yaml:
 // each rank holds its shard only in bf16 (2 bytes a padded shard element, counted as params), no fp32 master
-// or gradient shard, no moments; it streams at accumulation 4 too (plan/gradient_streaming.h), so the host
+// or gradient shard, no moments; it streams at accumulation 4 too (core/gradient_streaming.h), so the host
 // adds a staging buffer. Llama 3.1 70B full fine-tune then fits 80 GB per GPU under FSDP 8.
 TEST(MemoryModel, StreamedOffloadUnderFsdpKeepsBf16ShardsOnTheDevice) {
   const GpuSpec h100 = gpu_spec("h100-80gb");

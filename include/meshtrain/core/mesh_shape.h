@@ -1,7 +1,9 @@
 // MeshShape: the arithmetic of a device mesh, with no communicator attached. The job's ranks are laid out
 // row-major over named dims in the order of `parallel.order` ("pp-dp-fsdp-tp": pp outermost, tp innermost,
-// so the ranks of one tp group are consecutive). Mesh (mesh.h) adds the communicators; placement (placement.h)
-// uses the shape alone to know which local ranks form a tp group.
+// so the ranks of one tp group are consecutive). It is the one home of the rules on parallel.order and on the
+// world-size product: validate() (config.h) reports them through from_config before any worker starts;
+// comm::Mesh (comm/mesh.h) adds the communicators; placement (comm/placement.h) uses the shape alone to know
+// which local ranks form a tp group.
 //
 //   rank = ((c_pp · dp + c_dp) · fsdp + c_fsdp) · tp + c_tp          for the default order
 //
@@ -18,7 +20,7 @@
 
 #include "meshtrain/core/config.h"
 
-namespace meshtrain::comm {
+namespace meshtrain {
 
 // Mesh dims. Extending: add the enumerator before kNumDims, its name in dim_name(), and a config field.
 enum class Dim : int { pp = 0, dp, fsdp, tp, kNumDims };
@@ -47,14 +49,17 @@ class DimSet {
 
 class MeshShape {
  public:
-  // `order` outermost first; `sizes` indexed by Dim. Throws UserError for a bad order or a size < 1.
+  // `order` outermost first (each dim exactly once); `sizes` indexed by Dim, each ≥ 1. A caller's contract,
+  // not the user's input (from_config checks that): Error when broken.
   MeshShape(std::vector<Dim> order, std::array<int, kNumDims> sizes);
 
   // From parallel.{pp,dp,fsdp,tp,order}; dp = 0 means world_size / (pp × fsdp × tp). Throws UserError with
-  // the arithmetic when the product is not the world size ("pp(1) × dp(2) × fsdp(1) × tp(4) = 8 ≠ world
-  // size 6") or dp cannot be derived.
+  // the arithmetic when the product is not the world size ("parallel: dp(2) × fsdp(1) × tp(4) × pp(1) = 8 ≠
+  // world size 6") or dp cannot be derived, and parse_order's for a bad order.
   static MeshShape from_config(const ParallelConfig& p, int world_size);
-  // Parses an order string such as "pp-dp-fsdp-tp" (every dim exactly once).
+  // Parses an order string such as "pp-dp-fsdp-tp" (every dim exactly once). UserError "parallel.order: given
+  // 'pp-dp-dp-tp'; valid a permutation of pp, dp, fsdp, tp joined by '-' (default pp-dp-fsdp-tp): 'dp' appears
+  // twice".
   static std::vector<Dim> parse_order(const std::string& order);
 
   int size(Dim d) const { return sizes_[static_cast<std::size_t>(d)]; }
@@ -83,4 +88,4 @@ class MeshShape {
   int world_ = 1;
 };
 
-}  // namespace meshtrain::comm
+}  // namespace meshtrain

@@ -1,12 +1,12 @@
 // MeshShape: row-major rank layout over named dims; see mesh_shape.h.
-#include "meshtrain/comm/mesh_shape.h"
+#include "meshtrain/core/mesh_shape.h"
 
 #include <algorithm>
 #include <sstream>
 
 #include "meshtrain/core/error.h"
 
-namespace meshtrain::comm {
+namespace meshtrain {
 
 namespace {
 
@@ -34,18 +34,21 @@ std::optional<Dim> parse_dim(std::string_view name) {
 }
 
 std::vector<Dim> MeshShape::parse_order(const std::string& order) {
+  // Every broken order gets the same head (what is valid) and a tail saying what is wrong with this one.
+  const auto refuse = [&](const std::string& why) {
+    throw UserError(cat("parallel.order: given '", order, "'; valid a permutation of ", valid_dims(),
+                        " joined by '-' (default pp-dp-fsdp-tp): ", why));
+  };
   std::vector<Dim> dims;
   std::stringstream ss(order);
   for (std::string part; std::getline(ss, part, '-');) {
-    auto d = parse_dim(part);
-    MT_USER_CHECK(d.has_value(), "parallel.order: given '", order, "'; '", part, "' is not a mesh dim (valid: ",
-                  valid_dims(), " joined by '-', e.g. pp-dp-fsdp-tp)");
-    MT_USER_CHECK(std::find(dims.begin(), dims.end(), *d) == dims.end(), "parallel.order: given '", order,
-                  "'; '", part, "' appears twice (each of ", valid_dims(), " exactly once)");
+    const auto d = parse_dim(part);
+    if (!d) refuse(cat("'", part, "' is not a mesh dim"));
+    if (std::find(dims.begin(), dims.end(), *d) != dims.end()) refuse(cat("'", part, "' appears twice"));
     dims.push_back(*d);
   }
-  MT_USER_CHECK(static_cast<int>(dims.size()) == kNumDims && order.back() != '-', "parallel.order: given '", order,
-                "'; valid a permutation of ", valid_dims(), " joined by '-' (default pp-dp-fsdp-tp)");
+  if (!order.empty() && order.back() == '-') refuse("it ends in '-'");
+  if (static_cast<int>(dims.size()) != kNumDims) refuse(cat("it names ", dims.size(), " of the ", kNumDims, " dims"));
   return dims;
 }
 
@@ -55,12 +58,12 @@ MeshShape::MeshShape(std::vector<Dim> order, std::array<int, kNumDims> sizes)
   std::sort(sorted.begin(), sorted.end());
   bool permutation = static_cast<int>(sorted.size()) == kNumDims;
   for (int i = 0; permutation && i < kNumDims; ++i) permutation = sorted[static_cast<std::size_t>(i)] == static_cast<Dim>(i);
-  MT_USER_CHECK(permutation, "mesh order '", order_string(), "' must name each of ", valid_dims(), " exactly once");
+  MT_CHECK(permutation, "mesh order '", order_string(), "' must name each of ", valid_dims(), " exactly once");
   world_ = 1;
   for (int i = 0; i < kNumDims; ++i) {
-    MT_USER_CHECK(sizes_[static_cast<std::size_t>(i)] >= 1, "parallel.", kNames[i], ": given ",
-                  sizes_[static_cast<std::size_t>(i)], "; valid ≥ 1");
-    world_ *= sizes_[static_cast<std::size_t>(i)];
+    const int n = sizes_[static_cast<std::size_t>(i)];
+    MT_CHECK(n >= 1, "mesh: ", kNames[i], " of size ", n);
+    world_ *= n;
   }
 }
 
@@ -78,7 +81,7 @@ MeshShape MeshShape::from_config(const ParallelConfig& p, int world_size) {
                   ") × fsdp(", p.fsdp, ") × tp(", p.tp, ") = ", inner, " (dp = 0 takes dp = world size / that)");
     dp = world_size / inner;
   }
-  MT_USER_CHECK(dp * inner == world_size, "parallel: pp(", p.pp, ") × dp(", dp, ") × fsdp(", p.fsdp, ") × tp(", p.tp,
+  MT_USER_CHECK(dp * inner == world_size, "parallel: dp(", dp, ") × fsdp(", p.fsdp, ") × tp(", p.tp, ") × pp(", p.pp,
                 ") = ", dp * inner, " ≠ world size ", world_size);
   std::array<int, kNumDims> sizes{};
   sizes[static_cast<std::size_t>(Dim::pp)] = static_cast<int>(p.pp);
@@ -168,4 +171,4 @@ int MeshShape::index_in_group(int rank, DimSet dims) const {
   return idx;
 }
 
-}  // namespace meshtrain::comm
+}  // namespace meshtrain
