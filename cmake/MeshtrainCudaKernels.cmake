@@ -17,7 +17,8 @@ set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
 file(GLOB _mt_cuda_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/model/kernels/*.cu)
 add_library(meshtrain_model_cuda STATIC ${_mt_cuda_srcs})
-set_target_properties(meshtrain_model_cuda PROPERTIES CUDA_ARCHITECTURES OFF)
+# nvcc compiles one kernel file a unit (no unity batches).
+set_target_properties(meshtrain_model_cuda PROPERTIES CUDA_ARCHITECTURES OFF UNITY_BUILD OFF)
 # src/ for the room's private headers; include/ for core/cuda_check.h and core/error.h (no Torch in either).
 target_include_directories(meshtrain_model_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
 target_link_libraries(meshtrain_model_cuda PUBLIC CUDA::cudart)

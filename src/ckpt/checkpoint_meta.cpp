@@ -7,6 +7,7 @@
 
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/sharded_tensor.h"
 
 namespace fs = std::filesystem;
 
@@ -47,29 +48,23 @@ bool overlap(const ShardRecord& a, const ShardRecord& b) {
   return true;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // What the reader relies on, checked once here so every later error is about the data, not the metadata:
 // a dtype meshtrain reads, shards of the tensor's rank inside the global shape, byte ranges as long as
 // their shape and dtype need.
 void check_tensor(const std::string& where, const std::string& name, const TensorRecord& t) {
   const auto elem = static_cast<int64_t>(
       c10::elementSize(dtype_from_safetensors(t.dtype, cat(where, ": tensor '", name, "'"))));
-  for (int64_t d : t.shape) MT_USER_CHECK(d >= 0, where, ": tensor '", name, "' has shape ", shape_str(t.shape), " (valid: sizes ≥ 0)");
+  for (int64_t d : t.shape) MT_USER_CHECK(d >= 0, where, ": tensor '", name, "' has shape ", shape_text(t.shape), " (valid: sizes ≥ 0)");
   for (const auto& s : t.shards) {
     MT_USER_CHECK(s.offsets.size() == t.shape.size() && s.shape.size() == t.shape.size(), where, ": tensor '", name,
                   "' has a shard whose rank differs from the tensor's");
     for (size_t d = 0; d < t.shape.size(); ++d)
       MT_USER_CHECK(s.offsets[d] >= 0 && s.shape[d] >= 0 && s.offsets[d] + s.shape[d] <= t.shape[d], where,
-                    ": tensor '", name, "': the shard in ", s.file, " at offsets ", shape_str(s.offsets), " with shape ",
-                    shape_str(s.shape), " lies outside the global shape ", shape_str(t.shape));
+                    ": tensor '", name, "': the shard in ", s.file, " at offsets ", shape_text(s.offsets), " with shape ",
+                    shape_text(s.shape), " lies outside the global shape ", shape_text(t.shape));
     const auto need = static_cast<uint64_t>(numel(s.shape) * elem);
     MT_USER_CHECK(s.end - s.begin == need, where, ": tensor '", name, "': the shard in ", s.file, " has byte_range [",
-                  s.begin, ", ", s.end, ") = ", s.end - s.begin, " bytes, its shape ", shape_str(s.shape), " and dtype ",
+                  s.begin, ", ", s.end, ") = ", s.end - s.begin, " bytes, its shape ", shape_text(s.shape), " and dtype ",
                   t.dtype, " need ", need);
   }
 }

@@ -20,12 +20,6 @@ bool is_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // One saved shard this rank reads: straight into its destination when the saved block is the wanted block
 // in the same dtype in contiguous host memory, else into a staging buffer whose intersection with the wanted
 // block is copied afterwards (another layout's block, another dtype, device memory).
@@ -117,7 +111,7 @@ LoadedCheckpoint load_into(const std::string& path, std::vector<ShardedTensor>& 
                   "checkpoint (", out.meta.tensors.size(), " tensors saved; a different model or optimizer?)");
     const TensorRecord& rec = it->second;
     MT_USER_CHECK(rec.shape == w.global_shape, out.path, ": tensor '", w.name, "' has global shape ",
-                  shape_str(rec.shape), " in the checkpoint, the current run needs ", shape_str(w.global_shape));
+                  shape_text(rec.shape), " in the checkpoint, the current run needs ", shape_text(w.global_shape));
     const at::ScalarType saved = dtype_from_safetensors(rec.dtype);
     MT_USER_CHECK(saved == w.local.scalar_type() || (is_float(saved) && is_float(w.local.scalar_type())), out.path,
                   ": tensor '", w.name, "' is ", rec.dtype, " in the checkpoint, the current run needs ",

@@ -25,6 +25,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/trim.h"
 
 namespace meshtrain {
 namespace {
@@ -288,11 +289,6 @@ std::vector<Assignment> read_json(const std::string& text, const std::string& na
 
 // ---- overrides -------------------------------------------------------------------------------------------
 
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
-}
-
 // "section.key=value", the value read as a YAML scalar ("3e-4", "true", "'quoted text'"). A string field
 // also takes text that is not a plain YAML scalar ("*.bin", "a: b") as written, since that is what a shell
 // user means.
@@ -300,8 +296,8 @@ Assignment read_override(const std::string& ov) {
   const std::string origin = cat("--set ", ov);
   size_t eq = ov.find('=');
   if (eq == std::string::npos) throw UserError(cat(origin, ": expected section.key=value (no '=')"));
-  std::string path = trim(std::string_view(ov).substr(0, eq));
-  std::string raw = trim(std::string_view(ov).substr(eq + 1));
+  std::string path = trim_blanks(std::string_view(ov).substr(0, eq));
+  std::string raw = trim_blanks(std::string_view(ov).substr(eq + 1));
   size_t dot = path.find('.');
   if (dot == std::string::npos) {
     std::string hint;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/trim.h"
 
 namespace meshtrain {
 namespace {
@@ -23,11 +24,6 @@ constexpr FieldType field_type_of() {
     static_assert(std::is_same_v<T, std::string>, "config fields are int64_t, double, bool or std::string");
     return FieldType::String;
   }
-}
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
 }
 
 // "…; one of: a | b | c (note)" → {a, b, c}. A note in parentheses or after a comma is dropped from its item;
@@ -48,7 +44,7 @@ void parse_choices(std::string_view doc, FieldInfo& f) {
       allow_empty = allow_empty || item.substr(cut).find(", or empty") == 0;
       item = item.substr(0, cut);
     }
-    std::string name = trim(item);
+    std::string name = trim_blanks(item);
     if (name.empty() || name.find(' ') != std::string::npos) return;  // open-ended: not an enumeration
     items.push_back(std::move(name));
     if (bar == std::string_view::npos) break;

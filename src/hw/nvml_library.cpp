@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::hw {
@@ -72,6 +74,13 @@ NvmlLibrary::NvmlLibrary() {
 NvmlLibrary::~NvmlLibrary() {
   if (shutdown_) shutdown_();
   if (lib_) ::dlclose(lib_);
+}
+
+std::string normal_bus_id(std::string id) {
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto colon = id.find(':');
+  if (colon != std::string::npos && colon > 4) id = id.substr(colon - 4);
+  return id;
 }
 
 }  // namespace meshtrain::hw

@@ -13,6 +13,12 @@ namespace meshtrain::hw {
 
 using nvmlDevice_t = struct nvmlDevice_st*;
 inline constexpr int NVML_SUCCESS = 0;
+// NVML_NVLINK_MAX_LINKS (H100); older GPUs answer "invalid" above theirs.
+inline constexpr unsigned kMaxNvLinks = 18;
+
+// "00000000:07:00.0" / "0000:07:00.0" → "0000:07:00.0" lower case (sysfs's form), so NVML's bus ids and
+// sysfs's compare equal.
+std::string normal_bus_id(std::string id);
 
 // nvmlPciInfo_t (v3); padded so a later, larger struct can never overrun us.
 struct NvmlPciInfo {

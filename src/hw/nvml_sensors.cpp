@@ -25,15 +25,6 @@ namespace {
 
 constexpr int kTemperatureGpu = 0, kThresholdSlowdown = 1, kClockSm = 1, kClockMem = 2;
 constexpr int kUncorrected = 1, kVolatile = 0, kEnabled = 1, kFeatureEnabled = 1;
-constexpr unsigned kMaxNvLinks = 18;
-
-// "00000000:07:00.0" / "0000:07:00.0" → "0000:07:00.0", lower case.
-std::string normal_bus_id(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const auto colon = s.find(':');
-  if (colon != std::string::npos && colon > 4) s = s.substr(colon - 4);
-  return s;
-}
 
 // Calls `fn(dev, &v)` when the driver has it; the value (converted by `scale`) or nullopt.
 template <typename Out, typename Raw, typename Fn, typename... Args>

@@ -19,18 +19,9 @@ constexpr int NVML_P2P_STATUS_OK = 0;          // nvmlGpuP2PStatus_t
 constexpr int NVML_FEATURE_ENABLED = 1;        // nvmlEnableState_t
 constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0;
 constexpr int NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
-constexpr unsigned kMaxNvLinks = 18;  // NVML_NVLINK_MAX_LINKS (H100); older GPUs answer "invalid" above theirs
 
 using Nvml = NvmlLibrary;
 
-// "00000000:07:00.0" / "0000:07:00.0" → "0000:07:00.0" lower case (sysfs's form), for comparisons.
-std::string normal_bus_id(const std::string& id) {
-  std::string s = id;
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const auto colon = s.find(':');
-  if (colon != std::string::npos && colon > 4) s = s.substr(colon - 4);
-  return s;
-}
 
 int sysfs_numa_node(const std::string& bus_id) {
   return std::max(-1, SysfsTopology().numa_node_of_device(normal_bus_id(bus_id)));

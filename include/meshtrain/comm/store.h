@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "meshtrain/comm/world_info.h"
 
@@ -24,6 +25,9 @@ struct StoreEndpoint {
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE == "True": the launcher hosts the store
   int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT: which attempt of the job this is
 };
+
+// A string as the bytes a c10d store holds.
+inline std::vector<uint8_t> store_bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
 // Throws UserError for a missing MASTER_ADDR/MASTER_PORT when world_size > 1, or a port outside 1..65535.
 StoreEndpoint store_endpoint_from_env(const WorldInfo& world, const EnvLookup& env = process_env());

@@ -18,6 +18,13 @@
 
 namespace meshtrain {
 
+// "[4096, 512]": a shape as messages print it.
+inline std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 struct ShardedTensor {
   // Global name, the same under every layout: the model's parameter name ("blocks.3.attn.wq.weight"), with
   // a prefix for optimizer state ("optim.exp_avg.blocks.3.attn.wq.weight").

@@ -44,7 +44,6 @@ std::uint32_t fnv1a(const std::string& s) {
   return h;
 }
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 std::string advertise_host(const CpuCommOptions& o) {
   if (!o.host.empty()) return o.host;
@@ -395,7 +394,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     }
     // Value: "<host> <port> <unix name or -> <host key>" (the key last: it may contain spaces).
     store_->set(prefix + std::to_string(r),
-                bytes_of(cat(host, " ", listener.local_port(), " ", unix_name, " ", host_key)));
+                store_bytes(cat(host, " ", listener.local_port(), " ", unix_name, " ", host_key)));
 
     // Connect to every lower rank; accept every higher one. Each pair thus has exactly one connection.
     for (int p = 0; p < r; ++p) {

@@ -12,7 +12,6 @@ namespace meshtrain::comm {
 
 namespace {
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) {
   std::uint64_t cur = a.load(std::memory_order_relaxed);
@@ -33,7 +32,7 @@ ProgressBoard::ProgressBoard(StorePtr store, std::string group, int rank, int si
   const auto attempt = env_int(process_env(), "TORCHELASTIC_RESTART_COUNT").value_or(0);
   prefix_ = cat("meshtrain/progress/attempt", attempt, "/", group_, "/");
   dump_key_ = cat("meshtrain/flight/attempt", attempt, "/dump");
-  store_->set(prefix_ + std::to_string(rank_), bytes_of("0 0"));
+  store_->set(prefix_ + std::to_string(rank_), store_bytes("0 0"));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -53,7 +52,7 @@ void ProgressBoard::publish() {
   const std::uint64_t a = arrived_.load(std::memory_order_relaxed);
   const std::uint64_t c = completed_.load(std::memory_order_relaxed);
   if (a == published_arrived_ && c == published_completed_) return;
-  store_->set(prefix_ + std::to_string(rank_), bytes_of(cat(a, " ", c)));
+  store_->set(prefix_ + std::to_string(rank_), store_bytes(cat(a, " ", c)));
   published_arrived_ = a;
   published_completed_ = c;
 }
@@ -84,12 +83,14 @@ void ProgressBoard::run() {
   }
 }
 
+void ProgressBoard::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  publish();
+}
+
 std::vector<PeerProgress> ProgressBoard::read_all() {
   std::this_thread::sleep_for(period_ + period_ / 2);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    publish();
-  }
+  flush();
   std::vector<PeerProgress> out;
   for (int r = 0; r < size_; ++r) {
     PeerProgress p;
@@ -130,7 +131,7 @@ std::string ProgressBoard::not_arrived(std::uint64_t seq) {
 void ProgressBoard::request_dumps(const std::string& reason) {
   try {
     // compareSet with an empty expected value creates the key only if absent: the first failure's reason wins.
-    store_->compareSet(dump_key_, {}, bytes_of(reason));
+    store_->compareSet(dump_key_, {}, store_bytes(reason));
   } catch (const std::exception& e) {
     log::warn("progress board '%s': cannot ask the other ranks for flight-recorder dumps: %s", group_.c_str(),
               e.what());

@@ -47,6 +47,9 @@ class ProgressBoard {
   void arrived(std::uint64_t seq);
   void completed(std::uint64_t seq);
 
+  // Publishes this rank's newest values now, not at the board thread's next tick.
+  void flush();
+
   // Every rank's published values (store reads; for error paths only). Waits one period first so that this
   // rank's own newest values and those of the peers are out.
   std::vector<PeerProgress> read_all();
