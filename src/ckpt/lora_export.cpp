@@ -8,7 +8,7 @@
 #include <set>
 
 #include "meshtrain/ckpt/checkpoint_reader.h"
-#include "meshtrain/ckpt/hf_convert.h"
+#include "meshtrain/ckpt/hf_name_table.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/linear/lora_linear.h"
