@@ -81,9 +81,13 @@ void generate_text(const GenerateOptions& opts, std::ostream& out) {
     ids = data::encode_bytes(opts.prompt);
   }
   model::Transformer net = ckpt::load_model(ck);
-  if (!opts.logits.empty()) return write_logits(net, ids, opts.logits, out);
-  if (tok) return sample_text(net, *tok, ids, tok_dir, opts, out);
-  out << data::decode_bytes(model::generate(net, ids, opts.sample)) << std::endl;
+  if (!opts.logits.empty()) {
+    write_logits(net, ids, opts.logits, out);
+  } else if (tok) {
+    sample_text(net, *tok, ids, tok_dir, opts, out);
+  } else {
+    out << data::decode_bytes(model::generate(net, ids, opts.sample)) << std::endl;
+  }
 }
 
 }  // namespace meshtrain::train
