@@ -1,5 +1,4 @@
 // meshtrain bench comm [options]: collective bandwidth per op and size, one process per rank.
-#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <cstdio>
@@ -28,18 +27,6 @@ comm::BenchOptions bench_options(const cxxopts::ParseResult& r) {
   return bo;
 }
 
-// nccl (or auto on a GPU machine) runs on this rank's GPU: cuda:LOCAL_RANK, as the trainer places ranks.
-comm::CommSetup comm_setup(const std::string& asked, const comm::WorldInfo& world) {
-  const bool gpu = asked == "nccl" || (asked == "auto" && comm::nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0);
-  comm::CommSetup setup;
-  setup.backend = asked;
-  setup.device = gpu ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : c10::Device(c10::kCPU);
-  setup.timeout = std::chrono::minutes(2);
-  setup.group = "bench";
-  setup.origin = "--backend";
-  return setup;
-}
-
 }  // namespace
 
 int cmd_bench_comm(int argc, char** argv) {
@@ -63,7 +50,7 @@ int cmd_bench_comm(int argc, char** argv) {
   const auto world = comm::world_info_from_env();
   log::init({.rank = world.world_size > 1 ? world.rank : -1});
   at::set_num_threads(1);  // one intra-op thread per rank, as torch.distributed benchmarks run
-  const comm::CommSetup setup = comm_setup(r["backend"].as<std::string>(), world);
+  const comm::CommSetup setup = comm::bench_comm_setup(r["backend"].as<std::string>(), world);
   auto c = comm::make_communicator(world, setup);
   bo.device = setup.device;
   auto rows = comm::run_bench(*c, bo);

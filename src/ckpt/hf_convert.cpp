@@ -4,18 +4,11 @@
 
 #include <set>
 
+#include "meshtrain/ckpt/hf_name_table.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::ckpt {
 namespace {
-
-// Llama's one-to-one renames, per layer ("" = a global one).
-const std::vector<std::pair<std::string, std::string>> kLlamaLayer = {
-    {"attn_norm.weight", "input_layernorm.weight"},  {"attn.wq.weight", "self_attn.q_proj.weight"},
-    {"attn.wk.weight", "self_attn.k_proj.weight"},   {"attn.wv.weight", "self_attn.v_proj.weight"},
-    {"attn.wo.weight", "self_attn.o_proj.weight"},   {"mlp_norm.weight", "post_attention_layernorm.weight"},
-    {"mlp.w1.weight", "mlp.gate_proj.weight"},       {"mlp.w3.weight", "mlp.up_proj.weight"},
-    {"mlp.w2.weight", "mlp.down_proj.weight"}};
 
 // RoPE scaling meshtrain applies (model/transformer.cpp): Llama 3.1's, factor 8 over 8192 positions, once
 // max_seq_len exceeds 8192.
@@ -181,59 +174,15 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
   return m;
 }
 
-std::string llama_hf_layer_name(const std::string& ours) {
-  if (ours.rfind("blocks.", 0) != 0) return "";
-  const size_t dot = ours.find('.', 7);
-  if (dot == std::string::npos) return "";
-  const std::string layer = ours.substr(7, dot - 7), rest = ours.substr(dot + 1);
-  for (const auto& [o, n] : kLlamaLayer)
-    if (rest == o) return "model.layers." + layer + "." + n;
-  return "";
-}
-
 std::map<std::string, at::Tensor> to_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& ours_in) {
   auto ours = ours_in;
   std::map<std::string, at::Tensor> hf;
-  const int64_t D = m.d_model, F = m.d_ff, V = m.vocab_size, hd = D / m.n_head, kv = m.n_kv_head * hd;
   const std::string where = "checkpoint";
-  if (m.family == "llama") {
-    hf["model.embed_tokens.weight"] = take(ours, "tok_embed.weight", {V, D}, where);
-    const std::map<std::string, std::vector<int64_t>> shapes = {
-        {"attn_norm.weight", {D}},   {"attn.wq.weight", {D, D}}, {"attn.wk.weight", {kv, D}},
-        {"attn.wv.weight", {kv, D}}, {"attn.wo.weight", {D, D}}, {"mlp_norm.weight", {D}},
-        {"mlp.w1.weight", {F, D}},   {"mlp.w3.weight", {F, D}},  {"mlp.w2.weight", {D, F}}};
-    for (int64_t i = 0; i < m.n_layer; ++i) {
-      const std::string b = "blocks." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
-      for (const auto& [o, n] : kLlamaLayer) hf[h + n] = take(ours, b + o, shapes.at(o), where);
-    }
-    hf["model.norm.weight"] = take(ours, "final_norm.weight", {D}, where);
-    if (!m.tie_embeddings) hf["lm_head.weight"] = take(ours, "lm_head.weight", {V, D}, where);
-  } else {
-    hf["transformer.wte.weight"] = take(ours, "tok_embed.weight", {V, D}, where);
-    hf["transformer.wpe.weight"] = take(ours, "pos_embed.weight", {m.max_seq_len, D}, where);
-    for (int64_t i = 0; i < m.n_layer; ++i) {
-      const std::string b = "blocks." + std::to_string(i) + ".", h = "transformer.h." + std::to_string(i) + ".";
-      for (const char* n : {"weight", "bias"}) {
-        hf[h + "ln_1." + n] = take(ours, b + "attn_norm." + n, {D}, where);
-        hf[h + "ln_2." + n] = take(ours, b + "mlp_norm." + n, {D}, where);
-      }
-      // Conv1D: [in, out] = Linear weight transposed; c_attn's columns are q | k | v.
-      hf[h + "attn.c_attn.weight"] = at::cat({take(ours, b + "attn.wq.weight", {D, D}, where),
-                                              take(ours, b + "attn.wk.weight", {D, D}, where),
-                                              take(ours, b + "attn.wv.weight", {D, D}, where)}, 0).t().contiguous();
-      hf[h + "attn.c_attn.bias"] = at::cat({take(ours, b + "attn.wq.bias", {D}, where),
-                                            take(ours, b + "attn.wk.bias", {D}, where),
-                                            take(ours, b + "attn.wv.bias", {D}, where)});
-      hf[h + "attn.c_proj.weight"] = take(ours, b + "attn.wo.weight", {D, D}, where).t().contiguous();
-      hf[h + "attn.c_proj.bias"] = take(ours, b + "attn.wo.bias", {D}, where);
-      hf[h + "mlp.c_fc.weight"] = take(ours, b + "mlp.fc.weight", {F, D}, where).t().contiguous();
-      hf[h + "mlp.c_fc.bias"] = take(ours, b + "mlp.fc.bias", {F}, where);
-      hf[h + "mlp.c_proj.weight"] = take(ours, b + "mlp.proj.weight", {D, F}, where).t().contiguous();
-      hf[h + "mlp.c_proj.bias"] = take(ours, b + "mlp.proj.bias", {D}, where);
-    }
-    hf["transformer.ln_f.weight"] = take(ours, "final_norm.weight", {D}, where);
-    hf["transformer.ln_f.bias"] = take(ours, "final_norm.bias", {D}, where);
-    if (!m.tie_embeddings) hf["lm_head.weight"] = take(ours, "lm_head.weight", {V, D}, where);
+  for (const HfTensorName& row : hf_name_table(m)) {
+    std::vector<at::Tensor> parts;
+    for (const auto& name : row.ours) parts.push_back(take(ours, name, row.shape, where));
+    at::Tensor t = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+    hf[row.hf] = row.transposed ? t.t().contiguous() : t;
   }
   MT_USER_CHECK(ours.empty(), "checkpoint: parameter '", ours.begin()->first, "' has no Hugging Face counterpart");
   return hf;
@@ -254,47 +203,17 @@ std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const st
   // A tied model's file may still carry lm_head.weight (a copy of the embedding): not a separate weight.
   if (m.tie_embeddings) hf.erase("lm_head.weight");
   std::map<std::string, at::Tensor> ours;
-  const int64_t D = m.d_model, F = m.d_ff, V = m.vocab_size, hd = D / m.n_head, kv = m.n_kv_head * hd;
-  if (m.family == "llama") {
-    ours["tok_embed.weight"] = take(hf, "model.embed_tokens.weight", {V, D}, where);
-    const std::map<std::string, std::vector<int64_t>> shapes = {
-        {"input_layernorm.weight", {D}},          {"self_attn.q_proj.weight", {D, D}},
-        {"self_attn.k_proj.weight", {kv, D}},     {"self_attn.v_proj.weight", {kv, D}},
-        {"self_attn.o_proj.weight", {D, D}},      {"post_attention_layernorm.weight", {D}},
-        {"mlp.gate_proj.weight", {F, D}},         {"mlp.up_proj.weight", {F, D}},
-        {"mlp.down_proj.weight", {D, F}}};
-    for (int64_t i = 0; i < m.n_layer; ++i) {
-      const std::string b = "blocks." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
-      for (const auto& [o, n] : kLlamaLayer) ours[b + o] = take(hf, h + n, shapes.at(n), where);
+  for (const HfTensorName& row : hf_name_table(m)) {
+    at::Tensor t = take(hf, row.hf, hf_shape(row), where);
+    if (row.transposed) t = t.t();
+    if (row.ours.size() == 1) {
+      ours[row.ours[0]] = row.transposed ? t.contiguous() : t;
+      continue;
     }
-    ours["final_norm.weight"] = take(hf, "model.norm.weight", {D}, where);
-  } else {
-    ours["tok_embed.weight"] = take(hf, "transformer.wte.weight", {V, D}, where);
-    ours["pos_embed.weight"] = take(hf, "transformer.wpe.weight", {m.max_seq_len, D}, where);
-    for (int64_t i = 0; i < m.n_layer; ++i) {
-      const std::string b = "blocks." + std::to_string(i) + ".", h = "transformer.h." + std::to_string(i) + ".";
-      for (const char* n : {"weight", "bias"}) {
-        ours[b + "attn_norm." + n] = take(hf, h + "ln_1." + n, {D}, where);
-        ours[b + "mlp_norm." + n] = take(hf, h + "ln_2." + n, {D}, where);
-      }
-      auto qkv = take(hf, h + "attn.c_attn.weight", {D, 3 * D}, where).t();  // [3D, D]
-      auto qkv_b = take(hf, h + "attn.c_attn.bias", {3 * D}, where);
-      const char* names[] = {"wq", "wk", "wv"};
-      for (int64_t j = 0; j < 3; ++j) {
-        ours[b + "attn." + names[j] + ".weight"] = qkv.narrow(0, j * D, D).contiguous();
-        ours[b + "attn." + names[j] + ".bias"] = qkv_b.narrow(0, j * D, D).contiguous();
-      }
-      ours[b + "attn.wo.weight"] = take(hf, h + "attn.c_proj.weight", {D, D}, where).t().contiguous();
-      ours[b + "attn.wo.bias"] = take(hf, h + "attn.c_proj.bias", {D}, where);
-      ours[b + "mlp.fc.weight"] = take(hf, h + "mlp.c_fc.weight", {D, F}, where).t().contiguous();
-      ours[b + "mlp.fc.bias"] = take(hf, h + "mlp.c_fc.bias", {F}, where);
-      ours[b + "mlp.proj.weight"] = take(hf, h + "mlp.c_proj.weight", {F, D}, where).t().contiguous();
-      ours[b + "mlp.proj.bias"] = take(hf, h + "mlp.c_proj.bias", {D}, where);
-    }
-    ours["final_norm.weight"] = take(hf, "transformer.ln_f.weight", {D}, where);
-    ours["final_norm.bias"] = take(hf, "transformer.ln_f.bias", {D}, where);
+    const int64_t n = row.shape[0];  // a fused tensor: its parts in order along dim 0
+    for (size_t j = 0; j < row.ours.size(); ++j)
+      ours[row.ours[j]] = t.narrow(0, static_cast<int64_t>(j) * n, n).contiguous();
   }
-  if (!m.tie_embeddings) ours["lm_head.weight"] = take(hf, "lm_head.weight", {V, D}, where);
   MT_USER_CHECK(hf.empty(), where, ": tensor '", hf.begin()->first, "' is not a ", m.family,
                 " weight meshtrain knows (", hf.size(), " unexpected)");
   return ours;

@@ -10,6 +10,7 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/hf_convert.h"
+#include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/ckpt/lora_export.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/config.h"
@@ -58,12 +59,10 @@ std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::pa
 }  // namespace
 
 ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts) {
-  LoadedCheckpoint info;
-  auto model = load_full_with_base(checkpoint, "model.", opts.base, "--base DIR", &info);
-  MT_USER_CHECK(!model.empty(), info.path, ": no model.* tensors (not a meshtrain training checkpoint?)");
-  MT_USER_CHECK(!info.meta.config.empty() && info.meta.config.contains("model"), info.path,
-                "/meta.json: no config recorded, so the architecture is unknown");
-  Config cfg = parse_config(info.meta.config.dump(), info.path + "/meta.json", /*json=*/true);
+  const InferenceCheckpoint ck = open_for_inference(checkpoint);  // the architecture known before any read
+  auto model = load_full_with_base(ck.dir, "model.", opts.base, "--base DIR");
+  MT_USER_CHECK(!model.empty(), ck.dir, ": no model.* tensors (not a meshtrain training checkpoint?)");
+  Config cfg = ck.config;
   resolve(cfg, 1);
   std::map<std::string, at::Tensor> ours;
   for (auto& [name, t] : model) ours[name.substr(6)] = t;

@@ -8,7 +8,8 @@
 #include <set>
 
 #include "meshtrain/ckpt/checkpoint_reader.h"
-#include "meshtrain/ckpt/hf_convert.h"
+#include "meshtrain/ckpt/hf_name_table.h"
+#include "meshtrain/ckpt/recorded_config.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/linear/lora_linear.h"
@@ -56,7 +57,7 @@ ExportResult export_peft(const std::string& checkpoint, const std::string& out_d
   std::erase_if(adapters, [](const auto& kv) { return !model::is_lora_parameter(kv.first); });
   MT_USER_CHECK(!adapters.empty() && info.meta.state.contains("lora"), info.path,
                 ": holds no LoRA adapters (model.lora_rank was 0); export it without --adapters");
-  Config cfg = parse_config(info.meta.config.dump(), info.path + "/meta.json", /*json=*/true);
+  const Config cfg = recorded_config(info.path, info.meta);
   const ModelConfig& m = cfg.model;
 
   std::map<std::string, at::Tensor> peft;

@@ -20,6 +20,18 @@ double bus_factor(const std::string& op, int n) {
   throw UserError(cat("bench: unknown op '", op, "' (valid: all_reduce, all_gather, reduce_scatter, broadcast)"));
 }
 
+CommSetup bench_comm_setup(const std::string& backend, const WorldInfo& world) {
+  const bool gpu = backend == "nccl" || (backend == "auto" && nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0);
+  CommSetup setup;
+  setup.backend = backend;
+  setup.device =
+      gpu ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : c10::Device(c10::kCPU);
+  setup.timeout = std::chrono::minutes(2);
+  setup.group = "bench";
+  setup.origin = "--backend";
+  return setup;
+}
+
 namespace {
 
 // GPU ops are asynchronous: a Work's wait() only orders the caller's stream, so a timed loop ends by waiting

@@ -45,6 +45,13 @@ std::optional<std::string> find_tokenizer_file(const std::vector<std::string>& d
   return std::nullopt;
 }
 
+Tokenizer model_tokenizer(const std::string& tokenizer_json, int64_t model_vocab) {
+  Tokenizer tok = Tokenizer::from_file(tokenizer_json);
+  MT_USER_CHECK(tok.vocab_size() <= model_vocab, tokenizer_json, ": the tokenizer has ", tok.vocab_size(),
+                " ids but the model's vocabulary is ", model_vocab, " (a tokenizer of another model? see --tokenizer)");
+  return tok;
+}
+
 std::vector<int64_t> stop_token_ids(const std::string& dir, const Tokenizer& tok) {
   std::vector<int64_t> ids;
   const auto add = [&](int64_t id) {

@@ -7,9 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "meshtrain/ckpt/adapter_checkpoint.h"
-#include "meshtrain/ckpt/checkpoint_meta.h"
-#include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
@@ -26,19 +24,20 @@
 namespace meshtrain::train {
 namespace {
 
-// The checkpoint's config with the layout reset to replicas on every rank and the data pointed at `data`;
-// the user's overrides come last and win. Resolved and validated for `world_size`.
-Config eval_config(const std::string& dir, const ckpt::CheckpointMeta& meta, const EvalOptions& opts,
-                   int world_size) {
-  // meta.json holds the config (format 2); earlier trainers kept it in the state.
-  const nlohmann::json& cj = !meta.config.empty() ? meta.config : meta.state.value("config", meta.config);
-  MT_USER_CHECK(!cj.empty() && cj.contains("model"), dir, "/meta.json: no config recorded, so the model is unknown");
+// The overrides that turn the checkpoint's config into an evaluation's: the layout reset to replicas on every
+// rank and the data pointed at `data`; the user's overrides come last and win.
+std::vector<std::string> eval_overrides(const EvalOptions& opts) {
   std::vector<std::string> sets = {"parallel.dp=0",          "parallel.fsdp=1",           "parallel.tp=1",
                                    "parallel.zero_stage=0",  "parallel.sequence_parallel=false",
                                    "train.device=auto",      "checkpoint.resume=none",    "checkpoint.init_from=",
                                    "data.val=",              "data.train=" + opts.data};
   sets.insert(sets.end(), opts.overrides.begin(), opts.overrides.end());
-  Config cfg = parse_config(cj.dump(), dir + "/meta.json", /*json=*/true, sets);
+  return sets;
+}
+
+// The checkpoint's config with the evaluation's overrides, resolved and validated for `world_size`.
+Config eval_config(const ckpt::InferenceCheckpoint& ck, int world_size) {
+  Config cfg = ck.config;
   resolve(cfg, world_size);
   validate(cfg, world_size);  // the data loader names --data itself when it matches no file
   return cfg;
@@ -48,7 +47,7 @@ Config eval_config(const std::string& dir, const ckpt::CheckpointMeta& meta, con
 // communicator, mesh), parallelize(), then this rank's blocks from the checkpoint.
 class Evaluator {
  public:
-  Evaluator(const Config& cfg, const comm::WorldInfo& world, const std::string& dir)
+  Evaluator(const Config& cfg, const comm::WorldInfo& world, const ckpt::InferenceCheckpoint& ck)
       : w_(start(cfg, world)) {
     check_fits_device(cfg, /*training=*/false, device_memory_bytes(w_.cuda, w_.device.index()), w_.device.str());
     net_ = model::Transformer(cfg.model, at::TensorOptions().device(at::kMeta));
@@ -57,7 +56,7 @@ class Evaluator {
     net_->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
     net_->use_kernels(cfg.train);
     auto blocks = model_blocks(*par_);
-    ckpt::load_with_base(dir, blocks);  // an adapters-only LoRA checkpoint: its base from the recorded path
+    ckpt::load_model_weights(ck, blocks);
   }
 
   int data_rank() const { return w_.data_rank; }
@@ -86,10 +85,10 @@ EvalResult run_eval(const EvalOptions& opts) {
   MT_USER_CHECK(opts.batches >= 0, "--batches: given ", opts.batches, "; valid ≥ 1, or 0 for all the data");
   const comm::WorldInfo world = comm::world_info_from_env();
   EvalResult r;
-  r.checkpoint = ckpt::resolve_checkpoint_dir(opts.checkpoint);
-  const ckpt::CheckpointMeta meta = ckpt::read_meta(r.checkpoint);
-  const Config cfg = eval_config(r.checkpoint, meta, opts, world.world_size);
-  Evaluator ev(cfg, world, r.checkpoint);
+  const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(opts.checkpoint, eval_overrides(opts));
+  r.checkpoint = ck.dir;
+  const Config cfg = eval_config(ck, world.world_size);
+  Evaluator ev(cfg, world, ck);
   data::DataLoader loader({.pattern = opts.data, .what = "--data", .format = data::parse_shard_format(cfg.data.format),
                            .seq_len = cfg.data.seq_len, .batch_size = cfg.train.micro_batch_size,
                            .rank = ev.data_rank(), .world_size = ev.data_ranks(), .shuffle = false,
@@ -99,7 +98,7 @@ EvalResult run_eval(const EvalOptions& opts) {
   MT_USER_CHECK(opts.batches <= available, "--batches: given ", opts.batches, "; '", opts.data, "' holds ", available,
                 " micro-batches of ", cfg.train.micro_batch_size, " × ", cfg.data.seq_len, " tokens per rank (",
                 ev.data_ranks(), " data-parallel rank(s)); valid 1 … ", available, ", or 0 for all");
-  r.step = meta.step;
+  r.step = ck.meta.step;
   r.batches = opts.batches > 0 ? opts.batches : available;
   r.loss = ev.mean_loss(loader, r.batches);
   MT_USER_CHECK(r.loss >= 0, "--data: '", opts.data, "' has no target the loss counts in ", r.batches,

@@ -1,5 +1,6 @@
-// Hugging Face ↔ meshtrain: config.json ↔ ModelConfig and tensor names/layouts, for `meshtrain export` and
-// `meshtrain import` (hf_files.h does the file I/O).
+// Hugging Face ↔ meshtrain: config.json ↔ ModelConfig and the tensors, for `meshtrain export` and
+// `meshtrain import` (hf_files.h does the file I/O). Both directions read one name table per family
+// (hf_name_table.h); in short:
 //
 // Llama (LlamaForCausalLM): tok_embed → model.embed_tokens, blocks.N.attn.{wq,wk,wv,wo} →
 //   model.layers.N.self_attn.{q,k,v,o}_proj, attn_norm → input_layernorm, mlp_norm → post_attention_layernorm,
@@ -29,9 +30,6 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
 
 // meshtrain parameter names (no "model." prefix) → HF names and layouts.
 std::map<std::string, at::Tensor> to_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& ours);
-// A Llama layer parameter's HF name: "blocks.3.attn.wq.weight" → "model.layers.3.self_attn.q_proj.weight";
-// "" for a name that is not one (PEFT's adapter names are built on it: ckpt/lora_export.h).
-std::string llama_hf_layer_name(const std::string& ours);
 // HF tensors → meshtrain parameters; UserError naming `where` for a missing, mis-shaped or unknown tensor.
 std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& hf,
                                                   const std::string& where);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "meshtrain/comm/communicator.h"
+#include "meshtrain/comm/communicator_factory.h"
 
 namespace meshtrain::comm {
 
@@ -35,6 +36,10 @@ struct BenchResult {
 };
 
 double bus_factor(const std::string& op, int world_size);
+
+// The communicator `meshtrain bench comm --backend B` measures: nccl (or auto where NCCL is built and a GPU is
+// visible) on this rank's GPU, cuda:LOCAL_RANK, as the trainer places ranks; else the CPU backend on the CPU.
+CommSetup bench_comm_setup(const std::string& backend, const WorldInfo& world);
 
 std::vector<BenchResult> run_bench(Communicator& comm, const BenchOptions& opts);
 

@@ -3,8 +3,8 @@
 //                                                        parameter so norms and biases are not trivial),
 //                                                        saved as a meshtrain checkpoint with its config
 //   logits_driver logits CKPT TOKENS OUT.safetensors     meshtrain's logits [1, T, V] (fp32) for the
-//                                                        comma-separated TOKENS, model built from the
-//                                                        checkpoint's config
+//                                                        comma-separated TOKENS, the model loaded as
+//                                                        generate loads it (ckpt/inference_checkpoint.h)
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/prompt_logits.h"
 #include "meshtrain/model/transformer.h"
 
 namespace mt = meshtrain;
@@ -44,26 +46,12 @@ int init(const std::string& out, uint64_t seed, const std::vector<std::string>& 
 }
 
 int logits(const std::string& ckpt, const std::string& tokens_csv, const std::string& out) {
-  auto ck = mt::ckpt::CheckpointManager::load(ckpt);
-  MT_USER_CHECK(!ck.config.empty(), ck.path, ": no config");
-  mt::Config cfg = mt::parse_config(ck.config.dump(), ck.path, /*json=*/true);
-  mt::resolve(cfg, 1);
-  mt::model::Transformer net(cfg.model);
-  net->eval();
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& item : net->named_parameters()) {
-      auto it = ck.tensors.find("model." + item.key());
-      MT_USER_CHECK(it != ck.tensors.end(), ck.path, ": parameter '", item.key(), "' is missing");
-      item.value().copy_(it->second);
-    }
-  }
+  // The model the checkpoint recorded, as `meshtrain generate` loads it.
+  mt::model::Transformer net = mt::ckpt::load_model(mt::ckpt::open_for_inference(ckpt));
   std::vector<int64_t> ids;
   std::stringstream ss(tokens_csv);
   for (std::string t; std::getline(ss, t, ',');) ids.push_back(std::stoll(t));
-  torch::NoGradGuard no_grad;
-  auto tokens = at::tensor(ids, at::kLong).unsqueeze(0);
-  mt::ckpt::write_safetensors(out, {{"logits", net->forward(tokens).to(at::kFloat).contiguous()}});
+  mt::ckpt::write_safetensors(out, {{"logits", mt::model::prompt_logits(net, ids).unsqueeze(0)}});
   return 0;
 }
 

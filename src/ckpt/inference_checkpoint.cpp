@@ -1,0 +1,42 @@
+// InferenceCheckpoint (inference_checkpoint.h): a checkpoint's recorded model and its weights, for inference.
+#include "meshtrain/ckpt/inference_checkpoint.h"
+
+#include <filesystem>
+
+#include "meshtrain/ckpt/adapter_checkpoint.h"
+#include "meshtrain/ckpt/recorded_config.h"
+
+namespace fs = std::filesystem;
+
+namespace meshtrain::ckpt {
+
+InferenceCheckpoint open_for_inference(const std::string& path, const std::vector<std::string>& overrides) {
+  InferenceCheckpoint ck;
+  ck.dir = resolve_checkpoint_dir(path);
+  ck.meta = read_meta(ck.dir);
+  ck.config = recorded_config(ck.dir, ck.meta, overrides);
+  return ck;
+}
+
+void load_model_weights(const InferenceCheckpoint& ck, std::vector<ShardedTensor>& wanted) {
+  load_with_base(ck.dir, wanted);  // an adapters-only LoRA checkpoint: its base from the recorded path
+}
+
+model::Transformer load_model(const InferenceCheckpoint& ck) {
+  model::Transformer net(ck.config.model);
+  // Each parameter whole, in place: the checkpoint's blocks of any layout are read into it.
+  std::vector<ShardedTensor> wanted;
+  for (auto& item : net->named_parameters())
+    wanted.push_back({"model." + item.key(), item.value().sizes().vec(),
+                      std::vector<int64_t>(static_cast<size_t>(item.value().dim()), 0), item.value(), true});
+  load_model_weights(ck, wanted);
+  net->eval();
+  return net;
+}
+
+std::vector<std::string> tokenizer_dirs(const InferenceCheckpoint& ck, const std::string& given) {
+  return {given, ck.dir, fs::path(ck.dir).parent_path().string(), ck.meta.state.value("imported_from", std::string()),
+          ck.config.checkpoint.init_from};
+}
+
+}  // namespace meshtrain::ckpt
