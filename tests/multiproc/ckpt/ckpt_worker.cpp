@@ -1,4 +1,4 @@
-// Multi-process checkpoint worker (tests/multiproc/ckpt.cmake, ckpt_crash_test.py): one process per rank under
+// Multi-process checkpoint worker (tests/multiproc/ckpt.cmake, crash_test.py): one process per rank under
 // meshrun (CPU backend), holding the blocks of tests/multiproc/ckpt/layouts.h that its rank of LAYOUT holds.
 //   ckpt_worker save DIR LAYOUT STEP [STEP...]   save each step (async; the next save waits for the previous)
 //   ckpt_worker load DIR LAYOUT [EXPECT_STEP]    load `latest` into this rank's blocks and compare with the

@@ -13,22 +13,23 @@
 
 using namespace meshtrain;
 
-namespace {
-
-struct Case {
+// Outside the anonymous namespace: the test classes gtest derives from the fixture are not in it either.
+struct HfTableCase {
   std::string family;
   bool tied;
   int64_t n_kv_head;
 };
 
+class HfNameTable : public ::testing::TestWithParam<HfTableCase> {};
+
+namespace {
+
 // A model with d_model ≠ d_ff ≠ vocab so that a transposed or swapped shape cannot pass unnoticed.
-ModelConfig model_of(const Case& c) {
+ModelConfig model_of(const HfTableCase& c) {
   return testing_support::tiny_model({.family = c.family, .vocab_size = 40, .n_layer = 2, .n_head = 4,
                                       .n_kv_head = c.n_kv_head, .d_model = 16, .d_ff = 24, .max_seq_len = 8,
                                       .tie_embeddings = c.tied});
 }
-
-class HfNameTable : public ::testing::TestWithParam<Case> {};
 
 }  // namespace
 
@@ -64,8 +65,8 @@ TEST_P(HfNameTable, ExportThenImportGivesBackEveryTensor) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfNameTable,
-                         ::testing::Values(Case{"llama", false, 2}, Case{"llama", true, 4}, Case{"gpt2", true, 4},
-                                           Case{"gpt2", false, 4}),
+                         ::testing::Values(HfTableCase{"llama", false, 2}, HfTableCase{"llama", true, 4}, HfTableCase{"gpt2", true, 4},
+                                           HfTableCase{"gpt2", false, 4}),
                          [](const auto& info) {
                            return info.param.family + (info.param.tied ? "_tied" : "_untied") +
                                   (info.param.n_kv_head < 4 ? "_gqa" : "");

@@ -11,6 +11,7 @@
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "support/test_support.h"
+#include "support/json_file.h"
 
 using namespace meshtrain;
 using namespace meshtrain::testing_support;
@@ -25,11 +26,6 @@ nlohmann::json llama_config_json() {
                              "model.d_model=16", "model.max_seq_len=8"});
   resolve(cfg, 1);
   return nlohmann::json::parse(to_json(cfg));
-}
-
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  return nlohmann::json::parse(in);
 }
 
 void write_json(const fs::path& p, const nlohmann::json& j) { std::ofstream(p) << j.dump(1); }
@@ -50,7 +46,7 @@ TEST(InferenceCheckpoint, LoadsTheModelOfEitherLocation) {
   const std::string step = manager.save(7, tensors, {{"config", cj}});
   const fs::path meta_path = fs::path(step) / "meta.json";
   for (const bool format1 : {false, true}) {
-    nlohmann::json meta = read_json(meta_path);
+    nlohmann::json meta = testing_support::read_json_file(meta_path);
     ASSERT_EQ(meta["state"]["config"], cj);
     if (format1) {
       meta.erase("config");
@@ -67,7 +63,7 @@ TEST(InferenceCheckpoint, LoadsTheModelOfEitherLocation) {
       EXPECT_TRUE(at::equal(item.value(), tensors.at("model." + item.key()))) << item.key();
   }
   // Neither location: the loader names the file before reading a tensor.
-  nlohmann::json meta = read_json(meta_path);
+  nlohmann::json meta = testing_support::read_json_file(meta_path);
   meta["state"].erase("config");
   write_json(meta_path, meta);
   const std::string err = user_error([&] { ckpt::open_for_inference(step); });

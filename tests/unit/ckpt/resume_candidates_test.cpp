@@ -12,6 +12,7 @@
 #include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/core/error.h"
 #include "support/test_support.h"
+#include "support/json_file.h"
 
 using namespace meshtrain;
 using testing_support::temp_dir;
@@ -36,18 +37,12 @@ std::vector<std::string> names(const std::vector<std::string>& dirs) {
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::trunc) << text; }
 
-nlohmann::json read_json(const fs::path& p) {
-  nlohmann::json j;
-  std::ifstream(p) >> j;
-  return j;
-}
-
 // Edits step_00000006/meta.json and returns what verify_checkpoint says about it.
 template <typename Edit>
 std::string verify_edited(const std::string& name, Edit edit) {
   auto d = three_checkpoints(name);
   const fs::path meta = d / "step_00000006" / "meta.json";
-  auto j = read_json(meta);
+  auto j = testing_support::read_json_file(meta);
   edit(j);
   write(meta, j.dump());
   return ckpt::verify_checkpoint((d / "step_00000006").string());

@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-void run_ranks(int n, const std::string& group, const std::function<void(int, Communicator&)>& body, bool shm) {
+void run_shm_ranks(int n, const std::string& group, const std::function<void(int, Communicator&)>& body, bool shm) {
   CpuCommOptions opts;
   opts.timeout = 60s;
   opts.same_host_shm = shm;
@@ -37,7 +37,7 @@ class ShmAllReduce : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmAllReduce, SumsMaxAvgAcrossSegments) {
   const int n = GetParam();
-  run_ranks(n, "t_shm", [n](int r, Communicator& c) {
+  run_shm_ranks(n, "t_shm", [n](int r, Communicator& c) {
     for (int64_t numel : kSizes) {
       at::Tensor b = at::arange(numel, at::kLong).remainder(13).add_(1);
       at::Tensor x = (b * (r + 1)).to(at::kFloat);
@@ -61,7 +61,7 @@ TEST_P(ShmAllReduce, SumsMaxAvgAcrossSegments) {
 TEST_P(ShmAllReduce, HalfTypesRoundOnceAndAgreeEverywhere) {
   const int n = GetParam();
   std::vector<at::Tensor> results(static_cast<std::size_t>(n));
-  run_ranks(n, "t_shm_half", [&](int r, Communicator& c) {
+  run_shm_ranks(n, "t_shm_half", [&](int r, Communicator& c) {
     for (auto t : {at::kBFloat16, at::kHalf}) {
       at::Tensor base = at::linspace(-3, 3, kSeg + 99, at::kFloat);
       at::Tensor x = (base * 0.1 * (r + 1)).to(t);
@@ -82,7 +82,7 @@ TEST_P(ShmAllReduce, MatchesTheRing) {
   for (bool shm : {false, true}) {
     auto& out = by_path[shm ? 1 : 0];
     out.resize(static_cast<std::size_t>(n));
-    run_ranks(n, shm ? "t_cmp_shm" : "t_cmp_ring", [&](int r, Communicator& c) {
+    run_shm_ranks(n, shm ? "t_cmp_shm" : "t_cmp_ring", [&](int r, Communicator& c) {
       at::Tensor x = at::arange(2 * kSeg + 5, at::kLong).remainder(1000).mul_(r + 1).to(at::kFloat);
       c.all_reduce(x, ReduceOp::Sum)->wait();
       out[static_cast<std::size_t>(r)] = x;

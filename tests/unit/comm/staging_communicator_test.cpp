@@ -26,7 +26,7 @@ CommPtr staged(CommPtr inner) { return make_staging_communicator(std::move(inner
 // A [n, m] view that is not contiguous, holding `values` (shape [n, m]).
 at::Tensor strided(const at::Tensor& values) { return values.t().contiguous().t(); }
 
-void run_ranks(int n, const std::string& group, const std::function<void(int, Communicator&)>& body) {
+void run_staged_ranks(int n, const std::string& group, const std::function<void(int, Communicator&)>& body) {
   CpuCommOptions opts;
   opts.timeout = 20s;
   const auto errors = meshtrain::testing_support::run_rank_threads(
@@ -47,7 +47,7 @@ TEST(StagingCommunicator, ReportsTheBackendsDeviceAndTakesTheCallers) {
 }
 
 TEST(StagingCommunicator, ResultsReachTheCallersTensorAtWait) {
-  run_ranks(2, "stage_wait", [](int r, Communicator& c) {
+  run_staged_ranks(2, "stage_wait", [](int r, Communicator& c) {
     const at::Tensor mine = at::arange(12, at::kFloat).reshape({3, 4}) + 100 * r;
     at::Tensor t = strided(mine);
     ASSERT_FALSE(t.is_contiguous());
@@ -63,7 +63,7 @@ TEST(StagingCommunicator, ResultsReachTheCallersTensorAtWait) {
 }
 
 TEST(StagingCommunicator, EveryOpPassesThrough) {
-  run_ranks(2, "stage_ops", [](int r, Communicator& c) {
+  run_staged_ranks(2, "stage_ops", [](int r, Communicator& c) {
     // all_gather: a strided `out`, a contiguous `in`.
     at::Tensor in = at::full({4}, r + 1, at::kInt);
     at::Tensor out = strided(at::zeros({4, 2}, at::kInt));
@@ -97,7 +97,7 @@ TEST(StagingCommunicator, EveryOpPassesThrough) {
 }
 
 TEST(StagingCommunicator, SplitKeepsStaging) {
-  run_ranks(4, "stage_split", [](int r, Communicator& c) {
+  run_staged_ranks(4, "stage_split", [](int r, Communicator& c) {
     auto sub = c.split(r % 2, r);
     ASSERT_TRUE(sub);
     EXPECT_TRUE(sub->takes(kGpu));

@@ -15,7 +15,7 @@ using testing_support::user_error;
 
 namespace {
 
-Config good() {
+Config sized_config() {
   Config c;
   c.source = "cfg.yaml";
   c.data.train = "data/*.bin";
@@ -47,7 +47,7 @@ TEST(ModelSize, SizesBeyond64BitsAreOneLineWithTheArithmetic) {
       {[](Config& c) { c.model.n_layer = std::numeric_limits<int64_t>::max(); }, "n_layer(9.22e+18)"},
   };
   for (const Case& k : cases) {
-    Config c = good();
+    Config c = sized_config();
     k.set(c);
     std::string msg = user_error([&] { validate(c, 0); });
     EXPECT_EQ(msg.rfind("cfg.yaml: model: ", 0), 0u) << msg;
@@ -56,7 +56,7 @@ TEST(ModelSize, SizesBeyond64BitsAreOneLineWithTheArithmetic) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
   // A llama has no position table; its sequence length still sizes every micro-batch's logits.
-  Config c = good();
+  Config c = sized_config();
   c.model.family = "llama";
   c.model.max_seq_len = int64_t{1} << 62;
   std::string msg = user_error([&] { validate(c, 0); });
@@ -65,7 +65,7 @@ TEST(ModelSize, SizesBeyond64BitsAreOneLineWithTheArithmetic) {
 }
 
 TEST(ModelSize, TheDeviceMustHoldThisRanksShare) {
-  Config c = good();
+  Config c = sized_config();
   c.model.vocab_size = int64_t{1} << 31;  // 2^31 × 256 × 2 (untied) ≈ 1.1e12 parameters: valid, but huge
   c.model.tie_embeddings = false;
   EXPECT_NO_THROW(validate(c, 0));
@@ -75,7 +75,7 @@ TEST(ModelSize, TheDeviceMustHoldThisRanksShare) {
   EXPECT_NE(msg.find("per rank for training (fp32 weights, gradients and AdamW moments, under tp(1), fsdp(1), "
                      "zero_stage 0) but cpu has 64 GiB"), std::string::npos) << msg;
   // A model that fits; and sharding divides the share: 1M parameters need 16 MB to train, 4 MB to hold.
-  Config small = good();
+  Config small = sized_config();
   resolve(small, 1);
   const int64_t p = static_cast<int64_t>(model_size(small.model).params);
   EXPECT_NO_THROW(check_fits_device(small, true, 16 * p, "cpu"));

@@ -18,7 +18,7 @@ using meshtrain::testing_support::user_error;
 
 namespace {
 
-std::string fixture(const std::string& name) { return cat(MESHTRAIN_SOURCE_DIR, "/tests/fixtures/gpu_health/", name, ".json"); }
+std::string health_fixture(const std::string& name) { return cat(MESHTRAIN_SOURCE_DIR, "/tests/fixtures/gpu_health/", name, ".json"); }
 
 const CheckRow& find(const std::vector<CheckRow>& rows, const std::string& check) {
   for (const auto& r : rows)
@@ -49,7 +49,7 @@ TEST(GpuSensors, WithoutAGpuEveryReadingIsAbsent) {
 }
 
 TEST(GpuSensors, FixturesRoundTripThroughJson) {
-  auto a = load_gpu_sensors(fixture("hgx_h100_faults"));
+  auto a = load_gpu_sensors(health_fixture("hgx_h100_faults"));
   ASSERT_EQ(a->count(), 8);
   EXPECT_EQ(a->health(5).nvlinks_up, 17);
   EXPECT_EQ(a->read(5).throttle_reasons, 0x24u);
@@ -73,7 +73,7 @@ TEST(GpuSensors, ThrottleCausesAreNamed) {
 }
 
 TEST(NodeChecks, HealthyNodePasses) {
-  auto s = load_gpu_sensors(fixture("hgx_h100_healthy"));
+  auto s = load_gpu_sensors(health_fixture("hgx_h100_healthy"));
   auto rows = check_gpus(*s, {.gpus = 8, .gpu_model = "H100", .nvlinks = 18});
   EXPECT_TRUE(all_passed(rows)) << format_check_table(rows);
   EXPECT_EQ(find(rows, "NVLink links up").found, "18 on each of 8 GPUs");
@@ -82,7 +82,7 @@ TEST(NodeChecks, HealthyNodePasses) {
 }
 
 TEST(NodeChecks, EachFaultFailsItsRowNamingTheGpu) {
-  auto s = load_gpu_sensors(fixture("hgx_h100_faults"));
+  auto s = load_gpu_sensors(health_fixture("hgx_h100_faults"));
   auto rows = check_gpus(*s, {});
   EXPECT_FALSE(all_passed(rows));
   EXPECT_EQ(find(rows, "GPU count").status, CheckStatus::Pass);
@@ -94,7 +94,7 @@ TEST(NodeChecks, EachFaultFailsItsRowNamingTheGpu) {
   const std::string table = format_check_table(rows);
   EXPECT_NE(table.find("FAILED: ECC / retired pages: found GPU 3"), std::string::npos) << table;
   // Asking for more GPUs, another model or another link count fails those rows too.
-  auto healthy = load_gpu_sensors(fixture("hgx_h100_healthy"));
+  auto healthy = load_gpu_sensors(health_fixture("hgx_h100_healthy"));
   auto asked = check_gpus(*healthy, {.gpus = 16, .gpu_model = "A100", .nvlinks = 12});
   EXPECT_EQ(find(asked, "GPU count").status, CheckStatus::Fail);
   EXPECT_EQ(find(asked, "GPU model").status, CheckStatus::Fail);

@@ -18,7 +18,7 @@ using meshtrain::testing_support::user_error;
 
 namespace {
 
-std::string fixture(const std::string& name) {
+std::string topology_fixture(const std::string& name) {
   return cat(MESHTRAIN_SOURCE_DIR, "/tests/fixtures/topology/", name, ".json");
 }
 
@@ -28,12 +28,12 @@ using Cliques = std::vector<std::vector<int>>;
 
 TEST(Topology, NvSwitchBoardsAreOneClique) {
   for (const char* name : {"dgx_a100", "hgx_h100"}) {
-    Topology t = load_topology(fixture(name));
+    Topology t = load_topology(topology_fixture(name));
     ASSERT_EQ(t.num_gpus(), 8) << name;
     EXPECT_EQ(t.nvlink_cliques(), (Cliques{{0, 1, 2, 3, 4, 5, 6, 7}})) << name;
     EXPECT_EQ(t.largest_clique(), 8);
   }
-  Topology a100 = load_topology(fixture("dgx_a100"));
+  Topology a100 = load_topology(topology_fixture("dgx_a100"));
   EXPECT_EQ(a100.nvlinks[0][7], 12);
   EXPECT_EQ(a100.gpus[2].numa_node, 1);
   EXPECT_EQ(a100.gpus[2].cpus.size(), 32u);
@@ -42,20 +42,20 @@ TEST(Topology, NvSwitchBoardsAreOneClique) {
 }
 
 TEST(Topology, BridgePairsAndPcieOnly) {
-  Topology b = load_topology(fixture("pcie_nvlink_bridge_pairs"));
+  Topology b = load_topology(topology_fixture("pcie_nvlink_bridge_pairs"));
   EXPECT_EQ(b.nvlink_cliques(), (Cliques{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
-  Topology p = load_topology(fixture("pcie_only_2socket"));
+  Topology p = load_topology(topology_fixture("pcie_only_2socket"));
   EXPECT_EQ(p.nvlink_cliques(), (Cliques{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
   EXPECT_EQ(p.largest_clique(), 1);
 }
 
 TEST(Topology, HybridCubeMeshHasOverlappingCliques) {
-  Topology t = load_topology(fixture("dgx1_v100_hybrid_cube_mesh"));
+  Topology t = load_topology(topology_fixture("dgx1_v100_hybrid_cube_mesh"));
   EXPECT_EQ(t.nvlink_cliques(), (Cliques{{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}}));
 }
 
 TEST(Topology, JsonRoundTripsAndMatrixPrints) {
-  Topology t = load_topology(fixture("pcie_nvlink_bridge_pairs"));
+  Topology t = load_topology(topology_fixture("pcie_nvlink_bridge_pairs"));
   auto dir = temp_dir("topology_roundtrip");
   save_topology(t, (dir / "t.json").string());
   Topology u = load_topology((dir / "t.json").string());

@@ -15,7 +15,7 @@ using namespace meshtrain;
 
 namespace {
 
-ModelConfig tiny(const std::string& family) {
+ModelConfig tiny_doc_model(const std::string& family) {
   return testing_support::tiny_model({.family = family, .n_kv_head = family == "llama" ? 2 : 4,
                                       .d_ff = family == "gpt2" ? 128 : 96, .max_seq_len = 32, .rope_theta = 10000});
 }
@@ -80,7 +80,7 @@ TEST(Documents, PackedEqualsOneByOneInLossAndGradients) {
   for (const std::string family : {"llama", "gpt2"}) {
     for (int64_t chunk : {0, 512}) {
       at::manual_seed(3);
-      model::Transformer net(tiny(family));
+      model::Transformer net(tiny_doc_model(family));
       net->init_weights(7);
       net->set_loss_chunk_bytes(chunk);
       std::vector<at::Tensor> docs;
@@ -115,7 +115,7 @@ TEST(Documents, PackedEqualsOneByOneInLossAndGradients) {
 
 TEST(Documents, MaskedTargetsTakeNoLossInEveryLossPath) {
   at::manual_seed(4);
-  model::Transformer net(tiny("llama"));
+  model::Transformer net(tiny_doc_model("llama"));
   net->init_weights(5);
   auto x = at::randint(0, 64, {2, 12}, at::kLong);
   auto t = at::randint(0, 64, {2, 12}, at::kLong);

@@ -194,7 +194,7 @@ TEST(FusedOpsCpu, BiasLinearAndGeluMlpAreTheirCompositesByHand) {
 
 namespace {
 
-ModelConfig tiny(const std::string& family) {
+ModelConfig tiny_fused_model(const std::string& family) {
   ModelConfig m;
   m.family = family;
   m.vocab_size = 67;
@@ -216,7 +216,7 @@ TEST(FusedOpsCpu, ModelSwitchGivesTheSameLossAndGradients) {
     auto tokens = at::randint(0, 67, {2, 9}, at::kLong), targets = at::randint(0, 67, {2, 9}, at::kLong);
     std::vector<at::Tensor> losses, grads;
     for (bool fused : {true, false}) {
-      model::Transformer net(tiny(family));
+      model::Transformer net(tiny_fused_model(family));
       net->init_weights(5);
       net->set_fused_kernels(fused);
       EXPECT_EQ(net->fused_kernels(), fused);
@@ -276,7 +276,7 @@ TEST(FusedOpsCpu, MasterLinearAndColumnSumAreTheCompositeOps) {
 }
 
 TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) {
-  model::Transformer net(tiny("gpt2"));
+  model::Transformer net(tiny_fused_model("gpt2"));
   auto block = [&] { return net->blocks->ptr<model::BlockImpl>(1); };
   EXPECT_TRUE(block()->attn_norm->fused());
   EXPECT_FALSE(net->final_norm->fused());  // its output feeds the head: ATen's norm, always

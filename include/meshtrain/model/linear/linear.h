@@ -1,7 +1,7 @@
 // Linear and Embedding with the parameter names and maths of torch::nn's, but constructed from explicit
 // TensorOptions: built on the meta device they allocate nothing, which is how a model larger than one GPU
 // (or one host) is described before the parallel layers materialise only this rank's shards
-// (TransformerImpl::materialize, parallel/fsdp). Initial values are not set here: see model/init.h.
+// (TransformerImpl::materialize, parallel/fsdp/). Initial values are not set here: see model/init.h.
 // forward is virtual so that the tensor-parallel layers (parallel/tp/) can stand in for a Linear or an
 // Embedding under the same module name — parameter names unchanged, the model none the wiser.
 #pragma once
