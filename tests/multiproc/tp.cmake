@@ -32,4 +32,4 @@ meshtrain_add_test(multiproc parallel tp_bad_kv_heads
   COMMAND ${MESHTRAIN_BIN}/meshrun --standalone --nproc-per-node 4 --no-python ${MESHTRAIN_BIN}/tp_worker
           --family llama --n-kv-head 2
   PROPERTIES TIMEOUT 120
-             PASS_REGULAR_EXPRESSION "model\\.n_kv_head\\(2\\) is not divisible by parallel\\.tp\\(4\\): 2 % 4 = 2")
+             PASS_REGULAR_EXPRESSION "parallel\\.tp: given 4. valid a divisor of model\\.n_kv_head \\(2\\): 2 % 4 = 2")

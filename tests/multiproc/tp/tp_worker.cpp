@@ -64,6 +64,7 @@ Config config(const Args& a, int tp) {
   // comparison about tensor parallelism, not about Adam's conditioning.
   c.optimizer.lr = 1e-3;
   c.optimizer.eps = 1e-6;
+  c.data.train = kSyntheticData;  // the worker draws its own tokens
   return c;
 }
 
@@ -94,6 +95,7 @@ at::Tensor block_of(const at::Tensor& full, const ShardedTensor& s) {
 
 int run(const Args& a, comm::CommPtr tp) {
   const auto cfg = config(a, tp->size());
+  validate(cfg, static_cast<int>(tp->size()));  // as the trainer does before it builds a layout
   model::Transformer ref(cfg.model);
   ref->init_weights(cfg.train.seed);
   model::Transformer net(cfg.model, at::TensorOptions().device(at::kMeta));
