@@ -29,8 +29,10 @@ comm::BenchOptions bench_options(const cxxopts::ParseResult& r) {
 }
 
 // nccl (or auto on a GPU machine) runs on this rank's GPU: cuda:LOCAL_RANK, as the trainer places ranks.
-comm::CommSetup comm_setup(const std::string& asked, const comm::WorldInfo& world) {
-  const bool gpu = asked == "nccl" || (asked == "auto" && comm::nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0);
+comm::CommSetup comm_setup(const std::string& flag, const comm::WorldInfo& world) {
+  const CommBackend asked = parse_enum<CommBackend>(flag, "--backend");
+  const bool gpu = asked == CommBackend::nccl ||
+                   (asked == CommBackend::automatic && comm::nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0);
   comm::CommSetup setup;
   setup.backend = asked;
   setup.device = gpu ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : c10::Device(c10::kCPU);

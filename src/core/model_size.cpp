@@ -34,14 +34,14 @@ std::string bytes(Num v) {
 // llama's d_ff when 0: 8/3 × d_model rounded up to a multiple of 256 (config_resolve.cpp).
 Num derived_d_ff(const ModelConfig& m) {
   const Num D = static_cast<Num>(m.d_model);
-  if (m.family != "llama") return 4 * D;
+  if (m.family != Family::llama) return 4 * D;
   return std::ceil(std::floor(8 * D / 3) / 256) * 256;
 }
 
 }  // namespace
 
 ModelSize model_size(const ModelConfig& m) {
-  const bool llama = m.family == "llama";
+  const bool llama = m.family == Family::llama;
   const Num V = static_cast<Num>(m.vocab_size), D = static_cast<Num>(m.d_model), L = static_cast<Num>(m.n_layer);
   const Num S = static_cast<Num>(m.max_seq_len), H = static_cast<Num>(std::max<int64_t>(m.n_head, 1));
   const Num KV = static_cast<Num>(m.n_kv_head > 0 ? m.n_kv_head : m.n_head);
@@ -92,7 +92,7 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   // Bytes per parameter on this rank: fp32 weights, gradients, two AdamW moments, each divided by tp and by
   // the data-parallel ranks once the ZeRO stage shards it.
   // optimizer.offload: cpu keeps the moments in host memory.
-  const bool offload = cfg.optimizer.offload == "cpu";
+  const bool offload = cfg.optimizer.offload == OptimizerOffload::cpu;
   Num per_rank = 4 * P / (tp * (zero >= 3 ? shard : 1));
   if (training) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1)) + (offload ? 0 : 8 * P / (tp * (zero >= 1 ? shard : 1)));
   const std::string name = cfg.source.empty() ? "config" : cfg.source;

@@ -86,7 +86,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuS
   const bool grad_buffer = l.reducer || l.zero_stage > 0;
   // Offloaded (optimizer.offload: cpu): the moments live in host memory, beside a master copy and the
   // gradients' host buffers (train/offloaded_adamw.h).
-  const bool offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
+  const bool offload = cfg.optimizer.offload == OptimizerOffload::cpu;
   MemoryItems base{.params = st.params, .master = st.master, .frozen = st.frozen, .grads = grad_buffer ? st.grads : 0,
                    .optimizer = offload ? 0 : st.optimizer, .transient = act.inputs};
   // Plain model with accumulation: the previous micro-batches' gradients are alive during the next forward.
