@@ -364,7 +364,7 @@ int run(const Args& a) {
   }
   if (a.device == "cuda") use_fp32_kernels_only();
   const at::Device device = a.device == "cuda"
-                                ? comm::rank_cuda_device("cpu", world.local_rank, static_cast<int>(at::getNumGPUs()))
+                                ? comm::rank_cuda_device(CommBackend::cpu, world.local_rank, static_cast<int>(at::getNumGPUs()))
                                 : at::Device(at::kCPU);
   const auto timeout = std::chrono::milliseconds(a.desync ? 3000 : 60000);
   comm::CommPtr comm = make_world_comm(world, device, a.desync);
