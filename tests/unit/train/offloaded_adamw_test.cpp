@@ -159,7 +159,7 @@ TEST(OptimizerConfig, OffloadValueIsCheckedInOneLine) {
     parse_enum<OptimizerOffload>("gpu", "optimizer.offload");
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_EQ(std::string(e.what()), "optimizer.offload: given 'gpu'; valid none | cpu");
+    EXPECT_EQ(std::string(e.what()), "optimizer.offload: given 'gpu'; valid none | cpu (did you mean 'cpu'?)");
   }
   auto ps = make_params();
   EXPECT_NE(dynamic_cast<train::OffloadedAdamW*>(train::make_optimizer(ps, config()).get()), nullptr);
