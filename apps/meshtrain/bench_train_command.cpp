@@ -25,16 +25,7 @@ std::vector<std::string> unfuse_overrides(const std::vector<std::string>& levers
 }
 
 // --attention's value, checked here so that a mistake names the flag rather than the config key.
-std::string attention_option(const std::string& v) {
-  TrainConfig t;
-  t.attention_backend = v;
-  try {
-    (void)parse_attention_backend(t);
-  } catch (const UserError&) {
-    throw UserError(cat("--attention: given '", v, "'; valid auto | flash | cudnn | efficient | math"));
-  }
-  return v;
-}
+AttentionBackend attention_option(const std::string& v) { return parse_enum<AttentionBackend>(v, "--attention"); }
 
 }  // namespace
 
@@ -54,7 +45,7 @@ int cmd_bench_train(int argc, char** argv) {
       "activation-checkpointing", "recompute each block in backward")(
       "attention", "the SDPA kernel attention runs (train.attention_backend), checked against the shape at "
                    "start-up: auto (SDPA's pick) | flash | cudnn | efficient | math",
-      cxxopts::value<std::string>()->default_value(d.attention))(
+      cxxopts::value<std::string>()->default_value(std::string(enum_name(d.attention))))(
       "lora", "LoRA adapters of this rank (model.lora_rank; alpha 2 × rank; model.lora_targets' default: all "
               "seven Llama projections), the base frozen in the compute dtype; 0 = full training",
       cxxopts::value<int64_t>()->default_value("0"))(

@@ -20,7 +20,7 @@ int cmd_import(int argc, char** argv) {
   MT_USER_CHECK(args.size() == 2, "meshtrain import: expected HF_DIR and OUT_DIR, got ", args.size(),
                 " arguments (see --help)");
   auto res = ckpt::import_hf(args[0], args[1]);
-  std::printf("imported %s (%s, %lld tensors) into %s; config: %s\n", args[0].c_str(), res.family.c_str(),
+  std::printf("imported %s (%s, %lld tensors) into %s; config: %s\n", args[0].c_str(), enum_c_str(res.family),
               static_cast<long long>(res.tensors), res.checkpoint.c_str(), res.config_yaml.c_str());
   std::string copied;
   for (const auto& f : res.tokenizer_files) copied += (copied.empty() ? "" : ", ") + f;

@@ -47,7 +47,7 @@ int64_t token_id_from(const nlohmann::json& hf, const std::string& key) {
 }  // namespace
 
 nlohmann::json hf_config_from(const ModelConfig& m, const std::string& dtype) {
-  if (m.family == "llama") {
+  if (m.family == Family::llama) {
     nlohmann::json rope = {{"rope_type", "default"}, {"rope_theta", m.rope_theta}};
     nlohmann::json scaling = nullptr;
     if (m.max_seq_len > 8192) {
@@ -80,7 +80,7 @@ nlohmann::json hf_config_from(const ModelConfig& m, const std::string& dtype) {
             {"torch_dtype", dtype},
             {"dtype", dtype}};
   }
-  MT_CHECK(m.family == "gpt2", "hf_config_from: unknown family ", m.family);
+  MT_CHECK(m.family == Family::gpt2, "hf_config_from: unknown family ", m.family);
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
           {"vocab_size", m.vocab_size},
@@ -108,7 +108,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
     m.bos_token_id = token_id_from(hf, "bos_token_id");
     m.eos_token_id = token_id_from(hf, "eos_token_id");
     if (type == "llama") {
-      m.family = "llama";
+      m.family = Family::llama;
       m.vocab_size = hf.at("vocab_size").get<int64_t>();
       m.d_model = hf.at("hidden_size").get<int64_t>();
       m.d_ff = hf.at("intermediate_size").get<int64_t>();
@@ -144,7 +144,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
                     " is not supported (meshtrain applies llama3 scaling factor 8 over 8192 positions exactly when "
                     "max_position_embeddings > 8192, and none otherwise)");
     } else if (type == "gpt2") {
-      m.family = "gpt2";
+      m.family = Family::gpt2;
       m.vocab_size = hf.at("vocab_size").get<int64_t>();
       m.d_model = hf.at("n_embd").get<int64_t>();
       m.n_layer = hf.at("n_layer").get<int64_t>();
@@ -195,7 +195,7 @@ std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const st
   // causal-mask buffers and cached RoPE frequencies are not weights.
   for (const auto& [name, t] : hf_in) {
     std::string n = name;
-    if (m.family == "gpt2" && n.rfind("transformer.", 0) != 0 && n != "lm_head.weight") n = "transformer." + n;
+    if (m.family == Family::gpt2 && n.rfind("transformer.", 0) != 0 && n != "lm_head.weight") n = "transformer." + n;
     auto ends = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
     if (ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq")) continue;
     hf[n] = t;

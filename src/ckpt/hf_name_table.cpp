@@ -85,8 +85,7 @@ HfTensorName expand(const Row& row, const ModelConfig& m, const std::string& our
 }  // namespace
 
 std::vector<HfTensorName> hf_name_table(const ModelConfig& m) {
-  MT_CHECK(m.family == "llama" || m.family == "gpt2", "hf_name_table: unknown family ", m.family);
-  const FamilyTable& t = m.family == "llama" ? kLlama : kGpt2;
+  const FamilyTable& t = m.family == Family::llama ? kLlama : kGpt2;
   std::vector<HfTensorName> out;
   for (const Row& r : t.embed) out.push_back(expand(r, m, "", ""));
   for (int64_t i = 0; i < m.n_layer; ++i) {

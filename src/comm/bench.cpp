@@ -20,8 +20,9 @@ double bus_factor(const std::string& op, int n) {
   throw UserError(cat("bench: unknown op '", op, "' (valid: all_reduce, all_gather, reduce_scatter, broadcast)"));
 }
 
-CommSetup bench_comm_setup(const std::string& backend, const WorldInfo& world) {
-  const bool gpu = backend == "nccl" || (backend == "auto" && nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0);
+CommSetup bench_comm_setup(CommBackend backend, const WorldInfo& world) {
+  const bool gpu = backend == CommBackend::nccl ||
+                   (backend == CommBackend::automatic && nccl_built() && at::hasCUDA() && at::getNumGPUs() > 0);
   CommSetup setup;
   setup.backend = backend;
   setup.device =

@@ -23,13 +23,8 @@ bool nccl_built() {
 
 namespace {
 
-void check_backend_name(const std::string& backend, const std::string& origin) {
-  MT_USER_CHECK(backend == "auto" || backend == "nccl" || backend == "cpu", origin, ": given '", backend,
-                "'; valid: auto | nccl | cpu");
-}
-
-CommPtr make_backend(const std::string& backend, const WorldInfo& world, const CommSetup& s, StorePtr store) {
-  if (backend == "cpu") return make_cpu_communicator(store, world.rank, world.world_size, s.group, s.timeout);
+CommPtr make_backend(CommBackend backend, const WorldInfo& world, const CommSetup& s, StorePtr store) {
+  if (backend == CommBackend::cpu) return make_cpu_communicator(store, world.rank, world.world_size, s.group, s.timeout);
 #ifdef MESHTRAIN_WITH_CUDA
   NcclCommOptions o;
   o.timeout = s.timeout;
@@ -42,10 +37,9 @@ CommPtr make_backend(const std::string& backend, const WorldInfo& world, const C
 
 }  // namespace
 
-std::string resolve_backend(const std::string& backend, const c10::Device& device, const std::string& origin) {
-  check_backend_name(backend, origin);
-  if (backend == "cpu") return "cpu";
-  if (backend == "auto") return nccl_built() && device.is_cuda() ? "nccl" : "cpu";
+CommBackend resolve_backend(CommBackend backend, const c10::Device& device, const std::string& origin) {
+  if (backend == CommBackend::cpu) return CommBackend::cpu;
+  if (backend == CommBackend::automatic) return nccl_built() && device.is_cuda() ? CommBackend::nccl : CommBackend::cpu;
   MT_USER_CHECK(nccl_built(), origin, ": 'nccl' needs a meshtrain built with CUDA and NCCL, and this one "
                 "was built without (MESHTRAIN_CUDA=OFF or no toolkit found); use cpu or auto");
   MT_USER_CHECK(device.is_cuda(), origin, ": 'nccl' takes tensors on a CUDA device, but this run's device "
@@ -54,11 +48,11 @@ std::string resolve_backend(const std::string& backend, const c10::Device& devic
   MT_USER_CHECK(at::hasCUDA() && n > 0, origin, ": 'nccl' needs a CUDA device, and none is visible");
   MT_USER_CHECK(device.index() < n, origin, ": 'nccl' on ", device.str(), ", but only ", n,
                 " CUDA device(s) are visible (check LOCAL_RANK and CUDA_VISIBLE_DEVICES)");
-  return "nccl";
+  return CommBackend::nccl;
 }
 
 CommPtr make_communicator(const WorldInfo& world, const CommSetup& s, StorePtr store) {
-  const std::string backend = resolve_backend(s.backend, s.device, s.origin);
+  const CommBackend backend = resolve_backend(s.backend, s.device, s.origin);
   MT_USER_CHECK(s.timeout.count() > 0, "parallel.timeout_s must be > 0");
   if (!s.flight_dir.empty()) FlightRecorder::process().set_preferred_dir(s.flight_dir);
   if (!store && world.world_size > 1) store = connect_store_from_env(s.timeout);
@@ -68,10 +62,9 @@ CommPtr make_communicator(const WorldInfo& world, const CommSetup& s, StorePtr s
   return c;
 }
 
-c10::Device rank_cuda_device(const std::string& backend, int local_rank, int gpus, const std::string& origin) {
-  check_backend_name(backend, origin);
+c10::Device rank_cuda_device(CommBackend backend, int local_rank, int gpus, const std::string& origin) {
   MT_USER_CHECK(gpus > 0, origin, ": no CUDA device is visible to local rank ", local_rank);
-  const bool device_backend = backend == "nccl" || (backend == "auto" && nccl_built());
+  const bool device_backend = backend == CommBackend::nccl || (backend == CommBackend::automatic && nccl_built());
   MT_USER_CHECK(!device_backend || local_rank < gpus, origin, ": local rank ", local_rank, " has no GPU of its own (",
                 gpus, " visible): NCCL needs one GPU per rank; parallel.backend: cpu lets ranks share GPUs");
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));

@@ -30,7 +30,7 @@ std::string default_cell(const FieldInfo& f) {
 constexpr const char* kIntro = R"(# Configuration reference
 
 <!-- Generated from include/meshtrain/core/config.h by `meshtrain config --docs > docs/config.md`;
-     do not edit by hand (tests/unit/core/config_docs_test.cpp fails when this file is stale). -->
+     do not edit by hand (tests/unit/core/config_print_test.cpp fails when this file is stale). -->
 
 A run is described by one file with up to nine sections — `model`, `parallel`, `comm`, `data`, `optimizer`,
 `schedule`, `train`, `checkpoint`, `logging` — each a mapping of keys. Every key has a default; only
@@ -67,8 +67,10 @@ Mistakes are one line naming the file and, for YAML, the line and column:
 - a value of the wrong type: `cfg.yaml:7:7: optimizer.lr: expected a finite number, got 'abc'`. YAML scalars are
   read by the key's type (`int`: an integer literal, `float`: any finite number — `inf`, `.inf`, `nan` and
   literals beyond a double are refused, in files and `--set` alike —, `bool`: true/false, `string`: any
-  scalar; null is the empty string). JSON values must have the JSON type that fits (an `int` key takes `8`,
-  not `8.0` or `"8"`);
+  scalar; null is the empty string; `list`: a sequence, or one scalar split at its commas). JSON values must
+  have the JSON type that fits (an `int` key takes `8`, not `8.0` or `"8"`);
+- a value an enumeration does not have: `cfg.yaml:3:11: model.family: given 'lama'; valid gpt2 | llama (did
+  you mean 'llama'?)`;
 - a second YAML document (`---` followed by more keys): refused, since it would be ignored; nesting deeper
   than the YAML parser's limit is reported as such;
 - a model too large to count: `cfg.yaml: model: 1.45e+25 parameters = tok_embed vocab_size(256) × …; their
@@ -90,8 +92,10 @@ Mistakes are one line naming the file and, for YAML, the line and column:
 
 `--set section.key=value` (repeatable) overrides one key after the file. The value is read as a YAML scalar
 (`--set optimizer.lr=3e-4`, `--set train.sample_prompt='"Once upon"'`); a `string` key also takes text that is
-not a plain YAML scalar (`--set data.train=*.bin`) as typed. A missing `=`, a missing section, an unknown key
-or a value of the wrong type is an error naming the `--set` argument.
+not a plain YAML scalar (`--set data.train=*.bin`) as typed, and a `list` key a flow sequence or one
+comma-separated string (`--set model.lora_targets=q,v`, `--set 'train.freeze=[blocks.0.*, tok_embed.weight]'`).
+A missing `=`, a missing section, an unknown key or a value of the wrong type is an error naming the `--set`
+argument.
 
 ## Derived values
 
@@ -120,7 +124,10 @@ set `model.vocab_size` to do the same).
 
 ## Keys
 
-Types: `int` (64-bit integer), `float` (double), `bool`, `string`. "one of" lists are checked by `validate`.
+Types: `int` (64-bit integer), `float` (double), `bool`, `string`; an enumeration's type is its values
+(`gpt2 | llama`: any other is refused when the file is read, naming the valid ones); `list`: a YAML sequence
+(`[q, v]`) or JSON array of strings, or one comma-separated string (`q,v`, as older configs and checkpoints
+hold it).
 )";
 
 }  // namespace
@@ -144,7 +151,7 @@ std::string config_reference_markdown() {
       section = f.section;
       md << "\n### " << section << "\n\n| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
     }
-    md << "| `" << f.path() << "` | " << field_type_name(f.type) << " | " << default_cell(f) << " | " << cell(f.doc)
+    md << "| `" << f.path() << "` | " << cell(f.type_name()) << " | " << default_cell(f) << " | " << cell(f.doc)
        << " |\n";
   }
   return md.str();

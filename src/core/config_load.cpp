@@ -25,6 +25,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/join.h"
 #include "meshtrain/core/trim.h"
 
 namespace meshtrain {
@@ -36,12 +37,6 @@ struct Assignment {
   FieldValue value;
   std::string origin;
 };
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
 
 std::string yaml_where(const std::string& name, const YAML::Mark& m) {
   if (m.line < 0 || m.column < 0) return name;  // yaml-cpp's null mark: no position known
@@ -78,7 +73,22 @@ const FieldInfo& lookup_field(const std::string& origin, const std::string& sect
 }
 
 [[noreturn]] void wrong_type(const std::string& origin, const FieldInfo& f, const std::string& got) {
-  throw UserError(cat(origin, ": ", f.path(), ": expected ", field_type_expectation(f.type), ", got ", got));
+  throw UserError(cat(origin, ": ", f.path(), ": expected ", f.expectation(), ", got ", got));
+}
+
+// "ORIGIN: model.family: given 'bert'; valid gpt2 | llama" (with the nearest spelling, or the enumeration's note).
+[[noreturn]] void refused_value(const std::string& origin, const FieldInfo& f, const std::string& given) {
+  throw_refused_spelling(cat(origin, ": ", f.path()), given, f.choices, f.choices_note);
+}
+
+// Scalar text converted by the field's type: an enumeration's unknown spelling is refused with the valid ones,
+// any other misfit as a wrong type described by `got`.
+FieldValue scalar_value(const std::string& origin, const FieldInfo& f, const std::string& text,
+                        const std::string& got) {
+  FieldValue v;
+  if (parse_field_scalar(f, text, v)) return v;
+  if (f.type == FieldType::Enum) refused_value(origin, f, text);
+  wrong_type(origin, f, got);
 }
 
 bool is_null_literal(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
@@ -109,15 +119,25 @@ FieldValue pairs_from_yaml(const std::string& origin, const FieldInfo& f, const 
   return out;
 }
 
-// Any scalar converts by the field's type (so `lr: "3e-4"` is a number, `val: 123` the string "123");
-// null is "" for strings and an error otherwise.
+// A list given as a sequence of scalars (`[a, b]` or one `- a` per line); an empty item (`-`) is kept as "".
+StringList list_from_yaml(const std::string& origin, const FieldInfo& f, const YAML::Node& n) {
+  StringList out;
+  for (const YAML::Node& item : n) {
+    if (!item.IsNull() && !item.IsScalar()) wrong_type(origin, f, cat("a sequence holding ", describe(item)));
+    out.push_back(item.IsNull() ? std::string() : item.Scalar());
+  }
+  return out;
+}
+
+// Any scalar converts by the field's type (so `lr: "3e-4"` is a number, `val: 123` the string "123"; a list
+// also takes one comma-separated string); null is "" for strings, [] for lists and an error otherwise.
 FieldValue from_yaml(const std::string& origin, const FieldInfo& f, const YAML::Node& n) {
   if (n.IsNull() && f.type == FieldType::String) return std::string();
+  if (n.IsNull() && f.type == FieldType::List) return StringList{};
+  if (f.type == FieldType::List && n.IsSequence()) return list_from_yaml(origin, f, n);
   if (f.pairs && (n.IsMap() || n.IsSequence())) return pairs_from_yaml(origin, f, n);
   if (!n.IsScalar()) wrong_type(origin, f, describe(n));
-  FieldValue v;
-  if (!parse_field_scalar(f.type, n.Scalar(), v)) wrong_type(origin, f, describe(n));
-  return v;
+  return scalar_value(origin, f, n.Scalar(), describe(n));
 }
 
 // The file's one document. A second one (after `---`) would be dropped by YAML::Load without a word, so it is
@@ -194,10 +214,29 @@ std::string describe(const Json& j) {
   }
 }
 
+// A list: an array of strings, or the one comma-separated string that configs (and the config stored in
+// checkpoints' meta.json) held before lists had a type of their own; null is [].
+StringList list_from_json(const std::string& origin, const FieldInfo& f, const Json& j) {
+  if (j.is_null()) return {};
+  if (j.is_string()) return split_field_list(j.get<std::string>());
+  if (!j.is_array()) wrong_type(origin, f, describe(j));
+  StringList out;
+  for (const Json& item : j) {
+    if (!item.is_string()) wrong_type(origin, f, cat("an array holding ", describe(item)));
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 // JSON has types of its own, so they are checked as given: an int field takes an integer literal (not 8.0),
-// a number field any number, a bool field true/false, a string field a string or null ("").
+// a number field any number, a bool field true/false, a string field a string or null (""), an enumeration
+// one of its spellings as a string, a list an array of strings (or one comma-separated string).
 FieldValue from_json(const std::string& origin, const FieldInfo& f, const Json& j) {
   switch (f.type) {
+    case FieldType::Enum:
+      if (!j.is_string()) wrong_type(origin, f, describe(j));
+      return scalar_value(origin, f, j.get<std::string>(), describe(j));
+    case FieldType::List: return list_from_json(origin, f, j);
     case FieldType::Int:
       if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
         wrong_type(origin, f, describe(j));
@@ -289,6 +328,16 @@ std::vector<Assignment> read_json(const std::string& text, const std::string& na
 
 // ---- overrides -------------------------------------------------------------------------------------------
 
+// A list from --set: a YAML flow sequence ("[a, b]") or one comma-separated string ("a.*,b.*", also when it is
+// no plain YAML scalar, as "*.bin,x" is not).
+FieldValue list_override(const std::string& origin, const FieldInfo& f, const std::string& raw, bool parsed,
+                         const YAML::Node& node) {
+  if (parsed && node.IsSequence()) return list_from_yaml(origin, f, node);
+  if (parsed && node.IsScalar()) return split_field_list(node.Scalar());
+  if (parsed && node.IsNull() && is_null_literal(raw)) return StringList{};
+  return split_field_list(raw);
+}
+
 // "section.key=value", the value read as a YAML scalar ("3e-4", "true", "'quoted text'"). A string field
 // also takes text that is not a plain YAML scalar ("*.bin", "a: b") as written, since that is what a shell
 // user means.
@@ -319,10 +368,12 @@ Assignment read_override(const std::string& ov) {
     if (parsed && node.IsNull() && is_null_literal(raw)) return {&f, std::string(), origin};
     return {&f, raw, origin};  // "*.bin", "a: b", "#tag": the text as typed
   }
-  if (!parsed || !node.IsScalar()) wrong_type(origin, f, cat("'", raw, "'"));
-  FieldValue v;
-  if (!parse_field_scalar(f.type, node.Scalar(), v)) wrong_type(origin, f, cat("'", raw, "'"));
-  return {&f, std::move(v), origin};
+  if (f.type == FieldType::List) return {&f, list_override(origin, f, raw, parsed, node), origin};
+  if (!parsed || !node.IsScalar()) {
+    if (f.type == FieldType::Enum) refused_value(origin, f, raw);
+    wrong_type(origin, f, cat("'", raw, "'"));
+  }
+  return {&f, scalar_value(origin, f, node.Scalar(), cat("'", raw, "'")), origin};
 }
 
 // ---- assembling --------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ int64_t auto_microbatches(int64_t batch, int64_t pp, int64_t step) {
 void resolve(Config& cfg, int world_size) {
   ModelConfig& m = cfg.model;
   if (m.n_kv_head == 0) m.n_kv_head = m.n_head;
-  if (m.d_ff == 0) m.d_ff = m.family == "llama" ? llama_d_ff(m.d_model) : 4 * m.d_model;
+  if (m.d_ff == 0) m.d_ff = m.family == Family::llama ? llama_d_ff(m.d_model) : 4 * m.d_model;
 
   if (cfg.data.seq_len == 0) cfg.data.seq_len = m.max_seq_len;
 
@@ -34,7 +34,7 @@ void resolve(Config& cfg, int world_size) {
   const int64_t inner = p.pp * p.fsdp * p.tp;
   if (p.dp == 0 && world_size >= 1 && inner >= 1 && world_size % inner == 0) p.dp = world_size / inner;
 
-  const bool interleaved = p.pp_schedule == "interleaved-1f1b";
+  const bool interleaved = p.pp_schedule == PipelineKind::interleaved_1f1b;
   if (p.pp_virtual_stages == 0) p.pp_virtual_stages = interleaved ? 2 : 1;
   if (p.pp_microbatches == 0 && p.pp > 1)
     p.pp_microbatches = auto_microbatches(cfg.train.micro_batch_size * cfg.train.grad_accum, p.pp,

@@ -20,45 +20,25 @@ constexpr FieldType field_type_of() {
   if constexpr (std::is_same_v<T, int64_t>) return FieldType::Int;
   else if constexpr (std::is_same_v<T, double>) return FieldType::Double;
   else if constexpr (std::is_same_v<T, bool>) return FieldType::Bool;
+  else if constexpr (std::is_same_v<T, std::string>) return FieldType::String;
+  else if constexpr (std::is_same_v<T, StringList>) return FieldType::List;
   else {
-    static_assert(std::is_same_v<T, std::string>, "config fields are int64_t, double, bool or std::string");
-    return FieldType::String;
+    static_assert(SpelledEnum<T>, "config fields are int64_t, double, bool, std::string, StringList or an "
+                                  "enumeration of core/config_enums.h");
+    return FieldType::Enum;
   }
-}
-
-// "…; one of: a | b | c (note)" → {a, b, c}. A note in parentheses or after a comma is dropped from its item;
-// a list ending in ", or empty" also accepts "". A list with a multi-word item ("a checkpoint path") is
-// open-ended and yields no choices.
-void parse_choices(std::string_view doc, FieldInfo& f) {
-  constexpr std::string_view kMarker = "one of: ";
-  size_t at = doc.find(kMarker);
-  if (at == std::string_view::npos) return;
-  std::string_view rest = doc.substr(at + kMarker.size());
-  std::vector<std::string> items;
-  bool allow_empty = false;
-  for (;;) {
-    size_t bar = rest.find(" | ");
-    std::string_view item = rest.substr(0, bar);
-    size_t cut = std::min(item.find(" ("), item.find(','));
-    if (cut != std::string_view::npos) {
-      allow_empty = allow_empty || item.substr(cut).find(", or empty") == 0;
-      item = item.substr(0, cut);
-    }
-    std::string name = trim_blanks(item);
-    if (name.empty() || name.find(' ') != std::string::npos) return;  // open-ended: not an enumeration
-    items.push_back(std::move(name));
-    if (bar == std::string_view::npos) break;
-    rest = rest.substr(bar + 3);
-  }
-  f.choices = std::move(items);
-  f.choices_allow_empty = allow_empty;
 }
 
 template <typename T>
 void add_field(std::vector<FieldInfo>& out, std::string_view section, std::string_view key, std::string_view doc,
                void* (*address)(Config&)) {
   FieldInfo f{.section = section, .key = key, .type = field_type_of<T>(), .doc = doc, .address = address};
-  parse_choices(doc, f);
+  if constexpr (SpelledEnum<T>) {
+    f.choices = enum_spellings<T>();
+    f.choices_note = EnumSpellings<T>::note;
+    f.enum_get = [](const void* p) { return static_cast<int>(*static_cast<const T*>(p)); };
+    f.enum_set = [](void* p, int i) { *static_cast<T*>(p) = static_cast<T>(i); };
+  }
   f.pairs = doc.find("NAME=VALUE pairs") != std::string_view::npos;
   out.push_back(std::move(f));
 }
@@ -128,6 +108,8 @@ FieldValue FieldInfo::get(const Config& cfg) const {
     case FieldType::Double: return *static_cast<double*>(p);
     case FieldType::Bool: return *static_cast<bool*>(p);
     case FieldType::String: return *static_cast<std::string*>(p);
+    case FieldType::Enum: return EnumValue{std::string(choices[static_cast<size_t>(enum_get(p))])};
+    case FieldType::List: return *static_cast<StringList*>(p);
   }
   throw Error(cat("bad FieldType for ", path()));
 }
@@ -140,6 +122,14 @@ void FieldInfo::set(Config& cfg, const FieldValue& v) const {
     case FieldType::Double: *static_cast<double*>(p) = std::get<double>(v); break;
     case FieldType::Bool: *static_cast<bool*>(p) = std::get<bool>(v); break;
     case FieldType::String: *static_cast<std::string*>(p) = std::get<std::string>(v); break;
+    case FieldType::Enum: {
+      const std::string& name = std::get<EnumValue>(v).name;
+      const int i = find_spelling(choices, name);
+      MT_CHECK(i >= 0, "'", name, "' is no value of ", path(), " (the loader checks spellings)");
+      enum_set(p, i);
+      break;
+    }
+    case FieldType::List: *static_cast<StringList*>(p) = std::get<StringList>(v); break;
   }
 }
 
@@ -169,22 +159,26 @@ const FieldInfo* find_config_field(std::string_view section, std::string_view ke
   return nullptr;
 }
 
-std::string_view field_type_name(FieldType t) {
-  switch (t) {
+std::string FieldInfo::type_name() const {
+  switch (type) {
     case FieldType::Int: return "int";
     case FieldType::Double: return "float";
     case FieldType::Bool: return "bool";
     case FieldType::String: return "string";
+    case FieldType::Enum: return join_spellings(choices);
+    case FieldType::List: return "list";
   }
   return "?";
 }
 
-std::string_view field_type_expectation(FieldType t) {
-  switch (t) {
+std::string FieldInfo::expectation() const {
+  switch (type) {
     case FieldType::Int: return "an integer";
     case FieldType::Double: return "a finite number";
     case FieldType::Bool: return "true or false";
     case FieldType::String: return "a string";
+    case FieldType::Enum: return cat("one of ", join_spellings(choices));
+    case FieldType::List: return "a list of strings (a sequence, or one comma-separated string)";
   }
   return "?";
 }
@@ -209,7 +203,13 @@ std::string format_field_value(const FieldValue& v) {
       return s;
     }
     case 2: return std::get<bool>(v) ? "true" : "false";
-    default: return std::get<std::string>(v);
+    case 3: return std::get<std::string>(v);
+    case 4: return std::get<EnumValue>(v).name;
+    default: {
+      std::string out;
+      for (const std::string& item : std::get<StringList>(v)) out += cat(out.empty() ? "" : ", ", item);
+      return cat("[", out, "]");
+    }
   }
 }
 
@@ -239,8 +239,34 @@ bool parse_field_scalar(FieldType t, std::string_view text, FieldValue& out) {
       else return false;
       return true;
     case FieldType::String: out = std::string(text); return true;
+    case FieldType::Enum:
+    case FieldType::List: break;  // need the field: the overload below
   }
   return false;
+}
+
+bool parse_field_scalar(const FieldInfo& f, std::string_view text, FieldValue& out) {
+  if (f.type == FieldType::Enum) {
+    if (find_spelling(f.choices, text) < 0) return false;
+    out = EnumValue{std::string(text)};
+    return true;
+  }
+  if (f.type == FieldType::List) {
+    out = split_field_list(text);
+    return true;
+  }
+  return parse_field_scalar(f.type, text, out);
+}
+
+StringList split_field_list(std::string_view text) {
+  StringList out;
+  if (trim_blanks(text).empty()) return out;
+  for (size_t at = 0;;) {
+    const size_t comma = text.find(',', at);
+    out.push_back(trim_blanks(text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at)));
+    if (comma == std::string_view::npos) return out;
+    at = comma + 1;
+  }
 }
 
 std::string nearest_match(std::string_view word, const std::vector<std::string>& candidates) {

@@ -1,8 +1,8 @@
 // validate(): every rule on a Config in one place, checked before any worker starts. The first broken rule
 // is reported as one line, "FILE: section.key: given X; valid Y", with the arithmetic where there is some.
 //
-// Per-field rules run in table order (enumerations from the doc's "one of:" list, required keys, numeric
-// bounds below); cross-field rules (divisibility, sequence length, mesh order, world size) run after them.
+// Per-field rules run in table order (required keys, numeric bounds below; an enumeration's spelling is
+// checked by the loader, its type holds no other); cross-field rules (divisibility, sequence length, mesh order, world size) run after them.
 // validate() accepts a config before or after resolve(): 0 still means "derive it" (dp, n_kv_head, seq_len).
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/join.h"
 #include "meshtrain/core/mesh_shape.h"
 #include "meshtrain/core/model_size.h"
 #include "meshtrain/core/nccl_env.h"
@@ -87,12 +88,6 @@ std::string given(const FieldValue& v) {
   return format_field_value(v);
 }
 
-std::string join_choices(const FieldInfo& f) {
-  std::string out;
-  for (const std::string& c : f.choices) out += (out.empty() ? "" : " | ") + c;
-  return f.choices_allow_empty ? out + ", or empty" : out;
-}
-
 class Validator {
  public:
   Validator(const Config& cfg, int world_size)
@@ -107,7 +102,7 @@ class Validator {
       return true;
     }();
     (void)tables_ok;
-    check_typed_values();  // first: "host is not built yet" rather than "valid device"
+    check_typed_values();
     for (const FieldInfo& f : config_fields()) check_field(f);
     check_model();
     check_data();
@@ -125,14 +120,6 @@ class Validator {
   void check_field(const FieldInfo& f) {
     FieldValue v = f.get(cfg_);
     std::string path = f.path();
-    if (!f.choices.empty()) {
-      const std::string& s = std::get<std::string>(v);
-      bool ok = (s.empty() && f.choices_allow_empty) || std::find(f.choices.begin(), f.choices.end(), s) != f.choices.end();
-      if (!ok) {
-        std::string near = nearest_match(s, f.choices);
-        fail(path, cat("given '", s, "'; valid ", join_choices(f), near.empty() ? "" : cat(" (did you mean '", near, "'?)")));
-      }
-    }
     if (auto it = kRequired.find(path); it != kRequired.end() && std::get<std::string>(v).empty())
       fail(path, cat("required (", it->second, ")"));
     // Configs built in code skip the loader's parsing, which already refuses inf and nan.
@@ -145,8 +132,19 @@ class Validator {
     }
   }
 
+  // The preset's names live in the preset table (model_presets.cpp), not in an enumeration: it may be empty.
+  void check_preset() {
+    const std::string& p = cfg_.model.preset;
+    const std::vector<std::string>& names = model_preset_names();
+    if (p.empty() || std::find(names.begin(), names.end(), p) != names.end()) return;
+    const std::string near = nearest_match(p, names);
+    fail("model.preset", cat("given '", p, "'; valid ", join(names, " | "), ", or empty",
+                             near.empty() ? "" : cat(" (did you mean '", near, "'?)")));
+  }
+
   void check_model() {
     const ModelConfig& m = cfg_.model;
+    check_preset();
     if (m.d_model % m.n_head != 0)
       fail("model.d_model", cat("given ", m.d_model, "; valid a multiple of model.n_head (", m.n_head, "): ",
                                 m.d_model, " % ", m.n_head, " = ", m.d_model % m.n_head));
@@ -154,7 +152,7 @@ class Validator {
       fail("model.n_kv_head", cat("given ", m.n_kv_head, "; valid a divisor of model.n_head (", m.n_head, "): ",
                                   m.n_head, " % ", m.n_kv_head, " = ", m.n_head % m.n_kv_head));
     // RoPE rotates pairs of channels, so a llama head needs an even number of them.
-    if (m.family == "llama" && (m.d_model / m.n_head) % 2 != 0)
+    if (m.family == Family::llama && (m.d_model / m.n_head) % 2 != 0)
       fail("model.d_model", cat("given ", m.d_model, "; valid a head size d_model / n_head that is even for RoPE: ",
                                 m.d_model, " / ", m.n_head, " = ", m.d_model / m.n_head));
     for (auto [key, id] : {std::pair{"model.bos_token_id", m.bos_token_id}, std::pair{"model.eos_token_id", m.eos_token_id}})
@@ -171,7 +169,7 @@ class Validator {
     if (m.lora_rank < 0)
       fail("model.lora_rank", cat("given ", m.lora_rank, "; valid > 0 (the adapters' rank) or 0 (LoRA off)"));
     if (m.lora_rank == 0) return;
-    if (m.family != "llama")
+    if (m.family != Family::llama)
       fail("model.lora_rank", cat("given ", m.lora_rank, " with model.family '", m.family,
                                   "'; valid LoRA on family llama only (or lora_rank 0)"));
     if (!(m.lora_alpha > 0.0))
@@ -183,14 +181,14 @@ class Validator {
   // train.cuda_graph: on replays one captured forward + backward; what the config alone shows cannot be in it
   // (the layout, the device and the data are asked at start-up: train/cuda_graph_step.h).
   void check_cuda_graph() {
-    if (!cuda_graph_on(cfg_.train)) return;
+    if (cfg_.train.cuda_graph == OnOff::off) return;
     const auto refuse = [&](const std::string& given, const std::string& why) {
       fail("train.cuda_graph", cat("given on with ", given, "; valid off, or on without it (", why, ")"));
     };
     const TrainConfig& t = cfg_.train;
     const ModelConfig& m = cfg_.model;
-    if (t.device == "cpu") refuse("train.device cpu", "CUDA graphs need a CUDA device");
-    if (cfg_.optimizer.offload != "none")
+    if (t.device == TrainDevice::cpu) refuse("train.device cpu", "CUDA graphs need a CUDA device");
+    if (cfg_.optimizer.offload != OptimizerOffload::none)
       refuse(cat("optimizer.offload ", cfg_.optimizer.offload), "the offloaded update moves gradients to the host");
     if (m.dropout > 0 || (m.lora_rank > 0 && m.lora_dropout > 0))
       refuse(cat(m.dropout > 0 ? "model.dropout " : "model.lora_dropout ", m.dropout > 0 ? m.dropout : m.lora_dropout),
@@ -204,7 +202,7 @@ class Validator {
     const OptimizerConfig& o = cfg_.optimizer;
     if (o.offload_delay != 0 && o.offload_delay != 1)
       fail("optimizer.offload_delay", cat("given ", o.offload_delay, "; valid 0 | 1"));
-    if (o.offload_delay == 1 && o.offload != "cpu")
+    if (o.offload_delay == 1 && o.offload != OptimizerOffload::cpu)
       fail("optimizer.offload_delay", cat("given 1 with optimizer.offload '", o.offload,
                                           "'; valid 0, or 1 with optimizer.offload cpu"));
   }
@@ -225,16 +223,19 @@ class Validator {
                                        "or under LoRA (model.lora_rank > 0: init_from is the frozen base)"));
   }
 
-  // String settings that consumers take as enums or lists (core/config_enums.h): their own rules, reported
-  // with the file name like every other rule here.
+  // train.freeze: globs, none empty (a trailing comma in the one-string form leaves one empty).
+  void check_freeze() {
+    const StringList& globs = cfg_.train.freeze;
+    if (std::find(globs.begin(), globs.end(), "") != globs.end())
+      fail("train.freeze", cat("given ", format_field_value(globs), "; valid globs over parameter names, none "
+                               "empty (e.g. [blocks.0.*, tok_embed.weight] or blocks.0.*,tok_embed.weight)"));
+  }
+
+  // Lists and pairs that consumers take item by item (core/config_enums.h, core/nccl_env.h): their own rules,
+  // reported with the file name like every other rule here.
   void check_typed_values() {
+    check_freeze();
     try {
-      (void)parse_master_location(cfg_.parallel.master_location);
-      (void)parse_optimizer_offload(cfg_.optimizer.offload);
-      (void)freeze_patterns(cfg_.train);
-      (void)parse_fp8(cfg_.train);
-      (void)cuda_graph_on(cfg_.train);
-      (void)parse_attention_backend(cfg_.train);
       (void)lora_targets(cfg_.model);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
     } catch (const UserError& e) {
@@ -280,7 +281,7 @@ class Validator {
     resolve(r, world_);
     const ParallelConfig& p = r.parallel;
     const ModelConfig& m = r.model;
-    const bool interleaved = p.pp_schedule == "interleaved-1f1b";
+    const bool interleaved = p.pp_schedule == PipelineKind::interleaved_1f1b;
     if (interleaved && p.pp_virtual_stages < 2)
       fail("parallel.pp_virtual_stages", cat("given ", p.pp_virtual_stages, " with pp_schedule interleaved-1f1b; ",
                                              "valid ≥ 2 (or 0 = 2)"));

@@ -17,7 +17,7 @@ namespace {
 
 struct Preset {
   const char* name;
-  const char* family;
+  Family family;
   int64_t vocab_size, n_layer, n_head, n_kv_head, d_model, d_ff, max_seq_len;
   bool tie_embeddings;
   double rope_theta;  // unused by gpt2 (learned positions); kept at the field default there
@@ -27,16 +27,16 @@ constexpr double kDefaultTheta = 500000.0;
 
 // clang-format off
 constexpr Preset kPresets[] = {
-  // name           family   vocab   layer head kv   d_model d_ff   seq   tied  rope_theta
-  {"tiny",         "gpt2",  256,    2,    4,   4,   64,     256,   64,   true,  kDefaultTheta},
-  {"gpt2-124m",    "gpt2",  50257,  12,   12,  12,  768,    3072,  1024, true,  kDefaultTheta},
-  {"gpt2-350m",    "gpt2",  50257,  24,   16,  16,  1024,   4096,  1024, true,  kDefaultTheta},
-  {"gpt2-774m",    "gpt2",  50257,  36,   20,  20,  1280,   5120,  1024, true,  kDefaultTheta},
-  {"gpt2-1.5b",    "gpt2",  50257,  48,   25,  25,  1600,   6400,  1024, true,  kDefaultTheta},
-  {"llama3.2-1b",  "llama", 128256, 16,   32,  8,   2048,   8192,  8192, true,  500000.0},
-  {"llama3.2-3b",  "llama", 128256, 28,   24,  8,   3072,   8192,  8192, true,  500000.0},
-  {"llama3.1-8b",  "llama", 128256, 32,   32,  8,   4096,   14336, 8192, false, 500000.0},
-  {"llama3.1-70b", "llama", 128256, 80,   64,  8,   8192,   28672, 8192, false, 500000.0},
+  // name           family          vocab   layer head kv   d_model d_ff   seq   tied  rope_theta
+  {"tiny",         Family::gpt2,   256,    2,    4,   4,   64,     256,   64,   true,  kDefaultTheta},
+  {"gpt2-124m",    Family::gpt2,   50257,  12,   12,  12,  768,    3072,  1024, true,  kDefaultTheta},
+  {"gpt2-350m",    Family::gpt2,   50257,  24,   16,  16,  1024,   4096,  1024, true,  kDefaultTheta},
+  {"gpt2-774m",    Family::gpt2,   50257,  36,   20,  20,  1280,   5120,  1024, true,  kDefaultTheta},
+  {"gpt2-1.5b",    Family::gpt2,   50257,  48,   25,  25,  1600,   6400,  1024, true,  kDefaultTheta},
+  {"llama3.2-1b",  Family::llama,  128256, 16,   32,  8,   2048,   8192,  8192, true,  500000.0},
+  {"llama3.2-3b",  Family::llama,  128256, 28,   24,  8,   3072,   8192,  8192, true,  500000.0},
+  {"llama3.1-8b",  Family::llama,  128256, 32,   32,  8,   4096,   14336, 8192, false, 500000.0},
+  {"llama3.1-70b", Family::llama,  128256, 80,   64,  8,   8192,   28672, 8192, false, 500000.0},
 };
 // clang-format on
 

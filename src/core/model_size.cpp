@@ -36,14 +36,14 @@ std::string bytes(Num v) {
 // llama's d_ff when 0: 8/3 × d_model rounded up to a multiple of 256 (config_resolve.cpp).
 Num derived_d_ff(const ModelConfig& m) {
   const Num D = static_cast<Num>(m.d_model);
-  if (m.family != "llama") return 4 * D;
+  if (m.family != Family::llama) return 4 * D;
   return std::ceil(std::floor(8 * D / 3) / 256) * 256;
 }
 
 }  // namespace
 
 ModelSize model_size(const ModelConfig& m) {
-  const bool llama = m.family == "llama";
+  const bool llama = m.family == Family::llama;
   const Num V = static_cast<Num>(m.vocab_size), D = static_cast<Num>(m.d_model), L = static_cast<Num>(m.n_layer);
   const Num S = static_cast<Num>(m.max_seq_len), H = static_cast<Num>(std::max<int64_t>(m.n_head, 1));
   const Num KV = static_cast<Num>(m.n_kv_head > 0 ? m.n_kv_head : m.n_head);
@@ -95,7 +95,7 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   // optimizer.offload: cpu keeps the moments in host memory, and where the gradients stream
   // (core/gradient_streaming.h) the gradients too. A shard group of one counts as aliased (not streamed): the
   // lower bound never takes a gradient off the device that might stay there.
-  const bool offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
+  const bool offload = cfg.optimizer.offload == OptimizerOffload::cpu;
   const GradientLayout layout{.zero_stage = zero, .aliased = zero >= 1 && shard_ranks == 1, .tp = p.tp, .pp = p.pp,
                               .gradient_shards = zero >= 3 ? shard_ranks : 1};
   const bool streamed = offload && offload_streams_gradients(layout, cfg.train.grad_accum);

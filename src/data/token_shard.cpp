@@ -14,14 +14,6 @@
 
 namespace meshtrain::data {
 
-ShardFormat parse_shard_format(const std::string& name) {
-  if (name == "auto") return ShardFormat::Auto;
-  if (name == "llmc") return ShardFormat::LlmC;
-  if (name == "uint16") return ShardFormat::U16;
-  if (name == "uint32") return ShardFormat::U32;
-  throw UserError(cat("data.format: given '", name, "'; valid: auto | llmc | uint16 | uint32"));
-}
-
 namespace {
 
 // llm.c writes its header as 256 int32: magic, version, token count, then zeros. A file whose first 1024

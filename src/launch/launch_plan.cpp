@@ -162,8 +162,8 @@ void validate_config_program(LaunchPlan& plan) {
     for (const auto& [k, v] : plan.worker_env) set += cat(set.empty() ? "" : " ", k, "=", v);
     log::info("meshrun: every worker gets %s (comm.nccl_env)", set.c_str());
   }
-  if (cfg.train.device == "cpu" || plan.opts.nproc_per_node == "cpu") return;  // no GPU used at all
-  if (cfg.parallel.backend != "cpu")
+  if (cfg.train.device == TrainDevice::cpu || plan.opts.nproc_per_node == "cpu") return;  // no GPU used at all
+  if (cfg.parallel.backend != CommBackend::cpu)
     check_gpu_per_worker(plan, cat("set parallel.backend: cpu or train.device: cpu in ", plan.command[2]));
   else if (std::string note = gpu_sharing_note(plan); !note.empty())
     log::info("%s", note.c_str());

@@ -15,7 +15,7 @@ namespace meshtrain::model {
 AttentionImpl::AttentionImpl(const ModelConfig& cfg, const at::TensorOptions& opts)
     : head_dim_(cfg.d_model / cfg.n_head), dropout_(cfg.dropout) {
   const int64_t n_head = cfg.n_head, n_kv_head = cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head;
-  const bool bias = cfg.family == "gpt2";
+  const bool bias = cfg.family == Family::gpt2;
   // A LoraLinear where LoRA adapts the projection (model/linear/lora_linear.h), a Linear otherwise.
   auto lin = [&](LoraTarget t, int64_t in, int64_t out) { return make_linear(cfg, t, in, out, bias, opts); };
   wq = register_module("wq", lin(LoraTarget::q, cfg.d_model, n_head * head_dim_));

@@ -148,8 +148,8 @@ void check_attention_backend(AttentionBackend b, const AttentionShape& s) {
   std::string why;
   if (attention_backend_runs(b, s, &why)) return;
   std::string valid;
-  for (AttentionBackend r : runnable_attention_backends(s)) valid += cat(valid.empty() ? "" : " | ", attention_backend_name(r));
-  throw UserError(cat("train.attention_backend: given '", attention_backend_name(b), "', which cannot run ",
+  for (AttentionBackend r : runnable_attention_backends(s)) valid += cat(valid.empty() ? "" : " | ", enum_name(r));
+  throw UserError(cat("train.attention_backend: given '", enum_name(b), "', which cannot run ",
                       s.describe(), " (", why, "); valid here ", valid));
 }
 

@@ -5,7 +5,7 @@
 namespace meshtrain::model {
 
 BlockImpl::BlockImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : dropout_(cfg.dropout) {
-  const bool rms = cfg.family == "llama";
+  const bool rms = cfg.family == Family::llama;
   attn_norm = register_module("attn_norm", Norm(rms, cfg.d_model, cfg.norm_eps, opts));
   attn = register_module("attn", Attention(cfg, opts));
   mlp_norm = register_module("mlp_norm", Norm(rms, cfg.d_model, cfg.norm_eps, opts));

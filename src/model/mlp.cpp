@@ -9,7 +9,7 @@
 
 namespace meshtrain::model {
 
-MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu_(cfg.family == "llama") {
+MlpImpl::MlpImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : swiglu_(cfg.family == Family::llama) {
   const bool bias = !swiglu_;
   // A LoraLinear where LoRA adapts the projection (model/linear/lora_linear.h; llama only), a Linear otherwise.
   auto lin = [&](LoraTarget t, int64_t in, int64_t out) { return make_linear(cfg, t, in, out, bias, opts); };

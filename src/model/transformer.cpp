@@ -38,7 +38,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
            "TransformerImpl: layers [", span_.first_block, ", ", span_.end_block, ") outside [0, ", cfg.n_layer, ")");
   MT_CHECK(span_.embed || !span_.head || !cfg.tie_embeddings,
            "TransformerImpl: a head without the embedding needs untied embeddings");
-  const bool llama = cfg.family == "llama";
+  const bool llama = cfg.family == Family::llama;
   if (span_.embed) {
     tok_embed = register_module("tok_embed", Embedding(cfg.vocab_size, cfg.d_model, opts));
     if (!llama) pos_embed = register_module("pos_embed", Embedding(cfg.max_seq_len, cfg.d_model, opts));

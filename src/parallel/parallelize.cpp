@@ -18,9 +18,7 @@
 namespace meshtrain::parallel {
 namespace {
 
-at::ScalarType at_dtype(const std::string& value, const std::string& key) {
-  return parse_dtype(value, key) == Dtype::bf16 ? at::kBFloat16 : at::kFloat;
-}
+at::ScalarType at_dtype(Dtype d) { return d == Dtype::bf16 ? at::kBFloat16 : at::kFloat; }
 
 // LoRA's frozen base is only ever read: under a reduced compute dtype it is held in that dtype — no fp32 copy —
 // like the autocast copies it would otherwise be cast into anyway. None: frozen parameters stay fp32.
@@ -118,17 +116,17 @@ std::unique_ptr<ParallelModel> parallelize_module(model::Transformer net, const 
     const bool reduce = distributed && (groups.dp->size() > 1 || !tp);
     comm::CommPtr dp = reduce ? groups.dp : p.force_wrapper ? or_single(groups.dp) : nullptr;
     DataParallelOptions o{.bucket_mb = p.bucket_mb, .first_bucket_mb = p.bucket_first_mb,
-                          .reduce_dtype = at_dtype(p.reduce_dtype, "parallel.reduce_dtype"),
+                          .reduce_dtype = at_dtype(p.reduce_dtype),
                           .allow_unused = p.allow_unused_params};
     out = std::make_unique<ReplicatedModel>(std::move(net), std::move(dp), o, std::move(tp));
   } else {
     comm::CommPtr shard = or_single(p.fsdp > 1 ? groups.fsdp : groups.dp);
     comm::CommPtr replicate = p.fsdp > 1 ? groups.dp : nullptr;
     FullyShardOptions o{.zero_stage = stage, .reshard_after_forward = p.fsdp_reshard_after_forward,
-                        .param_dtype = at_dtype(p.param_dtype, "parallel.param_dtype"),
-                        .reduce_dtype = at_dtype(p.reduce_dtype, "parallel.reduce_dtype"),
+                        .param_dtype = at_dtype(p.param_dtype),
+                        .reduce_dtype = at_dtype(p.reduce_dtype),
                         .allow_unused = p.allow_unused_params,
-                        .master_location = parse_master_location(p.master_location),
+                        .master_location = p.master_location,
                         .frozen_dtype = frozen_dtype(cfg, device)};
     out = std::make_unique<ShardedModel>(std::move(net), cfg.train.seed, device, std::move(shard),
                                          std::move(replicate), o, std::move(ac), std::move(tp));

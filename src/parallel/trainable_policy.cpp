@@ -11,7 +11,7 @@ namespace meshtrain::parallel {
 TrainablePolicy::TrainablePolicy(std::vector<std::string> frozen_globs, std::string what)
     : globs_(std::move(frozen_globs)), what_(std::move(what)) {}
 
-TrainablePolicy TrainablePolicy::from_config(const TrainConfig& t) { return {freeze_patterns(t), "train.freeze"}; }
+TrainablePolicy TrainablePolicy::from_config(const TrainConfig& t) { return {t.freeze, "train.freeze"}; }
 
 TrainablePolicy TrainablePolicy::from_config(const Config& cfg) {
   TrainablePolicy out = from_config(cfg.train);

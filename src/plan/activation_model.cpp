@@ -49,7 +49,7 @@ HeadBytes head_bytes(const ModelConfig& m, const ActivationInputs& in, int64_t N
 }  // namespace
 
 ActivationBytes activation_bytes(const ModelConfig& m, const ActivationInputs& in) {
-  const bool llama = m.family == "llama";
+  const bool llama = m.family == Family::llama;
   const int64_t N = in.micro_batch * in.seq_len, t = in.tp, c = in.compute_bytes;
   const int64_t Ns = in.sequence_parallel && t > 1 ? N / t : N;
   const int64_t D = m.d_model, hd = m.d_model / m.n_head, q = m.n_head * hd, kv = m.n_kv_head * hd, F = m.d_ff;

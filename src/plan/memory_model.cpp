@@ -116,7 +116,7 @@ Step plan_step(const Config& cfg, int64_t world_size, bool cuda) {
   s.act = step_activations(cfg, l, s.sizes, cuda);
   s.checkpointing = cfg.train.activation_checkpointing;
   s.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
-  s.offload = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu;
+  s.offload = cfg.optimizer.offload == OptimizerOffload::cpu;
   s.blocks = cfg.model.n_layer / std::max<int64_t>(l.pp, 1);
   s.layers = cfg.model.n_layer;
   s.accumulation = cfg.train.grad_accum;

@@ -15,9 +15,9 @@ MfuTable MfuTable::builtin() {
   MfuTable t;
   // docs/PERFORMANCE.md, "Fused CUDA kernels", H200, 2026-12-02: meshtrain (fused) rows.
   t.rows_ = {
-      {"gpt2", 768, 32 * 1024, 0.208, "H200 bench train gpt2-124m b32 T1024"},
-      {"llama", 2048, 8 * 2048, 0.493, "H200 bench train llama3.2-1b b8 T2048"},
-      {"llama", 4096, 4 * 2048, 0.497, "H200 bench train llama3.1-8b (8 layers) b4 T2048"},
+      {Family::gpt2, 768, 32 * 1024, 0.208, "H200 bench train gpt2-124m b32 T1024"},
+      {Family::llama, 2048, 8 * 2048, 0.493, "H200 bench train llama3.2-1b b8 T2048"},
+      {Family::llama, 4096, 4 * 2048, 0.497, "H200 bench train llama3.1-8b (8 layers) b4 T2048"},
   };
   return t;
 }
@@ -37,8 +37,9 @@ MfuTable MfuTable::from_json_file(const std::string& path) {
     const auto& r = j[i];
     MT_USER_CHECK(r.is_object() && r.contains("family") && r.contains("d_model") && r.contains("mfu"), path,
                   ": entry ", i, " needs family, d_model and mfu");
-    MfuRow row{r["family"].get<std::string>(), r["d_model"].get<int64_t>(), r.value("tokens", int64_t{0}),
-               r["mfu"].get<double>(), r.value("source", path)};
+    const Family family = parse_enum<Family>(r["family"].get<std::string>(), cat(path, ": entry ", i, ": family"));
+    MfuRow row{family, r["d_model"].get<int64_t>(), r.value("tokens", int64_t{0}), r["mfu"].get<double>(),
+               r.value("source", path)};
     MT_USER_CHECK(row.mfu > 0 && row.mfu <= 1 && row.d_model > 0, path, ": entry ", i, ": mfu ", row.mfu,
                   " and d_model ", row.d_model, "; valid: 0 < mfu ≤ 1, d_model > 0");
     t.rows_.push_back(row);

@@ -32,7 +32,7 @@ std::vector<int64_t> ParamSpec::tp_shape(int64_t r, int64_t tp) const {
 
 std::vector<ParamSpec> param_table(const ModelConfig& m) {
   MT_CHECK(m.d_ff > 0 && m.n_kv_head > 0, "param_table needs a resolved ModelConfig");
-  const bool llama = m.family == "llama", bias = !llama;
+  const bool llama = m.family == Family::llama, bias = !llama;
   const int64_t D = m.d_model, hd = m.d_model / m.n_head, q = m.n_head * hd, kv = m.n_kv_head * hd, F = m.d_ff;
   std::vector<ParamSpec> out;
   auto add = [&](std::string name, std::vector<int64_t> shape, int64_t block, TpSplit split, bool matmul) {
@@ -90,7 +90,7 @@ bool trains(const Config& cfg, const std::string& name) {
     return name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0;
   };
   if (cfg.model.lora_rank > 0 && !ends_with(".lora_A") && !ends_with(".lora_B")) return false;
-  return trains(freeze_patterns(cfg.train), name);
+  return trains(cfg.train.freeze, name);
 }
 
 }  // namespace meshtrain::plan

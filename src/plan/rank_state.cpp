@@ -20,14 +20,14 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   // parallelize(): a reducer when distributed and there is a dp group to reduce over (or no TP), or forced.
   const bool distributed = world_size > 1;
   l.reducer = l.zero_stage == 0 && ((distributed && (l.dp > 1 || l.tp == 1)) || p.force_wrapper);
-  l.param_bytes = parse_dtype(p.param_dtype, "parallel.param_dtype") == Dtype::bf16 ? 2 : 4;
-  l.reduce_bytes = parse_dtype(p.reduce_dtype, "parallel.reduce_dtype") == Dtype::bf16 ? 2 : 4;
+  l.param_bytes = p.param_dtype == Dtype::bf16 ? 2 : 4;
+  l.reduce_bytes = p.reduce_dtype == Dtype::bf16 ? 2 : 4;
   // The GPU's compute dtype (train.dtype auto = bf16): what LoRA's frozen base is held in (parallelize()).
   l.frozen_bytes = cfg.model.lora_rank > 0 && compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   l.alias = l.zero_stage > 0 && l.shard == 1 && !l.hsdp && l.param_bytes == 4 && l.frozen_bytes == 4;
   const GradientLayout grads{.zero_stage = l.zero_stage, .aliased = l.alias, .tp = l.tp, .pp = l.pp,
                              .gradient_shards = l.zero_stage == 3 ? l.shard : 1};
-  l.stream = parse_optimizer_offload(cfg.optimizer.offload) == OptimizerOffload::cpu &&
+  l.stream = cfg.optimizer.offload == OptimizerOffload::cpu &&
              offload_streams_gradients(grads, cfg.train.grad_accum);
   l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   return l;

@@ -7,7 +7,7 @@
 namespace meshtrain::train {
 
 void setup_attention_backend(const Config& cfg, const at::Device& device, bool bf16, bool documents) {
-  const AttentionBackend b = parse_attention_backend(cfg.train);
+  const AttentionBackend b = cfg.train.attention_backend;
   // automatic included: every backend on, whatever an earlier run in this process chose.
   if (b == AttentionBackend::automatic) return model::use_attention_backend(b);
   const ModelConfig& m = cfg.model;
@@ -18,7 +18,7 @@ void setup_attention_backend(const Config& cfg, const at::Device& device, bool b
                                 .dropout = m.dropout, .documents = documents};
   model::check_attention_backend(b, s);
   model::use_attention_backend(b);
-  log::info("attention: %s only (%s)", attention_backend_name(b), s.describe().c_str());
+  log::info("attention: %s only (%s)", enum_c_str(b), s.describe().c_str());
 }
 
 }  // namespace meshtrain::train

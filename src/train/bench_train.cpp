@@ -23,7 +23,7 @@ Config bench_train_config(const BenchTrainOptions& o) {
       "train.steps=" + std::to_string(o.warmup + o.steps + profiled),
       "train.eval_every=0",
       "train.activation_checkpointing=" + std::string(o.activation_checkpointing ? "true" : "false"),
-      "train.attention_backend=" + o.attention,
+      cat("train.attention_backend=", o.attention),
       "checkpoint.save_final=false",
       "schedule.warmup_steps=0",
       "logging.every=1",
@@ -56,7 +56,7 @@ BenchTrainResult run_bench_train(const BenchTrainOptions& o) {
   r.name = log::sprintf("%s%s b%lld T%lld%s", o.preset.c_str(),
                         o.layers > 0 ? log::sprintf(" (%lld layers)", static_cast<long long>(o.layers)).c_str() : "",
                         static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq_len),
-                        o.attention == "auto" ? "" : (" " + o.attention).c_str());
+                        o.attention == AttentionBackend::automatic ? "" : cat(" ", o.attention).c_str());
   r.params = tr.num_params;
   r.step_time_s = timed[timed.size() / 2];
   r.tokens_per_s = static_cast<double>(tr.tokens_per_step) / r.step_time_s;
@@ -87,7 +87,7 @@ std::string bench_train_json(const BenchTrainResult& r, const BenchTrainOptions&
                       {"setup_peak_memory_bytes", r.setup_peak_memory_bytes},
                       {"first_loss", r.first_loss},    {"last_loss", r.last_loss},
                       {"activation_checkpointing", o.activation_checkpointing},
-                      {"attention_backend", o.attention}};
+                      {"attention_backend", std::string(enum_name(o.attention))}};
   return j.dump(1);
 }
 

@@ -12,7 +12,7 @@
 namespace meshtrain::train {
 
 std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, const OptimizerConfig& cfg) {
-  if (parse_optimizer_offload(cfg.offload) == OptimizerOffload::cpu)
+  if (cfg.offload == OptimizerOffload::cpu)
     return std::make_unique<OffloadedAdamW>(std::move(params), cfg);
   return std::make_unique<AdamW>(std::move(params), cfg);
 }

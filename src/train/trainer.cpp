@@ -94,7 +94,7 @@ uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
 // Logging and threads first (the set-up logs), then the device, communicator and mesh.
 WorkerSetup start_worker(const Config& cfg) {
   const comm::WorldInfo world = comm::world_info_from_env();
-  log::init({.rank = world.world_size > 1 ? world.rank : -1, .level = log::parse_level(cfg.logging.level),
+  log::init({.rank = world.world_size > 1 ? world.rank : -1, .level = log::parse_level(enum_name(cfg.logging.level)),
              .all_ranks = cfg.logging.all_ranks});
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   return make_worker_setup(cfg, world, "world");
@@ -247,7 +247,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
   peak_flops_ = device_peak_flops(w_.cuda, w_.device.index());
   log::progress("model %s: %.2fM parameters, %lld layers, d_model %lld | %s %s | world %d%s | %lld tokens/step | "
                 "train %s",
-                cfg.model.family.c_str(), static_cast<double>(num_params_) / 1e6,
+                enum_c_str(cfg.model.family), static_cast<double>(num_params_) / 1e6,
                 static_cast<long long>(cfg.model.n_layer), static_cast<long long>(cfg.model.d_model),
                 w_.device.str().c_str(), w_.bf16 ? "bf16" : "fp32", w_.world.world_size,
                 w_.mesh ? (" | mesh " + w_.mesh->shape().describe()).c_str() : "", static_cast<long long>(tokens_per_step_),
@@ -270,13 +270,13 @@ void TrainingRun::setup_model_and_optimizer() {
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
   net_->use_kernels(cfg_.train);
-  if (const Fp8Scaling fp8 = parse_fp8(cfg_.train); fp8 != Fp8Scaling::off) {
-    MT_USER_CHECK(model::fp8_matmul_available(w_.device), "train.fp8: given '", cfg_.train.fp8, "', but ",
+  if (const Fp8Scaling fp8 = cfg_.train.fp8; fp8 != Fp8Scaling::off) {
+    MT_USER_CHECK(model::fp8_matmul_available(w_.device), "train.fp8: given '", fp8, "', but ",
                   w_.device.str(), " has no FP8 matmuls (a CUDA GPU of compute capability ≥ 8.9 has); valid off");
     model::use_fp8(*net_, fp8);  // a pipeline's stages set it themselves (parallel/pipeline/pipeline_model.cpp)
   }
   // After every switch of the model above: the graph captures the kernels they choose.
-  if (cuda_graph_on(cfg_.train)) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);
+  if (cfg_.train.cuda_graph == OnOff::on) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);
   opt_ = make_optimizer(*par_, cfg_.optimizer, cfg_.train.grad_accum);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   log::progress("layout: %s%s", par_->describe().c_str(),
@@ -296,11 +296,11 @@ void TrainingRun::setup_data() {
     return;
   }
   data::LoaderOptions o{.pattern = cfg_.data.train, .what = "data.train",
-                        .format = data::parse_shard_format(cfg_.data.format), .seq_len = cfg_.data.seq_len,
+                        .format = cfg_.data.format, .seq_len = cfg_.data.seq_len,
                         .batch_size = cfg_.train.micro_batch_size, .rank = w_.data_rank,
                         .world_size = w_.data_ranks, .seed = static_cast<uint64_t>(cfg_.train.seed),
                         .shuffle = true, .vocab_size = cfg_.model.vocab_size,
-                        .loss_mask = cfg_.data.loss_mask == "auto", .packing = cfg_.data.packing};
+                        .loss_mask = cfg_.data.loss_mask == LossMask::automatic, .packing = cfg_.data.packing};
   train_loader_ = std::make_unique<data::DataLoader>(o);
   if (cfg_.data.val.empty()) return;
   o.pattern = cfg_.data.val;

@@ -42,9 +42,9 @@ void check_tp_placement(const MeshShape& shape, const comm::WorldInfo& world, bo
 
 void setup_device(const Config& cfg, WorkerSetup& w) {
   const bool has_cuda = torch::cuda::is_available();
-  const std::string name = cfg.train.device == "auto" ? (has_cuda ? "cuda" : "cpu") : cfg.train.device;
-  MT_USER_CHECK(name != "cuda" || has_cuda, "train.device: given 'cuda' but no CUDA device is visible");
-  w.cuda = name == "cuda";
+  MT_USER_CHECK(cfg.train.device != TrainDevice::cuda || has_cuda,
+                "train.device: given 'cuda' but no CUDA device is visible");
+  w.cuda = cfg.train.device == TrainDevice::cuda || (cfg.train.device == TrainDevice::automatic && has_cuda);
   // Ranks may share a GPU only over a backend that takes host tensors (rank_cuda_device).
   w.device = w.cuda ? comm::rank_cuda_device(cfg.parallel.backend, w.world.local_rank,
                                              static_cast<int>(torch::cuda::device_count()))

@@ -32,7 +32,10 @@ cases = [
     ("unknown key", write("unknown.yaml", f"data:\n  train: {data}\noptimizer:\n  lrr: 1e-3\n"), [],
      "unknown key 'optimizer.lrr'; did you mean 'optimizer.lr'?"),
     ("bad value", write("bad.yaml", f"data:\n  train: {data}\nmodel:\n  family: bert\n"), [],
-     "model.family"),
+     "bad.yaml:4:11: model.family: given 'bert'; valid gpt2 | llama"),
+    ("bad value in --set", good, ["--set", "parallel.pp_schedule=1f1c"],
+     "--set parallel.pp_schedule=1f1c: parallel.pp_schedule: given '1f1c'; valid gpipe | 1f1b | interleaved-1f1b | "
+     "zb-h1 (did you mean '1f1b'?)"),
     ("wrong type", write("type.yaml", f"data:\n  train: {data}\ntrain:\n  steps: many\n"), [], "train.steps"),
     ("malformed yaml", write("broken.yaml", "data:\n  train: [unclosed\n"), [], "broken.yaml:"),
     ("malformed json", write("broken.json", '{"data": {"train": }}'), [], "broken.json:1:"),
@@ -143,7 +146,7 @@ def config_lines(*sets):
 # A list-valued key in one --set (its commas are the value's), beside other --set flags in both spellings.
 lines = config_lines("--set", "model.family=llama", "--set", "model.lora_rank=4", "--set", "model.lora_targets=q,v",
                      "--set=train.freeze=a.*,b.*", "--set", "optimizer.lr=1e-3")
-for want in ('lora_targets: "q,v"', "lora_rank: 4", 'freeze: "a.*,b.*"', "lr: 0.001"):
+for want in ("lora_targets: [q, v]", "lora_rank: 4", 'freeze: ["a.*", "b.*"]', "lr: 0.001"):
     ok = want in lines
     print(f"{'ok  ' if ok else 'FAIL'} meshtrain config --set list values: {want!r}")
     if not ok:

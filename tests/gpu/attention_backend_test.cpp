@@ -64,11 +64,11 @@ void expect_same_as_math(const ModelConfig& m, const char* what) {
     std::string why;
     if (!model::attention_backend_runs(b, shape_of(m, B, T), &why)) {
       // cuDNN attention needs cuDNN ≥ 9 and a recent GPU: say so rather than fail on an older machine.
-      std::printf("%s: %s cannot run here (%s): not compared\n", what, attention_backend_name(b), why.c_str());
+      std::printf("%s: %s cannot run here (%s): not compared\n", what, enum_c_str(b), why.c_str());
       continue;
     }
     const Outcome got = run(net, b, tokens, targets);
-    EXPECT_NEAR(got.loss, want.loss, 1e-2 * std::abs(want.loss)) << what << " " << attention_backend_name(b);
+    EXPECT_NEAR(got.loss, want.loss, 1e-2 * std::abs(want.loss)) << what << " " << enum_c_str(b);
     // A tensor whose true gradient is 0 (GPT-2's key biases: softmax ignores a shift shared by every key) holds
     // only the backward's bf16 noise, 2e-6 on the H200 with max |g| 3e-6: each tensor is held to 5 % of its own
     // largest element or 1e-3 of the model's largest gradient, whichever is larger.
@@ -78,9 +78,9 @@ void expect_same_as_math(const ModelConfig& m, const char* what) {
       const double scale = want.grads[i].abs().max().item<double>();
       const double diff = (got.grads[i] - want.grads[i]).abs().max().item<double>();
       EXPECT_LE(diff, std::max(5e-2 * scale, 1e-3 * model_scale))
-          << what << " " << attention_backend_name(b) << " parameter " << i;
+          << what << " " << enum_c_str(b) << " parameter " << i;
     }
-    std::printf("%s: %s loss %.6f vs math %.6f\n", what, attention_backend_name(b), got.loss, want.loss);
+    std::printf("%s: %s loss %.6f vs math %.6f\n", what, enum_c_str(b), got.loss, want.loss);
   }
 }
 
@@ -123,7 +123,7 @@ TEST(AttentionBackendGpu, BenchShapesListWhatRuns) {
                                   .head_dim = s.head_dim, .dtype = at::kBFloat16,
                                   .device = at::Device(at::kCUDA, 0)};
     std::string list;
-    for (AttentionBackend b : model::runnable_attention_backends(a)) list += cat(" ", attention_backend_name(b));
+    for (AttentionBackend b : model::runnable_attention_backends(a)) list += cat(" ", enum_c_str(b));
     std::printf("%s: runs%s\n", s.name, list.c_str());
     EXPECT_TRUE(model::attention_backend_runs(AttentionBackend::math, a)) << s.name;
   }

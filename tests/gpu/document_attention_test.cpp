@@ -25,7 +25,7 @@ namespace {
 
 ModelConfig tiny() {
   ModelConfig m;
-  m.family = "llama";
+  m.family = Family::llama;
   m.vocab_size = 96;
   m.n_layer = 2;
   m.n_head = 4;

@@ -137,7 +137,7 @@ TEST(Fp8Gpu, LayersReadingOneInputShareItsCastsWithTheSameResults) {
 
 TEST(Fp8Gpu, ModelLossWithinOnePercentOfBf16) {
   ModelConfig m;
-  m.family = "llama";
+  m.family = Family::llama;
   m.vocab_size = 512;
   m.n_layer = 2;
   m.n_head = 8;

@@ -1108,7 +1108,7 @@ TEST(FusedModelGpu, SwitchGivesTheSameLossAndGradientsUnderBf16Autocast) {
   for (const char* family : {"llama", "gpt2"}) {
     SCOPED_TRACE(family);
     ModelConfig m;
-    m.family = family;
+    m.family = parse_enum<Family>(family, "family");
     m.vocab_size = 1001;
     m.n_layer = 2;
     m.n_head = 4;

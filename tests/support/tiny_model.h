@@ -13,7 +13,7 @@
 namespace meshtrain::testing_support {
 
 struct TinyModel {
-  std::string family = "gpt2";
+  std::string family = "gpt2";  // a spelling of model.family, so tests can be parameterised by it
   int64_t vocab_size = 64;
   int64_t n_layer = 2;
   int64_t n_head = 4;
@@ -28,7 +28,7 @@ struct TinyModel {
 
 inline ModelConfig tiny_model(const TinyModel& t = {}) {
   ModelConfig m;
-  m.family = t.family;
+  m.family = parse_enum<Family>(t.family, "tiny_model family");
   m.vocab_size = t.vocab_size;
   m.n_layer = t.n_layer;
   m.n_head = t.n_head;
@@ -36,7 +36,7 @@ inline ModelConfig tiny_model(const TinyModel& t = {}) {
   m.d_model = t.d_model;
   m.d_ff = t.d_ff;
   m.max_seq_len = t.max_seq_len;
-  m.tie_embeddings = t.tie_embeddings.value_or(t.family == "gpt2");
+  m.tie_embeddings = t.tie_embeddings.value_or(m.family == Family::gpt2);
   if (t.rope_theta) m.rope_theta = *t.rope_theta;
   m.dropout = t.dropout;
   return m;

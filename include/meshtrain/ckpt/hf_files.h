@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/config_enums.h"
+
 namespace meshtrain::ckpt {
 
 struct ExportOptions {
@@ -28,7 +30,7 @@ ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir
 struct ImportResult {
   std::string checkpoint;  // the step directory written
   std::string config_yaml;
-  std::string family;
+  Family family = Family::gpt2;
   int64_t tensors = 0;
   std::vector<std::string> tokenizer_files;  // copied beside the checkpoint (tokenizer.json, …)
 };

@@ -39,7 +39,7 @@ double bus_factor(const std::string& op, int world_size);
 
 // The communicator `meshtrain bench comm --backend B` measures: nccl (or auto where NCCL is built and a GPU is
 // visible) on this rank's GPU, cuda:LOCAL_RANK, as the trainer places ranks; else the CPU backend on the CPU.
-CommSetup bench_comm_setup(const std::string& backend, const WorldInfo& world);
+CommSetup bench_comm_setup(CommBackend backend, const WorldInfo& world);
 
 std::vector<BenchResult> run_bench(Communicator& comm, const BenchOptions& opts);
 

@@ -14,11 +14,12 @@
 #include "meshtrain/comm/communicator.h"
 #include "meshtrain/comm/store.h"
 #include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/config_enums.h"
 
 namespace meshtrain::comm {
 
 struct CommSetup {
-  std::string backend = "auto";          // auto | nccl | cpu (config: parallel.backend)
+  CommBackend backend = CommBackend::automatic;  // config: parallel.backend
   c10::Device device{c10::kCPU};         // where the caller's tensors live; nccl uses this CUDA device
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // per op, and for setup
   std::string group = "world";           // group name (unique per job attempt)
@@ -29,15 +30,15 @@ struct CommSetup {
 // True when this binary was built with CUDA and NCCL (MESHTRAIN_WITH_CUDA).
 bool nccl_built();
 
-// "nccl" or "cpu" for `backend` and `device`; UserError for an unknown name or an impossible nccl request.
-std::string resolve_backend(const std::string& backend, const c10::Device& device,
+// nccl or cpu for `backend` and `device`; UserError for an impossible nccl request.
+CommBackend resolve_backend(CommBackend backend, const c10::Device& device,
                             const std::string& origin = "parallel.backend");
 
 // The GPU a rank with this backend setting trains on: cuda:local_rank. A backend that takes host tensors lets
 // several ranks share a GPU, so with fewer GPUs than local ranks they are dealt round-robin
 // (cuda:(local_rank mod gpus)); NCCL needs one GPU per rank, and a local rank without one is a UserError.
 // `gpus`: the CUDA devices visible to this process (> 0).
-c10::Device rank_cuda_device(const std::string& backend, int local_rank, int gpus,
+c10::Device rank_cuda_device(CommBackend backend, int local_rank, int gpus,
                              const std::string& origin = "parallel.backend");
 
 // Collective over the world: every rank calls it with the same setup. `store` may be null: then, for more than

@@ -3,11 +3,11 @@
 // Each section is declared once, as an X-macro table of (type, key, default, doc). The table generates the
 // plain struct below and the reflection used by the loader (unknown-key detection with suggestions, `--set`
 // overrides, printing the resolved config) and by `meshtrain config --docs`, which writes docs/config.md.
-// Adding a field = one line here (+ its validation rule in config_validate.cpp, if it has one; enumerations
-// written "one of: a | b" in the doc are checked from the doc text itself).
+// Adding a field = one line here (+ its validation rule in config_validate.cpp, if it has one).
 //
-// Types: int64_t, double, bool, std::string. Enumerations are strings whose valid values are listed in the
-// doc text "one of: a | b | c" and checked by validate().
+// Types: int64_t, double, bool, std::string; a closed enumeration of core/config_enums.h (its valid spellings
+// come from there: the loader refuses any other, docs/config.md lists them); StringList, written as a YAML
+// sequence or JSON array, or as one comma-separated string (what older files and checkpoints hold).
 #pragma once
 
 #include <cstdint>
@@ -15,14 +15,19 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/config_enums.h"
+
 namespace meshtrain {
+
+// A list-valued key (train.freeze, model.lora_targets).
+using StringList = std::vector<std::string>;
 
 // clang-format off
 #define MT_MODEL_FIELDS(F)                                                                                   \
   F(std::string, preset, "", "Named shape that fills the fields below before the file's own values apply; "     \
     "one of: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b | llama3.2-1b | llama3.2-3b | llama3.1-8b | "  \
     "llama3.1-70b, or empty")                                                                                 \
-  F(std::string, family, "gpt2", "Architecture family; one of: gpt2 | llama")                                  \
+  F(Family, family, Family::gpt2, "Architecture family")                                  \
   F(int64_t, vocab_size, 256, "Vocabulary size (256 for byte-level data)")                                   \
   F(int64_t, n_layer, 4, "Number of transformer blocks")                                                     \
   F(int64_t, n_head, 4, "Attention heads")                                                                   \
@@ -45,8 +50,8 @@ namespace meshtrain {
   F(double, lora_alpha, 16.0, "LoRA scale numerator: the adapters' output is multiplied by lora_alpha / "     \
     "lora_rank")                                                                                             \
   F(double, lora_dropout, 0.0, "Dropout probability on the LoRA adapters' input while training (0 disables)") \
-  F(std::string, lora_targets, "q,k,v,o,gate,up,down", "Projections that get LoRA adapters (llama): "         \
-    "comma-separated, each of q, k, v, o (attention) and gate, up, down (MLP)")
+  F(StringList, lora_targets, (StringList{"q", "k", "v", "o", "gate", "up", "down"}), "Projections that get "  \
+    "LoRA adapters (llama), each of q, k, v, o (attention) and gate, up, down (MLP)")
 
 #define MT_PARALLEL_FIELDS(F)                                                                                \
   F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \
@@ -57,8 +62,7 @@ namespace meshtrain {
   F(bool, sequence_parallel, false, "With tp > 1: activations outside the tensor-parallel regions (norms, "   \
     "residual stream) hold seq_len / tp tokens per rank; reduce-scatter + all-gather replace the all-reduces") \
   F(int64_t, pp, 1, "Pipeline-parallel degree: contiguous blocks per stage (docs/pipeline.md)")              \
-  F(std::string, pp_schedule, "1f1b", "Pipeline schedule (pp > 1); one of: gpipe | 1f1b | interleaved-1f1b | " \
-    "zb-h1 (docs/pipeline.md)")                                                                              \
+  F(PipelineKind, pp_schedule, PipelineKind::one_f_one_b, "Pipeline schedule (pp > 1; docs/pipeline.md)")                                                                              \
   F(int64_t, pp_virtual_stages, 0, "Model chunks per pipeline rank; > 1 only with pp_schedule "             \
     "interleaved-1f1b; 0 = 2 for interleaved-1f1b, 1 otherwise")                                            \
   F(int64_t, pp_microbatches, 0, "Micro-batches per step through the pipeline; must divide the batch of "   \
@@ -71,7 +75,7 @@ namespace meshtrain {
   F(int64_t, pp_trace_step, 0, "Write a Chrome/Perfetto trace of this step's pipeline actions, one JSON per " \
     "rank in <train.out_dir>/pipeline_trace/; 0 = none")                                                     \
   F(std::string, order, "pp-dp-fsdp-tp", "Rank order of the mesh dims, innermost last")                     \
-  F(std::string, backend, "auto", "Collective backend; one of: auto | nccl | cpu (auto: nccl on CUDA, cpu otherwise)") \
+  F(CommBackend, backend, CommBackend::automatic, "Collective backend (auto: nccl on CUDA, cpu otherwise)") \
   F(double, bucket_mb, 25.0, "Data-parallel gradient bucket size in MiB")                                   \
   F(double, bucket_first_mb, 1.0, "Size in MiB of the first gradient bucket (the last layers' gradients), "   \
     "small so that communication starts early in backward")                                                  \
@@ -79,14 +83,13 @@ namespace meshtrain {
     "1 = optimizer state sharded over dp (ZeRO-1), 2 = + gradients (ZeRO-2), 3 = + parameters (FSDP over dp)") \
   F(bool, fsdp_reshard_after_forward, true, "FSDP: free each block's gathered parameters after its forward "  \
     "(gather again in backward); false keeps them until its backward (more memory, less communication)")     \
-  F(std::string, param_dtype, "fp32", "FSDP/ZeRO: dtype of the gathered parameters used for compute (shards " \
-    "and optimizer state stay fp32); one of: fp32 | bf16")                                                   \
-  F(std::string, reduce_dtype, "fp32", "Dtype of gradient reduction (all-reduce / reduce-scatter); "         \
-    "one of: fp32 | bf16")                                                                                   \
+  F(Dtype, param_dtype, Dtype::fp32, "FSDP/ZeRO: dtype of the gathered parameters used for compute (shards "  \
+    "and optimizer state stay fp32)")                                                   \
+  F(Dtype, reduce_dtype, Dtype::fp32, "Dtype of gradient reduction (all-reduce / reduce-scatter)")                                                                                   \
   F(bool, allow_unused_params, false, "Treat a parameter that gets no gradient as a zero gradient instead "   \
     "of an error")                                                                                           \
-  F(std::string, master_location, "device", "FSDP/ZeRO: where the fp32 master shards and the optimizer state " \
-    "live; one of: device (to keep them in host memory set optimizer.offload: cpu)")                         \
+  F(MasterLocation, master_location, MasterLocation::device, "FSDP/ZeRO: where the fp32 master shards and the " \
+    "optimizer state live (to keep them in host memory set optimizer.offload: cpu)")                         \
   F(bool, force_wrapper, false, "Apply the data-parallel / sharding wrapper in a single process too "         \
     "(to measure its overhead; results are unchanged)")                                                      \
   F(double, timeout_s, 300.0, "Seconds a collective may take before it is an error (never a hang)")
@@ -100,10 +103,10 @@ namespace meshtrain {
   F(std::string, train, "", "Training token shards: a file or a glob (required); `synthetic` = uniformly random " \
     "tokens generated on the device (throughput runs: no data loading, no validation)")                           \
   F(std::string, val, "", "Validation token shards: a file or a glob; empty = no validation")               \
-  F(std::string, format, "auto", "Shard format; one of: auto | llmc | uint16 | uint32 (auto: llm.c header " \
-    "if the magic is there, else uint16)")                                                                   \
+  F(ShardFormat, format, ShardFormat::Auto, "Shard format (auto: llm.c header if the magic is there, else "  \
+    "uint16)")                                                                   \
   F(int64_t, seq_len, 0, "Tokens per training sequence; 0 = model.max_seq_len")                             \
-  F(std::string, loss_mask, "auto", "Which targets the loss counts; one of: auto | all (auto: the shards' "   \
+  F(LossMask, loss_mask, LossMask::automatic, "Which targets the loss counts (auto: the shards' "           \
     "loss masks where they have them (scripts/prepare_instruct.py: assistant / completion tokens), every "   \
     "token otherwise; all: every token). The loss is the mean over the counted tokens of the whole step")    \
   F(bool, packing, true, "Shards with document boundaries (scripts/prepare_instruct.py): true = several "     \
@@ -111,15 +114,15 @@ namespace meshtrain {
     "document per sequence, padded (a longer one cut at data.seq_len)")
 
 #define MT_OPTIMIZER_FIELDS(F)                                                                               \
-  F(std::string, name, "adamw", "Optimizer; one of: adamw")                                                  \
+  F(OptimizerName, name, OptimizerName::adamw, "Optimizer")                                                  \
   F(double, lr, 3e-4, "Peak learning rate")                                                                  \
   F(double, beta1, 0.9, "Adam beta1")                                                                        \
   F(double, beta2, 0.95, "Adam beta2")                                                                       \
   F(double, eps, 1e-8, "Adam epsilon")                                                                       \
   F(double, weight_decay, 0.1, "Decoupled weight decay (not applied to norms, biases, embeddings)")         \
   F(double, grad_clip, 1.0, "Global gradient-norm clip; 0 disables")                                        \
-  F(std::string, offload, "none", "Where the fp32 master weights and AdamW moments live and the update runs; " \
-    "one of: none | cpu (cpu: host memory, pinned on CUDA; gradients stream to the host, a multi-threaded "   \
+  F(OptimizerOffload, offload, OptimizerOffload::none, "Where the fp32 master weights and AdamW moments live " \
+    "and the update runs (cpu: host memory, pinned on CUDA; gradients stream to the host, a multi-threaded "   \
     "CPU AdamW updates each parameter as it arrives, the result goes back; docs/offload.md)")                \
   F(int64_t, offload_threads, 0, "optimizer.offload: cpu: host threads running the update; 0 = the CPUs "    \
     "this process may use, at most 16")                                                                      \
@@ -128,7 +131,7 @@ namespace meshtrain {
     "update stale: a small loss cost; docs/offload.md)")
 
 #define MT_SCHEDULE_FIELDS(F)                                                                                \
-  F(std::string, kind, "cosine", "Learning-rate shape after warmup; one of: cosine | linear | constant | wsd") \
+  F(LrShape, kind, LrShape::cosine, "Learning-rate shape after warmup") \
   F(int64_t, warmup_steps, 100, "Linear warmup steps from 0 to optimizer.lr")                                \
   F(double, min_lr_ratio, 0.1, "Final learning rate as a fraction of optimizer.lr")                          \
   F(double, decay_fraction, 0.2, "wsd: fraction of train.steps spent in the final decay")
@@ -138,10 +141,10 @@ namespace meshtrain {
   F(int64_t, micro_batch_size, 8, "Sequences per micro-batch per rank")                                      \
   F(int64_t, grad_accum, 1, "Micro-batches accumulated per optimizer step")                                  \
   F(int64_t, seed, 1337, "Seed for initialisation, data order and sampling")                                 \
-  F(std::string, device, "auto", "Where to train; one of: auto | cpu | cuda (auto: cuda if present)")       \
-  F(std::string, dtype, "auto", "Compute precision; one of: auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)") \
-  F(std::string, freeze, "", "Parameters that do not train: comma-separated globs over parameter names "     \
-    "(e.g. `blocks.0.*,tok_embed.weight`; `*` matches any characters, dots included); each must match a "    \
+  F(TrainDevice, device, TrainDevice::automatic, "Where to train (auto: cuda if present)")       \
+  F(ComputeDtype, dtype, ComputeDtype::automatic, "Compute precision (auto: bf16 on cuda, fp32 on cpu)") \
+  F(StringList, freeze, {}, "Parameters that do not train: globs over parameter names (e.g. "                \
+    "`[blocks.0.*, tok_embed.weight]`; `*` matches any characters, dots included); each must match a "       \
     "parameter. Frozen parameters keep their values, get no gradient and no optimizer state; empty = all train") \
   F(bool, activation_checkpointing, false, "Recompute each block's activations in backward")                \
   F(int64_t, loss_chunk_mb, 0, "MiB of fp32 logits per chunk of the fused head + loss, which never holds the " \
@@ -168,16 +171,16 @@ namespace meshtrain {
     "fastest for the run (docs/model.md); off = cuBLASLt's first pick. The choice rests on timings, so a "     \
     "restarted run may pick other kernels and differ in the last bits: leave it off where resumes must be "   \
     "bit-identical")                                                                                            \
-  F(std::string, attention_backend, "auto", "Which SDPA kernel runs attention (ATen's per-backend switches, "  \
-    "for the whole run; to compare them per shape, `bench train --attention`); checked at start-up against "   \
-    "the run's shape, dtype and device, which lists the ones that can run; one of: auto | flash | cudnn | "     \
-    "efficient | math (auto: SDPA's own pick; packed documents use variable-length flash under auto and flash)") \
-  F(std::string, fp8, "off", "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) in the "   \
-    "blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master weights, " \
-    "norms, attention, the head and the loss stay as they are; one of: off | tensorwise | rowwise")          \
-  F(std::string, cuda_graph, "off", "CUDA graphs: one micro-batch's forward + backward captured after " \
+  F(AttentionBackend, attention_backend, AttentionBackend::automatic, "Which SDPA kernel runs attention (ATen's " \
+    "per-backend switches, for the whole run; to compare them per shape, `bench train --attention`); checked "  \
+    "at start-up against the run's shape, dtype and device, which lists the ones that can run (auto: SDPA's "  \
+    "own pick; packed documents use variable-length flash under auto and flash)")                              \
+  F(Fp8Scaling, fp8, Fp8Scaling::off, "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) " \
+    "in the blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master "  \
+    "weights, norms, attention, the head and the loss stay as they are")                                      \
+  F(OnOff, cuda_graph, OnOff::off, "CUDA graphs: one micro-batch's forward + backward captured after "       \
     "warm-up steps and replayed for every micro-batch (static shapes; CUDA, a single process, no dropout, "   \
-    "activation checkpointing, offload or packed documents: refused at start-up otherwise); one of: off | on") \
+    "activation checkpointing, offload or packed documents: refused at start-up otherwise)")                 \
   F(int64_t, eval_every, 100, "Validation every N steps (and at the end); 0 disables")                       \
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
   F(int64_t, max_nonfinite_steps, 3, "Steps in a row whose loss or gradient norm is inf/nan (their update is "  \
@@ -203,8 +206,7 @@ namespace meshtrain {
   F(bool, save_final, true, "Save a checkpoint when training ends")
 
 #define MT_LOGGING_FIELDS(F)                                                                                 \
-  F(std::string, level, "info", "Log level; one of: trace | debug | info | warn | error | off "             \
-    "(MESHTRAIN_LOG_LEVEL overrides)")                                                                       \
+  F(LogLevel, level, LogLevel::info, "Log level (MESHTRAIN_LOG_LEVEL overrides)")                                                                       \
   F(int64_t, every, 10, "Progress line every N steps")                                                       \
   F(bool, all_ranks, false, "Progress lines from every rank, not only rank 0")                               \
   F(std::string, metrics, "", "Metrics JSONL file; empty = <train.out_dir>/metrics.jsonl")                 \

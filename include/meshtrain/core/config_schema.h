@@ -1,10 +1,11 @@
 // Reflection over the config's X-macro tables (config.h): one FieldInfo per key, in declaration order, with
-// its section, type, doc text, default and typed access into a Config. The loader, the override parser, the
-// printers (YAML/JSON/Markdown) and the enumeration checks of validate() are all driven by this table, so
-// adding a field to config.h needs no per-field code anywhere else.
+// its section, type, doc text, default, an enumeration's valid spellings and typed access into a Config. The
+// loader, the override parser and the printers (YAML/JSON/Markdown) are all driven by this table, so adding a
+// field to config.h needs no per-field code anywhere else.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -14,28 +15,41 @@
 
 namespace meshtrain {
 
-enum class FieldType { Int, Double, Bool, String };
+enum class FieldType { Int, Double, Bool, String, Enum, List };
 
-// A field's value; the alternative always matches the field's FieldType.
-using FieldValue = std::variant<int64_t, double, bool, std::string>;
+// An enumeration's value by its spelling ("llama"); FieldInfo::set refuses a spelling the field lacks.
+struct EnumValue {
+  std::string name;
+  bool operator==(const EnumValue&) const = default;
+};
+
+// A field's value; the alternative always matches the field's FieldType (same order).
+using FieldValue = std::variant<int64_t, double, bool, std::string, EnumValue, StringList>;
 
 struct FieldInfo {
   std::string_view section;  // "optimizer"
   std::string_view key;      // "lr"
   FieldType type;
   std::string_view doc;
-  // Closed enumerations, parsed from the doc's "one of: a | b | c" (empty when the field is not one).
-  std::vector<std::string> choices;
-  bool choices_allow_empty = false;  // the doc's list ends with ", or empty"
+  // Enum: the valid spellings (index = the enumerator's value) and the note said when a value is refused.
+  std::span<const std::string_view> choices;
+  std::string_view choices_note;
   // A string of "NAME=VALUE" pairs (the doc says "NAME=VALUE pairs"): YAML may give it as a mapping or list.
   bool pairs = false;
   void* (*address)(Config&);         // where the field lives inside a Config
+  // Enum: the enumerator's value at an address, read and written without knowing its type.
+  int (*enum_get)(const void*) = nullptr;
+  void (*enum_set)(void*, int) = nullptr;
 
   std::string path() const;  // "optimizer.lr"
   FieldValue get(const Config& cfg) const;
   // `v` must hold the field's type (throws meshtrain::Error otherwise: a bug, not a user mistake).
   void set(Config& cfg, const FieldValue& v) const;
   FieldValue default_value() const;  // the value in a default-constructed Config
+  // "int", "float", "bool", "string", "gpt2 | llama" (an enumeration's spellings), "list" (docs/config.md).
+  std::string type_name() const;
+  // "an integer", …, "one of gpt2 | llama", "a list of strings" (wrong-type messages).
+  std::string expectation() const;
 };
 
 // Every field of every section, in struct order (model, parallel, …, logging) then declaration order.
@@ -45,20 +59,21 @@ const std::vector<std::string>& config_sections();
 // nullptr when there is no such field.
 const FieldInfo* find_config_field(std::string_view section, std::string_view key);
 
-// "int", "float", "bool", "string" (the type column of docs/config.md).
-std::string_view field_type_name(FieldType t);
-// "an integer", "a finite number", "true or false", "a string" (wrong-type messages).
-std::string_view field_type_expectation(FieldType t);
-
 // A value as a plain YAML scalar: doubles in the shortest text that reads back to the same double, scientific
 // below 1e-3 and from 1e16 (3e-4 → "3e-4", 1e-8 → "1e-8", 0.001 → "0.001", 500000 → "500000.0"), bools
-// true/false, strings unquoted (callers quote).
+// true/false, strings and enumerations unquoted (callers quote), lists as "[a, b]" (items unquoted).
 std::string format_field_value(const FieldValue& v);
 
 // Converts scalar text to the field's type. Ints must be integral ("8", "-3"), numbers are anything strtod
-// reads fully ("3e-4", "1", ".5"), bools true/false (any case YAML 1.2 allows), strings take the text as is.
-// Returns false when the text does not fit the type.
-bool parse_field_scalar(FieldType t, std::string_view text, FieldValue& out);
+// reads fully ("3e-4", "1", ".5"), bools true/false (any case YAML 1.2 allows), strings take the text as is,
+// enumerations one of their spellings, lists one comma-separated string (split_field_list). Returns false
+// when the text does not fit the type.
+bool parse_field_scalar(const FieldInfo& f, std::string_view text, FieldValue& out);
+bool parse_field_scalar(FieldType t, std::string_view text, FieldValue& out);  // Int, Double, Bool, String
+
+// A list's one-string form: "a, b,c" → {a, b, c} (blanks around items trimmed); "" or blanks → {}. An empty
+// item ("a,,b", "a,") is kept as "", for validate() to name.
+StringList split_field_list(std::string_view text);
 
 // The candidate nearest to `word` by edit distance (transpositions count 1), or "" when none is close
 // enough to be a plausible typo.

@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/config_enums.h"
+
 namespace meshtrain::data {
 
-enum class ShardFormat { Auto, LlmC, U16, U32 };
-ShardFormat parse_shard_format(const std::string& name);  // "auto" | "llmc" | "uint16" | "uint32"
+// auto | llmc | uint16 | uint32 (data.format; its spellings in core/config_enums.h).
+using meshtrain::ShardFormat;
 
 inline constexpr int32_t kLlmcMagic = 20240520;
 inline constexpr int kLlmcHeaderInts = 256;

@@ -16,7 +16,7 @@
 namespace meshtrain::plan {
 
 struct MfuRow {
-  std::string family;  // gpt2 | llama
+  Family family;
   int64_t d_model = 0;
   int64_t tokens = 0;  // tokens per micro-batch in the measurement (micro_batch × seq_len)
   double mfu = 0;      // model FLOPs / (step time × peak)

@@ -18,7 +18,7 @@ struct BenchTrainOptions {
   int64_t steps = 20;   // timed steps
   int64_t warmup = 5;   // untimed steps before them
   bool activation_checkpointing = false;
-  std::string attention = "auto";  // train.attention_backend: the SDPA kernel, to compare them per shape
+  AttentionBackend attention = AttentionBackend::automatic;  // train.attention_backend: to compare them per shape
   // Non-empty: after the timed steps, `profile_steps` more are recorded by the profiler into this directory
   // (trace per rank + summary; train/step_profiler.h), so the timing is not disturbed by it.
   std::string profile_dir;

@@ -18,6 +18,8 @@ class LrSchedule {
   double at(int64_t step) const;
 
  private:
+  double wsd(int64_t step, double floor) const;
+
   ScheduleConfig s_;
   double peak_;
   int64_t total_;

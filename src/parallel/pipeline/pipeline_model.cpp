@@ -49,7 +49,7 @@ PipelineModel::PipelineModel(const model::Transformer& net, const ParallelGroups
   rank_ = pp_->rank();
   world_rank_ = groups.world ? groups.world->rank() : 0;
   const int v = static_cast<int>(p.pp_virtual_stages), m = static_cast<int>(p.pp_microbatches);
-  schedule_ = make_pipeline_schedule(parse_pipeline_kind(p.pp_schedule), static_cast<int>(p.pp), m, v);
+  schedule_ = make_pipeline_schedule(p.pp_schedule, static_cast<int>(p.pp), m, v);
   d_model_ = cfg.model.d_model;
   sp_split_ = p.sequence_parallel && p.tp > 1 ? p.tp : 1;
   trace_step_ = p.pp_trace_step;
@@ -65,7 +65,7 @@ PipelineModel::PipelineModel(const model::Transformer& net, const ParallelGroups
       if (!policy.trains(item.key())) item.value().requires_grad_(false);
     stage->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
     stage->use_kernels(cfg.train);
-    if (const Fp8Scaling fp8 = parse_fp8(cfg.train); fp8 != Fp8Scaling::off) model::use_fp8(*stage, fp8);
+    if (cfg.train.fp8 != Fp8Scaling::off) model::use_fp8(*stage, cfg.train.fp8);
     stage->train();
     chunks_.push_back(layout(stage));
   }
@@ -261,7 +261,7 @@ std::string PipelineModel::describe() const {
   for (const auto& s : spans())
     layers += cat(layers.empty() ? "" : ", ", "blocks ", s.first_block, "-", s.end_block - 1,
                   s.embed ? " + embedding" : "", s.head ? " + head" : "");
-  return cat("pp ", pp_->size(), " (", pipeline_kind_name(schedule_.kind), ", ", schedule_.microbatches,
+  return cat("pp ", pp_->size(), " (", schedule_.kind, ", ", schedule_.microbatches,
              " micro-batches", schedule_.chunks > 1 ? cat(", ", schedule_.chunks, " chunks") : "", "; stage ", rank_,
              ": ", layers, ") × ", chunks_.front()->describe());
 }

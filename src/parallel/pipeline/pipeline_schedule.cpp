@@ -79,24 +79,6 @@ char letter(Op op) { return op == Op::F ? 'F' : op == Op::B ? 'B' : op == Op::I 
 
 }  // namespace
 
-PipelineKind parse_pipeline_kind(const std::string& value, const std::string& key) {
-  if (value == "gpipe") return PipelineKind::gpipe;
-  if (value == "1f1b") return PipelineKind::one_f_one_b;
-  if (value == "interleaved-1f1b") return PipelineKind::interleaved_1f1b;
-  if (value == "zb-h1") return PipelineKind::zb_h1;
-  throw UserError(cat(key, ": given '", value, "'; valid gpipe | 1f1b | interleaved-1f1b | zb-h1"));
-}
-
-const char* pipeline_kind_name(PipelineKind kind) {
-  switch (kind) {
-    case PipelineKind::gpipe: return "gpipe";
-    case PipelineKind::one_f_one_b: return "1f1b";
-    case PipelineKind::interleaved_1f1b: return "interleaved-1f1b";
-    case PipelineKind::zb_h1: return "zb-h1";
-  }
-  return "?";
-}
-
 std::string PipelineSchedule::describe(int rank) const {
   std::string out;
   for (const auto& a : ranks.at(rank)) {
@@ -112,7 +94,7 @@ PipelineSchedule make_pipeline_schedule(PipelineKind kind, int pp, int m, int v)
   if (kind == PipelineKind::interleaved_1f1b)
     MT_CHECK(v >= 2 && m % pp == 0, "interleaved-1f1b needs v ≥ 2 and m % pp == 0: v ", v, ", m ", m, ", pp ", pp);
   else
-    MT_CHECK(v == 1, pipeline_kind_name(kind), " runs one chunk per rank, not ", v);
+    MT_CHECK(v == 1, kind, " runs one chunk per rank, not ", v);
   PipelineSchedule s{kind, pp, m, v, {}};
   for (int r = 0; r < pp; ++r) {
     switch (kind) {

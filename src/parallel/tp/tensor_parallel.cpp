@@ -24,7 +24,8 @@ void check_divisible(const char* key, int64_t value, int64_t tp, const char* why
 }
 
 at::Device block_device(const Config& cfg) {
-  if (cfg.train.device == "cuda" || (cfg.train.device == "auto" && at::hasCUDA())) return at::Device(at::kCUDA);
+  const TrainDevice d = cfg.train.device;
+  if (d == TrainDevice::cuda || (d == TrainDevice::automatic && at::hasCUDA())) return at::Device(at::kCUDA);
   return at::Device(at::kCPU);
 }
 

@@ -286,7 +286,8 @@ int main(int argc, char** argv) {
     log::init(log::Options{.rank = world.rank});
     at::set_num_threads(1);  // several ranks share the cores: intra-op thread pools would only oversubscribe them
     const auto timeout = std::chrono::milliseconds(timeout_test ? 2000 : 60000);
-    const bool gpu = backend == "nccl" || (backend == "auto" && nccl_built() && at::hasCUDA());
+    const CommBackend asked = parse_enum<CommBackend>(backend, "--backend");
+    const bool gpu = asked == CommBackend::nccl || (asked == CommBackend::automatic && nccl_built() && at::hasCUDA());
     if (gpu && (!nccl_built() || !at::hasCUDA() || static_cast<int>(at::getNumGPUs()) < world.local_world_size)) {
       std::printf("comm_worker: SKIP: --backend %s needs NCCL and %d GPU(s); this build %s NCCL, %d visible\n",
                   backend.c_str(), world.local_world_size, nccl_built() ? "has" : "lacks",
@@ -295,7 +296,7 @@ int main(int argc, char** argv) {
     }
     StorePtr store = connect_store_from_env(std::chrono::milliseconds(60000));
     CommSetup setup;
-    setup.backend = backend;
+    setup.backend = asked;
     setup.device = gpu ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank)) : at::Device(at::kCPU);
     setup.timeout = timeout;
     g_dev = setup.device;

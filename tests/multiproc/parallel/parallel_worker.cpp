@@ -112,20 +112,20 @@ Config make_config(const Args& a, int world) {
   c.data.train = "unused";
   c.train.seed = 1234;
   // fp32 unless --bf16: the tolerances below are for fp32 products (train.dtype auto would be bf16 on the GPU).
-  c.train.dtype = a.bf16 ? "bf16" : "fp32";
+  c.train.dtype = a.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32;
   c.train.activation_checkpointing = a.ac;
-  if (a.freeze_half) c.train.freeze = "blocks.1.*,blocks.2.attn.*";
-  if (a.offload) c.optimizer.offload = "cpu";
+  if (a.freeze_half) c.train.freeze = {"blocks.1.*", "blocks.2.attn.*"};
+  if (a.offload) c.optimizer.offload = OptimizerOffload::cpu;
   if (a.lora) {
     c.model.lora_rank = 4;
     c.model.lora_alpha = 8.0;
-    c.model.lora_targets = "q,k,v,o,gate,up,down";
+    c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
     c.model.lora_dropout = a.lora_dropout;
   }
   c.parallel.tp = a.tp;
   c.parallel.sequence_parallel = a.sp;
   c.parallel.pp = a.pp;
-  c.parallel.pp_schedule = a.schedule;
+  c.parallel.pp_schedule = parse_enum<PipelineKind>(a.schedule, "--schedule");
   c.parallel.pp_microbatches = a.microbatches;
   c.parallel.fsdp = a.layout == "fsdp" ? world / (a.tp * a.pp) : a.layout == "hsdp" ? a.fsdp : 1;
   // The batch as the config sees it (pp_microbatches must divide it): this replica's rows per micro-batch.
@@ -133,7 +133,7 @@ Config make_config(const Args& a, int world) {
   c.train.micro_batch_size = kGlobalBatch / (world / (a.tp * a.pp)) / a.accum;
   c.parallel.zero_stage = a.layout == "zero1" ? 1 : a.layout == "zero2" ? 2 : 0;
   c.parallel.fsdp_reshard_after_forward = a.reshard;
-  c.parallel.reduce_dtype = a.bf16_reduce ? "bf16" : "fp32";
+  c.parallel.reduce_dtype = a.bf16_reduce ? Dtype::bf16 : Dtype::fp32;
   c.parallel.bucket_mb = 0.01;  // several buckets even for a tiny model
   c.parallel.bucket_first_mb = 0.002;
   c.parallel.pp_trace_step = a.pp > 1 ? 2 : 0;
@@ -282,12 +282,12 @@ int check_pipeline(const parallel::PipelineModel& pm, int world_rank) {
   const bool chunked = s.kind == parallel::PipelineKind::interleaved_1f1b;
   if (r == 0 && !chunked && (gpipe ? measured != s.microbatches : measured > s.pp)) {
     std::fprintf(stderr, "FAIL stage 0 held %d micro-batches of activations (%s, pp %d, m %d)\n", measured,
-                 parallel::pipeline_kind_name(s.kind), s.pp, s.microbatches);
+                 enum_c_str(s.kind), s.pp, s.microbatches);
     ++bad;
   }
   std::printf("rank %d: stage %d (%s, m %d) held at most %d micro-batch(es) of activations; measured bubble %.3f, "
               "the schedule's with F 1, B 2 (I 1, W 1) %.3f, (pp − 1)/(m + pp − 1) = %.3f\n", world_rank, r,
-              parallel::pipeline_kind_name(s.kind), s.microbatches, measured, pm.last_step().bubble,
+              enum_c_str(s.kind), s.microbatches, measured, pm.last_step().bubble,
               parallel::simulate_pipeline(s).bubble[static_cast<size_t>(r)],
               parallel::ideal_bubble_fraction(s.pp, s.microbatches));
   return bad;
@@ -346,7 +346,7 @@ bool cuda_visible() { return at::hasCUDA() && at::getNumGPUs() > 0; }
 comm::CommPtr make_world_comm(const comm::WorldInfo& world, const at::Device& device, bool desync) {
   if (world.world_size == 1) return nullptr;
   comm::CommSetup s;
-  s.backend = "cpu";
+  s.backend = CommBackend::cpu;
   s.device = device;
   s.timeout = std::chrono::milliseconds(desync ? 3000 : 60000);
   return comm::make_communicator(world, s);
@@ -364,7 +364,7 @@ int run(const Args& a) {
   }
   if (a.device == "cuda") use_fp32_kernels_only();
   const at::Device device = a.device == "cuda"
-                                ? comm::rank_cuda_device("cpu", world.local_rank, static_cast<int>(at::getNumGPUs()))
+                                ? comm::rank_cuda_device(CommBackend::cpu, world.local_rank, static_cast<int>(at::getNumGPUs()))
                                 : at::Device(at::kCPU);
   const auto timeout = std::chrono::milliseconds(a.desync ? 3000 : 60000);
   comm::CommPtr comm = make_world_comm(world, device, a.desync);

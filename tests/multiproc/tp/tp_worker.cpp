@@ -56,7 +56,7 @@ Config config(const Args& a, int tp) {
   c.parallel.tp = tp;
   c.parallel.sequence_parallel = a.sp;
   c.data.seq_len = 8;
-  c.train.device = "cpu";
+  c.train.device = TrainDevice::cpu;
   c.train.seed = 1234;
   // Adam's update is g / (√v + eps): for a gradient element near 0 — a near-cancellation whose fp32 value is
   // noise of the summation order — its derivative is lr / eps. The default eps (1e-8) would blow that noise up

@@ -28,7 +28,7 @@ TEST(RecordedConfig, ReadsTheCurrentLocation) {
   ckpt::CheckpointMeta meta;
   meta.config = config_json("llama");
   const Config cfg = ckpt::recorded_config("/ck/step_1", meta, {"train.micro_batch_size=3"});
-  EXPECT_EQ(cfg.model.family, "llama");
+  EXPECT_EQ(cfg.model.family, Family::llama);
   EXPECT_EQ(cfg.model.d_model, 16);
   EXPECT_EQ(cfg.train.micro_batch_size, 3);  // the overrides go on top
 }
@@ -36,9 +36,9 @@ TEST(RecordedConfig, ReadsTheCurrentLocation) {
 TEST(RecordedConfig, ReadsTheOlderLocationInTheState) {
   ckpt::CheckpointMeta meta;  // "config": {} as earlier trainers wrote it, the config in the state
   meta.state["config"] = config_json("gpt2");
-  EXPECT_EQ(ckpt::recorded_config("/ck/step_1", meta).model.family, "gpt2");
+  EXPECT_EQ(ckpt::recorded_config("/ck/step_1", meta).model.family, Family::gpt2);
   meta.config = config_json("llama");  // both: the current location wins
-  EXPECT_EQ(ckpt::recorded_config("/ck/step_1", meta).model.family, "llama");
+  EXPECT_EQ(ckpt::recorded_config("/ck/step_1", meta).model.family, Family::llama);
 }
 
 TEST(RecordedConfig, NoConfigIsOneLineNamingTheFile) {

@@ -71,7 +71,7 @@ const char* kJson = R"({
 
 TEST(ConfigLoad, YamlAndJsonOfTheSameConfigAreEqual) {
   Config a = yaml(kYaml), b = json(kJson);
-  EXPECT_EQ(a.model.family, "llama");
+  EXPECT_EQ(a.model.family, Family::llama);
   EXPECT_EQ(a.model.n_kv_head, 2);
   EXPECT_EQ(a.model.norm_eps, 1e-6);
   EXPECT_FALSE(a.model.tie_embeddings);
@@ -312,4 +312,116 @@ TEST(ConfigLoad, NcclEnvAsStringMappingOrList) {
   EXPECT_ERROR(yaml("comm:\n  nccl_env:\n    NCCL_DEBUG: [a]\n"), "comm.nccl_env: expected a string");
   // Other string keys take no mapping.
   EXPECT_ERROR(yaml("train:\n  out_dir: {a: b}\n"), "train.out_dir: expected a string, got a mapping");
+}
+
+// An enumeration's unknown value is refused where it is read, naming the file (line and column) or the --set
+// argument, the key, the value and the valid ones (and the nearest, where one is close).
+TEST(ConfigLoad, UnknownEnumValueNamesTheValidOnes) {
+  EXPECT_ERROR(yaml("model:\n  family: bert\n"), "cfg.yaml:2:11: model.family: given 'bert'; valid gpt2 | llama");
+  EXPECT_ERROR(yaml("model:\n  family: lama\n"), "model.family: given 'lama'; valid gpt2 | llama (did you mean 'llama'?)");
+  EXPECT_ERROR(json(R"({"data": {"format": "u16"}})"), "cfg.json: data.format: given 'u16'; valid auto | llmc | uint16 | uint32");
+  EXPECT_ERROR(json(R"({"train": {"device": 1}})"), "cfg.json: train.device: expected one of auto | cpu | cuda, got 1");
+  EXPECT_ERROR(yaml("train:\n  dtype: [bf16]\n"), "train.dtype: expected one of auto | fp32 | bf16, got a sequence");
+  EXPECT_ERROR(yaml("", {"schedule.kind=cos"}),
+               "--set schedule.kind=cos: schedule.kind: given 'cos'; valid cosine | linear | constant | wsd");
+  EXPECT_ERROR(yaml("", {"parallel.backend=gloo"}), "--set parallel.backend=gloo: parallel.backend: given 'gloo'; "
+                                                    "valid auto | nccl | cpu");
+  EXPECT_ERROR(yaml("", {"logging.level=verbose"}), "valid trace | debug | info | warn | error | off");
+  EXPECT_ERROR(yaml("", {"optimizer.name=sgd"}), "optimizer.name: given 'sgd'; valid adamw");
+  EXPECT_ERROR(yaml("", {"optimizer.offload=disk"}), "optimizer.offload: given 'disk'; valid none | cpu");
+  EXPECT_ERROR(yaml("", {"train.attention_backend=flash2"}),
+               "train.attention_backend: given 'flash2'; valid auto | flash | cudnn | efficient | math");
+  EXPECT_ERROR(yaml("", {"data.loss_mask=assistant"}), "data.loss_mask: given 'assistant'; valid auto | all");
+  // A refused value the enumeration has a note for, and one that is no YAML scalar.
+  EXPECT_ERROR(yaml("parallel:\n  master_location: host\n"),
+               "parallel.master_location: given 'host'; valid device (the master weights and optimizer state move to "
+               "host memory with optimizer.offload: cpu)");
+  EXPECT_ERROR(yaml("", {"train.fp8=*e4m3"}), "--set train.fp8=*e4m3: train.fp8: given '*e4m3'; valid off | tensorwise");
+}
+
+TEST(ConfigLoad, EnumsRoundTripThroughYamlAndJson) {
+  Config c;
+  c.source = "cfg.yaml";
+  c.model.family = Family::llama;
+  c.parallel.pp_schedule = PipelineKind::interleaved_1f1b;
+  c.parallel.backend = CommBackend::cpu;
+  c.parallel.reduce_dtype = Dtype::bf16;
+  c.data.format = ShardFormat::U32;
+  c.data.loss_mask = LossMask::all;
+  c.optimizer.offload = OptimizerOffload::cpu;
+  c.schedule.kind = LrShape::wsd;
+  c.train.device = TrainDevice::cuda;
+  c.train.dtype = ComputeDtype::fp32;
+  c.train.attention_backend = AttentionBackend::efficient;
+  c.train.fp8 = Fp8Scaling::rowwise;
+  c.train.cuda_graph = OnOff::on;
+  c.logging.level = LogLevel::warn;
+  const std::string y = to_yaml(c);
+  EXPECT_NE(y.find("  pp_schedule: interleaved-1f1b\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("  cuda_graph: on\n"), std::string::npos) << y;
+  EXPECT_EQ(yaml(y), c);
+  const std::string j = to_json(c);
+  EXPECT_NE(j.find("\"family\": \"llama\""), std::string::npos) << j;
+  EXPECT_EQ(json(j).model, c.model);
+  Config back = json(j);
+  back.source = c.source;
+  EXPECT_EQ(back, c);
+  EXPECT_EQ(yaml("", {"parallel.pp_schedule=zb-h1"}).parallel.pp_schedule, PipelineKind::zb_h1);
+}
+
+// train.freeze and model.lora_targets: a YAML sequence (block or flow), a JSON array, or the one
+// comma-separated string older configs hold, in files and --set alike.
+TEST(ConfigLoad, ListsFromSequencesAndCommaStrings) {
+  const StringList freeze = {"blocks.0.*", "tok_embed.weight"};
+  EXPECT_EQ(yaml("train:\n  freeze:\n    - blocks.0.*\n    - tok_embed.weight\n").train.freeze, freeze);
+  EXPECT_EQ(yaml("train:\n  freeze: [blocks.0.*, tok_embed.weight]\n").train.freeze, freeze);
+  EXPECT_EQ(yaml("train:\n  freeze: blocks.0.*, tok_embed.weight\n").train.freeze, freeze);
+  EXPECT_EQ(yaml("train:\n  freeze:\n").train.freeze, StringList{});
+  EXPECT_EQ(yaml("train:\n  freeze: []\n").train.freeze, StringList{});
+  EXPECT_EQ(json(R"({"train": {"freeze": ["blocks.0.*", "tok_embed.weight"]}})").train.freeze, freeze);
+  EXPECT_EQ(json(R"({"train": {"freeze": "blocks.0.*,tok_embed.weight"}})").train.freeze, freeze);
+  EXPECT_EQ(json(R"({"train": {"freeze": ""}})").train.freeze, StringList{});
+  EXPECT_EQ(yaml("", {"train.freeze=blocks.0.*,tok_embed.weight"}).train.freeze, freeze);
+  EXPECT_EQ(yaml("", {"train.freeze=[blocks.0.*, tok_embed.weight]"}).train.freeze, freeze);
+  EXPECT_EQ(yaml("", {"train.freeze=*.bias"}).train.freeze, StringList{"*.bias"});  // no plain YAML scalar
+  EXPECT_EQ(yaml("", {"train.freeze="}).train.freeze, StringList{});
+  EXPECT_EQ(yaml("", {"model.lora_targets=q,v"}).model.lora_targets, (StringList{"q", "v"}));
+  EXPECT_EQ(yaml("model:\n  lora_targets: [q, v, down]\n").model.lora_targets, (StringList{"q", "v", "down"}));
+  EXPECT_EQ(Config{}.model.lora_targets, (StringList{"q", "k", "v", "o", "gate", "up", "down"}));
+  // Items are strings; anything else is a wrong type.
+  EXPECT_ERROR(yaml("train:\n  freeze: [[a]]\n"), "train.freeze: expected a list of strings (a sequence, or one "
+                                                   "comma-separated string), got a sequence holding a sequence");
+  EXPECT_ERROR(json(R"({"train": {"freeze": [1]}})"), "cfg.json: train.freeze: expected a list of strings");
+  EXPECT_ERROR(json(R"({"train": {"freeze": {"a": 1}}})"), "got an object");
+  // An empty item survives loading for validate() to name with the file.
+  Config c = yaml("data:\n  train: x.bin\ntrain:\n  freeze: a.*,\n");
+  EXPECT_EQ(c.train.freeze, (StringList{"a.*", ""}));
+  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("cfg.yaml: train.freeze: given [a.*, ]"),
+            std::string::npos);
+}
+
+// Checkpoints store to_json(cfg) in meta.json and read it back: those written before lists had a type of
+// their own hold them as comma-separated strings, and still load.
+TEST(ConfigLoad, OldCheckpointConfigWithCommaStringListsLoads) {
+  const char* old_meta_config = R"({
+    "model": {"preset": "", "family": "llama", "n_layer": 2, "n_head": 4, "d_model": 64, "lora_rank": 8,
+              "lora_alpha": 16.0, "lora_targets": "q,k,v,o,gate,up,down"},
+    "parallel": {"pp_schedule": "1f1b", "backend": "auto", "param_dtype": "fp32", "master_location": "device"},
+    "data": {"train": "data/*.bin", "format": "auto", "loss_mask": "auto"},
+    "optimizer": {"name": "adamw", "offload": "none"},
+    "schedule": {"kind": "cosine"},
+    "train": {"device": "auto", "dtype": "auto", "freeze": "", "attention_backend": "auto", "fp8": "off",
+              "cuda_graph": "off"},
+    "logging": {"level": "info"}
+  })";
+  Config c = parse_config(old_meta_config, "runs/x/checkpoints/step_10/meta.json", true);
+  EXPECT_EQ(c.model.lora_targets, (StringList{"q", "k", "v", "o", "gate", "up", "down"}));
+  EXPECT_EQ(c.train.freeze, StringList{});
+  EXPECT_EQ(c.model.family, Family::llama);
+  EXPECT_NO_THROW(validate(c, 1));
+  EXPECT_EQ(lora_targets(c.model).size(), 7u);
+  // What a checkpoint writes now (arrays) reads back to the same config.
+  Config back = parse_config(to_json(c), c.source, true);
+  EXPECT_EQ(back, c);
+  EXPECT_NE(to_json(c).find("\"freeze\": []"), std::string::npos);
 }

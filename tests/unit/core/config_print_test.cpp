@@ -10,6 +10,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/error.h"
+#include "support/test_support.h"
 
 using namespace meshtrain;
 
@@ -32,6 +33,11 @@ Config awkward() {
   c.train.out_dir = "123";
   c.checkpoint.resume = "null";
   c.logging.metrics = "- dash";
+  c.parallel.pp_schedule = PipelineKind::zb_h1;   // spellings an identifier cannot hold
+  c.train.cuda_graph = OnOff::on;                 // YAML 1.1 would read a plain `on` as a bool
+  c.logging.level = LogLevel::off;
+  c.train.freeze = {"blocks.0.*", "a,b", "true", ""};  // items that need quoting, one holding a comma
+  c.model.lora_targets = {"q", "v"};
   return c;
 }
 
@@ -63,22 +69,46 @@ TEST(ConfigSchema, TableFollowsTheStructs) {
   EXPECT_THROW(lr->set(c, std::string("x")), Error);
 }
 
-TEST(ConfigSchema, EnumerationsComeFromTheDocs) {
+TEST(ConfigSchema, EnumerationsNameTheirSpellings) {
   std::vector<std::string> enums;
   for (const FieldInfo& f : config_fields())
-    if (!f.choices.empty()) enums.push_back(f.path());
-  EXPECT_EQ(enums, (std::vector<std::string>{"model.preset", "model.family", "parallel.pp_schedule", "parallel.backend",
+    if (f.type == FieldType::Enum) enums.push_back(f.path());
+  EXPECT_EQ(enums, (std::vector<std::string>{"model.family", "parallel.pp_schedule", "parallel.backend",
                                              "parallel.param_dtype", "parallel.reduce_dtype", "parallel.master_location",
                                              "data.format", "data.loss_mask",
                                              "optimizer.name", "optimizer.offload", "schedule.kind", "train.device",
                                              "train.dtype", "train.attention_backend", "train.fp8",
                                              "train.cuda_graph", "logging.level"}));
-  const FieldInfo* preset = find_config_field("model", "preset");
-  EXPECT_EQ(preset->choices, model_preset_names());  // the doc list and the preset table agree
-  EXPECT_TRUE(preset->choices_allow_empty);
-  EXPECT_EQ(find_config_field("logging", "level")->choices,
-            (std::vector<std::string>{"trace", "debug", "info", "warn", "error", "off"}));
-  EXPECT_FALSE(find_config_field("model", "family")->choices_allow_empty);
+  const FieldInfo* level = find_config_field("logging", "level");
+  EXPECT_EQ(std::vector<std::string_view>(level->choices.begin(), level->choices.end()),
+            (std::vector<std::string_view>{"trace", "debug", "info", "warn", "error", "off"}));
+  EXPECT_EQ(find_config_field("parallel", "pp_schedule")->type_name(), "gpipe | 1f1b | interleaved-1f1b | zb-h1");
+  EXPECT_EQ(find_config_field("model", "preset")->type, FieldType::String);  // a table's names, or empty
+  EXPECT_EQ(find_config_field("train", "freeze")->type, FieldType::List);
+  EXPECT_EQ(find_config_field("model", "lora_targets")->type, FieldType::List);
+  // Typed access by spelling.
+  Config c;
+  const FieldInfo* schedule = find_config_field("parallel", "pp_schedule");
+  schedule->set(c, EnumValue{"zb-h1"});
+  EXPECT_EQ(c.parallel.pp_schedule, PipelineKind::zb_h1);
+  EXPECT_EQ(std::get<EnumValue>(schedule->get(c)).name, "zb-h1");
+  EXPECT_EQ(std::get<EnumValue>(schedule->default_value()).name, "1f1b");
+  EXPECT_THROW(schedule->set(c, EnumValue{"zb"}), Error);
+  // The spellings and the enumerators agree.
+  EXPECT_EQ(enum_name(Family::llama), "llama");
+  EXPECT_EQ(enum_from<PipelineKind>("interleaved-1f1b"), PipelineKind::interleaved_1f1b);
+  EXPECT_EQ(enum_from<PipelineKind>("interleaved"), std::nullopt);
+  EXPECT_EQ(testing_support::user_error([] { parse_enum<CommBackend>("gloo", "--backend"); }),
+            "--backend: given 'gloo'; valid auto | nccl | cpu");
+  EXPECT_EQ(cat("family ", Family::gpt2), "family gpt2");
+}
+
+TEST(ConfigSchema, ListsSplitAtCommas) {
+  EXPECT_EQ(split_field_list("q, v ,gate"), (StringList{"q", "v", "gate"}));
+  EXPECT_EQ(split_field_list("  "), StringList{});
+  EXPECT_EQ(split_field_list("a,"), (StringList{"a", ""}));  // kept for validate() to name
+  EXPECT_EQ(format_field_value(StringList{"a", "b"}), "[a, b]");
+  EXPECT_EQ(format_field_value(StringList{}), "[]");
 }
 
 TEST(ConfigSchema, ScalarsAndNearestMatch) {
@@ -115,20 +145,20 @@ TEST(ConfigSchema, ScalarsAndNearestMatch) {
 TEST(ConfigPresets, PublishedShapes) {
   struct Want {
     const char* name;
-    const char* family;
+    Family family;
     int64_t layers, heads, kv, d, ff, vocab, seq;
     bool tied;
   };
   const Want wants[] = {
-      {"tiny", "gpt2", 2, 4, 4, 64, 256, 256, 64, true},
-      {"gpt2-124m", "gpt2", 12, 12, 12, 768, 3072, 50257, 1024, true},
-      {"gpt2-350m", "gpt2", 24, 16, 16, 1024, 4096, 50257, 1024, true},
-      {"gpt2-774m", "gpt2", 36, 20, 20, 1280, 5120, 50257, 1024, true},
-      {"gpt2-1.5b", "gpt2", 48, 25, 25, 1600, 6400, 50257, 1024, true},
-      {"llama3.2-1b", "llama", 16, 32, 8, 2048, 8192, 128256, 8192, true},
-      {"llama3.2-3b", "llama", 28, 24, 8, 3072, 8192, 128256, 8192, true},
-      {"llama3.1-8b", "llama", 32, 32, 8, 4096, 14336, 128256, 8192, false},
-      {"llama3.1-70b", "llama", 80, 64, 8, 8192, 28672, 128256, 8192, false},
+      {"tiny", Family::gpt2, 2, 4, 4, 64, 256, 256, 64, true},
+      {"gpt2-124m", Family::gpt2, 12, 12, 12, 768, 3072, 50257, 1024, true},
+      {"gpt2-350m", Family::gpt2, 24, 16, 16, 1024, 4096, 50257, 1024, true},
+      {"gpt2-774m", Family::gpt2, 36, 20, 20, 1280, 5120, 50257, 1024, true},
+      {"gpt2-1.5b", Family::gpt2, 48, 25, 25, 1600, 6400, 50257, 1024, true},
+      {"llama3.2-1b", Family::llama, 16, 32, 8, 2048, 8192, 128256, 8192, true},
+      {"llama3.2-3b", Family::llama, 28, 24, 8, 3072, 8192, 128256, 8192, true},
+      {"llama3.1-8b", Family::llama, 32, 32, 8, 4096, 14336, 128256, 8192, false},
+      {"llama3.1-70b", Family::llama, 80, 64, 8, 8192, 28672, 128256, 8192, false},
   };
   ASSERT_EQ(model_preset_names().size(), std::size(wants));
   for (const Want& w : wants) {
@@ -148,7 +178,7 @@ TEST(ConfigPresets, PublishedShapes) {
     EXPECT_EQ(c.model.max_seq_len, w.seq);
     EXPECT_EQ(c.model.tie_embeddings, w.tied);
     EXPECT_EQ(c.model.norm_eps, 1e-5);
-    if (std::string(w.family) == "llama") {
+    if (w.family == Family::llama) {
       EXPECT_EQ(c.model.rope_theta, 500000.0);
     }
     EXPECT_NO_THROW(validate(c, 1));  // every preset is a valid model
@@ -236,7 +266,8 @@ TEST(ConfigDocs, CheckedInReferenceIsCurrent) {
                                   << "(or MESHTRAIN_UPDATE_DOCS=1 build/bin/core_tests --gtest_filter=ConfigDocs.*)";
   EXPECT_NE(want.find("| `optimizer.lr` | float | `3e-4` | Peak learning rate |"), std::string::npos);
   EXPECT_NE(want.find("| `llama3.1-8b` | llama | 32 | 32 | 8 | 4096 | 14336 | 128256 | 8192 | no |"), std::string::npos);
-  EXPECT_NE(want.find("one of: gpt2 \\| llama"), std::string::npos);  // '|' escaped inside table cells
+  EXPECT_NE(want.find("| `model.family` | gpt2 \\| llama | `gpt2` |"), std::string::npos);  // '|' escaped in cells
+  EXPECT_NE(want.find("| `model.lora_targets` | list | `[q, k, v, o, gate, up, down]` |"), std::string::npos);
 }
 
 // The example at the top of docs/config.md loads and validates (at world size 2: tp 2, dp derived as 1).

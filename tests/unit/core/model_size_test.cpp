@@ -57,7 +57,7 @@ TEST(ModelSize, SizesBeyond64BitsAreOneLineWithTheArithmetic) {
   }
   // A llama has no position table; its sequence length still sizes every micro-batch's logits.
   Config c = sized_config();
-  c.model.family = "llama";
+  c.model.family = Family::llama;
   c.model.max_seq_len = int64_t{1} << 62;
   std::string msg = user_error([&] { validate(c, 0); });
   EXPECT_NE(msg.find("cfg.yaml: data.seq_len: one micro-batch's logits are train.micro_batch_size(8) × "
@@ -84,7 +84,7 @@ TEST(ModelSize, TheDeviceMustHoldThisRanksShare) {
   // optimizer.offload: cpu with accumulation: the moments are on the host, weights and gradients (8 bytes)
   // stay (a whole model streams its gradients only without accumulation: core/gradient_streaming.h).
   Config offloaded = small;
-  offloaded.optimizer.offload = "cpu";
+  offloaded.optimizer.offload = OptimizerOffload::cpu;
   offloaded.train.grad_accum = 2;
   EXPECT_NO_THROW(check_fits_device(offloaded, true, 8 * p, "cpu"));
   EXPECT_NE(user_error([&] { check_fits_device(offloaded, true, 8 * p - 1, "cpu"); })

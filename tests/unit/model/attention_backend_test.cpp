@@ -46,7 +46,7 @@ TEST(AttentionBackend, CpuRunsMathAndFlashOnly) {
 TEST(AttentionBackend, RefusalIsOneLineNamingKeyShapeAndWhatRuns) {
   for (AttentionBackend b : {AttentionBackend::cudnn, AttentionBackend::efficient}) {
     const std::string msg = user_error([&] { model::check_attention_backend(b, cpu_shape()); });
-    const std::string head = cat("train.attention_backend: given '", attention_backend_name(b),
+    const std::string head = cat("train.attention_backend: given '", enum_c_str(b),
                                  "', which cannot run q [2, 4, 16, 8], 2 kv heads, fp32 on cpu (");
     EXPECT_EQ(msg.rfind(head, 0), 0u) << msg;
     EXPECT_NE(msg.find("); valid here auto | flash | math"), std::string::npos) << msg;

@@ -15,15 +15,11 @@
 using namespace meshtrain;
 
 TEST(Fp8Setting, ParsesTheThreeValuesAndNamesTheKey) {
-  TrainConfig t;
-  EXPECT_EQ(parse_fp8(t), Fp8Scaling::off);
-  t.fp8 = "tensorwise";
-  EXPECT_EQ(parse_fp8(t), Fp8Scaling::tensorwise);
-  t.fp8 = "rowwise";
-  EXPECT_EQ(parse_fp8(t), Fp8Scaling::rowwise);
-  t.fp8 = "e4m3";
+  EXPECT_EQ(TrainConfig{}.fp8, Fp8Scaling::off);
+  EXPECT_EQ(parse_enum<Fp8Scaling>("tensorwise", "train.fp8"), Fp8Scaling::tensorwise);
+  EXPECT_EQ(parse_enum<Fp8Scaling>("rowwise", "train.fp8"), Fp8Scaling::rowwise);
   try {
-    parse_fp8(t);
+    parse_enum<Fp8Scaling>("e4m3", "train.fp8");
     FAIL() << "no error for train.fp8=e4m3";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("train.fp8: given 'e4m3'; valid off | tensorwise | rowwise"), std::string::npos)

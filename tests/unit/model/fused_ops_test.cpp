@@ -196,7 +196,7 @@ namespace {
 
 ModelConfig tiny_fused_model(const std::string& family) {
   ModelConfig m;
-  m.family = family;
+  m.family = parse_enum<Family>(family, "family");
   m.vocab_size = 67;
   m.n_layer = 2;
   m.n_head = 4;

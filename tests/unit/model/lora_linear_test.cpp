@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "meshtrain/core/config_schema.h"
 #include "meshtrain/model/block.h"
 #include "meshtrain/model/transformer.h"
 #include "support/tiny_model.h"
@@ -20,7 +21,7 @@ ModelConfig lora_model(int64_t rank, const std::string& targets = "q,k,v,o,gate,
   ModelConfig m = testing_support::tiny_model({.family = "llama", .vocab_size = 50, .n_kv_head = 2});
   m.lora_rank = rank;
   m.lora_alpha = 8.0;
-  m.lora_targets = targets;
+  m.lora_targets = split_field_list(targets);
   Config c;
   c.model = m;
   resolve(c, 1);

@@ -148,14 +148,14 @@ TEST(Parallelize, WorldOfOneShardedLayoutsTrainLikeThePlainModel) {
 // bit-identical through forward_backward and an update, and still appear once in sharded_parameters().
 TEST(Parallelize, FrozenParametersKeepTheirValuesOnEveryLayout) {
   for (int stage : {0, 1, 2, 3})
-    for (const char* param_dtype : {"fp32", "bf16"}) {
-      if (stage == 0 && std::string(param_dtype) == "bf16") continue;
+    for (Dtype param_dtype : {Dtype::fp32, Dtype::bf16}) {
+      if (stage == 0 && param_dtype == Dtype::bf16) continue;
       SCOPED_TRACE(cat("stage ", stage, " param_dtype ", param_dtype));
       Config c = tiny();
       c.parallel.zero_stage = stage;
       c.parallel.force_wrapper = true;
       c.parallel.param_dtype = param_dtype;
-      c.train.freeze = "blocks.0.*, tok_embed.weight";
+      c.train.freeze = {"blocks.0.*", "tok_embed.weight"};
       resolve(c, 1);
       validate(c, 1);
       auto pm = parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU));
@@ -186,36 +186,31 @@ TEST(Parallelize, FrozenParametersKeepTheirValuesOnEveryLayout) {
 
 TEST(Parallelize, FreezePatternsAreChecked) {
   Config c = tiny();
-  c.train.freeze = "blocks.0.*,blocks.9.*";
+  c.train.freeze = {"blocks.0.*", "blocks.9.*"};
   resolve(c, 1);
   EXPECT_EQ(testing_support::user_error([&] { parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU)); }),
             "train.freeze: pattern 'blocks.9.*' matches no parameter (names look like tok_embed.weight or "
             "blocks.0.attn.wq.weight; '*' matches any characters)");
-  c.train.freeze = "*";
+  c.train.freeze = {"*"};
   EXPECT_NE(testing_support::user_error([&] { parallel::parallelize(meta(c), {}, c, at::Device(at::kCPU)); })
                 .find("train.freeze: the patterns freeze all"),
             std::string::npos);
-  c.train.freeze = "blocks.0.*,";
-  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("test.yaml: train.freeze: given 'blocks.0.*,'"),
+  c.train.freeze = {"blocks.0.*", ""};
+  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("test.yaml: train.freeze: given [blocks.0.*, ]"),
             std::string::npos);
 }
 
 TEST(Parallelize, MasterLocationAndDtypesAreTyped) {
-  Config c = tiny();
-  c.parallel.master_location = "host";
-  EXPECT_NE(testing_support::user_error([&] { validate(c, 1); })
-                .find("test.yaml: parallel.master_location: given 'host'; valid device (the master weights and "
+  // The spellings are checked where the config is read (tests/unit/core/config_load_test.cpp).
+  EXPECT_NE(testing_support::user_error([] { parse_config("", "test.yaml", false, {"parallel.master_location=host"}); })
+                .find("parallel.master_location: given 'host'; valid device (the master weights and "
                       "optimizer state move to host memory with optimizer.offload: cpu)"),
             std::string::npos);
-  c.parallel.master_location = "device";
-  c.optimizer.offload = "disk";
-  EXPECT_EQ(testing_support::user_error([&] { validate(c, 1); }).rfind("test.yaml: optimizer.offload: given 'disk'; valid none | cpu", 0),
-            0u);
-  EXPECT_EQ(parse_master_location("device"), MasterLocation::device);
-  EXPECT_EQ(parse_dtype("bf16", "parallel.param_dtype"), Dtype::bf16);
-  EXPECT_EQ(testing_support::user_error([&] { parse_dtype("bfloat16", "parallel.param_dtype"); }),
-            "parallel.param_dtype: given 'bfloat16'; valid fp32 | bf16");
-  c.train.dtype = "auto";
+  EXPECT_EQ(testing_support::user_error([] { parse_config("", "test.yaml", false, {"parallel.param_dtype=bfloat16"}); }),
+            "--set parallel.param_dtype=bfloat16: parallel.param_dtype: given 'bfloat16'; valid fp32 | bf16");
+  Config c = tiny();
+  EXPECT_EQ(c.parallel.master_location, MasterLocation::device);
+  c.train.dtype = ComputeDtype::automatic;
   EXPECT_EQ(compute_dtype(c.train, /*cuda=*/true), Dtype::bf16);
   EXPECT_EQ(compute_dtype(c.train, /*cuda=*/false), Dtype::fp32);
 }
@@ -227,10 +222,10 @@ TEST(Parallelize, LoraTrainsTheAdaptersAndHoldsTheBaseInTheComputeDtype) {
   for (int64_t stage : {0, 3}) {
     SCOPED_TRACE(cat("zero stage ", stage));
     Config c = tiny();
-    c.model.family = "llama";
+    c.model.family = Family::llama;
     c.model.lora_rank = 2;
-    c.model.lora_targets = "q,v,down";
-    c.train.dtype = "bf16";
+    c.model.lora_targets = {"q", "v", "down"};
+    c.train.dtype = ComputeDtype::bf16;
     c.parallel.zero_stage = stage;
     c.parallel.force_wrapper = true;  // the sharded layout over a group of one
     resolve(c, 1);
@@ -269,13 +264,13 @@ TEST(Parallelize, LoraTrainsTheAdaptersAndHoldsTheBaseInTheComputeDtype) {
 // of peak_memory_bytes where its bf16 base is 1.59 GiB.
 TEST(Parallelize, LoraDrawsTheFrozenBaseWithoutAnFp32CopyOfIt) {
   Config c = tiny();
-  c.model.family = "llama";
+  c.model.family = Family::llama;
   c.model.vocab_size = 32;
   c.model.n_layer = 4;
   c.model.d_ff = 64;  // w1, w2, w3: 1024 elements each, the largest parameters
   c.model.lora_rank = 2;
-  c.model.lora_targets = "q,k,v,o,gate,up,down";
-  c.train.dtype = "bf16";
+  c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  c.train.dtype = ComputeDtype::bf16;
   resolve(c, 1);
   validate(c, 1);
   auto net = meta(c);

@@ -49,7 +49,7 @@ TEST(PipelineSplit, FixedFirstAndLastBlocks) {
 
 TEST(PipelineSplit, StageModulesKeepGlobalNames) {
   ModelConfig mc;
-  mc.family = "llama";
+  mc.family = Family::llama;
   mc.n_layer = 4;
   mc.d_model = 32;
   mc.n_head = 4;

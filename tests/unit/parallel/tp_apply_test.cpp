@@ -26,7 +26,7 @@ Config tiny(const std::string& family, int64_t tp) {
   c.model = testing_support::tiny_model({.family = family, .vocab_size = 70, .n_head = 8,
                                          .n_kv_head = family == "llama" ? 4 : 8, .d_ff = 64, .rope_theta = 10000});
   c.parallel.tp = tp;
-  c.train.device = "cpu";
+  c.train.device = TrainDevice::cpu;
   c.train.seed = 5;
   return c;
 }

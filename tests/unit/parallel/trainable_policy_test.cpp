@@ -11,7 +11,7 @@ using parallel::TrainablePolicy;
 
 TEST(TrainablePolicy, GlobsCrossDotsAndStopAtTheBlockNumber) {
   TrainConfig t;
-  t.freeze = " blocks.1.* , *.bias";
+  t.freeze = {"blocks.1.*", "*.bias"};
   const auto policy = TrainablePolicy::from_config(t);
   EXPECT_FALSE(policy.trains("blocks.1.attn.wq.weight"));
   EXPECT_FALSE(policy.trains("blocks.3.attn.wq.bias"));
@@ -24,7 +24,7 @@ TEST(TrainablePolicy, GlobsCrossDotsAndStopAtTheBlockNumber) {
 TEST(TrainablePolicy, ApplyMarksTheModuleAndMoreCanBeFrozenLater) {
   Config c;
   c.model = testing_support::tiny_model({.n_layer = 2});
-  c.train.freeze = "blocks.0.*";
+  c.train.freeze = {"blocks.0.*"};
   resolve(c, 1);
   model::Transformer net(c.model);
   auto policy = TrainablePolicy::from_config(c.train);

@@ -35,7 +35,7 @@ Config bench(const std::string& preset, int64_t batch, int64_t seq, int64_t laye
 // llama, vocab 10, d_model 4, 2 heads of 2, 1 kv head, d_ff 8, one block, untied: 236 parameters in 12 tensors.
 Config tiny_llama(int64_t world, int64_t fsdp) {
   Config c;
-  c.model.family = "llama";
+  c.model.family = Family::llama;
   c.model.vocab_size = 10;
   c.model.d_model = 4;
   c.model.n_head = 2;
@@ -89,7 +89,7 @@ TEST(RankState, FrozenShardsAreNoMaster) {
   // The shards of FsdpPaddedShardsByHand (67 padded elements on rank 3), some frozen: those have no master
   // copy, gradient or AdamW state, and are counted apart from the master shards.
   Config c = tiny_llama(4, 4);
-  c.train.freeze = "blocks.0.*";
+  c.train.freeze = {"blocks.0.*"};
   const RankState s = rank_state(c, 4, 0, 3);
   EXPECT_GT(s.frozen, 0);
   EXPECT_GT(s.master, 0);
@@ -202,7 +202,7 @@ TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
     Config c = bench("llama3.1-70b", 1, 4096, layers, true);
     c.model.lora_rank = 16;
     c.model.lora_alpha = 32;
-    c.model.lora_targets = "q,k,v,o,gate,up,down";
+    c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
     return c;
   };
   const GpuSpec h200 = gpu_spec("h200-141gb");
@@ -233,7 +233,7 @@ TEST(MemoryModel, OffloadMovesTheMomentsToTheHost) {
   device.parallel.dp = 2;  // resolved for one GPU: dp 1; ZeRO-2 over a dp of 2, the whole world of 2
   device.parallel.zero_stage = 2;
   Config offload = device;
-  offload.optimizer.offload = "cpu";
+  offload.optimizer.offload = OptimizerOffload::cpu;
   const MemoryEstimate d = estimate_memory(device, 2, h200), o = estimate_memory(offload, 2, h200);
   EXPECT_EQ(o.peak.optimizer, 0);
   EXPECT_EQ(d.host_optimizer, 0);
@@ -249,7 +249,7 @@ TEST(MemoryModel, OffloadMovesTheMomentsToTheHost) {
 TEST(MemoryModel, StreamedOffloadKeepsBf16ParametersOnTheDevice) {
   const GpuSpec h200 = gpu_spec("h200-141gb");
   Config c = bench("llama3.1-8b", 1, 2048, 0, true);
-  c.optimizer.offload = "cpu";
+  c.optimizer.offload = OptimizerOffload::cpu;
   const MemoryEstimate e = estimate_memory(c, 1, h200);
   const auto n = static_cast<int64_t>(model_size(c.model).params);
   EXPECT_EQ(e.state.params, 2 * n);
@@ -279,10 +279,10 @@ TEST(MemoryModel, StreamedOffloadUnderFsdpKeepsBf16ShardsOnTheDevice) {
   const GpuSpec h100 = gpu_spec("h100-80gb");
   Config c = bench("llama3.1-70b", 1, 4096, 0, true);
   c.parallel.fsdp = 8;
-  c.parallel.param_dtype = "bf16";
+  c.parallel.param_dtype = Dtype::bf16;
   c.train.grad_accum = 4;
   Config device = c;
-  c.optimizer.offload = "cpu";
+  c.optimizer.offload = OptimizerOffload::cpu;
   const MemoryEstimate e = estimate_memory(c, 8, h100), d = estimate_memory(device, 8, h100);
   EXPECT_TRUE(RankLayout::from(c, 8).stream);
   EXPECT_EQ(e.state.master, 0);
@@ -308,7 +308,7 @@ TEST(MemoryModel, StreamedOffloadUnderFsdpKeepsBf16ShardsOnTheDevice) {
 TEST(MfuTable, InterpolatesInLogDModel) {
   const MfuTable t = MfuTable::builtin();
   ModelConfig m;
-  m.family = "llama";
+  m.family = Family::llama;
   m.d_model = 2048;
   EXPECT_DOUBLE_EQ(t.lookup(m), 0.493);
   m.d_model = static_cast<int64_t>(std::round(2048 * std::sqrt(2.0)));  // halfway in log2

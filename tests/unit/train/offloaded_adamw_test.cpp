@@ -19,7 +19,7 @@ OptimizerConfig config() {
   c.beta2 = 0.95;
   c.eps = 1e-8;
   c.weight_decay = 0.1;
-  c.offload = "cpu";
+  c.offload = OptimizerOffload::cpu;
   c.offload_threads = 3;
   return c;
 }
@@ -153,18 +153,18 @@ TEST(HostAdamW, SpanMatchesTheClosedForm) {
 }
 
 TEST(OptimizerConfig, OffloadValueIsCheckedInOneLine) {
-  EXPECT_EQ(parse_optimizer_offload("cpu"), OptimizerOffload::cpu);
-  EXPECT_EQ(parse_optimizer_offload("none"), OptimizerOffload::none);
+  EXPECT_EQ(parse_enum<OptimizerOffload>("cpu", "optimizer.offload"), OptimizerOffload::cpu);
+  EXPECT_EQ(parse_enum<OptimizerOffload>("none", "optimizer.offload"), OptimizerOffload::none);
   try {
-    parse_optimizer_offload("gpu");
+    parse_enum<OptimizerOffload>("gpu", "optimizer.offload");
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_EQ(std::string(e.what()), "optimizer.offload: given 'gpu'; valid none | cpu");
+    EXPECT_EQ(std::string(e.what()), "optimizer.offload: given 'gpu'; valid none | cpu (did you mean 'cpu'?)");
   }
   auto ps = make_params();
   EXPECT_NE(dynamic_cast<train::OffloadedAdamW*>(train::make_optimizer(ps, config()).get()), nullptr);
   OptimizerConfig none = config();
-  none.offload = "none";
+  none.offload = OptimizerOffload::none;
   EXPECT_NE(dynamic_cast<train::AdamW*>(train::make_optimizer(ps, none).get()), nullptr);
 }
 

@@ -9,7 +9,7 @@ using namespace meshtrain;
 namespace {
 ScheduleConfig sched(const std::string& kind, int64_t warmup, double min_ratio = 0.1, double decay = 0.2) {
   ScheduleConfig s;
-  s.kind = kind;
+  s.kind = parse_enum<LrShape>(kind, "schedule.kind");
   s.warmup_steps = warmup;
   s.min_lr_ratio = min_ratio;
   s.decay_fraction = decay;

@@ -9,7 +9,7 @@
 //   auto q = make_linear(cfg, LoraTarget::q, d, d, /*bias=*/false, opts);   // a LoraLinear when q is a target
 #pragma once
 
-#include "meshtrain/core/config_enums.h"
+#include "meshtrain/core/config.h"
 #include "meshtrain/model/linear/linear.h"
 
 namespace meshtrain::model {

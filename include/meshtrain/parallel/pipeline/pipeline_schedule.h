@@ -20,13 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/config_enums.h"
+
 namespace meshtrain::parallel {
 
-enum class PipelineKind { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };
-
-// "gpipe" | "1f1b" | "interleaved-1f1b" | "zb-h1"; anything else is a UserError naming `key`.
-PipelineKind parse_pipeline_kind(const std::string& value, const std::string& key = "parallel.pp_schedule");
-const char* pipeline_kind_name(PipelineKind kind);
+// gpipe | 1f1b | interleaved-1f1b | zb-h1 (parallel.pp_schedule; its spellings in core/config_enums.h).
+using meshtrain::PipelineKind;
 
 struct PipeAction {
   enum class Op : uint8_t { F, B, I, W };
