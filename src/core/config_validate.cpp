@@ -258,14 +258,7 @@ class Validator {
     const ParallelConfig& p = cfg_.parallel;
     with_file_name([&] { (void)MeshShape::parse_order(p.order); });
 
-    const ModelConfig& m = cfg_.model;
-    const int64_t kv = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
-    if (m.n_head % p.tp != 0)
-      fail("parallel.tp", cat("given ", p.tp, "; valid a divisor of model.n_head (", m.n_head, "): ", m.n_head,
-                              " % ", p.tp, " = ", m.n_head % p.tp));
-    if (kv % p.tp != 0)
-      fail("parallel.tp", cat("given ", p.tp, "; valid a divisor of model.n_kv_head (", kv, "): ", kv, " % ", p.tp,
-                              " = ", kv % p.tp));
+    check_tensor_parallel();
 
     if (p.fsdp > 1 && (p.zero_stage == 1 || p.zero_stage == 2))
       fail("parallel.zero_stage", cat("given ", p.zero_stage, " with parallel.fsdp ", p.fsdp,
@@ -273,6 +266,33 @@ class Validator {
     check_pipeline();
 
     if (world_ >= 1) with_file_name([&] { (void)MeshShape::from_config(p, world_); });
+  }
+
+  // What tensor parallelism splits evenly over tp ranks (parallel/tp/tensor_parallel.h asserts it): heads,
+  // the MLP's inner features, the vocabulary rows, and under sequence parallelism every sequence. Checked on
+  // the resolved values (0 = derive it, as resolve() derives it).
+  void check_tensor_parallel() {
+    const int64_t tp = cfg_.parallel.tp;
+    if (tp <= 1) return;
+    Config r = cfg_;
+    resolve(r, world_);
+    const ModelConfig& m = r.model;
+    const auto divides = [&](const char* key, int64_t value, const char* what) {
+      if (value % tp != 0)
+        fail("parallel.tp", cat("given ", tp, "; valid a divisor of ", key, " (", value, "): ", value, " % ", tp,
+                                " = ", value % tp, what));
+    };
+    divides("model.n_head", m.n_head, "");
+    divides("model.n_kv_head", m.n_kv_head > 0 ? m.n_kv_head : m.n_head, "");
+    divides("model.d_ff", m.d_ff, " (the MLP's inner features are split evenly over the tensor-parallel ranks)");
+    if (m.vocab_size < tp)
+      fail("parallel.tp", cat("given ", tp, "; valid at most model.vocab_size (", m.vocab_size,
+                              "): every tensor-parallel rank holds at least one vocabulary row"));
+    if (m.dropout > 0.0)
+      fail("model.dropout", cat("given ", m.dropout, " with parallel.tp ", tp, "; valid 0 (dropout is not supported "
+                                "under tensor parallelism)"));
+    if (r.parallel.sequence_parallel && r.data.seq_len > 0)
+      divides("data.seq_len", r.data.seq_len, " (sequence parallelism splits every sequence evenly)");
   }
 
   // Pipeline keys: checked on the resolved values (0 = derive it, as resolve() derives it).

@@ -18,11 +18,6 @@
 namespace meshtrain::parallel {
 namespace {
 
-void check_divisible(const char* key, int64_t value, int64_t tp, const char* why) {
-  MT_USER_CHECK(value % tp == 0, "model.", key, "(", value, ") is not divisible by parallel.tp(", tp, "): ", value,
-                " % ", tp, " = ", value % tp, "; ", why);
-}
-
 at::Device block_device(const Config& cfg) {
   const TrainDevice d = cfg.train.device;
   if (d == TrainDevice::cuda || (d == TrainDevice::automatic && at::hasCUDA())) return at::Device(at::kCUDA);
@@ -234,20 +229,14 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
   const auto& mc = model.config();
   const int64_t P = tp->size();
   MT_CHECK(P == cfg.parallel.tp, "apply_tensor_parallel: group of ", P, " ranks for parallel.tp ", cfg.parallel.tp);
-  // validate() refuses a parallel.tp that does not divide the heads (config_validate.cpp): a bug here.
-  MT_CHECK(mc.n_head % P == 0 && mc.n_kv_head % P == 0, "apply_tensor_parallel: parallel.tp ", P,
-           " must divide n_head ", mc.n_head, " and n_kv_head ", mc.n_kv_head, " (validate() refuses it otherwise)");
-  check_divisible("d_ff", mc.d_ff, P, "the MLP's inner features are split evenly over tensor-parallel ranks");
-  MT_USER_CHECK(mc.vocab_size >= P, "model.vocab_size(", mc.vocab_size, ") is smaller than parallel.tp(", P,
-                "): every tensor-parallel rank needs at least one vocabulary row");
-  MT_USER_CHECK(mc.dropout == 0.0 || P == 1, "model.dropout(", mc.dropout,
-                ") > 0 is not supported with parallel.tp(", P, ") > 1; set model.dropout: 0");
+  // validate() refuses a parallel.tp that does not split these evenly (config_validate.cpp): a bug here.
   const bool sp_on = cfg.parallel.sequence_parallel && P > 1;
+  MT_CHECK(P == 1 || (mc.n_head % P == 0 && mc.n_kv_head % P == 0 && mc.d_ff % P == 0 && mc.vocab_size >= P &&
+                      mc.dropout == 0.0 && (!sp_on || cfg.data.seq_len <= 0 || cfg.data.seq_len % P == 0)),
+           "apply_tensor_parallel: parallel.tp ", P, " must divide n_head ", mc.n_head, ", n_kv_head ", mc.n_kv_head,
+           ", d_ff ", mc.d_ff, " (and seq_len ", cfg.data.seq_len, " under sequence parallelism), vocab_size ",
+           mc.vocab_size, " ≥ tp, no dropout (validate() refuses it otherwise)");
   auto sp = sp_on ? std::make_shared<bool>(true) : nullptr;
-  if (sp_on && cfg.data.seq_len > 0)
-    MT_USER_CHECK(cfg.data.seq_len % P == 0, "data.seq_len(", cfg.data.seq_len, ") is not divisible by parallel.tp(",
-                  P, "): ", cfg.data.seq_len, " % ", P, " = ", cfg.data.seq_len % P,
-                  "; sequence parallelism splits every sequence evenly");
 
   Cutter cut(cfg, tp->rank(), static_cast<int>(P), device);
   for (size_t i = 0; i < model.blocks->size(); ++i) {

@@ -195,6 +195,31 @@ TEST(ConfigValidate, TensorParallelDividesHeads) {
   expect_invalid(c, "parallel.tp: given 4; valid a divisor of model.n_kv_head (2): 2 % 4 = 2");
 }
 
+TEST(ConfigValidate, TensorParallelSplitsTheMlpVocabularyAndSequences) {
+  Config c = good();
+  c.model.d_ff = 102;
+  c.parallel.tp = 4;
+  expect_invalid(c, "parallel.tp: given 4; valid a divisor of model.d_ff (102): 102 % 4 = 2");
+
+  c = good();
+  c.model.vocab_size = 2;
+  c.parallel.tp = 4;
+  expect_invalid(c, "parallel.tp: given 4; valid at most model.vocab_size (2)");
+
+  c = good();
+  c.model.dropout = 0.1;
+  c.parallel.tp = 2;
+  expect_invalid(c, "model.dropout: given 0.1 with parallel.tp 2; valid 0");
+
+  c = good();
+  c.parallel.tp = 4;
+  c.parallel.sequence_parallel = true;
+  c.data.seq_len = 30;
+  expect_invalid(c, "parallel.tp: given 4; valid a divisor of data.seq_len (30): 30 % 4 = 2");
+  c.parallel.sequence_parallel = false;
+  validate(c, 8);  // without sequence parallelism a sequence is not split
+}
+
 TEST(ConfigValidate, WorldSizeArithmetic) {
   Config c = good();
   c.parallel.dp = 2;

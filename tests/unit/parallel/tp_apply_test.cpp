@@ -111,9 +111,9 @@ TEST(TpApply, GroupOfOneGivesThePlainLossAndGradients) {
   }
 }
 
-// Heads that tp does not divide are validate()'s to refuse (config_validate_test.cpp); reaching the layer with
-// them is a bug, not a user's mistake. What only the layer checks is still one clear line.
-TEST(TpApply, IndivisibleHeadsAreABugAndDropoutOneClearError) {
+// What tp does not split evenly is validate()'s to refuse (config_validate_test.cpp); reaching the layer with it
+// is a bug, not a user's mistake.
+TEST(TpApply, WhatValidateRefusesIsABugHere) {
   const auto bug = [](const std::function<void()>& fn) {
     try {
       fn();
@@ -128,7 +128,7 @@ TEST(TpApply, IndivisibleHeadsAreABugAndDropoutOneClearError) {
   c.model.n_kv_head = 2;
   auto m = initialised(c);
   auto msg = bug([&] { apply_tensor_parallel(*m, comm::make_fake_communicator(0, 4), c); });
-  EXPECT_NE(msg.find("apply_tensor_parallel: parallel.tp 4 must divide n_head 8 and n_kv_head 2"), std::string::npos)
+  EXPECT_NE(msg.find("apply_tensor_parallel: parallel.tp 4 must divide n_head 8, n_kv_head 2"), std::string::npos)
       << msg;
   c = tiny("gpt2", 3);
   m = initialised(c);
@@ -137,8 +137,9 @@ TEST(TpApply, IndivisibleHeadsAreABugAndDropoutOneClearError) {
   c = tiny("gpt2", 2);
   c.model.dropout = 0.1;
   m = initialised(c);
-  msg = testing_support::user_error([&] { apply_tensor_parallel(*m, comm::make_fake_communicator(0, 2), c); });
-  EXPECT_NE(msg.find("model.dropout(0.1) > 0 is not supported with parallel.tp(2)"), std::string::npos) << msg;
+  msg = bug([&] { apply_tensor_parallel(*m, comm::make_fake_communicator(0, 2), c); });
+  EXPECT_NE(msg.find("no dropout (validate() refuses it otherwise)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("UserError"), std::string::npos) << msg;
 }
 
 TEST(TpApply, SequenceParallelListsThePartialGradients) {
