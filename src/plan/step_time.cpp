@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
+#include <vector>
 
 #include "meshtrain/core/config_enums.h"
+#include "meshtrain/core/mesh_shape.h"
 #include "meshtrain/plan/param_table.h"
 #include "meshtrain/plan/rank_state.h"
 
@@ -16,11 +17,9 @@ namespace {
 // stride being the product of the sizes of the dims after it in parallel.order (innermost last).
 bool intra_node(const std::string& order, const std::map<std::string, int64_t>& sizes, const std::string& dim,
                 int64_t gpus_per_node) {
-  std::vector<std::string> dims;
-  std::stringstream ss(order);
-  for (std::string d; std::getline(ss, d, '-');) dims.push_back(d);
+  const std::vector<Dim> dims = MeshShape::parse_order(order);
   int64_t stride = 1;
-  for (auto it = dims.rbegin(); it != dims.rend() && *it != dim; ++it) stride *= sizes.at(*it);
+  for (auto it = dims.rbegin(); it != dims.rend() && dim_name(*it) != dim; ++it) stride *= sizes.at(dim_name(*it));
   return stride * sizes.at(dim) <= gpus_per_node;
 }
 
