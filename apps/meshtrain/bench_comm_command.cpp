@@ -51,7 +51,8 @@ int cmd_bench_comm(int argc, char** argv) {
   const auto world = comm::world_info_from_env();
   log::init({.rank = world.world_size > 1 ? world.rank : -1});
   at::set_num_threads(1);  // one intra-op thread per rank, as torch.distributed benchmarks run
-  const comm::CommSetup setup = comm::bench_comm_setup(parse_enum<CommBackend>(r["backend"].as<std::string>(), "--backend"), world);
+  const CommBackend backend = parse_enum<CommBackend>(r["backend"].as<std::string>(), "--backend");
+  const comm::CommSetup setup = comm::bench_comm_setup(backend, world);
   auto c = comm::make_communicator(world, setup);
   bo.device = setup.device;
   auto rows = comm::run_bench(*c, bo);

@@ -5,25 +5,20 @@
 #include <utility>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/trim.h"
 
 namespace meshtrain::launch {
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
 // torchrun's _parse_rendezvous_config: "k=v,k=v", keys and values non-empty, whitespace trimmed.
 std::vector<std::pair<std::string, std::string>> parse_rdzv_conf(const std::string& text) {
   std::vector<std::pair<std::string, std::string>> kv;
-  if (trim(text).empty()) return kv;
+  if (trim_blanks(text).empty()) return kv;
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
     const auto eq = item.find('=');
-    const std::string k = trim(item.substr(0, eq));
-    const std::string v = eq == std::string::npos ? "" : trim(item.substr(eq + 1));
+    const std::string k = trim_blanks(item.substr(0, eq));
+    const std::string v = eq == std::string::npos ? "" : trim_blanks(item.substr(eq + 1));
     MT_USER_CHECK(!k.empty() && !v.empty(), "meshrun: --rdzv-conf '", text,
                   "': each entry must be KEY=VALUE, comma-separated (e.g. join_timeout=900)");
     kv.emplace_back(k, v);

@@ -62,7 +62,7 @@ using StringList = std::vector<std::string>;
   F(bool, sequence_parallel, false, "With tp > 1: activations outside the tensor-parallel regions (norms, "   \
     "residual stream) hold seq_len / tp tokens per rank; reduce-scatter + all-gather replace the all-reduces") \
   F(int64_t, pp, 1, "Pipeline-parallel degree: contiguous blocks per stage (docs/pipeline.md)")              \
-  F(PipelineKind, pp_schedule, PipelineKind::one_f_one_b, "Pipeline schedule (pp > 1; docs/pipeline.md)")                                                                              \
+  F(PipelineKind, pp_schedule, PipelineKind::one_f_one_b, "Pipeline schedule (pp > 1; docs/pipeline.md)")     \
   F(int64_t, pp_virtual_stages, 0, "Model chunks per pipeline rank; > 1 only with pp_schedule "             \
     "interleaved-1f1b; 0 = 2 for interleaved-1f1b, 1 otherwise")                                            \
   F(int64_t, pp_microbatches, 0, "Micro-batches per step through the pipeline; must divide the batch of "   \
@@ -85,7 +85,7 @@ using StringList = std::vector<std::string>;
     "(gather again in backward); false keeps them until its backward (more memory, less communication)")     \
   F(Dtype, param_dtype, Dtype::fp32, "FSDP/ZeRO: dtype of the gathered parameters used for compute (shards "  \
     "and optimizer state stay fp32)")                                                   \
-  F(Dtype, reduce_dtype, Dtype::fp32, "Dtype of gradient reduction (all-reduce / reduce-scatter)")                                                                                   \
+  F(Dtype, reduce_dtype, Dtype::fp32, "Dtype of gradient reduction (all-reduce / reduce-scatter)")            \
   F(bool, allow_unused_params, false, "Treat a parameter that gets no gradient as a zero gradient instead "   \
     "of an error")                                                                                           \
   F(MasterLocation, master_location, MasterLocation::device, "FSDP/ZeRO: where the fp32 master shards and the " \
@@ -206,7 +206,7 @@ using StringList = std::vector<std::string>;
   F(bool, save_final, true, "Save a checkpoint when training ends")
 
 #define MT_LOGGING_FIELDS(F)                                                                                 \
-  F(LogLevel, level, LogLevel::info, "Log level (MESHTRAIN_LOG_LEVEL overrides)")                                                                       \
+  F(LogLevel, level, LogLevel::info, "Log level (MESHTRAIN_LOG_LEVEL overrides)")                             \
   F(int64_t, every, 10, "Progress line every N steps")                                                       \
   F(bool, all_ranks, false, "Progress lines from every rank, not only rank 0")                               \
   F(std::string, metrics, "", "Metrics JSONL file; empty = <train.out_dir>/metrics.jsonl")                 \

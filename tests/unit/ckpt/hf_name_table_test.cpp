@@ -65,8 +65,8 @@ TEST_P(HfNameTable, ExportThenImportGivesBackEveryTensor) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfNameTable,
-                         ::testing::Values(HfTableCase{"llama", false, 2}, HfTableCase{"llama", true, 4}, HfTableCase{"gpt2", true, 4},
-                                           HfTableCase{"gpt2", false, 4}),
+                         ::testing::Values(HfTableCase{"llama", false, 2}, HfTableCase{"llama", true, 4},
+                                           HfTableCase{"gpt2", true, 4}, HfTableCase{"gpt2", false, 4}),
                          [](const auto& info) {
                            return info.param.family + (info.param.tied ? "_tied" : "_untied") +
                                   (info.param.n_kv_head < 4 ? "_gqa" : "");

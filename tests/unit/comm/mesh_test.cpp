@@ -12,26 +12,14 @@
 #include "meshtrain/comm/cpu_communicator.h"
 #include "meshtrain/comm/mesh.h"
 #include "meshtrain/core/error.h"
+#include "support/parallel_dims.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
 using namespace meshtrain::comm;
 using namespace std::chrono_literals;
+using meshtrain::testing_support::parallel_dims;
 using meshtrain::testing_support::user_error;
-
-namespace {
-
-ParallelConfig par(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp, std::string order = "pp-dp-fsdp-tp") {
-  ParallelConfig p;
-  p.pp = pp;
-  p.dp = dp;
-  p.fsdp = fsdp;
-  p.tp = tp;
-  p.order = std::move(order);
-  return p;
-}
-
-}  // namespace
 
 TEST(Mesh, WorldOfOneNeedsNoSplit) {
   CommPtr w = make_cpu_communicator(c10::make_intrusive<c10d::HashStore>(), 0, 1, "mesh1", 5000ms);
@@ -60,7 +48,7 @@ TEST(Mesh, GroupsReduceOverExactlyTheirMembers) {
     threads.emplace_back([&, r] {
       try {
         Config cfg;
-        cfg.parallel = par(1, 2, 2, 2);
+        cfg.parallel = parallel_dims(1, 2, 2, 2);
         Mesh mesh(cfg, make_cpu_communicator(store, r, n, "meshtest", opts));
         const MeshShape& s = mesh.shape();
         // Same order on every rank (the collective contract), including a combined dim set and a cached repeat.

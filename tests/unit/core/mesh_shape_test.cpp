@@ -9,27 +9,15 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/mesh_shape.h"
+#include "support/parallel_dims.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
+using meshtrain::testing_support::parallel_dims;
 using meshtrain::testing_support::user_error;
 
-namespace {
-
-ParallelConfig par(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp, std::string order = "pp-dp-fsdp-tp") {
-  ParallelConfig p;
-  p.pp = pp;
-  p.dp = dp;
-  p.fsdp = fsdp;
-  p.tp = tp;
-  p.order = std::move(order);
-  return p;
-}
-
-}  // namespace
-
 TEST(MeshShape, DefaultOrderPutsTpInnermost) {
-  MeshShape s = MeshShape::from_config(par(1, 2, 1, 4), 8);
+  MeshShape s = MeshShape::from_config(parallel_dims(1, 2, 1, 4), 8);
   EXPECT_EQ(s.world_size(), 8);
   EXPECT_EQ(s.order_string(), "pp-dp-fsdp-tp");
   EXPECT_EQ(s.describe(), "pp1 × dp2 × fsdp1 × tp4 (order pp-dp-fsdp-tp)");
@@ -45,7 +33,7 @@ TEST(MeshShape, DefaultOrderPutsTpInnermost) {
 }
 
 TEST(MeshShape, DerivesDpAndCombinesDims) {
-  MeshShape s = MeshShape::from_config(par(2, 0, 2, 2), 16);  // dp = 16 / 8 = 2
+  MeshShape s = MeshShape::from_config(parallel_dims(2, 0, 2, 2), 16);  // dp = 16 / 8 = 2
   EXPECT_EQ(s.size(Dim::dp), 2);
   // HSDP: replicate (dp) × shard (fsdp) group of rank 0 in pp2·dp2·fsdp2·tp2: stride tp over dp·fsdp.
   EXPECT_EQ(s.group(0, {Dim::dp, Dim::fsdp}), (std::vector<int>{0, 2, 4, 6}));
@@ -55,7 +43,7 @@ TEST(MeshShape, DerivesDpAndCombinesDims) {
 }
 
 TEST(MeshShape, EveryGroupPartitionsTheWorld) {
-  MeshShape s = MeshShape::from_config(par(2, 3, 1, 2, "tp-pp-fsdp-dp"), 12);
+  MeshShape s = MeshShape::from_config(parallel_dims(2, 3, 1, 2, "tp-pp-fsdp-dp"), 12);
   for (DimSet dims : {DimSet{Dim::tp}, DimSet{Dim::dp}, DimSet{Dim::pp}, DimSet{Dim::dp, Dim::tp}}) {
     std::set<int> seen;
     for (int r = 0; r < 12; ++r) {
@@ -72,13 +60,13 @@ TEST(MeshShape, EveryGroupPartitionsTheWorld) {
 }
 
 TEST(MeshShape, ErrorsShowTheArithmetic) {
-  EXPECT_EQ(user_error([] { MeshShape::from_config(par(1, 2, 1, 4), 6); }),
+  EXPECT_EQ(user_error([] { MeshShape::from_config(parallel_dims(1, 2, 1, 4), 6); }),
             "parallel: dp(2) × fsdp(1) × tp(4) × pp(1) = 8 ≠ world size 6");
-  EXPECT_EQ(user_error([] { MeshShape::from_config(par(1, 0, 1, 4), 6); }),
+  EXPECT_EQ(user_error([] { MeshShape::from_config(parallel_dims(1, 0, 1, 4), 6); }),
             "parallel: world size 6 is not divisible by pp(1) × fsdp(1) × tp(4) = 4 (dp = 0 takes dp = world size / "
             "that)");
   const std::string head = "'; valid a permutation of pp, dp, fsdp, tp joined by '-' (default pp-dp-fsdp-tp): ";
-  EXPECT_EQ(user_error([] { MeshShape::from_config(par(1, 0, 1, 1, "pp-dp-tp"), 1); }),
+  EXPECT_EQ(user_error([] { MeshShape::from_config(parallel_dims(1, 0, 1, 1, "pp-dp-tp"), 1); }),
             "parallel.order: given 'pp-dp-tp" + head + "it names 3 of the 4 dims");
   EXPECT_EQ(user_error([] { MeshShape::parse_order("pp-dp-dp-tp"); }),
             "parallel.order: given 'pp-dp-dp-tp" + head + "'dp' appears twice");
