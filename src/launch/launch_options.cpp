@@ -118,7 +118,8 @@ const std::vector<Flag>& flags() {
        "multi-node: how long to wait for node 0's store and for every node to join a round",
        MT_DBL(rdzv_timeout)},
       {"max-restarts", nullptr, Kind::Int, "Supervision", "N",
-       "restarts of the whole group after a worker fails", MT_INT(max_restarts)},
+       "restarts of the whole group after a worker fails; never after a root cause that exited 2 "
+       "(invalid input: a bad config, flag or file, which a restart would repeat)", MT_INT(max_restarts)},
       {"monitor-interval", nullptr, Kind::Double, "Supervision", "SEC",
        "liveness check period (exits are also noticed at once through SIGCHLD)",
        MT_DBL(monitor_interval)},
@@ -414,8 +415,10 @@ std::string launch_usage() {
     if (f.kind != Kind::Bool && !def.empty()) u << " [default: " << def << "]";
     u << "\n";
   }
-  u << "\nExit code: 0 when every worker exits 0; otherwise the root-cause worker's exit code (128+N for\n"
-       "signal N); 128+N when meshrun itself was stopped by signal N; 2 for a bad command line.\n";
+  u << "\nExit code: 0 when every worker exits 0, and never 0 for a failed job; otherwise the root-cause\n"
+       "worker's exit code (128+N for signal N; with several nodes, another node's root cause when this\n"
+       "node's workers did not fail, else 1); 128+N when meshrun itself was stopped by signal N; 2 for a bad\n"
+       "command line. A root cause that exited 2 (invalid input) is not restarted.\n";
   return u.str();
 }
 

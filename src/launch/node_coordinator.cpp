@@ -58,7 +58,7 @@ bool NodeCoordinator::failed(int round) { return client_->add(key("fail", round)
 
 void NodeCoordinator::report(int round, int exit_code, bool stop, const std::string& cause) {
   if (client_->add(key("fail", round), 1) == 1)
-    client_->set(key("cause", round), cat(exit_code, "\t", stop ? 1 : 0, "\t", cause));
+    client_->set(key("cause", round), format_failure_cause(exit_code, stop, cause));
 }
 
 RoundOutcome NodeCoordinator::finish(int round, const std::function<int()>& interrupted) {
@@ -67,23 +67,18 @@ RoundOutcome NodeCoordinator::finish(int round, const std::function<int()>& inte
   int64_t seen = 0;
   RoundOutcome out;
   if (!wait_count(key("end", round), timeout_, interrupted, sig, seen)) {
-    out.failed = out.stop = true;
-    out.exit_code = sig ? 128 + sig : 1;
-    out.cause = sig ? cat("this launcher was interrupted while waiting for the other nodes to finish round ",
-                          round)
-                    : cat("only ", seen, " of ", nnodes_, " nodes finished round ", round, " within ",
-                          std::chrono::duration<double>(timeout_).count(), " s");
+    out.failed = out.cause.stop = true;
+    out.cause.exit_code = sig ? 128 + sig : 1;
+    out.cause.text = sig ? cat("this launcher was interrupted while waiting for the other nodes to finish round ",
+                               round)
+                         : cat("only ", seen, " of ", nnodes_, " nodes finished round ", round, " within ",
+                               std::chrono::duration<double>(timeout_).count(), " s");
     return out;
   }
   if (client_->add(key("fail", round), 0) == 0) return out;
   // The first reporter sets cause/<r> before it stops its workers, so before it counts itself in end/<r>.
-  std::string c = client_->get(key("cause", round));
   out.failed = true;
-  auto t1 = c.find('\t'), t2 = c.find('\t', t1 + 1);
-  MT_CHECK(t1 != std::string::npos && t2 != std::string::npos, "malformed ", key("cause", round), ": ", c);
-  out.exit_code = std::stoi(c.substr(0, t1));
-  out.stop = c.substr(t1 + 1, t2 - t1 - 1) == "1";
-  out.cause = c.substr(t2 + 1);
+  out.cause = parse_failure_cause(key("cause", round), client_->get(key("cause", round)));
   return out;
 }
 

@@ -9,8 +9,10 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/cpu_binding.h"
+#include "meshtrain/launch/failure_cause.h"
 #include "meshtrain/launch/node_coordinator.h"
 #include "meshtrain/launch/rendezvous_host.h"
+#include "meshtrain/launch/restart_policy.h"
 #include "meshtrain/launch/root_cause.h"
 #include "meshtrain/launch/scratch_dir.h"
 #include "meshtrain/launch/signal_forwarder.h"
@@ -156,45 +158,62 @@ std::optional<int> Supervisor::decide(int attempt, const GroupResult& r) {
     return 128 + r.requested_stop;
   }
   if (!r.failure) return 0;
+  const int code = exit_code_of(r.failure->wait_status);
   if (r.notice_signal) {
     log::warn("meshrun: rank %d exited with %s after %s was forwarded (a preemption notice): no restart; "
               "exiting with %d", r.failure->rank, describe_status(r.failure->wait_status).c_str(),
-              signal_name(r.notice_signal).c_str(), exit_code_of(r.failure->wait_status));
-    return exit_code_of(r.failure->wait_status);
+              signal_name(r.notice_signal).c_str(), code);
+    return code;
   }
-  if (attempt < plan_.opts.max_restarts) {
+  const int left = plan_.opts.max_restarts - attempt;
+  const std::string why = no_restart_line(code, cat("rank ", r.failure->rank, " (pid ", r.failure->pid, ")"), left);
+  if (why.empty() && left > 0) {
     log::warn("meshrun: restarting the worker group (restart %d of %d)", attempt + 1, plan_.opts.max_restarts);
     return std::nullopt;
   }
   print_summary(r, attempt);
-  return exit_code_of(r.failure->wait_status);
+  if (!why.empty()) log::warn("%s", why.c_str());
+  return code;
 }
 
-// Several nodes: the round's outcome is agreed through the store (node_coordinator.h).
+// Several nodes: the round's outcome is agreed through the store (node_coordinator.h). Whatever the store
+// says, a failed job exits non-zero (failure_cause.h).
 std::optional<int> Supervisor::decide_with_nodes(int attempt, const GroupResult& r) {
+  std::optional<int> local;  // this node's own account: its root-cause worker, or a stop signal it got
+  if (r.failure) local = exit_code_of(r.failure->wait_status);
+  else if (r.stop_signal) local = 128 + r.stop_signal;
   RoundOutcome out;
   try {
     out = nodes_->finish(attempt, [this] { return interrupted(); });
   } catch (const Error& e) {
     log::error("%s", e.what());
     print_summary(r, attempt);
-    return r.failure ? exit_code_of(r.failure->wait_status) : 1;
+    return local && is_failure_exit_code(*local) ? *local : 1;
   }
-  if (!out.failed) {
+  if (!out.failed && !local) {
     nodes_->leave(attempt);
     return 0;
   }
-  if (!out.stop && attempt < plan_.opts.max_restarts) {
+  if (!out.failed) {  // our report did not reach the store (a warning said why): our workers still failed
+    out.failed = out.cause.stop = true;
+    out.cause.problem = cat("node ", plan_.node_rank, "'s workers failed, but the store recorded no failure in round ",
+                            attempt);
+  }
+  const FailureCause& c = out.cause;
+  const int left = plan_.opts.max_restarts - attempt;
+  const std::string why = c.stop ? std::string() : no_restart_line(c.exit_code, c.text, left);
+  if (!c.stop && why.empty() && left > 0) {
     log::warn("meshrun: restarting the worker group on every node (restart %d of %d) after: %s", attempt + 1,
-              plan_.opts.max_restarts, out.cause.c_str());
+              plan_.opts.max_restarts, c.text.c_str());
     return std::nullopt;
   }
   print_summary(r, attempt);
-  log::error("meshrun: job %s after %d attempt(s): %s; exiting with %d", out.stop ? "stopped" : "FAILED",
-             attempt + 1, out.cause.c_str(), out.exit_code);
+  if (!why.empty()) log::warn("%s", why.c_str());
+  const JobExit e = failed_job_exit(c, local, attempt + 1);
+  log::error("%s", e.line.c_str());
   std::fflush(stderr);
   nodes_->leave(attempt);
-  return out.exit_code;
+  return e.code;
 }
 
 }  // namespace meshtrain::launch

@@ -6,7 +6,8 @@
 //   join/<r>   counter  each launcher adds 1 before starting round r's workers; all wait for nnodes
 //   fail/<r>   counter  a launcher whose worker failed (or that got a stop signal) adds 1; the others poll
 //                       it every --monitor-interval and stop their workers when it becomes non-zero
-//   cause/<r>  text     set by the first reporter: "<exit code>\t<stop 0|1>\t<description>"
+//   cause/<r>  text     set by the first reporter: "<exit code>\t<stop 0|1>\t<description>" (failure_cause.h:
+//                       read defensively, since anyone who reaches the store can write it)
 //   end/<r>    counter  each launcher adds 1 once its workers of round r are gone; all wait for nnodes,
 //                       then read fail/<r>: 0 = success everywhere, else everyone restarts (or, with no
 //                       restarts left or after a stop signal, exits with the cause's code)
@@ -21,15 +22,16 @@
 #include <optional>
 #include <string>
 
+#include "meshtrain/launch/failure_cause.h"
 #include "meshtrain/launch/store_client.h"
 
 namespace meshtrain::launch {
 
 struct RoundOutcome {
-  bool failed = false;    // some node reported a failure or a stop
-  bool stop = false;      // ... and it was a stop signal: nobody restarts
-  int exit_code = 0;      // the cause's exit code (128+N for signal N)
-  std::string cause;      // "rank 3 on node 1 (host h, pid p): exit code 7"
+  bool failed = false;  // some node reported a failure or a stop (or the round could not be agreed)
+  // When failed: the cause as read from the store (its exit code 128+N for signal N, stop: nobody
+  // restarts, text "rank 3 on node 1 (host h, pid p): exit code 7"), or a problem with the record.
+  FailureCause cause;
 };
 
 class NodeCoordinator {

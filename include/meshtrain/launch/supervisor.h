@@ -3,8 +3,9 @@
 //   attempt k: fresh store round → spawn N workers → poll(signal pipe, worker pipes, monitor tick)
 //     all exit 0                  → exit 0
 //     first worker fails          → SIGTERM every worker's group, SIGKILL after --shutdown-timeout;
-//                                   restart (k+1) while --max-restarts remain, else root-cause summary and
-//                                   exit with the root cause's exit code (128+N for signal N)
+//                                   restart (k+1) while --max-restarts remain and the root cause did not
+//                                   exit 2 (invalid input, restart_policy.h), else root-cause summary and
+//                                   exit with the root cause's exit code (128+N for signal N; never 0)
 //     launcher gets a stop signal → forwarded to every group, SIGKILL after --shutdown-timeout, no
 //                                   restart, exit 128+N; a second SIGINT SIGKILLs at once
 //     SIGUSR1/SIGUSR2             → forwarded only; workers keep running (preemption notice)

@@ -125,6 +125,24 @@ def case_restart_recovers():
     print("ok: failed twice, restarted twice, third attempt succeeded")
 
 
+def case_invalid_input_no_restart():
+    # Every worker exits 2 with argparse's usage error: restarting cannot help, so none; rc 2, one line saying why.
+    p = run("--nproc-per-node", "2", "--max-restarts", "3", mode="usage", args=("--no-such-flag",))
+    check(p.returncode == 2, f"rc {p.returncode}, expected 2", p)
+    check(sorted({a for _, a in records("env")}) == [0], f"attempts {sorted(records('env'))}", p)
+    check("unrecognized arguments: --no-such-flag" in p.stderr, "argparse's line not shown", p)
+    why = [l for l in p.stderr.splitlines() if "no restart" in l]
+    check(len(why) == 1 and "meshrun: no restart (3 left): the root cause exited with code 2, invalid input" in why[0],
+          f"why no restart: {why}", p)
+    check("restarting" not in p.stderr, "restarted", p)
+    subprocess.run(["rm", "-rf", *[os.path.join(OUT, f) for f in os.listdir(OUT)]])
+    # One rank exits 2, the other is stopped by meshrun: the same decision, whatever the other was doing.
+    p = run("--nproc-per-node", "2", "--max-restarts", "3", mode="fail", args=(0, 2, 99))
+    check(p.returncode == 2 and sorted({a for _, a in records("env")}) == [0], f"rc {p.returncode}", p)
+    check(p.stderr.count("no restart (3 left)") == 1, "no line", p)
+    print("ok: exit 2 (argparse, or one rank): one attempt, one line why, rc 2")
+
+
 def case_restart_exhausted():
     p = run("--nproc-per-node", "2", "--max-restarts", "2", mode="fail", args=(0, 5, 99))
     check(p.returncode == 5, f"rc {p.returncode}", p)
@@ -272,6 +290,68 @@ def case_multinode_fail():
     check(n0.returncode == 5, f"node 0 rc {n0.returncode}", n0)
     check("job FAILED after 1 attempt(s): rank 3 on node 1" in n0.stderr, "node 0 does not name the cause", n0)
     print("ok: no restarts left: both nodes exit 5, node 0 names rank 3 on node 1")
+
+
+def case_multinode_invalid_input():
+    # Rank 3 (node 1) exits 2, invalid input: no node restarts although restarts remain; both exit 2.
+    n0, n1 = two_nodes([WORKER, "fail", OUT, "3", "2", "99"], "--max-restarts", "2")
+    for n, p in ((0, n0), (1, n1)):
+        check(p.returncode == 2, f"node {n} rc {p.returncode}, expected 2", p)
+        check(p.stderr.count("no restart (2 left): the root cause exited with code 2") == 1, f"node {n}: no line", p)
+        check("restarting" not in p.stderr, f"node {n} restarted", p)
+    check(sorted({a for _, a in records("env")}) == [0], f"attempts {sorted(records('env'))}", n0)
+    print("ok: exit 2 on node 1: one attempt, both nodes say why there is no restart and exit 2")
+
+
+def store_stranger(port, record):
+    """Plays someone who can reach the job's store (on this host: anyone): writes `record` as round 0's
+    failure cause and counts a failure, the way a launcher reports one (node_coordinator.h). Connects as
+    PyTorch's TCPStore client, like any worker does."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
+    store.set("meshrun/cause/0", record)
+    store.add("meshrun/fail/0", 1)
+
+
+def two_nodes_with_stranger(record):
+    """Two launchers of one job on loopback with hanging workers; once all 4 run, a stranger writes `record` as
+    the failure cause. Returns the two finished processes, node 0's first."""
+    port = free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port)]
+    procs = [subprocess.Popen([MESHRUN, *common, "--node-rank", str(n), WORKER, "hang", OUT], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=ENV) for n in (0, 1)]
+    wait_for(lambda: len(records("ready")) == 4, what="4 workers ready")
+    store_stranger(port, record)
+    for p in procs:
+        p.stdout, p.stderr = p.communicate(timeout=120)
+    subprocess.run(["rm", "-rf", *[os.path.join(OUT, f) for f in os.listdir(OUT)]])
+    return procs
+
+
+def case_multinode_stranger_exit0():
+    # A cause record saying exit code 0: the job failed (its workers were stopped), so it exits non-zero.
+    for n, p in enumerate(two_nodes_with_stranger("0\t0\tall is well, says a stranger")):
+        check(p.returncode == 1, f"node {n} rc {p.returncode}, expected 1", p)
+        check("exiting with 0" not in p.stderr, f"node {n} says it exits 0", p)
+        check("job FAILED after 1 attempt(s): meshrun/cause/0 at the store gives exit code 0 for 'all is well, says "
+              "a stranger', which is not a failure's exit code (1..255); exiting with 1" in p.stderr,
+              f"node {n}: no line naming the record", p)
+    print("ok: a cause record with exit code 0 from outside: both nodes exit 1, naming the record")
+
+
+def case_multinode_stranger_malformed():
+    # Malformed cause records: one line naming the key on each node, no stoi, the job ends failed with 1.
+    for record in ("abc\t0\tnot a number", "99999999999\t0\ttoo big", "no tabs at all"):
+        for n, p in enumerate(two_nodes_with_stranger(record)):
+            check(p.returncode == 1, f"{record!r}: node {n} rc {p.returncode}, expected 1", p)
+            check("stoi" not in p.stderr and "meshrun: error" not in p.stderr, f"{record!r}: node {n} leaks an exception", p)
+            lines = [l for l in p.stderr.splitlines() if "meshrun/cause/0" in l]
+            check(len(lines) == 1 and "job FAILED after 1 attempt(s): meshrun/cause/0 at the store" in lines[0] and
+                  lines[0].endswith("; exiting with 1"), f"{record!r}: node {n}: {lines}", p)
+        print(f"ok: {record!r}: both nodes: {lines[0]}")
 
 
 def case_multinode_gloo():
@@ -527,7 +607,10 @@ CASES = {
     "sigterm_forwarded": case_sigterm_forwarded, "sigterm_ignored": case_sigterm_ignored,
     "no_orphans": case_no_orphans, "gloo_allreduce": case_gloo_allreduce, "bad_input": case_bad_input,
     "logs": case_logs, "multinode_restart": case_multinode_restart, "multinode_fail": case_multinode_fail,
-    "multinode_gloo": case_multinode_gloo, "unreachable_master": case_unreachable_master,
+    "multinode_gloo": case_multinode_gloo, "multinode_invalid_input": case_multinode_invalid_input,
+    "multinode_stranger_exit0": case_multinode_stranger_exit0,
+    "multinode_stranger_malformed": case_multinode_stranger_malformed,
+    "invalid_input_no_restart": case_invalid_input_no_restart, "unreachable_master": case_unreachable_master,
     "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu,
     "multinode_stop": case_multinode_stop, "store_lost": case_store_lost, "preemption_notice": case_preemption_notice,
     "bad_endpoint": case_bad_endpoint, "root_cause_first_in_time": case_root_cause_first_in_time,

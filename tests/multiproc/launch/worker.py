@@ -55,6 +55,11 @@ elif mode == "fail":  # fail RANK CODE UNTIL_ATTEMPT: rank RANK exits CODE in at
         sys.exit(code)
     if rank != fail_rank and attempt < until:
         time.sleep(60)  # the launcher must stop us
+elif mode == "usage":  # a configuration error as a PyTorch script meets it: argparse's usage error, exit 2
+    import argparse
+
+    argparse.ArgumentParser(prog="train.py").parse_args(args)
+    time.sleep(60)  # not reached: the arguments given are always wrong
 elif mode == "die":  # die RANK SIGNAL
     if rank == int(args[0]):
         os.kill(os.getpid(), int(args[1]))
