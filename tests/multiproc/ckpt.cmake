@@ -12,3 +12,10 @@ meshtrain_add_test(multiproc ckpt reshard_matrix
 meshtrain_add_test(multiproc ckpt crash_safety
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/crash_test.py ${MESHTRAIN_BIN}
   PROPERTIES TIMEOUT 900)
+# A seeded kill -9 campaign against `meshtrain train` under meshrun (tests/multiproc/ckpt/kill_campaign_test.py):
+# a worker, meshrun itself or a rank mid-save killed at a random step; every trial resumes bit-identically and
+# `latest` never dangles. The seed is fixed; `--seed N` replays another campaign.
+meshtrain_add_test(multiproc ckpt kill_campaign
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/kill_campaign_test.py ${MESHTRAIN_BIN}
+          ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 900)
