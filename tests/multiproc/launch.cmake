@@ -4,7 +4,8 @@ set(_mt_launch_cases env_1 env_2 env_4 exit_code signal_death error_file restart
     sigterm_forwarded sigterm_ignored no_orphans gloo_allreduce bad_input logs multinode_restart multinode_fail
     multinode_gloo multinode_stop unreachable_master store_lost numa_binding preemption_notice bad_endpoint
     root_cause_first_in_time tee_over_redirect scratch_swept error_file_kept torchrun_flags
-    invalid_input_no_restart multinode_invalid_input multinode_stranger_exit0 multinode_stranger_malformed)
+    invalid_input_no_restart invalid_input_meshtrain multinode_invalid_input multinode_stranger_exit0
+    multinode_stranger_malformed)
 foreach(case IN LISTS _mt_launch_cases)
   meshtrain_add_test(multiproc launch ${case}
     COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py

@@ -87,7 +87,8 @@ def command(out, restarts, variant):
     sets = [f"data.train={prefix}_train.bin", "data.val=", "model.n_layer=1", "model.d_model=64", "model.n_head=2",
             "data.seq_len=32", "train.micro_batch_size=4", "train.threads=1", "logging.every=1",
             "train.eval_every=0", "train.sample_tokens=0", f"train.steps={STEPS}", f"checkpoint.every={EVERY}",
-            "schedule.warmup_steps=2", f"train.out_dir={out}", "checkpoint.resume=auto", "logging.all_ranks=true", *VARIANTS[variant]]
+            "schedule.warmup_steps=2", f"train.out_dir={out}", "checkpoint.resume=auto", "logging.all_ranks=true",
+            *VARIANTS[variant]]
     return [meshrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", str(restarts), config,
             *[f"--set={s}" for s in sets]]
 
@@ -162,8 +163,8 @@ def watch(t, out, restarts):
     """Runs meshrun, reading its log; once a step line reaches the trial's step, kills the trial's target
     (a worker, or meshrun itself). Returns (exit code, log)."""
     ckpt = os.path.join(out, "checkpoints")
-    p = subprocess.Popen(command(out, restarts, t["variant"]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=environment())
+    p = subprocess.Popen(command(out, restarts, t["variant"]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=environment())
     lines, killed = [], None
     for line in p.stdout:
         lines.append(line)

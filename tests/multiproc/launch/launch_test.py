@@ -143,6 +143,27 @@ def case_invalid_input_no_restart():
     print("ok: exit 2 (argparse, or one rank): one attempt, one line why, rc 2")
 
 
+def case_invalid_input_meshtrain():
+    # A meshtrain worker's UserError (exit 2), one that only the worker finds (checkpoint.resume naming no
+    # checkpoint): no restart either.
+    meshtrain = os.path.join(os.path.dirname(MESHRUN), "meshtrain")
+    config = os.path.join(HERE, "..", "..", "..", "configs", "quickstart.yaml")
+    with open(os.path.join(OUT, "text.txt"), "w") as f:
+        f.write("In the beginning God created the heaven and the earth.\n" * 400)
+    subprocess.run([meshtrain, "prepare", os.path.join(OUT, "text.txt"), "--out", os.path.join(OUT, "t")],
+                   check=True, stdout=subprocess.DEVNULL)
+    sets = [f"data.train={OUT}/t_train.bin", "data.val=", "model.n_layer=1", "model.d_model=64", "model.n_head=2",
+            "data.seq_len=32", "train.eval_every=0", "train.sample_tokens=0", f"train.out_dir={OUT}/run",
+            f"checkpoint.resume={OUT}/no-such-checkpoint"]
+    p = subprocess.run([MESHRUN, "--standalone", "--nproc-per-node", "2", "--max-restarts", "3", config,
+                        *[f"--set={s}" for s in sets]], capture_output=True, text=True, timeout=120, env=ENV)
+    check(p.returncode == 2, f"rc {p.returncode}, expected 2", p)
+    check("no-such-checkpoint/meta.json: no such checkpoint metadata" in p.stderr, "the worker's line not shown", p)
+    check(p.stderr.count("no restart (3 left): the root cause exited with code 2") == 1, "no line why not", p)
+    check("restarting" not in p.stderr, "restarted", p)
+    print("ok: a meshtrain worker's UserError: one attempt, one line why, rc 2")
+
+
 def case_restart_exhausted():
     p = run("--nproc-per-node", "2", "--max-restarts", "2", mode="fail", args=(0, 5, 99))
     check(p.returncode == 5, f"rc {p.returncode}", p)
@@ -347,7 +368,8 @@ def case_multinode_stranger_malformed():
     for record in ("abc\t0\tnot a number", "99999999999\t0\ttoo big", "no tabs at all"):
         for n, p in enumerate(two_nodes_with_stranger(record)):
             check(p.returncode == 1, f"{record!r}: node {n} rc {p.returncode}, expected 1", p)
-            check("stoi" not in p.stderr and "meshrun: error" not in p.stderr, f"{record!r}: node {n} leaks an exception", p)
+            check("stoi" not in p.stderr and "meshrun: error" not in p.stderr,
+                  f"{record!r}: node {n} leaks an exception", p)
             lines = [l for l in p.stderr.splitlines() if "meshrun/cause/0" in l]
             check(len(lines) == 1 and "job FAILED after 1 attempt(s): meshrun/cause/0 at the store" in lines[0] and
                   lines[0].endswith("; exiting with 1"), f"{record!r}: node {n}: {lines}", p)
@@ -610,7 +632,8 @@ CASES = {
     "multinode_gloo": case_multinode_gloo, "multinode_invalid_input": case_multinode_invalid_input,
     "multinode_stranger_exit0": case_multinode_stranger_exit0,
     "multinode_stranger_malformed": case_multinode_stranger_malformed,
-    "invalid_input_no_restart": case_invalid_input_no_restart, "unreachable_master": case_unreachable_master,
+    "invalid_input_no_restart": case_invalid_input_no_restart, "invalid_input_meshtrain": case_invalid_input_meshtrain,
+    "unreachable_master": case_unreachable_master,
     "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu,
     "multinode_stop": case_multinode_stop, "store_lost": case_store_lost, "preemption_notice": case_preemption_notice,
     "bad_endpoint": case_bad_endpoint, "root_cause_first_in_time": case_root_cause_first_in_time,
