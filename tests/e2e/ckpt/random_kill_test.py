@@ -3,8 +3,8 @@
 workers (--max-restarts 3, `checkpoint.resume: auto`, a checkpoint every 2 steps) is watched; three times a random
 rank is SIGKILLed as soon as the run (resumed after the previous kill) reaches a random step — mid-step or mid-save,
 wherever the kill lands. meshrun restarts the group each time and it resumes from its newest usable checkpoint. The
-final parameters must be bit-identical to an uninterrupted run's. The seed is printed (MESHTRAIN_TEST_SEED=N repeats
-a run).
+final parameters must be bit-identical to an uninterrupted run's. The seed is fixed, so CI draws the same kill plan
+every time; MESHTRAIN_TEST_SEED=N draws another (it is printed, so a failing plan can be repeated).
 Usage: random_kill_test.py BIN_DIR SOURCE_DIR
 """
 import os
@@ -19,7 +19,7 @@ from ckpt_e2e import kjv_setup, rank_checksums
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain, config, work, prefix = kjv_setup(bin_dir, src, "random_kill")
 STEPS, KILLS = 16, 3
-seed = int(os.environ.get("MESHTRAIN_TEST_SEED", random.randrange(1 << 30)))
+seed = int(os.environ.get("MESHTRAIN_TEST_SEED", "1204"))
 rng = random.Random(seed)
 # Increasing steps, so every kill is reached after the previous restart. From step 5 on, the step-2 checkpoint is
 # committed (the step-4 save waited for it), so every restart resumes; none in the last steps (a group killed after
