@@ -9,11 +9,11 @@ KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool pref
 
 PrefixMatch KvCacheManager::match(std::span<const TokenId> tokens) const {
   PrefixMatch m;
-  if (!prefix_caching_) return m;
+  if (!prefix_caching_ || tokens.empty()) return m;
   const size_t bs = static_cast<size_t>(block_size());
+  const size_t limit = tokens.size() - 1;  // whole blocks before the last token, which is always computed
   PrefixId parent = kRootPrefix;
-  // Whole blocks within tokens[0, size - 1): the last token is always left to compute.
-  for (size_t begin = 0; tokens.size() > 0 && begin + bs <= tokens.size() - 1; begin += bs) {
+  for (size_t begin = 0; begin + bs <= limit; begin += bs) {
     auto hit = pool_.lookup(parent, tokens.subspan(begin, bs));
     if (!hit) break;
     m.hits.push_back(*hit);

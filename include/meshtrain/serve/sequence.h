@@ -13,8 +13,8 @@
 namespace meshtrain::serve {
 
 struct Sequence {
-  Sequence(Request r, int64_t arrival_, int32_t block_size)
-      : request(std::move(r)), tokens(request.prompt), arrival(arrival_), table(block_size) {}
+  Sequence(Request r, int64_t arrival_order, int32_t block_size)
+      : request(std::move(r)), tokens(request.prompt), arrival(arrival_order), table(block_size) {}
 
   Request request;
   std::vector<TokenId> tokens;  // prompt + generated
