@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/clock.h"
 #include "meshtrain/core/glob.h"
 #include "meshtrain/core/log.h"
 
@@ -27,14 +28,14 @@ DataLoader::DataLoader(LoaderOptions opts) : opts_(std::move(opts)) {
     if (TokenFlags::is_sidecar(path)) continue;  // a glob such as data/x_train_* also matches the sidecars
     shards_.emplace_back(path, opts_.format);
   }
-  log_raw_shards();
-  check_ids();
   std::string without;  // a shard without a sidecar, for the message
   for (const auto& shard : shards_) {
     total_tokens_ += shard.size();
     if (auto f = TokenFlags::open_for(shard.path(), shard.size())) flags_.push_back(std::move(*f));
     else if (without.empty()) without = shard.path();
   }
+  log_raw_shards();
+  check_ids();
   MT_USER_CHECK(flags_.empty() || flags_.size() == shards_.size(), opts_.what, ": ", flags_.size(), " of ",
                 shards_.size(), " shards have token flags (loss masks, documents) but ", without, " has no ",
                 TokenFlags::sidecar_path(without), "; valid: all or none (prepare them in one run)");
@@ -94,6 +95,7 @@ void DataLoader::restore(const LoaderState& st) {
 
 void DataLoader::check_ids() const {
   if (opts_.vocab_size <= 0) return;
+  const auto t0 = Clock::now();
   for (const auto& shard : shards_) {
     const int64_t i = shard.find_token_at_least(opts_.vocab_size);
     if (i < 0) continue;
@@ -103,6 +105,8 @@ void DataLoader::check_ids() const {
                         ", not below model.vocab_size ", opts_.vocab_size, " (", opts_.what, "; were the shards "
                         "made with another tokenizer, or is data.format wrong?)"));
   }
+  log::debug("%s: %lld tokens below model.vocab_size %lld (checked in %.3f s)", opts_.what.c_str(),
+             static_cast<long long>(total_tokens_), static_cast<long long>(opts_.vocab_size), seconds_since(t0));
 }
 
 void DataLoader::log_raw_shards() const {
