@@ -51,12 +51,13 @@ from prepare_data import UserError, checked_inputs  # noqa: E402
 
 
 def lines(path, max_bytes):
-    """Yields (line number, bytes) of a file, never reading more than max_bytes + 1 bytes of one line: a longer
-    line is a UserError (a line is one example; tokenizing one takes a few hundred times its size)."""
+    """Yields (line number, bytes) of a file, never reading more than max_bytes + 2 bytes of one line (room for
+    its CR LF): a longer line is a UserError (a line is one example; tokenizing one takes a few hundred times its
+    size)."""
     with open(path, "rb") as f:
         n = 0
         while True:
-            raw = f.readline(max_bytes + 1)
+            raw = f.readline(max_bytes + 2)
             if not raw:
                 return
             n += 1
@@ -369,7 +370,7 @@ def main(argv=None):
         progress = Progress(sum(os.path.getsize(f) for f in files), args.quiet)
         wide = tok.vocab_size > 65536
         # (ids, mask) of every document, compact (4 or 2 bytes a token and 1 for its mask, not Python lists):
-        # the split waits for the last, and nothing is written before every line has been read.
+        # nothing is written before every line has been read, so a bad line leaves no shard of this run behind.
         docs = []
         for where, ex in examples(files, progress, args.max_line_bytes):
             ids, mask = tokenize(tok, where, ex, args.train_on_all)

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "meshtrain/core/error.h"
 #include "meshtrain/core/clock.h"
+#include "meshtrain/core/error.h"
 #include "meshtrain/core/glob.h"
 #include "meshtrain/core/log.h"
 

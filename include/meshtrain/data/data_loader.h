@@ -19,7 +19,7 @@
 // inside the embedding when its window happens to be drawn.
 //
 // Shards read as raw uint16 because data.format auto found no llm.c header magic are named in one log line
-// (rank 0): such a file may equally be uint32 tokens or something else, and would train on it silently.
+// (rank 0): such a file may as well hold uint32 tokens or something else, which nothing else would reveal.
 #pragma once
 
 #include <ATen/core/Tensor.h>
