@@ -100,8 +100,8 @@ def _text(where, value, what):
 
 
 # The shapes a line may have, by the keys that make each one.
-SHAPES = {"messages": ("messages",), "conversations": ("conversations",), "prompt + completion": ("prompt", "completion"),
-          "instruction + output": ("instruction", "output")}
+SHAPES = {"messages": ("messages",), "conversations": ("conversations",),
+          "prompt + completion": ("prompt", "completion"), "instruction + output": ("instruction", "output")}
 
 
 def as_messages(where, ex):
