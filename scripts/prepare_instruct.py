@@ -23,9 +23,11 @@ Output (docs/data.md): PREFIX_train_000000.bin, … (llm.c shards: 256 × int32 
 with uint16 tokens — version 2 with uint32 tokens when the vocabulary exceeds 65536), each with a sidecar
 PREFIX_train_000000.bin.flags (256 × int32 header, magic 20241014, version 1, token count; then one byte a
 token: bit 0 = the loss is taken on it as a target, bit 1 = it starts a document). A document never spans two
-shards. --val-fraction keeps the last documents for PREFIX_val_*. Files are written to a temporary name and
-renamed; shards of the same names left from an earlier, longer run are removed.
-Mistakes (a line that is not JSON or lacks its fields: FILE:LINE) are one line on stderr and exit code 2.
+shards. --val-fraction keeps every (1 / fraction)-th document for PREFIX_val_* (a share of every input file).
+Files are written to a temporary name and renamed; shards of the same names left from an earlier, longer run
+are removed.
+Mistakes (a line that is not JSON, lacks its fields, has two shapes, is longer than --max-line-bytes; a chat
+template that fails: FILE:LINE) are one line on stderr and exit code 2.
 """
 import argparse
 import array
@@ -48,27 +50,47 @@ ROLES = {"system": "system", "user": "user", "assistant": "assistant", "human": 
 from prepare_data import UserError, checked_inputs  # noqa: E402
 
 
-def examples(files, progress):
+def lines(path, max_bytes):
+    """Yields (line number, bytes) of a file, never reading more than max_bytes + 2 bytes of one line (room for
+    its CR LF): a longer line is a UserError (a line is one example; tokenizing one takes a few hundred times its
+    size)."""
+    with open(path, "rb") as f:
+        n = 0
+        while True:
+            raw = f.readline(max_bytes + 2)
+            if not raw:
+                return
+            n += 1
+            if len(raw.rstrip(b"\r\n")) > max_bytes:
+                raise UserError(f"{path}:{n}: line longer than --max-line-bytes {max_bytes} (one example a line; "
+                                "raise the flag for a longer one: tokenizing it takes a few hundred bytes of memory "
+                                "per byte)")
+            yield n, raw
+
+
+def examples(files, progress, max_line_bytes):
     """Yields (where, example dict) for every non-blank line; `where` is FILE:LINE."""
     for path in files:
-        with open(path, "rb") as f:
-            for n, raw in enumerate(f, 1):
-                progress(len(raw))
-                where = f"{path}:{n}"
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise UserError(f"{where}: not UTF-8 (byte {e.start} of the line)")
-                if not line.strip():
-                    continue
-                try:
-                    ex = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UserError(f"{where}: not valid JSON ({e.msg} at column {e.colno})")
-                if not isinstance(ex, dict):
-                    raise UserError(f"{where}: a JSON {type(ex).__name__}, expected an object with messages, "
-                                    "conversations, prompt/completion or instruction/output")
-                yield where, ex
+        for n, raw in lines(path, max_line_bytes):
+            progress(len(raw))
+            where = f"{path}:{n}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"{where}: not UTF-8 (byte {e.start} of the line)")
+            if not line.strip():
+                continue
+            try:
+                ex = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{where}: not valid JSON ({e.msg} at column {e.colno})")
+            except RecursionError:
+                raise UserError(f"{where}: JSON nested too deeply to read (an example is an object of strings and "
+                                "lists of turns)")
+            if not isinstance(ex, dict):
+                raise UserError(f"{where}: a JSON {type(ex).__name__}, expected an object with messages, "
+                                "conversations, prompt/completion or instruction/output")
+            yield where, ex
 
 
 def _text(where, value, what):
@@ -77,8 +99,17 @@ def _text(where, value, what):
     return value
 
 
+# The shapes a line may have, by the keys that make each one.
+SHAPES = {"messages": ("messages",), "conversations": ("conversations",),
+          "prompt + completion": ("prompt", "completion"), "instruction + output": ("instruction", "output")}
+
+
 def as_messages(where, ex):
     """The example as chat messages [{role, content}], or None for prompt/completion."""
+    shapes = [name for name, keys in SHAPES.items() if all(k in ex for k in keys)]
+    if len(shapes) > 1:
+        raise UserError(f"{where}: ambiguous: has {' and '.join(shapes)}; valid: one shape a line (which one to "
+                        "train on is not for this script to guess)")
     if "messages" in ex or "conversations" in ex:
         key = "messages" if "messages" in ex else "conversations"
         turns = ex[key]
@@ -135,8 +166,42 @@ class Tokenizer:
     def encode(self, text, special):
         return self.tk(text, add_special_tokens=special)["input_ids"]
 
-    def render(self, messages, generation_prompt=False):
-        return self.tk.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+    def template_call(self, where, **kwargs):
+        """apply_chat_template, its failures (a template that does not compile, or raises: jinja2's errors and
+        whatever its expressions throw) one line naming the example."""
+        try:
+            return self.tk.apply_chat_template(**kwargs)
+        except UserError:
+            raise
+        except Exception as e:  # noqa: BLE001 — a user's template can raise anything
+            lineno = getattr(e, "lineno", None)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise UserError(f"{where}: the chat template of {self.path} failed: {type(e).__name__}"
+                            f"{f' at template line {lineno}' if lineno else ''}{f': {first}' if first else ''}")
+
+    def render(self, where, messages, generation_prompt=False):
+        return self.template_call(where, conversation=messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+    def opening(self, where, messages):
+        """The text before a conversation's first turn when that turn is the assistant's: the template's
+        rendering of no messages with the generation prompt where it has one that the conversation starts with;
+        else the text up to the assistant header (what the generation prompt adds after a user turn)."""
+        upto = self.render(where, messages[:1])
+        try:
+            empty = self.tk.apply_chat_template([], tokenize=False, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 — many templates index messages[0]; the header below serves them
+            empty = None
+        if empty and upto.startswith(empty):
+            return empty
+        user = [{"role": "user", "content": "x"}]
+        plain, prompted = self.render(where, user), self.render(where, user, generation_prompt=True)
+        header = prompted[len(plain):] if prompted.startswith(plain) else ""
+        at = upto.find(header) if header else -1
+        if at < 0:
+            raise UserError(f"{where}: the chat template of {self.path} cannot mark the assistant's span of a "
+                            "conversation that starts with the assistant: no generation prompt found before it; "
+                            "give a template with {% generation %} markers, or --train-on-all")
+        return upto[:at + len(header)]
 
     def chat(self, where, messages, train_on_all):
         """(ids, mask): the conversation through the chat template, mask 1 on assistant tokens."""
@@ -144,19 +209,20 @@ class Tokenizer:
             raise UserError(f"{where}: a chat example, but {self.path} has no chat_template (tokenizer_config.json "
                             "or chat_template.jinja): nothing to render it with")
         if train_on_all:
-            ids = self.tk(self.render(messages), add_special_tokens=False)["input_ids"]
+            ids = self.tk(self.render(where, messages), add_special_tokens=False)["input_ids"]
             return list(ids), [1] * len(ids)
         if self.generation_markers:
-            out = self.tk.apply_chat_template(messages, tokenize=True, return_dict=True,
-                                              return_assistant_tokens_mask=True)
+            out = self.template_call(where, conversation=messages, tokenize=True, return_dict=True,
+                                     return_assistant_tokens_mask=True)
             return list(out["input_ids"]), list(out["assistant_masks"])
-        full = self.render(messages)
+        full = self.render(where, messages)
         spans = []
         for i, m in enumerate(messages):
             if m["role"] != "assistant":
                 continue
-            before = self.render(messages[:i], generation_prompt=True) if i else ""
-            upto = self.render(messages[:i + 1])
+            # The turn's header (e.g. ChatML's "<|im_start|>assistant\n") is the prompt, not the answer.
+            before = self.render(where, messages[:i], generation_prompt=True) if i else self.opening(where, messages)
+            upto = self.render(where, messages[:i + 1])
             if not (upto.startswith(before) and full.startswith(upto)):
                 raise UserError(f"{where}: the chat template of {self.path} cannot mark the assistant's span: its "
                                 f"rendering is not prefix-stable (turn {i} changes the text before it) and it has no "
@@ -220,9 +286,11 @@ class ShardWriter:
         if self.tokens and len(self.tokens) + len(ids) > self.shard_tokens:
             self._flush()
         self.tokens.extend(ids)
-        self.flags.extend((LOSS if m else 0) | (DOC_START if i == 0 else 0) for i, m in enumerate(mask))
+        flags = bytearray(mask)  # 0 / 1 = LOSS
+        flags[0] |= DOC_START
+        self.flags += flags
         self.total += len(ids)
-        self.trained += sum(1 for m in mask[1:] if m)  # a document's first token is never a target
+        self.trained += sum(mask) - mask[0]  # a document's first token is never a target
         self.docs += 1
 
     def _flush(self):
@@ -242,6 +310,13 @@ class ShardWriter:
             m = pattern.match(name)
             if m and int(m.group(1)) >= len(self.paths):
                 os.unlink(os.path.join(d, name))
+
+
+def is_val(i, fraction):
+    """Whether document i goes to validation: every (1 / fraction)-th document, so that the split takes its
+    share from every input file (the last documents would all come from the last file) — floor(n × fraction)
+    of n documents in all."""
+    return int((i + 1) * fraction) > int(i * fraction)
 
 
 # ---- main -------------------------------------------------------------------------------------------------
@@ -274,11 +349,17 @@ def main(argv=None):
     ap.add_argument("--train-on-all", action="store_true",
                     help="loss on every token (default: assistant turns / completions only)")
     ap.add_argument("--val-fraction", type=float, default=0.0,
-                    help="share of the documents (the last ones) kept for validation, 0 to 0.5 (default 0)")
+                    help="share of the documents kept for validation (every 1/fraction-th: some of every file), 0 to "
+                    "0.5 (default 0)")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard at most (default 100M)")
+    ap.add_argument("--max-line-bytes", type=int, default=16 << 20, metavar="N",
+                    help="longest input line (one example) in bytes (default 16 MiB: tokenizing a line takes a few "
+                    "hundred times its size in memory)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
     try:
+        if args.max_line_bytes < 1:
+            raise UserError(f"--max-line-bytes: given {args.max_line_bytes}; valid: ≥ 1")
         files = checked_inputs(args)
         tok = Tokenizer(args.tokenizer)
         if tok.vocab_size >= 1 << 32:
@@ -287,21 +368,22 @@ def main(argv=None):
         if parent:
             os.makedirs(parent, exist_ok=True)
         progress = Progress(sum(os.path.getsize(f) for f in files), args.quiet)
-        docs = []  # (ids, mask) — the split needs the count; tokens are small next to the text they come from
-        for where, ex in examples(files, progress):
+        wide = tok.vocab_size > 65536
+        # (ids, mask) of every document, compact (4 or 2 bytes a token and 1 for its mask, not Python lists):
+        # nothing is written before every line has been read, so a bad line leaves no shard of this run behind.
+        docs = []
+        for where, ex in examples(files, progress, args.max_line_bytes):
             ids, mask = tokenize(tok, where, ex, args.train_on_all)
             if ids:
-                docs.append((ids, mask))
+                docs.append((array.array("I" if wide else "H", ids), bytes(1 if m else 0 for m in mask)))
                 progress.docs += 1
                 progress.tokens += len(ids)
         if not docs:
             raise UserError(f"--input {' '.join(args.input)}: no examples")
-        n_val = int(len(docs) * args.val_fraction)
-        wide = tok.vocab_size > 65536
         writers = {"train": ShardWriter(args.out, "train", args.shard_tokens, wide),
                    "val": ShardWriter(args.out, "val", args.shard_tokens, wide)}
         for i, (ids, mask) in enumerate(docs):
-            writers["val" if i >= len(docs) - n_val else "train"].add(ids, mask)
+            writers["val" if is_val(i, args.val_fraction) else "train"].add(ids, mask)
         for w in writers.values():
             w.close()
     except UserError as e:

@@ -28,6 +28,25 @@ bool looks_like_llmc_header(const uint8_t* bytes, size_t len) {
   return first != 0 && std::all_of(bytes + 3 * sizeof(int32_t), bytes + header_bytes, [](uint8_t b) { return b == 0; });
 }
 
+// The position of the first of the n tokens at p that is ≥ limit, or -1. The maximum of each fixed-size block
+// is a loop the compiler vectorises at -O2; only a block holding a bad token is searched for its position.
+template <typename T>
+int64_t first_token_at_least(const T* p, int64_t n, uint64_t limit) {
+  constexpr int64_t kBlock = 4096;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const T* b = p + begin;
+    T hi = 0;
+    if (n - begin >= kBlock) {
+      for (int64_t i = 0; i < kBlock; ++i) hi = std::max(hi, b[i]);
+    } else {
+      hi = *std::max_element(b, p + n);
+    }
+    if (hi < limit) continue;
+    return begin + (std::find_if(b, p + n, [&](T t) { return t >= limit; }) - b);
+  }
+  return -1;
+}
+
 }  // namespace
 
 ShardFormat detect_format(const std::string& path, const uint8_t* bytes, size_t len) {
@@ -63,6 +82,7 @@ TokenShard::TokenShard(const std::string& path, ShardFormat format) : path_(path
   const auto* bytes = static_cast<const uint8_t*>(map_);
 
   if (format == ShardFormat::Auto) format = detect_format(path, bytes, map_len_);
+  format_ = format;
 
   if (format == ShardFormat::LlmC) {
     const size_t header_bytes = kLlmcHeaderInts * sizeof(int32_t);
@@ -77,8 +97,14 @@ TokenShard::TokenShard(const std::string& path, ShardFormat format) : path_(path
     bytes_per_token_ = header[1] == 1 ? 2 : 4;
     n_tokens_ = header[2];
     const size_t want = header_bytes + static_cast<size_t>(n_tokens_) * bytes_per_token_;
+    const size_t in_file = (map_len_ - header_bytes) / bytes_per_token_;
     MT_USER_CHECK(n_tokens_ >= 0 && map_len_ >= want, path, ": truncated llm.c shard: header says ", n_tokens_,
-                  " tokens (", want, " bytes), file has ", map_len_, " bytes");
+                  " tokens (", want, " bytes with the header), file has ", map_len_, " bytes (", in_file, " tokens)");
+    // More bytes than the count: the tokens after it would never be trained on (a shard appended to, or a
+    // header written before the last tokens).
+    MT_USER_CHECK(map_len_ == want, path, ": llm.c header says ", n_tokens_, " tokens (", want, " bytes with the "
+                  "header), but the file has ", map_len_, " bytes (", in_file, " tokens): the rest would never be "
+                  "read; valid: a file of exactly the header's count (write the shard again)");
     tokens_ = bytes + header_bytes;
   } else {
     bytes_per_token_ = format == ShardFormat::U32 ? 4 : 2;
@@ -99,7 +125,16 @@ TokenShard::TokenShard(TokenShard&& o) noexcept
       map_len_(o.map_len_),
       tokens_(o.tokens_),
       bytes_per_token_(o.bytes_per_token_),
-      n_tokens_(o.n_tokens_) {}
+      n_tokens_(o.n_tokens_),
+      format_(o.format_) {}
+
+int64_t TokenShard::find_token_at_least(int64_t limit) const {
+  if (limit <= 0) return n_tokens_ > 0 ? 0 : -1;
+  // The mapping is page-aligned and the llm.c header 1024 bytes: the tokens are aligned for their type.
+  if (bytes_per_token_ == 2)
+    return first_token_at_least(reinterpret_cast<const uint16_t*>(tokens_), n_tokens_, static_cast<uint64_t>(limit));
+  return first_token_at_least(reinterpret_cast<const uint32_t*>(tokens_), n_tokens_, static_cast<uint64_t>(limit));
+}
 
 void TokenShard::read(int64_t begin, int64_t n, int64_t* out) const {
   MT_CHECK(begin >= 0 && begin + n <= n_tokens_, path_, ": read [", begin, ", ", begin + n, ") out of ", n_tokens_);

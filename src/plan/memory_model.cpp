@@ -29,11 +29,12 @@ struct Sizes {
 
 Sizes sizes(const Config& cfg, const RankLayout& l) {
   Sizes s;
-  std::vector<int64_t> trainable(static_cast<size_t>(cfg.model.n_layer), 0);
-  for (const auto& p : param_table(cfg.model)) {
+  int64_t run = -1, run_trainable = 0;  // the block run being summed (its first block) and its trainable elements
+  for (const auto& g : param_groups(cfg)) {
+    const ParamSpec& p = g.spec;
+    const bool train = g.trains;
     int64_t n = 1;
     for (int64_t d : p.tp_shape(0, l.tp)) n *= d;
-    const bool train = trains(cfg, p.name);
     // parallelize(): a frozen parameter may be held in the compute dtype already (LoRA's base), then not cast.
     const int64_t cast = p.matmul && (train || l.frozen_bytes == 4) ? n : 0;
     // FSDP gathers a trainable unit in param_dtype, a frozen one in the dtype it is held in (rank_state.cpp).
@@ -45,13 +46,15 @@ Sizes sizes(const Config& cfg, const RankLayout& l) {
       s.root_cast += cast;
       s.root_trainable += train ? n : 0;
       if (p.matmul) s.head_grad = train ? n : 0;
-    } else {
-      s.block_trainable += train ? n : 0;
-      trainable[static_cast<size_t>(p.block)] += train ? n : 0;
-      s.block_weights_train |= p.matmul && train && cfg.model.lora_rank == 0;
+      continue;
     }
+    s.block_trainable += train ? g.blocks * n : 0;
+    s.block_weights_train |= p.matmul && train && cfg.model.lora_rank == 0;
+    // Every block of a run holds as many trainable elements as its first: the most of any run is block_grad.
+    if (p.block != run) run = p.block, run_trainable = 0;
+    run_trainable += train ? n : 0;
+    s.block_grad = std::max(s.block_grad, run_trainable);
   }
-  for (int64_t t : trainable) s.block_grad = std::max(s.block_grad, t);
   return s;
 }
 
@@ -209,11 +212,19 @@ MemoryItems end_of_backward(const Step& s, bool tied_embeddings) {
   return m;
 }
 
-// The walk's points in the trainer's order; the first of equal peaks is the one reported.
+// The walk's points in the trainer's order; the first of equal peaks is the one reported. Every item of
+// block_backward(s, i) is affine in i for i ≥ 1 (a gathered unit's prefetch only changes at i = 0), so the
+// largest over blocks − 1 … 1 is at one end, and the walk need only visit blocks − 1, 1 and 0: the same peak,
+// in the same order, without a pass over the layers.
 Walk walk_step(const Step& s, bool tied_embeddings) {
   Walk w;
   w.point(head_backward(s), "head backward");
-  for (int64_t i = s.blocks - 1; i >= 0; --i) w.point(block_backward(s, i), "block " + std::to_string(i) + " backward");
+  const int64_t last = s.blocks - 1;
+  std::vector<int64_t> visit;
+  if (last >= 0) visit.push_back(last);
+  if (last > 1) visit.push_back(1);
+  if (last > 0) visit.push_back(0);
+  for (int64_t i : visit) w.point(block_backward(s, i), "block " + std::to_string(i) + " backward");
   w.point(end_of_backward(s, tied_embeddings), "end of backward");
   return w;
 }

@@ -1,4 +1,4 @@
-// Per-rank state bytes (rank_state.h), parameter by parameter.
+// Per-rank state bytes (rank_state.h), parameter by parameter (a run of like blocks' parameter at once).
 #include "meshtrain/plan/rank_state.h"
 
 #include <algorithm>
@@ -35,65 +35,89 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
 
 namespace {
 
-// Whether pipeline stage `stage` of `pp` holds parameter `p`.
-bool on_stage(const ParamSpec& p, const ModelConfig& m, int64_t stage, int64_t pp) {
-  if (pp <= 1) return true;
-  if (p.block >= 0) return p.block / (m.n_layer / pp) == stage;
+// How many of the parameters group `g` stands for pipeline stage `stage` of `pp` holds: the blocks of its run
+// inside the stage's even share of the layers; the embeddings on the first stage, the final norm and head on
+// the last (a tied embedding on both).
+int64_t on_stage(const ParamGroup& g, const ModelConfig& m, int64_t stage, int64_t pp) {
+  if (pp <= 1) return g.blocks;
+  const ParamSpec& p = g.spec;
+  if (p.block >= 0) {
+    const int64_t per = std::max<int64_t>(1, m.n_layer / pp);
+    return std::max<int64_t>(0, std::min(p.block + g.blocks, (stage + 1) * per) - std::max(p.block, stage * per));
+  }
   const bool head = p.name.rfind("final_norm", 0) == 0 || p.name.rfind("lm_head", 0) == 0;
   const bool embed = !head;
-  return (embed && stage == 0) || ((head || (embed && m.tie_embeddings)) && stage == pp - 1);
+  return (embed && stage == 0) || ((head || (embed && m.tie_embeddings)) && stage == pp - 1) ? 1 : 0;
+}
+
+// One parameter's share of the rank's state (rank_state.h has the rules).
+RankState param_state(const ParamSpec& p, bool train, const RankLayout& l, int64_t tp_rank, int64_t shard_rank) {
+  RankState s;
+  const auto shape = p.tp_shape(tp_rank, l.tp);
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype
+  if (l.zero_stage == 0) {
+    if (l.stream) {  // the master on the host; gradients in DDP's buckets only
+      s.params += (train ? l.stream_bytes : l.frozen_bytes) * numel;
+      s.grads += train && l.reducer ? l.stream_bytes * numel : 0;
+      s.optimizer += train ? 8 * numel + 4 : 0;
+      return s;
+    }
+    s.params += held * numel;
+    s.grads += train ? 4 * numel : 0;
+    s.optimizer += train ? 8 * numel + 4 : 0;
+    return s;
+  }
+  // parallel/fsdp/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers.
+  const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
+  const int64_t c = (rows + l.shard - 1) / l.shard;
+  const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
+  if (train && l.stream) {  // FSDP streamed: the shard in the compute dtype, fp32 master and gradient on the host
+    s.params += l.stream_bytes * c * row_numel;
+  } else {
+    (train ? s.master : s.frozen) += held * c * row_numel;
+    s.grads += train ? 4 * c * row_numel : 0;
+  }
+  s.optimizer += train ? 8 * local * row_numel + 4 : 0;
+  if (l.alias) return s;
+  const int64_t gathered = train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes;
+  if (l.zero_stage < 3) s.params += gathered * numel;
+  else s.gathered_params += gathered * numel;
+  return s;
+}
+
+RankState state_of(const Config& cfg, const RankLayout& l, const std::vector<ParamGroup>& groups, int64_t tp_rank,
+                   int64_t shard_rank, int64_t pp_stage) {
+  RankState s;
+  for (const auto& g : groups) {
+    const int64_t n = on_stage(g, cfg.model, pp_stage, l.pp);
+    if (n == 0) continue;
+    const RankState one = param_state(g.spec, g.trains, l, tp_rank, shard_rank);
+    s.params += n * one.params;
+    s.master += n * one.master;
+    s.frozen += n * one.frozen;
+    s.grads += n * one.grads;
+    s.optimizer += n * one.optimizer;
+    s.gathered_params += n * one.gathered_params;
+  }
+  return s;
 }
 
 }  // namespace
 
 RankState rank_state(const Config& cfg, int64_t world_size, int64_t tp_rank, int64_t shard_rank, int64_t pp_stage) {
-  const RankLayout l = RankLayout::from(cfg, world_size);
-  RankState s;
-  for (const auto& p : param_table(cfg.model)) {
-    if (!on_stage(p, cfg.model, pp_stage, l.pp)) continue;
-    const auto shape = p.tp_shape(tp_rank, l.tp);
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    const bool train = trains(cfg, p.name);
-    const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype
-    if (l.zero_stage == 0) {
-      if (l.stream) {  // the master on the host; gradients in DDP's buckets only
-        s.params += (train ? l.stream_bytes : l.frozen_bytes) * numel;
-        s.grads += train && l.reducer ? l.stream_bytes * numel : 0;
-        s.optimizer += train ? 8 * numel + 4 : 0;
-        continue;
-      }
-      s.params += held * numel;
-      s.grads += train ? 4 * numel : 0;
-      s.optimizer += train ? 8 * numel + 4 : 0;
-      continue;
-    }
-    // parallel/fsdp/dim0_shard.h: c = ceil(rows / W) rows per rank, padded in the flat buffers.
-    const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
-    const int64_t c = (rows + l.shard - 1) / l.shard;
-    const int64_t begin = std::min(rows, shard_rank * c), local = std::min(rows, begin + c) - begin;
-    if (train && l.stream) {  // FSDP streamed: the shard in the compute dtype, fp32 master and gradient on the host
-      s.params += l.stream_bytes * c * row_numel;
-    } else {
-      (train ? s.master : s.frozen) += held * c * row_numel;
-      s.grads += train ? 4 * c * row_numel : 0;
-    }
-    s.optimizer += train ? 8 * local * row_numel + 4 : 0;
-    if (l.alias) continue;
-    const int64_t gathered = train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes;
-    if (l.zero_stage < 3) s.params += gathered * numel;
-    else s.gathered_params += gathered * numel;
-  }
-  return s;
+  return state_of(cfg, RankLayout::from(cfg, world_size), param_groups(cfg), tp_rank, shard_rank, pp_stage);
 }
 
 RankState worst_rank_state(const Config& cfg, int64_t world_size) {
   const RankLayout l = RankLayout::from(cfg, world_size);
+  const std::vector<ParamGroup> groups = param_groups(cfg);
   RankState w;
   for (int64_t stage = 0; stage < l.pp; ++stage)
   for (int64_t t = 0; t < l.tp; ++t)
     for (int64_t r = 0; r < l.shard; ++r) {
-      const RankState s = rank_state(cfg, world_size, t, r, stage);
+      const RankState s = state_of(cfg, l, groups, t, r, stage);
       w.params = std::max(w.params, s.params);
       w.master = std::max(w.master, s.master);
       w.frozen = std::max(w.frozen, s.frozen);

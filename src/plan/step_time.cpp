@@ -36,16 +36,18 @@ struct Counts {
 Counts counts(const Config& cfg, int64_t tp) {
   Counts c;
   const std::string head = cfg.model.tie_embeddings ? "tok_embed.weight" : "lm_head.weight";
-  for (const auto& p : param_table(cfg.model)) {
+  for (const auto& g : param_groups(cfg)) {
+    const ParamSpec& p = g.spec;
+    const double k = static_cast<double>(g.blocks);  // the parameters the group stands for
     int64_t local = 1;
     for (int64_t d : p.tp_shape(0, tp)) local *= d;
     const bool embed = p.name.rfind("tok_embed", 0) == 0 || p.name.rfind("pos_embed", 0) == 0 ||
                        p.name.rfind("lm_head", 0) == 0;
-    const bool train = trains(cfg, p.name);
-    if (!embed) c.non_embed += static_cast<double>(p.numel());
-    if (!train && (!embed || p.name == head)) c.frozen_matmul += static_cast<double>(p.numel());
-    (train ? c.trainable : c.frozen) += static_cast<double>(local);
-    if (embed) (train ? c.embed_trainable : c.embed_frozen) += static_cast<double>(local);
+    const bool train = g.trains;
+    if (!embed) c.non_embed += k * static_cast<double>(p.numel());
+    if (!train && (!embed || p.name == head)) c.frozen_matmul += k * static_cast<double>(p.numel());
+    (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
+    if (embed) (train ? c.embed_trainable : c.embed_frozen) += k * static_cast<double>(local);
   }
   return c;
 }

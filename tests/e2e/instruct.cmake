@@ -2,7 +2,7 @@
 # the KJV text (nothing fetched); skipped (77) where the venv lacks tokenizers or transformers.
 meshtrain_add_test(e2e data prepare_instruct
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/prepare_instruct_test.py ${CMAKE_SOURCE_DIR}
-  PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # JSONL → prepare_instruct.py → meshtrain train under meshrun (2 CPU workers): the loss is the mean over the
 # assistant tokens of the whole step (2 ranks × 2 micro-batches = one batch of 4), and it falls.
 meshtrain_add_test(e2e train instruct_train

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`meshtrain plan` as a user runs it: the table for a config's layout, --json, --search (every layout, fastest
-first, the ones that do not fit marked), and a wrong flag as one line with exit code 2.
+first, the ones that do not fit marked; 100,000 layers within a minute), and a wrong flag as one line with exit
+code 2.
 Usage: plan_cli_test.py BIN_DIR SOURCE_DIR
 """
 import json
@@ -49,6 +50,16 @@ check("search: some fit an A100 40GB, some do not",
       any(r["memory"]["fits"] for r in rows) and not all(r["memory"]["fits"] for r in rows))
 p = run(cfg, "--gpus", "8", "--search")
 check("search table marks layouts that do not fit", " NO " in p.stdout, p.stdout[:2000])
+
+# 100,000 layers: the planner's sums fold runs of like blocks, so the search takes about a second, as for 32
+# (it once walked every layer of every layout: 636 s). 60 s is a wide margin on a loaded machine.
+try:
+    p = subprocess.run([meshtrain, "plan", cfg, "--set", "model.n_layer=100000", "--gpus", "8", "--search"],
+                       capture_output=True, text=True, timeout=60)
+    check("search over 100,000 layers: within 60 s, several layouts",
+          p.returncode == 0 and p.stdout.count("\n") > 10, p.stderr[-500:])
+except subprocess.TimeoutExpired:
+    check("search over 100,000 layers: within 60 s", False, "still running after 60 s")
 
 p = run(cfg, "--gpu", "v100")
 lines = p.stderr.strip().splitlines()

@@ -13,9 +13,13 @@
 // above and each batch says where its documents start (positions, cu_seqlens); without, every document is
 // its own window, cut at seq_len + 1 tokens and padded with masked targets.
 //
-// Token ids are checked against the model's vocabulary as each window is copied (the copy reads them
-// anyway: O(batch), no pass over the shards, which can be many GB): an id ≥ vocab_size is a UserError naming
-// the file, the token's position in it and the id, instead of an index error deep inside the embedding.
+// Token ids are checked against the model's vocabulary when the shards are opened, one vectorised pass over
+// each (docs/PERFORMANCE.md: its cost on a 1 GB shard): an id ≥ vocab_size is a UserError naming the file,
+// the first bad token's position in it and the id — before the first step, instead of an index error deep
+// inside the embedding when its window happens to be drawn.
+//
+// Shards read as raw uint16 because data.format auto found no llm.c header magic are named in one log line
+// (rank 0): such a file may as well hold uint32 tokens or something else, which nothing else would reveal.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -88,8 +92,10 @@ class DataLoader {
                       int64_t row_offset) const;
   // The loader's batch tensors for `rows` [B, seq_len + 1] read from the windows (targets masked by flags).
   Batch make_batch(const at::Tensor& rows, const std::vector<int64_t>& windows) const;
-  // UserError for the first id ≥ vocab_size among the n tokens of `shard` from `start`, copied into `ids`.
-  void check_ids(const TokenShard& shard, int64_t start, const int64_t* ids, int64_t n) const;
+  // UserError for the first id ≥ vocab_size in any shard.
+  void check_ids() const;
+  // The log line naming the shards data.format auto reads as raw uint16, if any.
+  void log_raw_shards() const;
 
   LoaderOptions opts_;
   std::vector<TokenShard> shards_;

@@ -35,6 +35,19 @@ struct ParamSpec {
 // The parameters of the model `m` (resolved: d_ff and n_kv_head filled) in registration order.
 std::vector<ParamSpec> param_table(const ModelConfig& m);
 
+// The parameter table folded for sums over the model: the root's parameters one by one, and the parameters of
+// a block once for each run of consecutive blocks whose parameters train alike (one run unless train.freeze
+// names single blocks), as the run's first block's with the run's length. What the planner sums over, so that
+// its cost does not grow with model.n_layer (a search over 100,000 layers takes seconds, not minutes).
+struct ParamGroup {
+  ParamSpec spec;        // the root's parameter, or this parameter of the run's first block
+  bool trains = true;    // trains(cfg, spec.name): the same in every block of the run
+  int64_t blocks = 1;    // the run's length (1 for a root parameter): the group stands for that many parameters
+};
+// The groups of cfg (resolved) in registration order. train.freeze globs are matched once per block name;
+// the last config's answer is kept, so a search over layouts of one model matches them once.
+std::vector<ParamGroup> param_groups(const Config& cfg);
+
 // Whether train.freeze leaves `name` trainable (the globs of parallel/trainable_policy.h: '*' crosses dots).
 bool trains(const std::vector<std::string>& frozen_globs, const std::string& name);
 // Whether `name` trains under cfg: train.freeze, and with LoRA on (model.lora_rank > 0) only the adapters.

@@ -7,8 +7,11 @@
     through turn-by-turn rendering (ChatML) and through {% generation %} markers alike.
 (b) --train-on-all flags every token; --val-fraction keeps the last documents for val; a small --shard-tokens
     gives several shards, none splitting a document.
-(c) a template that cannot mark the assistant's span, a line that is not JSON, a line without the fields:
-    each one line naming FILE:LINE, exit code 2.
+    A conversation that starts with an assistant turn trains on its content, not on its header; the split
+    takes its share from every input file.
+(c) a template that cannot mark the assistant's span, a line that is not JSON, a line without the fields, a line
+    with two shapes, JSON nested 100,000 deep, a template that does not compile or raises, a line longer than
+    --max-line-bytes (16 MiB by default): each one line naming FILE:LINE, exit code 2.
 Exit code 77 (skipped) without tokenizers or transformers.
 Usage: prepare_instruct_test.py SOURCE_DIR
 """
@@ -125,6 +128,7 @@ def main():
         check("with loss" in stdout, f"{template}: summary line ({stdout.strip()[:120]})")
 
     tok_dir = os.path.join(work, "tok_chatml")
+    tk = AutoTokenizer.from_pretrained(tok_dir, local_files_only=True)
     out = os.path.join(work, "all", "sft")
     rc, _, err = run("--tokenizer", tok_dir, "--input", data, "--out", out, "--train-on-all", "--quiet")
     ids, flags = read_shard(out + "_train_000000.bin") if rc == 0 else ([], [])
@@ -145,6 +149,28 @@ def main():
             check(bool(flags) and flags[0] & 2, f"{os.path.basename(p)}: starts with a document")
             n_docs[split] += sum(1 for f in flags if f & 2)
     check(n_docs == {"train": 16, "val": 4}, f"split: 16 train + 4 val documents (got {n_docs})")
+
+    # A conversation that opens with the assistant: its "<|im_start|>assistant\n" is the prompt, as in later turns.
+    first = write_jsonl("assistant_first.jsonl", [{"messages": [
+        {"role": "assistant", "content": "Seth begat Enos."}, {"role": "user", "content": "And then?"},
+        {"role": "assistant", "content": "Enos begat Cainan."}]}])
+    out = os.path.join(work, "first", "sft")
+    rc, _, err = run("--tokenizer", tok_dir, "--input", first, "--out", out, "--quiet")
+    got = []
+    if rc == 0:
+        ids, flags = read_shard(out + "_train_000000.bin")
+        got = [r.rstrip("\n") for r in trained_runs(tk, ids, flags)]
+    want = ["Seth begat Enos.<|im_end|>", "Enos begat Cainan.<|im_end|>"]
+    check(got == want, f"assistant turn first: trains on exactly {want} (got {got}, {err.strip()[:200]})")
+
+    # --val-fraction over two files: validation documents from both, not only the last file's.
+    light = write_jsonl("light.jsonl", [EXAMPLES[2]] * 10)
+    void = write_jsonl("void.jsonl", [EXAMPLES[3]] * 10)
+    out = os.path.join(work, "split2", "sft")
+    rc, _, err = run("--tokenizer", tok_dir, "--input", light, void, "--out", out, "--val-fraction", "0.2", "--quiet")
+    val_text = tk.decode(read_shard(out + "_val_000000.bin")[0]) if rc == 0 else ""
+    check(val_text.count("Let there be light.") == 2 and val_text.count("without form, and void.") == 2,
+          f"val over two files: 2 documents from each (got {val_text[:300]!r}, {err.strip()[:200]})")
 
     def expect_error(args, fragment, what):
         rc, _, err = run(*args)
@@ -168,6 +194,28 @@ def main():
                  f"{no_role}:1: messages[0] lacks role", "a turn without its role")
     expect_error(["--tokenizer", os.path.join(work, "nope"), "--input", data, "--out", os.path.join(work, "bad", "u")],
                  "not a directory", "a tokenizer directory that does not exist")
+    both = write_jsonl("both.jsonl", [EXAMPLES[2], {**EXAMPLES[0], **EXAMPLES[2]}])
+    expect_error(["--tokenizer", tok_dir, "--input", both, "--out", os.path.join(work, "bad", "t")],
+                 f"{both}:2: ambiguous: has messages and prompt + completion", "a line with messages and a prompt")
+    deep = write_jsonl("deep.jsonl", ['{"messages": ' + "[" * 100000 + "]" * 100000 + "}"])
+    expect_error(["--tokenizer", tok_dir, "--input", deep, "--out", os.path.join(work, "bad", "s")],
+                 f"{deep}:1: JSON nested too deeply", "JSON nested 100,000 deep")
+    for kind, fragment in (("broken", "TemplateSyntaxError at template line 1"),
+                           ("raises", "TemplateError: Conversation roles must alternate user/assistant")):
+        bad_tok = make_tokenizer(src, os.path.join(work, f"tok_{kind}"), kind)
+        expect_error(["--tokenizer", bad_tok, "--input", data, "--out", os.path.join(work, "bad", kind)],
+                     f"{data}:1: the chat template of {bad_tok} failed: {fragment}", f"a template that {kind}")
+    # 17 MiB on one line (blanks inside the JSON: cheap to read were it read): refused at the default 16 MiB
+    # after reading no more than that; a raised limit reads a line the default would.
+    huge = write_jsonl("huge.jsonl", [EXAMPLES[2], '{"prompt": "x", "completion": "y"' + " " * (17 << 20) + "}"])
+    expect_error(["--tokenizer", tok_dir, "--input", huge, "--out", os.path.join(work, "bad", "r")],
+                 f"{huge}:2: line longer than --max-line-bytes 16777216", "a 17 MiB line")
+    long = write_jsonl("long.jsonl", [{"prompt": "x", "completion": "a " * 3000}])
+    expect_error(["--tokenizer", tok_dir, "--input", long, "--out", os.path.join(work, "bad", "q"),
+                  "--max-line-bytes", "4096"], f"{long}:1: line longer than --max-line-bytes 4096", "a raised limit")
+    rc, _, err = run("--tokenizer", tok_dir, "--input", long, "--out", os.path.join(work, "long", "x"),
+                     "--max-line-bytes", "8192", "--quiet")
+    check(rc == 0, f"the same line under --max-line-bytes 8192: exit 0 ({err.strip()[:200]})")
 
 
 run_checked(main, check, work)

@@ -2,11 +2,12 @@
 tokenizer directory with a ChatML chat template — what the instruction-data tests tokenize with (nothing is
 fetched).
 
-    make_tokenizer(src_dir, out_dir, template="chatml" | "generation" | "unstable", vocab=512)
+    make_tokenizer(src_dir, out_dir, template="chatml" | "generation" | "unstable" | "broken" | "raises", vocab=512)
 
 chatml: the usual ChatML template (prefix-stable: turn-by-turn rendering marks the assistant's span);
 generation: the same with {% generation %} markers; unstable: one that repeats the last message's role in a
-header, so each rendering changes the text before it (neither way can mark the span).
+header, so each rendering changes the text before it (neither way can mark the span); broken: one that does not
+compile; raises: one that raises (as templates refusing a turn order do).
 """
 import json
 import os
@@ -17,7 +18,9 @@ GENERATION = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role
               "{% generation %}{{ m['content'] }}<|im_end|>{% endgeneration %}{{ '\\n' }}{% else %}{{ m['content'] }}"
               "<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 UNSTABLE = ("<|im_start|>system\n{{ messages | length }} turns<|im_end|>\n" + CHATML)
-TEMPLATES = {"chatml": CHATML, "generation": GENERATION, "unstable": UNSTABLE}
+BROKEN = "{% for m in messages %}{{ m['role'] }{% endfor %}"  # does not compile
+RAISES = "{{ raise_exception('Conversation roles must alternate user/assistant') }}" + CHATML
+TEMPLATES = {"chatml": CHATML, "generation": GENERATION, "unstable": UNSTABLE, "broken": BROKEN, "raises": RAISES}
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 

@@ -8,6 +8,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/glob.h"
+#include "meshtrain/core/log.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/data/prepare.h"
@@ -119,6 +120,75 @@ TEST(TokenShard, AutoRefusesAnLlmcHeaderWithAnotherMagic) {
   EXPECT_EQ(data::TokenShard((d / "raw.bin").string(), data::ShardFormat::Auto).size(), 600);
   // The user's way out: name the format.
   EXPECT_EQ(data::TokenShard(p, data::ShardFormat::U16).size(), 512 + 100);
+}
+
+TEST(TokenShard, LlmcHeaderCountMustBeTheFilesTokens) {
+  auto d = temp_dir("count");
+  const std::string p = (d / "t.bin").string();
+  auto with_count = [&](int32_t count) {
+    data::write_llmc_shard(p, iota_tokens(20000));
+    std::fstream(p, std::ios::binary | std::ios::in | std::ios::out).seekp(8).write(reinterpret_cast<char*>(&count), 4);
+  };
+  with_count(15000);  // the last 5000 tokens would never be read
+  auto msg = user_error([&] { data::TokenShard(p, data::ShardFormat::Auto); });
+  EXPECT_NE(msg.find(p + ": llm.c header says 15000 tokens (31024 bytes with the header), but the file has 41024 "
+                     "bytes (20000 tokens)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  with_count(25000);  // more than the file holds
+  msg = user_error([&] { data::TokenShard(p, data::ShardFormat::LlmC); });
+  EXPECT_NE(msg.find(p + ": truncated llm.c shard: header says 25000 tokens (51024 bytes with the header), file has "
+                     "41024 bytes (20000 tokens)"), std::string::npos) << msg;
+  with_count(20000);
+  EXPECT_EQ(data::TokenShard(p, data::ShardFormat::Auto).size(), 20000);
+}
+
+TEST(DataLoader, AutoNamesTheShardsItReadsAsRawUint16OnceForAllShards) {
+  auto d = temp_dir("rawlog");
+  const std::vector<uint16_t> raw = iota_tokens(600, 0);  // magic 0: no llm.c header
+  for (const char* name : {"a.bin", "b.bin", "c.bin"})
+    std::ofstream((d / name).string(), std::ios::binary).write(reinterpret_cast<const char*>(raw.data()), 1200);
+  data::write_llmc_shard((d / "d.bin").string(), iota_tokens(600));
+  log::init({.level = log::Level::Info});
+  testing::internal::CaptureStderr();
+  data::DataLoader loader({.pattern = (d / "*.bin").string(), .seq_len = 10, .batch_size = 2});
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("data.train: " + (d / "a.bin").string() + " and 2 more of 4 shards read as raw uint16 (no "
+                     "llm.c header magic 20240520; data.format: auto)"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  testing::internal::CaptureStderr();  // the format named: nothing to say
+  data::DataLoader named({.pattern = (d / "*.bin").string(), .format = data::ShardFormat::U16, .seq_len = 10,
+                          .batch_size = 2});
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("raw uint16"), std::string::npos) << err;
+}
+
+TEST(DataLoader, TokenIdsAtOrAboveTheVocabularyFailWhenTheShardOpens) {
+  auto d = temp_dir("vocab_open");
+  for (bool wide : {false, true}) {
+    // A bad id deep in the second shard, in a window the first batches would not draw, at a block's end (uint32)
+    // and a block's start (uint16).
+    const int64_t at = 40000 + (wide ? 4095 : 4096);
+    std::vector<uint32_t> t(50000, 7);
+    t[static_cast<size_t>(at)] = 3000;
+    const std::string suffix = wide ? "32.bin" : "16.bin", p = (d / ("b" + suffix)).string();
+    if (wide) {
+      std::vector<int32_t> header(256, 0);
+      header[0] = data::kLlmcMagic, header[1] = 2, header[2] = static_cast<int32_t>(t.size());
+      std::ofstream f(p, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(header.data()), 1024);
+      f.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(4 * t.size()));
+    } else {
+      data::write_llmc_shard(p, std::vector<uint16_t>(t.begin(), t.end()));
+    }
+    data::write_llmc_shard((d / ("a" + suffix)).string(), iota_tokens(1000, 0));
+    data::LoaderOptions o{.pattern = (d / ("[ab]" + suffix)).string(), .seq_len = 9, .batch_size = 1,
+                          .shuffle = false, .vocab_size = 1000};
+    auto msg = user_error([&] { data::DataLoader{o}; });  // the constructor, before any batch
+    EXPECT_NE(msg.find(p + ": token " + std::to_string(at) + " (counting from 0 after any header) is 3000, not "
+                       "below model.vocab_size 1000"), std::string::npos) << msg;
+    o.vocab_size = 3001;
+    EXPECT_EQ(data::DataLoader(o).num_tokens(), 51000);
+  }
 }
 
 TEST(DataLoader, TokenIdsAtOrAboveTheVocabularyNameFileAndPosition) {

@@ -76,6 +76,53 @@ TEST(ParamTable, TensorParallelBlocks) {
   EXPECT_EQ(t[5].tp_shape(1, 2), (std::vector<int64_t>{4, 2}));  // row-parallel: columns
 }
 
+TEST(ParamGroups, FoldRunsOfLikeBlocksExactly) {
+  // Eight blocks; train.freeze makes runs 0 | 1 | 2 | 3-5 | 6-7. Unfolded, the groups are the table, in its
+  // order, with trains() of each name.
+  Config c = tiny_llama(1, 1);
+  c.model.n_layer = 8;
+  c.train.freeze = {"blocks.1.*", "blocks.2.attn.*", "blocks.[67].*"};
+  const auto groups = param_groups(c);
+  std::vector<std::pair<std::string, bool>> unfolded;
+  for (size_t i = 0; i < groups.size();) {
+    size_t end = i + 1;  // the groups of one run share its first block
+    while (end < groups.size() && groups[i].spec.block >= 0 && groups[end].spec.block == groups[i].spec.block) ++end;
+    for (int64_t k = 0; k < groups[i].blocks; ++k)
+      for (size_t g = i; g < end; ++g) {
+        std::string name = groups[g].spec.name;
+        if (groups[g].spec.block >= 0)
+          name = "blocks." + std::to_string(groups[g].spec.block + k) + name.substr(name.find('.', 7));
+        unfolded.emplace_back(name, groups[g].trains);
+      }
+    i = end;
+  }
+  std::vector<std::pair<std::string, bool>> table;
+  for (const auto& p : param_table(c.model)) table.emplace_back(p.name, trains(c, p.name));
+  EXPECT_EQ(unfolded, table);
+  EXPECT_EQ(groups.size(), 1 + 5 * 9 + 2u);  // tok_embed, 5 runs of a block's 9, final_norm and lm_head
+}
+
+TEST(ParamGroups, ThePlannersWorkDoesNotGrowWithTheLayers) {
+  // 100,000 layers: as many groups as 2, and the state is the root's plus 100,000 blocks' exactly (the
+  // difference of 3 layers and 2 is one block).
+  auto layers = [](int64_t n, int64_t pp) {
+    Config c = tiny_llama(pp, 1);
+    c.model.n_layer = n;
+    c.parallel.pp = pp;
+    c.parallel.dp = 1;
+    return c;
+  };
+  EXPECT_EQ(param_groups(layers(100000, 1)).size(), param_groups(layers(2, 1)).size());
+  const RankState two = worst_rank_state(layers(2, 1), 1), three = worst_rank_state(layers(3, 1), 1);
+  const RankState many = worst_rank_state(layers(100000, 1), 1);
+  EXPECT_EQ(many.params, two.params + 99998 * (three.params - two.params));
+  EXPECT_EQ(many.optimizer, two.optimizer + 99998 * (three.optimizer - two.optimizer));
+  // Over 4 pipeline stages the last holds 25,000 blocks, the final norm and the head.
+  EXPECT_EQ(rank_state(layers(100000, 4), 4, 0, 0, 3).params, 4 * (25000 * 152 + 4 + 40));
+  const MemoryEstimate e = estimate_memory(layers(100000, 1), 1, gpu_spec("h200-141gb"));
+  EXPECT_EQ(e.state.params, many.params);
+}
+
 TEST(RankState, ReplicatedByHand) {
   // fp32 weights 4 × 236, gradients 4 × 236, AdamW 8 × 236 + 4 × 12 step counts.
   const RankState s = rank_state(tiny_llama(1, 1), 1, 0, 0);
