@@ -16,10 +16,11 @@
 namespace meshtrain::serve {
 namespace {
 
+// Untied: a tiny random GPT-2 with a tied head repeats its last token, whatever the context.
 model::Transformer generate_all_model(const std::string& family) {
   model::Transformer net(testing_support::tiny_model(
       {.family = family, .vocab_size = 67, .n_head = 4, .n_kv_head = family == "llama" ? 2 : 4, .d_ff = 64,
-       .max_seq_len = 32}));
+       .max_seq_len = 32, .tie_embeddings = false}));
   net->init_weights(21);
   net->eval();
   return net;
