@@ -1,0 +1,38 @@
+// PagedBatch: one inference step's tokens for the model's paged path (model/paged_forward.h), ragged rather than
+// padded: the step's chunks laid end to end, each a run of one sequence's consecutive positions whose keys and
+// values go into a paged KV cache (PagedLayerCache) and whose queries attend over that sequence's context.
+// Plain tensors and numbers only, so that the serving engine fills it without `model` knowing the engine.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace meshtrain::model {
+
+// One layer's cache: keys and values [num_blocks, block_size, H_kv, head_dim]; row `slot` of the flattened
+// [num_blocks · block_size, H_kv, head_dim] view holds one token's keys (slot = block · block_size + offset).
+struct PagedLayerCache {
+  at::Tensor k, v;
+  int64_t block_size() const { return k.size(1); }
+};
+
+// One chunk of the batch: rows [query_start, query_start + num_tokens) of the tokens, the positions
+// [context_len − num_tokens, context_len) of its sequence. It attends over positions [0, context_len).
+struct PagedChunk {
+  int64_t query_start = 0;
+  int64_t num_tokens = 0;
+  int64_t context_len = 0;
+};
+
+struct PagedBatch {
+  at::Tensor tokens;        // [N] int64, on the model's device
+  at::Tensor positions;     // [N] int64: RoPE and learned positions index by position, not by row
+  at::Tensor slots;         // [N] int64: the cache row each token's keys and values are written to
+  at::Tensor block_tables;  // [C, max_blocks] int64: chunk c's sequence's blocks, in order (padding after)
+  at::Tensor sample_rows;   // [S] int64: the rows whose logits are wanted (a chunk's last token that samples)
+  std::vector<PagedChunk> chunks;  // [C], on the host: the reference attention loops over them
+};
+
+}  // namespace meshtrain::model

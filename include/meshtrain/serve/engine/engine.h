@@ -1,0 +1,48 @@
+// Engine: runs the scheduler's steps on the model (docs/serving.md "Engine"). step() turns a StepPlan into the
+// model's ragged batch (serve/engine/step_batch.h), runs the paged forward (model/paged_forward.h) over the
+// PagedKvCache, samples each sampling chunk's next token (serve/engine/sampler.h) and returns them for
+// Scheduler::on_tokens, an EOS id marked `stop`. The engine keeps each request's sampling settings; the blocks
+// are the scheduler's.
+//
+//   Scheduler sched(opts);  PagedKvCache cache(*model, opts.num_blocks, opts.block_size);
+//   Engine engine(model, cache, {.eos_tokens = {2}});
+//   sched.add(r);  engine.add(r, params);
+//   while (sched.has_work()) for (Finished f : sched.on_tokens(engine.step(sched.step(), sched))) engine.remove(f.id);
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "meshtrain/model/transformer.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/sampling_params.h"
+#include "meshtrain/serve/scheduler.h"
+
+namespace meshtrain::serve {
+
+struct EngineOptions {
+  std::vector<TokenId> eos_tokens;  // sampling one of these ends the sequence (kStop); the token is kept
+};
+
+class Engine {
+ public:
+  // `cache` must outlive the engine and match the scheduler's num_blocks and block_size.
+  Engine(model::Transformer model, PagedKvCache& cache, EngineOptions options = {});
+
+  // A request's sampling settings, before its first step. UserError for bad settings, or a request longer than
+  // the model's max_seq_len (its prompt and max_new_tokens − 1 tokens go through the model).
+  void add(const Request& r, const SamplingParams& params);
+  // Forgets a finished or aborted request.
+  void remove(RequestId id);
+
+  // Runs `plan` (the scheduler's latest) and returns one token per chunk that samples.
+  std::vector<SampledToken> step(const StepPlan& plan, const Scheduler& scheduler);
+
+ private:
+  model::Transformer model_;
+  PagedKvCache& cache_;
+  EngineOptions options_;
+  std::unordered_map<RequestId, SamplingParams> params_;
+};
+
+}  // namespace meshtrain::serve

@@ -1,0 +1,53 @@
+#include "meshtrain/serve/engine/engine.h"
+
+#include <algorithm>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/paged_forward.h"
+#include "meshtrain/serve/engine/sampler.h"
+#include "meshtrain/serve/engine/step_batch.h"
+
+namespace meshtrain::serve {
+
+Engine::Engine(model::Transformer model, PagedKvCache& cache, EngineOptions options)
+    : model_(std::move(model)), cache_(cache), options_(std::move(options)) {}
+
+void Engine::add(const Request& r, const SamplingParams& params) {
+  check_sampling_params(r.id, params);
+  const int64_t limit = model_->config().max_seq_len;
+  const int64_t positions = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens - 1;
+  MT_USER_CHECK(positions <= limit, "request ", r.id, ": the prompt (", r.prompt.size(),
+                " tokens) and max_new_tokens (", r.max_new_tokens, ") need ", positions,
+                " positions, model.max_seq_len is ", limit, "; shorten the prompt or lower max_new_tokens");
+  const int64_t vocab = model_->config().vocab_size;
+  for (TokenId t : r.prompt)
+    MT_USER_CHECK(t >= 0 && t < vocab, "request ", r.id, ": prompt token ", t, " is outside the vocabulary [0, ",
+                  vocab, ")");
+  params_[r.id] = params;
+}
+
+void Engine::remove(RequestId id) { params_.erase(id); }
+
+std::vector<SampledToken> Engine::step(const StepPlan& plan, const Scheduler& scheduler) {
+  if (plan.empty()) return {};
+  const StepBatch sb = make_step_batch(plan, scheduler, model_->head_weight().device());
+  const auto logits = model::paged_logits(*model_, sb.batch, cache_.layers());  // [S, V]
+  std::vector<SampleRow> rows;
+  rows.reserve(sb.sampling.size());
+  for (const Sequence* s : sb.sampling) {
+    const auto it = params_.find(s->request.id);
+    MT_CHECK(it != params_.end(), "Engine::step: request ", s->request.id, " was not added to the engine");
+    rows.push_back({&it->second, s->tokens, s->num_generated()});
+  }
+  const std::vector<TokenId> tokens = sample_tokens(logits, rows);
+  std::vector<SampledToken> out;
+  out.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const bool eos = std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), tokens[i]) !=
+                     options_.eos_tokens.end();
+    out.push_back({sb.sampling[i]->request.id, tokens[i], eos});
+  }
+  return out;
+}
+
+}  // namespace meshtrain::serve

@@ -1,0 +1,58 @@
+// The model's paged forward (model/paged_forward.h) on CUDA in bf16: the chunked, ragged, scrambled-block steps of
+// the unit test (tests/unit/serve/paged_forward_test.cpp) against the plain full-sequence forward, both measured
+// against the fp32 forward on the GPU. The paged logits may be no further from fp32 than bf16 rounding puts the
+// plain bf16 forward (twice its error, plus a small floor), and fp32 paged must equal fp32 plain.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/model/paged_forward.h"
+#include "support/gpu_test_main.h"
+#include "support/paged_test_batch.h"
+#include "support/tiny_model.h"
+
+namespace meshtrain {
+namespace {
+
+class PagedForwardGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PagedForwardGpu, LogitsWithinBf16OfTheFullForward) {
+  torch::NoGradGuard no_grad;
+  const auto cfg = testing_support::tiny_model({.family = GetParam(), .vocab_size = 1000, .n_layer = 4,
+                                                .n_head = 8, .n_kv_head = GetParam() == "llama" ? 2 : 8,
+                                                .d_model = 512, .d_ff = 1024, .max_seq_len = 256});
+  model::Transformer net32(cfg, at::TensorOptions().device(at::kCUDA));
+  net32->init_weights(7);
+  net32->eval();
+  model::Transformer net16(cfg, at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16));
+  net16->init_weights(7);
+  net16->eval();
+  const std::vector<int64_t> lengths = {130, 17, 200, 64};
+  const std::vector<std::vector<int64_t>> cuts = {{64, 1, 65}, {17}, {1, 100, 98, 1}, {16, 16, 16, 16}};
+  for (const int64_t bs : {16, 12}) {
+    const auto run16 = testing_support::run_paged_chunks(*net16, bs, lengths, cuts, 5);
+    const auto run32 = testing_support::run_paged_chunks(*net32, bs, lengths, cuts, 5);
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const auto tokens = run16.tokens[i].view({1, -1}).cuda();
+      const auto ref = net32->forward(tokens).squeeze(0).cpu();
+      const auto plain16 = net16->forward(tokens).squeeze(0).to(at::kFloat).cpu();
+      const double plain_err = (plain16 - ref).abs().max().item<double>();
+      const double paged_err = (run16.logits[i] - ref).abs().max().item<double>();
+      EXPECT_LE(paged_err, 2 * plain_err + 1e-3)
+          << "block size " << bs << ", sequence " << i << ": bf16 plain forward off fp32 by " << plain_err;
+      EXPECT_TRUE(at::allclose(run32.logits[i], ref, 1e-4, 1e-4))
+          << "fp32, block size " << bs << ", sequence " << i << ": largest difference "
+          << (run32.logits[i] - ref).abs().max().item<double>();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PagedForwardGpu, ::testing::Values("llama", "gpt2"));
+
+}  // namespace
+}  // namespace meshtrain
+
+int main(int argc, char** argv) { return meshtrain::testing_support::run_gpu_tests(argc, argv); }

@@ -1,0 +1,78 @@
+// The model's paged forward (model/paged_forward.h) against its plain full-sequence forward: the logits of every
+// position must match whatever the chunking, the block size, the physical blocks and the batch's mix.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/paged_forward.h"
+#include "support/paged_test_batch.h"
+#include "support/tiny_model.h"
+
+namespace meshtrain::serve {
+namespace {
+
+using testing_support::PagedSeq;
+using testing_support::paged_test_batch;
+
+model::Transformer paged_forward_model(const std::string& family) {
+  model::Transformer net(testing_support::tiny_model(
+      {.family = family, .vocab_size = 67, .n_head = 4, .n_kv_head = family == "llama" ? 2 : 4, .d_ff = 64,
+       .max_seq_len = 32}));
+  net->init_weights(11);
+  net->eval();
+  return net;
+}
+
+class PagedForward : public ::testing::TestWithParam<std::string> {};
+
+// Three sequences (13, 7 and 20 tokens) computed in steps of chunks at several offsets — whole prompts, single
+// tokens (decodes), chunks that start and end inside a block — in one ragged batch per step, over scrambled
+// physical blocks, for block sizes that do and do not divide the lengths.
+TEST_P(PagedForward, LogitsEqualTheFullForward) {
+  torch::NoGradGuard no_grad;
+  auto net = paged_forward_model(GetParam());
+  const std::vector<int64_t> lengths = {13, 7, 20};
+  const std::vector<std::vector<int64_t>> cuts = {{5, 1, 7}, {7}, {1, 8, 10, 1}};
+  for (const int64_t bs : {1, 4, 5, 16}) {
+    const auto run = testing_support::run_paged_chunks(*net, bs, lengths, cuts, 3);
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const auto want = net->forward(run.tokens[i].view({1, -1})).squeeze(0);  // [T, V]
+      const auto diff = (run.logits[i] - want).abs().amax(-1);                 // per position
+      EXPECT_TRUE(at::allclose(run.logits[i], want, 1e-5, 1e-5))
+          << "block size " << bs << ", sequence " << i << ": largest difference per position " << diff;
+    }
+  }
+}
+
+// Only the rows asked for come back, in the order asked.
+TEST_P(PagedForward, LogitsOnlyForTheSampleRows) {
+  torch::NoGradGuard no_grad;
+  auto net = paged_forward_model(GetParam());
+  const std::vector<PagedSeq> seqs = {{{1, 2, 3, 4, 5, 6}, {2, 0}}, {{7, 8, 9}, {1}}};
+  auto batch = paged_test_batch(seqs, {{0, 0, 6}, {1, 0, 3}}, 4);
+  batch.sample_rows = at::tensor(std::vector<int64_t>{8, 5}, at::kLong);
+  auto cache = model::make_paged_cache(*net, 3, 4);
+  const auto logits = model::paged_logits(*net, batch, cache);
+  ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{2, 67}));
+  const auto a = net->forward(at::tensor(seqs[0].tokens, at::kLong).view({1, -1}))[0][5];
+  const auto b = net->forward(at::tensor(seqs[1].tokens, at::kLong).view({1, -1}))[0][2];
+  EXPECT_TRUE(at::allclose(logits[0], b, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(logits[1], a, 1e-5, 1e-5));
+}
+
+// A chunk past the model's positions is refused before anything runs.
+TEST_P(PagedForward, ContextPastMaxSeqLenRefused) {
+  auto net = paged_forward_model(GetParam());
+  const std::vector<PagedSeq> seqs = {{std::vector<int64_t>(33, 1), {0, 1, 2, 3, 4, 5, 6, 7, 8}}};
+  auto cache = model::make_paged_cache(*net, 9, 4);
+  EXPECT_THROW(model::paged_logits(*net, paged_test_batch(seqs, {{0, 0, 33}}, 4), cache), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PagedForward, ::testing::Values("llama", "gpt2"));
+
+}  // namespace
+}  // namespace meshtrain::serve
