@@ -186,6 +186,24 @@ t = dist.TCPStore("127.0.0.1", relay_port, is_master=False, timeout=timedelta(se
 t.set("after", "fuzz")
 check(t.get("after") == b"fuzz" and t.add("cnt", 5) == 5, "PyTorch's client through the relay", read_console())
 check(len(read_console().strip().splitlines()) == n_bad, "good clients caused lines", read_console())
+
+# The relay takes only the job's user: a connection from another uid is refused in one line (needs root to
+# connect as another user; skipped otherwise).
+if os.getuid() == 0:
+    other = subprocess.run([sys.executable, "-c", f"""
+import encodings.idna, os, socket  # before dropping to uid 65534, which may not read the interpreter's modules
+os.setgid(65534); os.setuid(65534)
+c = socket.create_connection(("127.0.0.1", {relay_port}), timeout=30)
+print(c.getsockname()[1], flush=True)
+print("closed" if c.recv(1) == b"" else "open")
+"""], capture_output=True, text=True, timeout=60)
+    other_port, verdict = other.stdout.split()
+    check(verdict == "closed", f"the relay served uid 65534: {other.stdout} {other.stderr}", read_console())
+    wait_for(lambda: f"127.0.0.1:{other_port}: refused" in read_console())
+    line = [l for l in read_console().splitlines() if f"127.0.0.1:{other_port}" in l]
+    check(line == [f"meshrun-store: relay: 127.0.0.1:{other_port}: refused: its socket belongs to uid 65534, not to "
+                   f"the job's uid 0"], f"relay refusal line: {line}", read_console())
+    print(f"  another user at the relay: {line[0]}")
 store.kill()
 store.wait()
 print(f"ok: {n_bad} bad peers (seed {SEED}), one line each, no trace; the store still serves launchers and "
