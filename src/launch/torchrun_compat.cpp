@@ -50,7 +50,8 @@ std::vector<std::string> torchrun_compat_notes(const LaunchOptions& o) {
     if (!is_known_key(k)) ignored += (ignored.empty() ? "" : ", ") + k;
   if (!ignored.empty())
     notes.push_back(cat("meshrun: --rdzv-conf ", ignored, " ignored: meshrun's rendezvous is a static store on "
-                        "node 0 with fixed membership; only timeout/join_timeout (as --rdzv-timeout) and token_file apply"));
+                        "node 0 with fixed membership; only timeout/join_timeout (as --rdzv-timeout) and token_file "
+                        "apply"));
   if (o.start_method != "spawn")
     notes.push_back(cat("meshrun: --start-method ", o.start_method, " ignored: workers are always fresh "
                         "processes (fork + exec, like spawn); there is no Python parent to fork from"));

@@ -47,8 +47,8 @@ TEST(RdzvToken, EnvironmentWinsAndMustBeLongEnough) {
 
 TEST(RdzvToken, SeveralNodesNeedOne) {
   EXPECT_EQ(resolve_rdzv_token("", "", 0, 1, 1s).size(), 64u);  // a single node makes its own
-  EXPECT_NE(token_error([] { resolve_rdzv_token("", "", 0, 2, 1s); }).find("a job of 2 nodes needs the rendezvous token"),
-            std::string::npos);
+  const std::string e = token_error([] { resolve_rdzv_token("", "", 0, 2, 1s); });
+  EXPECT_NE(e.find("a job of 2 nodes needs the rendezvous token"), std::string::npos) << e;
 }
 
 TEST(RdzvToken, NodeZeroCreatesThePrivateFileTheOthersRead) {
