@@ -2,8 +2,9 @@
 # Launcher benchmark: wall time of meshrun vs torchrun, side by side, for
 #   start:   --standalone --nproc-per-node N --no-python true
 #   restart: the same with rank 0 failing once (--max-restarts 1): one full restart cycle
-# plus where meshrun's time would go if it loaded LibTorch itself: `meshrun-store` exiting at its usage line
-# (dynamic loading + LibTorch's static initialisers, nothing else), and `meshrun --help` (meshrun's own exec).
+# plus where meshrun's time would go if it loaded LibTorch itself: `python -c "import torch._C"` (dynamic
+# loading + LibTorch's static initialisers; the store helper no longer loads LibTorch), and `meshrun --help`
+# (meshrun's own exec).
 # Rounds are interleaved (shared machines are noisy: compare the ratios of one run); medians are reported.
 # usage: scripts/bench/launch.sh [BUILD_DIR] [ROUNDS] [NPROC]
 #   → table on stdout, JSON in $BUILD_DIR/bench/launch.json
@@ -24,7 +25,6 @@ exec "$PYTHON" - "$MESHRUN" "$TORCHRUN" "$ROUNDS" "$NPROC" "$FAIL_ONCE" "$BUILD/
 import json, os, platform, statistics, subprocess, sys, time
 meshrun, torchrun, rounds, nproc, fail_once, out = sys.argv[1:]
 rounds, nproc = int(rounds), int(nproc)
-store = os.path.join(os.path.dirname(meshrun), "meshrun-store")
 cases = {
     "start":   ["--standalone", "--nproc-per-node", str(nproc), "--no-python", "true"],
     "restart": ["--standalone", "--nproc-per-node", str(nproc), "--max-restarts", "1", "--no-python",
@@ -38,7 +38,7 @@ def timed(cmd, ok=(0,)):
         sys.exit(f"bench/launch.sh: {' '.join(cmd[:3])} ... exited {p.returncode}")
     return dt
 times = {(c, l): [] for c in cases for l in ("meshrun", "torchrun")}
-parts = {"meshrun --help": [], "LibTorch load (meshrun-store usage exit)": []}
+parts = {"meshrun --help": [], "LibTorch load (python -c 'import torch._C')": []}
 load0 = os.getloadavg()[0]
 for i in range(rounds):
     print(f"round {i + 1}/{rounds}", file=sys.stderr, flush=True)
@@ -46,7 +46,7 @@ for i in range(rounds):
         for l, exe in (("meshrun", meshrun), ("torchrun", torchrun)):
             times[(c, l)].append(timed([exe, *args]))
     parts["meshrun --help"].append(timed([meshrun, "--help"]))
-    parts["LibTorch load (meshrun-store usage exit)"].append(timed([store], ok=(2,)))
+    parts["LibTorch load (python -c 'import torch._C')"].append(timed([sys.executable, "-c", "import torch._C"]))
 rows = []
 print(f"{'case':8} {'meshrun s':>10} {'torchrun s':>11} {'ratio':>7}   (median of {rounds}, nproc {nproc}, "
       f"{os.cpu_count()} CPUs, load {load0:.1f})")

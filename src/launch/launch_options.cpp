@@ -109,7 +109,8 @@ const std::vector<Flag>& flags() {
       {"rdzv-endpoint", nullptr, Kind::String, "Rendezvous", "HOST[:PORT]",
        "overrides --master-addr/--master-port", MT_STR(rdzv_endpoint)},
       {"rdzv-conf", nullptr, Kind::String, "Rendezvous", "K=V,...",
-       "torchrun's rendezvous options: timeout or join_timeout (seconds) set --rdzv-timeout; other keys are "
+       "torchrun's rendezvous options: timeout or join_timeout (seconds) set --rdzv-timeout; token_file=PATH "
+       "names the job's store token (a file only you can read; or set MESHRUN_RDZV_TOKEN); other keys are "
        "accepted and ignored with a line (the store is static)", MT_STR(rdzv_conf)},
       {"local-addr", nullptr, Kind::String, "Rendezvous", "ADDR",
        "this node's address as the other nodes see it; names this node in failure reports (default: the "

@@ -16,9 +16,9 @@ std::string key(const char* what, int round) { return cat("meshrun/", what, "/",
 }  // namespace
 
 NodeCoordinator::NodeCoordinator(const std::string& host, int port, int nnodes, int node_rank,
-                                 int nproc_per_node, std::chrono::milliseconds timeout)
+                                 int nproc_per_node, std::chrono::milliseconds timeout, const std::string& token)
     : nnodes_(nnodes), node_rank_(node_rank), nproc_(nproc_per_node), timeout_(timeout) {
-  client_ = std::make_unique<StoreClient>(host, port, timeout);
+  client_ = std::make_unique<StoreClient>(host, port, StoreCredentials{token, PeerRole::Launcher, node_rank}, timeout);
   client_->set(cat("meshrun/nproc/", node_rank_), std::to_string(nproc_));
 }
 

@@ -11,15 +11,12 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/tcp_connect.h"
+#include "meshtrain/launch/store_peer.h"
 
 namespace meshtrain::launch {
 namespace {
 
-// c10d::detail::QueryType and friends (TCPStoreBackend.hpp); the order is the protocol.
-enum class Query : uint8_t { VALIDATE, SET, COMPARE_SET, GET, ADD, CHECK, WAIT };
-constexpr uint32_t kValidationMagic = 0x3C85F7CE;
-constexpr uint8_t kCheckReady = 0;    // CheckResponseType::READY
-constexpr uint8_t kStopWaiting = 0;   // WaitResponseType::STOP_WAITING
+using Query = StoreQuery;
 const std::string kKeyPrefix = "/";   // TCPStore::keyPrefix_
 
 template <typename T>
@@ -33,8 +30,8 @@ void put_string(std::string& b, const std::string& s) {
 
 }  // namespace
 
-StoreClient::StoreClient(const std::string& host, int port, std::chrono::milliseconds connect_timeout,
-                         std::chrono::milliseconds op_timeout)
+StoreClient::StoreClient(const std::string& host, int port, const StoreCredentials& who,
+                         std::chrono::milliseconds connect_timeout, std::chrono::milliseconds op_timeout)
     : endpoint_(host + ":" + std::to_string(port)) {
   try {
     // Retried every 100 ms: node 0's launcher may start after this one.
@@ -53,10 +50,27 @@ StoreClient::StoreClient(const std::string& host, int port, std::chrono::millise
   ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   std::string b;
+  put(b, Query::HELLO);
+  put_string(b, who.token);
+  put(b, who.role);
+  put<int32_t>(b, who.node);
+  send_all(b);
+  uint8_t answer = 0;
+  try {
+    recv_all(&answer, 1);
+  } catch (const Error&) {
+    answer = 0;
+  }
+  MT_USER_CHECK(answer == kHelloAccepted, "meshrun: the rendezvous store at ", endpoint_,
+                " refused this node's token: every node needs the same ", "MESHRUN_RDZV_TOKEN or --rdzv-conf "
+                "token_file (node 0's store says why in its log)");
+  b.clear();
   put(b, Query::VALIDATE);
-  put(b, kValidationMagic);
+  put(b, kStoreValidationMagic);
   send_all(b);
 }
+
+std::string StoreClient::local_address() const { return socket_local_name(fd_); }
 
 StoreClient::~StoreClient() {
   if (fd_ != -1) ::close(fd_);
@@ -113,7 +127,7 @@ std::string StoreClient::get(const std::string& key) {
   send_all(b);
   uint8_t wait_reply = 0xff;
   recv_all(&wait_reply, 1);
-  MT_CHECK(wait_reply == kStopWaiting, "store WAIT answered ", int(wait_reply));
+  MT_CHECK(wait_reply == kStoreStopWaiting, "store WAIT answered ", int(wait_reply));
   // GET only after the WAIT is answered: the server would answer a GET of a missing key with an error.
   b.clear();
   put(b, Query::GET);
@@ -134,7 +148,7 @@ bool StoreClient::check(const std::string& key) {
   send_all(b);
   uint8_t r = 0xff;
   recv_all(&r, 1);
-  return r == kCheckReady;
+  return r == kStoreCheckReady;
 }
 
 }  // namespace meshtrain::launch

@@ -11,6 +11,7 @@
 #include "meshtrain/launch/cpu_binding.h"
 #include "meshtrain/launch/failure_cause.h"
 #include "meshtrain/launch/node_coordinator.h"
+#include "meshtrain/launch/rdzv_token.h"
 #include "meshtrain/launch/rendezvous_host.h"
 #include "meshtrain/launch/restart_policy.h"
 #include "meshtrain/launch/root_cause.h"
@@ -52,17 +53,23 @@ int Supervisor::run() {
 // Store, other nodes, scratch directory, CPU binding, and the start-up lines.
 void Supervisor::start() {
   sigs_ = std::make_unique<SignalPipe>(plan_.forwarded_signals);
-  if (plan_.host_store) {
-    store_ = std::make_unique<RendezvousHost>(plan_.master_port, plan_.loopback_store, plan_.store_exe);
-    plan_.master_port = store_->port();
-  }
+  const auto rdzv_timeout = std::chrono::milliseconds(static_cast<long long>(plan_.opts.rdzv_timeout * 1000));
+  const char* env_token = std::getenv(kRdzvTokenEnv);
+  const std::string token = resolve_rdzv_token(env_token ? env_token : "", plan_.opts.rdzv_token_file,
+                                               plan_.node_rank, plan_.nnodes, rdzv_timeout);
+  // Node 0: the store on the --master-addr interface; every node: its workers' relay (rendezvous_host.h).
+  store_ = std::make_unique<RendezvousHost>(RendezvousSpec{plan_.host_store, plan_.master_addr, plan_.master_port,
+                                                           plan_.nnodes, plan_.node_rank, token, plan_.store_exe});
+  plan_.master_port = store_->port();
+  plan_.relay_port = store_->relay_port();
   // Reached before anything is printed: an unreachable master is then the one line the user sees.
   if (plan_.nnodes > 1) {
-    // Node 0 reaches its own store over loopback (it listens on every interface).
-    nodes_ = std::make_unique<NodeCoordinator>(
-        plan_.host_store ? "127.0.0.1" : plan_.master_addr, plan_.master_port, plan_.nnodes, plan_.node_rank,
-        plan_.nproc_per_node,
-        std::chrono::milliseconds(static_cast<long long>(plan_.opts.rdzv_timeout * 1000)));
+    nodes_ = std::make_unique<NodeCoordinator>(plan_.master_addr, plan_.master_port, plan_.nnodes, plan_.node_rank,
+                                               plan_.nproc_per_node, rdzv_timeout, token);
+    // The workers' MASTER_ADDR is the relay's loopback address; the CPU backend would advertise loopback to
+    // the other nodes from it, so it is told the interface that reaches the store (unless the user chose).
+    if (!std::getenv("MESHTRAIN_COMM_HOST") && !plan_.worker_env.count("MESHTRAIN_COMM_HOST"))
+      plan_.worker_env["MESHTRAIN_COMM_HOST"] = nodes_->local_address();
   }
   scratch_ = std::make_unique<ScratchDir>();
   files_root_ = plan_.log_folder.empty() ? scratch_->path() : plan_.log_folder;
@@ -88,7 +95,8 @@ GroupHooks Supervisor::hooks_for(int attempt) {
   hooks.poll = [this, attempt]() -> std::optional<std::string> {
     if (store_) {
       if (auto st = store_->exited())
-        return cat("the rendezvous store (meshrun-store, pid ", store_->pid(), ") exited with ",
+        return cat("the rendezvous ", plan_.host_store ? "store" : "relay", " (meshrun-store, pid ", store_->pid(),
+                   ") exited with ",
                    describe_status(*st));
     }
     if (!nodes_) return std::nullopt;

@@ -27,11 +27,13 @@ std::vector<std::pair<std::string, std::string>> parse_rdzv_conf(const std::stri
 }
 
 bool is_timeout_key(const std::string& k) { return k == "timeout" || k == "join_timeout"; }
+bool is_known_key(const std::string& k) { return is_timeout_key(k) || k == "token_file"; }
 
 }  // namespace
 
 void apply_rdzv_conf(LaunchOptions& o) {
   for (const auto& [k, v] : parse_rdzv_conf(o.rdzv_conf)) {
+    if (k == "token_file") o.rdzv_token_file = v;
     if (!is_timeout_key(k) || o.explicitly_set.count("rdzv-timeout")) continue;
     char* end = nullptr;
     const double t = std::strtod(v.c_str(), &end);
@@ -45,10 +47,11 @@ std::vector<std::string> torchrun_compat_notes(const LaunchOptions& o) {
   std::vector<std::string> notes;
   std::string ignored;
   for (const auto& [k, v] : parse_rdzv_conf(o.rdzv_conf))
-    if (!is_timeout_key(k)) ignored += (ignored.empty() ? "" : ", ") + k;
+    if (!is_known_key(k)) ignored += (ignored.empty() ? "" : ", ") + k;
   if (!ignored.empty())
     notes.push_back(cat("meshrun: --rdzv-conf ", ignored, " ignored: meshrun's rendezvous is a static store on "
-                        "node 0 with fixed membership; only timeout/join_timeout apply (as --rdzv-timeout)"));
+                        "node 0 with fixed membership; only timeout/join_timeout (as --rdzv-timeout) and token_file "
+                        "apply"));
   if (o.start_method != "spawn")
     notes.push_back(cat("meshrun: --start-method ", o.start_method, " ignored: workers are always fresh "
                         "processes (fork + exec, like spawn); there is no Python parent to fork from"));

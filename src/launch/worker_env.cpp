@@ -74,6 +74,7 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerIdentity& w,
 
 std::vector<std::string> worker_environment(const WorkerIdentity& w) {
   auto env = current_environment();
+  env.erase("MESHRUN_RDZV_TOKEN");  // the job's store secret stays with the launchers (rdzv_token.h)
   for (auto& [k, v] : worker_env_overrides(w, env)) env[k] = v;
   std::vector<std::string> out;
   out.reserve(env.size());

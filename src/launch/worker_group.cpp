@@ -79,8 +79,9 @@ void WorkerGroup::spawn_one(int lr, const std::string& base, bool& wrote_scratch
   id.group_rank = plan_.node_rank;
   id.group_world_size = plan_.nnodes;
   id.role = plan_.opts.role;
-  id.master_addr = plan_.master_addr;
-  id.master_port = plan_.master_port;
+  // The workers reach the store through this node's relay (store_relay.h), which adds the job's token.
+  id.master_addr = "127.0.0.1";
+  id.master_port = plan_.relay_port;
   id.restart_count = attempt_;
   id.max_restarts = plan_.opts.max_restarts;
   id.run_id = plan_.run_id;

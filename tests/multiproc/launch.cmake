@@ -5,7 +5,7 @@ set(_mt_launch_cases env_1 env_2 env_4 exit_code signal_death error_file restart
     multinode_gloo multinode_stop unreachable_master store_lost numa_binding preemption_notice bad_endpoint
     root_cause_first_in_time tee_over_redirect scratch_swept error_file_kept torchrun_flags
     invalid_input_no_restart invalid_input_meshtrain multinode_invalid_input multinode_stranger_exit0
-    multinode_stranger_malformed)
+    multinode_stranger_malformed multinode_forged_cause multinode_bad_token multinode_bind token_file)
 foreach(case IN LISTS _mt_launch_cases)
   meshtrain_add_test(multiproc launch ${case}
     COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/launch_test.py
@@ -24,3 +24,9 @@ meshtrain_add_test(multiproc launch meshtrain_under_torchrun
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/torchrun_meshtrain_test.py
           ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR} ${MESHTRAIN_TEST_PYTHON}
   PROPERTIES TIMEOUT 600)
+
+# The store against seeded garbage: one line per bad peer, no stack trace, still serving (store_fuzz_test.py).
+meshtrain_add_test(multiproc launch store_fuzz
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/store_fuzz_test.py
+          $<TARGET_FILE:meshrun-store> 1234
+  PROPERTIES TIMEOUT 180)

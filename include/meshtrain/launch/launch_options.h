@@ -37,6 +37,7 @@ struct LaunchOptions {
   std::string rdzv_endpoint;               // host[:port]; overrides --master-addr/--master-port
   double rdzv_timeout = 600;               // seconds to reach node 0's store and for every node to join
   std::string rdzv_conf;                   // torchrun's K=V,... (torchrun_compat.h)
+  std::string rdzv_token_file;             // --rdzv-conf token_file=PATH: the job's secret (rdzv_token.h)
   std::string local_addr;                  // this node's address; names it in failure reports
   // --- supervision ---------------------------------------------------------------------------------------
   int max_restarts = 0;            // whole-group restarts after a worker failure

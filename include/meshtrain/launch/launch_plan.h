@@ -21,8 +21,11 @@ struct LaunchPlan {
   int node_rank = 0;
   std::string master_addr;
   int master_port = 0;     // 0 until the store is bound (--standalone / --master-port 0)
-  bool host_store = true;  // node 0 hosts the TCPStore
-  bool loopback_store = true;
+  bool host_store = true;  // node 0 hosts the store
+  bool loopback_store = true;  // --master-addr is loopback on a single node (the store never leaves the host)
+  // The workers' MASTER_PORT: this node's relay to the store on 127.0.0.1 (store_relay.h); set when the
+  // launcher starts it.
+  int relay_port = 0;
   std::string run_id;
   std::string log_folder;  // <log-dir>/<run-id-or-dated-name>; empty = no --log-dir
   std::vector<int> forwarded_signals;

@@ -36,10 +36,10 @@ struct RoundOutcome {
 
 class NodeCoordinator {
  public:
-  // Connects to node 0's store (UserError naming host:port after `timeout`) and publishes this node's
-  // worker count.
+  // Connects to node 0's store as this node's launcher, with the job's `token` (UserError naming host:port
+  // after `timeout`, or when the store refuses the token) and publishes this node's worker count.
   NodeCoordinator(const std::string& host, int port, int nnodes, int node_rank, int nproc_per_node,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, const std::string& token);
 
   // Every launcher calls this before starting round r; returns when all nnodes have. UserError after the
   // timeout (naming how many joined) or when the nodes disagree on --nproc-per-node. `interrupted` is polled
@@ -55,6 +55,8 @@ class NodeCoordinator {
   void leave(int round);
 
   const std::string& endpoint() const { return client_->endpoint(); }
+  // The interface this node reaches the store through (StoreClient::local_address).
+  std::string local_address() const { return client_->local_address(); }
 
  private:
   // Polls `key` until it reaches nnodes_; false on timeout. Returns early with the signal from `interrupted`.

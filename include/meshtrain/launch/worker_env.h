@@ -42,7 +42,8 @@ struct WorkerIdentity {
 std::map<std::string, std::string> worker_env_overrides(const WorkerIdentity& w,
                                                         const std::map<std::string, std::string>& inherited);
 
-// The launcher's environment with the overrides applied, as "NAME=value" strings for execve.
+// The launcher's environment with the overrides applied, less MESHRUN_RDZV_TOKEN (a worker never holds the
+// store's token: it reaches the store through its node's relay), as "NAME=value" strings for execve.
 std::vector<std::string> worker_environment(const WorkerIdentity& w);
 
 // The current process environment as a map.

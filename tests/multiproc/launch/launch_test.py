@@ -15,6 +15,8 @@ WORKER = os.path.join(HERE, "worker.py")
 OUT = tempfile.mkdtemp(prefix="meshrun-test-")
 ENV = dict(os.environ, PYTHON=PYTHON)
 ENV.pop("OMP_NUM_THREADS", None)
+# Several nodes need the job's store token on every launcher (docs/launcher.md "The store's token").
+NODES_ENV = dict(ENV, MESHRUN_RDZV_TOKEN="launch-test-token-0123456789abcdef")
 
 
 def run(*flags, mode="env", args=(), timeout=120, env=None):
@@ -270,7 +272,7 @@ def free_port():
     return port
 
 
-def two_nodes(program, *flags, timeout=150):
+def two_nodes(program, *flags, timeout=150, env=None):
     """Two launchers of one job on loopback (--nnodes 2), node 1 started first so it must wait for node 0's
     store. Returns the two finished processes, node 0's first."""
     port = free_port()
@@ -279,7 +281,7 @@ def two_nodes(program, *flags, timeout=150):
     procs = {}
     for n in (1, 0):
         procs[n] = subprocess.Popen([MESHRUN, *common, "--node-rank", str(n), *program], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, env=ENV)
+                                    stderr=subprocess.PIPE, text=True, env=env or NODES_ENV)
         time.sleep(0.3)
     out = {}
     for n in (0, 1):
@@ -325,25 +327,35 @@ def case_multinode_invalid_input():
 
 
 def store_stranger(port, record):
-    """Plays someone who can reach the job's store (on this host: anyone): writes `record` as round 0's
-    failure cause and counts a failure, the way a launcher reports one (node_coordinator.h). Connects as
-    PyTorch's TCPStore client, like any worker does."""
-    from datetime import timedelta
+    """Plays a peer that holds the job's token (a launcher gone wrong, or a stolen token): writes `record` as round
+    0's failure cause and counts a failure, the way a launcher reports one (node_coordinator.h), over the store's
+    wire protocol (launch/store_protocol.h): HELLO as node 1's launcher, then c10d's SET and ADD."""
+    import struct
 
-    import torch.distributed as dist
+    def string(b):
+        return struct.pack("=Q", len(b)) + b
 
-    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
-    store.set("meshrun/cause/0", record)
-    store.add("meshrun/fail/0", 1)
+    token = NODES_ENV["MESHRUN_RDZV_TOKEN"].encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(struct.pack("=B", 0xA5) + string(token) + struct.pack("=Bi", 0, 1))  # HELLO, launcher, node 1
+        check(sock.recv(1) == b"\x5a", "the store did not accept the token's HELLO")
+        sock.sendall(struct.pack("=BI", 0, 0x3C85F7CE))                                    # VALIDATE
+        sock.sendall(struct.pack("=B", 1) + string(b"/meshrun/cause/0") + string(record.encode()))  # SET
+        sock.sendall(struct.pack("=B", 4) + string(b"/meshrun/fail/0") + struct.pack("=q", 1))      # ADD
+        got = b""
+        while len(got) < 8:
+            chunk = sock.recv(8 - len(got))
+            check(chunk != b"", "the store closed the connection before answering ADD")
+            got += chunk
 
 
 def two_nodes_with_stranger(record):
-    """Two launchers of one job on loopback with hanging workers; once all 4 run, a stranger writes `record` as
-    the failure cause. Returns the two finished processes, node 0's first."""
+    """Two launchers of one job on loopback with hanging workers; once all 4 run, a peer holding the token writes
+    `record` as the failure cause. Returns the two finished processes, node 0's first."""
     port = free_port()
     common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port)]
     procs = [subprocess.Popen([MESHRUN, *common, "--node-rank", str(n), WORKER, "hang", OUT], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=ENV) for n in (0, 1)]
+                              stderr=subprocess.PIPE, text=True, env=NODES_ENV) for n in (0, 1)]
     wait_for(lambda: len(records("ready")) == 4, what="4 workers ready")
     store_stranger(port, record)
     for p in procs:
@@ -360,7 +372,7 @@ def case_multinode_stranger_exit0():
         check("job FAILED after 1 attempt(s): meshrun/cause/0 at the store gives exit code 0 for 'all is well, says "
               "a stranger', which is not a failure's exit code (1..255); exiting with 1" in p.stderr,
               f"node {n}: no line naming the record", p)
-    print("ok: a cause record with exit code 0 from outside: both nodes exit 1, naming the record")
+    print("ok: a cause record with exit code 0 from a token holder: both nodes exit 1, naming the record")
 
 
 def case_multinode_stranger_malformed():
@@ -392,7 +404,7 @@ def case_multinode_stop():
     common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
               "--max-restarts", "3"]
     procs = [subprocess.Popen([MESHRUN, *common, "--node-rank", str(n), WORKER, "hang", OUT], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=ENV) for n in (0, 1)]
+                              stderr=subprocess.PIPE, text=True, env=NODES_ENV) for n in (0, 1)]
     wait_for(lambda: len(records("ready")) == 4, what="4 workers ready")
     procs[1].send_signal(signal.SIGTERM)
     outs = [p.communicate(timeout=60) for p in procs]
@@ -401,6 +413,107 @@ def case_multinode_stop():
     check("job stopped after 1 attempt(s): node 1's launcher got SIGTERM" in outs[0][1], f"node 0:\n{outs[0][1]}")
     check(len(records("env")) == 4 and len(records("sig15")) == 4, "restarted, or a worker missed SIGTERM")
     print("ok: SIGTERM to node 1 stopped both nodes (rc 143), no restart")
+
+
+def case_multinode_forged_cause():
+    # A worker (rank 1, node 0) tries to write the launchers' failure record of round 0 through its store
+    # connection: the store refuses it in one line, and both nodes still finish round 0 cleanly.
+    n0, n1 = two_nodes([WORKER, "forge", OUT])
+    for n, p in ((0, n0), (1, n1)):
+        check(p.returncode == 0, f"node {n} rc {p.returncode}", p)
+        check("job FAILED" not in p.stderr and "restarting" not in p.stderr, f"node {n} saw a forged failure", p)
+    check(all(e["MESHRUN_RDZV_TOKEN"] is None for e in records("env").values()), "the token reached a worker")
+    forge = records("forge")
+    check(forge == {(1, 0): ["fail: refused", "cause: refused"]}, f"forge records {forge}", n0)
+    refusals = [l for l in n0.stderr.splitlines() if "may not touch the launchers' key" in l]
+    check(len(refusals) == 2 and all(l.startswith("meshrun-store: closed a worker connection of node 0 (")
+                                     for l in refusals), "not one line per refused connection", n0)
+    # The refused worker's own client may print PyTorch's trace under "[rank 1]: "; meshrun and its store not.
+    own = "\n".join(l for l in n0.stderr.splitlines() if not l.startswith("[rank "))
+    for bad in ("c10::Error", "frame #", "Exception raised"):
+        check(bad not in own, f"{bad!r} from meshrun or its store on node 0's console", n0)
+    print("ok: a worker's forged failure record is refused in one line per connection; the job succeeds")
+
+
+def case_multinode_bad_token():
+    # Node 1 with a different token is refused by node 0's store: one line, exit 2.
+    port = free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+              "--rdzv-timeout", "60"]
+    program = ["--no-python", "true"]
+    n0 = subprocess.Popen([MESHRUN, *common, "--node-rank", "0", *program], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=NODES_ENV)
+    try:
+        p = subprocess.run([MESHRUN, *common, "--node-rank", "1", *program], capture_output=True, text=True,
+                           timeout=90, env=dict(ENV, MESHRUN_RDZV_TOKEN="another-token-0123456789abcdef"))
+    finally:
+        n0.send_signal(signal.SIGTERM)
+        _, err0 = n0.communicate(timeout=60)
+    check(p.returncode == 2, f"node 1 rc {p.returncode}", p)
+    check(f"the rendezvous store at 127.0.0.1:{port} refused this node's token" in p.stderr, "not named", p)
+    check(len(p.stderr.strip().splitlines()) == 1, "more than one line", p)
+    check("closed the launcher connection" not in err0 and "HELLO with a wrong token" in err0,
+          f"node 0 does not say why:\n{err0}")
+    # Without any token source, several nodes are refused before anything starts.
+    p = subprocess.run([MESHRUN, *common, "--node-rank", "1", *program], capture_output=True, text=True, timeout=60,
+                       env=ENV)
+    check(p.returncode == 2 and "needs the rendezvous token on every node" in p.stderr, "no token: not refused", p)
+    check(len(p.stderr.strip().splitlines()) == 1, "more than one line", p)
+    print("ok: a node with the wrong token, or none, is refused in one line (exit 2)")
+
+
+def listening_addresses(port):
+    """The local addresses of the TCP sockets listening on `port`, from /proc/net/tcp{,6} (hex as printed)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                addr, hexport = cols[1].split(":")
+                if int(hexport, 16) == port and cols[3] == "0A":  # 0A: LISTEN
+                    found.append(addr)
+    return found
+
+
+def case_multinode_bind():
+    # With several nodes node 0's store listens on the --master-addr interface only (127.0.0.2 here: a
+    # loopback address that is not 127.0.0.1), not on every interface.
+    port = free_port()
+    n0 = subprocess.Popen([MESHRUN, "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1", "--master-addr",
+                           "127.0.0.2", "--master-port", str(port), "--rdzv-timeout", "60", "--no-python", "true"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NODES_ENV)
+    try:
+        wait_for(lambda: listening_addresses(port), what=f"a listener on port {port}")
+        addrs = listening_addresses(port)
+        refused = False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        except ConnectionRefusedError:
+            refused = True
+    finally:
+        n0.send_signal(signal.SIGTERM)
+        n0.communicate(timeout=60)
+    check(addrs == ["0200007F"], f"listening on {addrs}, expected 127.0.0.2 (0200007F) only")
+    check(refused, f"127.0.0.1:{port} accepted a connection")
+    print(f"ok: node 0's store listens on 127.0.0.2:{port} only")
+
+
+def case_token_file():
+    # --rdzv-conf token_file: node 0 creates it (mode 0600), node 1 reads it; the job runs. A token file that
+    # group or others may read is refused in one line.
+    path = os.path.join(OUT, "rdzv.token")
+    n0, n1 = two_nodes([WORKER, "env", OUT], "--rdzv-conf", f"token_file={path}", env=ENV)
+    for n, p in ((0, n0), (1, n1)):
+        check(p.returncode == 0, f"node {n} rc {p.returncode}", p)
+    check(os.stat(path).st_mode & 0o777 == 0o600, f"token file mode {oct(os.stat(path).st_mode)}")
+    os.chmod(path, 0o640)
+    p = subprocess.run([MESHRUN, "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+                        str(free_port()), "--rdzv-conf", f"token_file={path}", "--no-python", "true"],
+                       capture_output=True, text=True, timeout=60, env=ENV)
+    check(p.returncode == 2, f"rc {p.returncode}", p)
+    check(f"token_file={path} has mode 640: group or others may read or write it" in p.stderr, "not named", p)
+    check(len(p.stderr.strip().splitlines()) == 1, "more than one line", p)
+    print("ok: token_file created 0600 by node 0 and used by node 1; a group-readable one is refused")
 
 
 def case_store_lost():
@@ -424,7 +537,7 @@ def case_unreachable_master():
     t0 = time.time()
     p = subprocess.run([MESHRUN, "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
                         str(port), "--rdzv-timeout", "1.5", "--no-python", "true"], capture_output=True, text=True,
-                       timeout=60, env=ENV)
+                       timeout=60, env=NODES_ENV)
     dt = time.time() - t0
     check(p.returncode == 2, f"rc {p.returncode}", p)
     check(f"cannot reach the rendezvous store at 127.0.0.1:{port}" in p.stderr, "address not named", p)
@@ -635,7 +748,9 @@ CASES = {
     "invalid_input_no_restart": case_invalid_input_no_restart, "invalid_input_meshtrain": case_invalid_input_meshtrain,
     "unreachable_master": case_unreachable_master,
     "numa_binding": case_numa_binding, "numa_binding_gpu": case_numa_binding_gpu,
-    "multinode_stop": case_multinode_stop, "store_lost": case_store_lost, "preemption_notice": case_preemption_notice,
+    "multinode_stop": case_multinode_stop, "multinode_forged_cause": case_multinode_forged_cause,
+    "multinode_bad_token": case_multinode_bad_token, "multinode_bind": case_multinode_bind,
+    "token_file": case_token_file, "store_lost": case_store_lost, "preemption_notice": case_preemption_notice,
     "bad_endpoint": case_bad_endpoint, "root_cause_first_in_time": case_root_cause_first_in_time,
     "tee_over_redirect": case_tee_over_redirect, "scratch_swept": case_scratch_swept,
     "error_file_kept": case_error_file_kept, "torchrun_flags": case_torchrun_flags,

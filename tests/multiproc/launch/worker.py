@@ -14,7 +14,7 @@ KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "G
         "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
         "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS",
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING", "CUDA_VISIBLE_DEVICES"]
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING", "CUDA_VISIBLE_DEVICES", "MESHRUN_RDZV_TOKEN"]
 
 
 def record(name, payload):
@@ -105,5 +105,25 @@ elif mode == "preempt":  # like the trainer on Slurm's warning: checkpoint (here
     record("ready", "")
     while True:
         time.sleep(0.05)
+elif mode == "forge":  # a worker tries to forge the launchers' failure record of round 0 (it must be refused)
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    def try_forge(what, op):
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                              timeout=timedelta(seconds=30), wait_for_workers=False)
+        try:
+            op(store)
+            store.get(f"probe/{rank}")  # the refused request closed the connection: this one fails
+            return f"{what}: accepted"
+        except Exception:  # noqa: BLE001 -- any failure means the store refused
+            return f"{what}: refused"
+
+    if rank == 1:
+        dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                      wait_for_workers=False).set("probe/1", "x")
+        record("forge", [try_forge("fail", lambda s: s.add("meshrun/fail/0", 1)),
+                         try_forge("cause", lambda s: s.set("meshrun/cause/0", "0\t1\tforged by a worker"))])
 else:
     sys.exit(f"unknown mode {mode}")

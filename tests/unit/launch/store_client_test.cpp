@@ -1,5 +1,6 @@
-// StoreClient against the real c10d::TCPStore server (the one meshrun-store runs), including keys written by
-// one side and read by the other, and an unreachable server named in the error.
+// The rendezvous store end to end in one process: our server (store_server.h) and relay (store_relay.h) on
+// threads, reached by our StoreClient and by PyTorch's own c10d::TCPStore client through the relay, as a
+// worker reaches it. Covers the token, the key policy, and the binding to the rendezvous address.
 #include "meshtrain/launch/store_client.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,8 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/launch/rendezvous_host.h"
+#include "meshtrain/launch/store_relay.h"
+#include "meshtrain/launch/store_server.h"
 
 using namespace meshtrain;
 using namespace meshtrain::launch;
@@ -19,12 +22,39 @@ using namespace std::chrono_literals;
 
 namespace {
 
-c10::intrusive_ptr<c10d::TCPStore> server() {
+const std::string kToken = "unit-test-token-0123456789abcdef";
+
+// A store (2 nodes) and node 1's relay, served on detached threads for the rest of the test binary.
+struct LiveStore {
+  int port = 0, relay_port = 0;
+  LiveStore() {
+    const int fd = bind_store_socket("127.0.0.1", 0, "--master-addr", port);
+    std::thread([fd] { serve_store(StoreServerOptions{fd, kToken, 2}); }).detach();
+    StoreRelayOptions r;
+    r.listen_fd = bind_store_socket("127.0.0.1", 0, "the relay", relay_port);
+    r.upstream_host = "127.0.0.1";
+    r.upstream_port = port;
+    r.token = kToken;
+    r.node = 1;
+    std::thread([r] { relay_store(r); }).detach();
+  }
+};
+
+const LiveStore& live() {
+  static LiveStore s;
+  return s;
+}
+
+StoreCredentials launcher(int node, const std::string& token = kToken) {
+  return StoreCredentials{token, PeerRole::Launcher, node};
+}
+
+c10::intrusive_ptr<c10d::TCPStore> worker_client() {
   c10d::TCPStoreOptions o;
-  o.port = 0;
-  o.isServer = true;
+  o.port = static_cast<uint16_t>(live().relay_port);
+  o.isServer = false;
   o.waitWorkers = false;
-  o.timeout = 30s;
+  o.timeout = 20s;
   return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
 }
 
@@ -34,25 +64,90 @@ std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s
 }  // namespace
 
 TEST(StoreClient, SpeaksTcpStoreProtocol) {
-  auto s = server();
-  StoreClient c("127.0.0.1", s->getPort(), 10s);
-  EXPECT_EQ(c.add("n", 1), 1);
-  EXPECT_EQ(c.add("n", 4), 5);
-  EXPECT_EQ(c.add("n", 0), 5);
-  EXPECT_EQ(s->add("n", 1), 6);  // the same key for a PyTorch client
-  c.set("k", std::string("v\0x", 3));
-  EXPECT_EQ(str(s->get("k")), std::string("v\0x", 3));
-  s->set("from_torch", bytes("hello"));
-  EXPECT_EQ(c.get("from_torch"), "hello");
-  EXPECT_TRUE(c.check("k"));
-  EXPECT_FALSE(c.check("missing"));
+  StoreClient c("127.0.0.1", live().port, launcher(0), 10s);
+  StoreClient other("127.0.0.1", live().port, launcher(1), 10s);
+  EXPECT_EQ(c.add("meshrun/n", 1), 1);
+  EXPECT_EQ(c.add("meshrun/n", 4), 5);
+  EXPECT_EQ(other.add("meshrun/n", 1), 6);  // one key for every launcher
+  c.set("meshrun/k", std::string("v\0x", 3));
+  EXPECT_EQ(other.get("meshrun/k"), std::string("v\0x", 3));
+  EXPECT_TRUE(c.check("meshrun/k"));
+  EXPECT_FALSE(c.check("meshrun/missing"));
   // get() waits for a key that is set later.
   std::thread later([&] {
     std::this_thread::sleep_for(200ms);
-    s->set("late", bytes("here"));
+    other.set("meshrun/late", "here");
   });
-  EXPECT_EQ(c.get("late"), "here");
+  EXPECT_EQ(c.get("meshrun/late"), "here");
   later.join();
+}
+
+// PyTorch's own client, through the relay as a worker: the requests a worker's env:// init and its
+// collectives' rendezvous make.
+TEST(StoreServer, ServesPyTorchsClientThroughTheRelay) {
+  auto a = worker_client();
+  auto b = worker_client();
+  a->set("/worker/attempt_0/x", bytes("1"));
+  EXPECT_EQ(str(b->get("/worker/attempt_0/x")), "1");
+  EXPECT_EQ(a->add("cnt", 2), 2);
+  EXPECT_EQ(b->add("cnt", 3), 5);
+  EXPECT_EQ(str(a->compareSet("cas", bytes(""), bytes("first"))), "first");
+  EXPECT_EQ(str(b->compareSet("cas", bytes("nope"), bytes("second"))), "first");
+  EXPECT_EQ(str(b->compareSet("cas", bytes("first"), bytes("second"))), "second");
+  EXPECT_TRUE(a->check({"cnt", "cas"}));
+  EXPECT_FALSE(a->check({"cnt", "absent"}));
+  a->append("log", bytes("ab"));
+  a->append("log", bytes("cd"));
+  EXPECT_EQ(str(b->get("log")), "abcd");
+  b->multiSet({"m1", "m2"}, {bytes("x"), bytes("y")});
+  auto got = a->multiGet({"m1", "m2"});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(str(got[0]) + str(got[1]), "xy");
+  EXPECT_TRUE(a->deleteKey("m1"));
+  EXPECT_FALSE(a->check({"m1"}));
+  EXPECT_GE(a->getNumKeys(), 5);
+  std::thread later([&] {
+    std::this_thread::sleep_for(200ms);
+    b->set("late", bytes("now"));
+  });
+  a->wait({"late"});
+  later.join();
+  EXPECT_THROW(a->wait({"never"}, 300ms), c10::Error);  // CANCEL_WAIT after the timeout
+  a->set("after_cancel", bytes("ok"));                   // the connection still serves
+  EXPECT_EQ(str(b->get("after_cancel")), "ok");
+}
+
+TEST(StoreServer, RefusesAWrongToken) {
+  try {
+    StoreClient c("127.0.0.1", live().port, launcher(0, "wrong-token-wrong-token-wrong"), 10s);
+    FAIL() << "a wrong token was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("refused this node's token"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreServer, WorkersCannotTouchTheLaunchersKeys) {
+  StoreClient worker("127.0.0.1", live().port, StoreCredentials{kToken, PeerRole::Workers, 1}, 10s, 5s);
+  worker.set("meshrun/cause/0", "0\t1\tforged");  // refused: the server closes the connection
+  EXPECT_THROW(worker.add("meshrun/fail/0", 1), Error);
+  StoreClient node0("127.0.0.1", live().port, launcher(0), 10s);
+  EXPECT_FALSE(node0.check("meshrun/cause/0"));
+  // PyTorch's client through the relay: the same refusal.
+  auto w = worker_client();
+  EXPECT_THROW(w->add("meshrun/fail/0", 1), c10::Error);  // an ADD waits for its answer: the close is seen
+  auto w2 = worker_client();
+  w2->set("meshrun/cause/0", bytes("forged"));  // a SET is not answered: refused all the same
+  EXPECT_THROW(w2->get("cnt"), c10::Error);
+  EXPECT_FALSE(node0.check("meshrun/cause/0"));
+  EXPECT_EQ(node0.add("meshrun/fail/0", 0), 0);
+}
+
+TEST(StoreServer, ALauncherWritesOnlyItsOwnNodeRecord) {
+  StoreClient node1("127.0.0.1", live().port, launcher(1), 10s, 5s);
+  node1.set("meshrun/nproc/1", "2");
+  EXPECT_EQ(node1.get("meshrun/nproc/1"), "2");
+  node1.set("meshrun/nproc/0", "99");  // another node's record: refused
+  EXPECT_THROW(node1.check("meshrun/nproc/0"), Error);
 }
 
 TEST(StoreClient, UnreachableServerIsNamed) {
@@ -66,7 +161,7 @@ TEST(StoreClient, UnreachableServerIsNamed) {
   const int port = ntohs(a.sin_port);
   auto t0 = std::chrono::steady_clock::now();
   try {
-    StoreClient c("127.0.0.1", port, 500ms);
+    StoreClient c("127.0.0.1", port, launcher(0), 500ms);
     FAIL() << "connected to a port nobody listens on";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)),
@@ -79,13 +174,41 @@ TEST(StoreClient, UnreachableServerIsNamed) {
 
 TEST(RendezvousHost, PortInUseIsNamed) {
   int bound = 0;
-  int fd = bind_store_socket(0, true, bound);
+  int fd = bind_store_socket("127.0.0.1", 0, "--master-addr", bound);
   try {
-    RendezvousHost h(bound, true, "/bin/true");
+    RendezvousHost h(RendezvousSpec{true, "127.0.0.1", bound, 1, 0, kToken, "/bin/true"});
     FAIL() << "bound a port already in use";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("--master-port " + std::to_string(bound) + " is already in use"),
               std::string::npos);
   }
   ::close(fd);
+}
+
+// The store listens on the rendezvous address only: 127.0.0.2 (a loopback address, but not 127.0.0.1) takes
+// connections, 127.0.0.1 at the same port does not.
+TEST(RendezvousHost, BindsTheRendezvousAddressOnly) {
+  int port = 0;
+  int fd = bind_store_socket("127.0.0.2", 0, "--master-addr", port);
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  EXPECT_EQ(ntohl(a.sin_addr.s_addr), 0x7F000002u);
+  int c = ::socket(AF_INET, SOCK_STREAM, 0);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_NE(::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ::close(c);
+  ::close(fd);
+}
+
+TEST(RendezvousHost, ForeignAddressIsNamed) {
+  int port = 0;
+  try {
+    ::close(bind_store_socket("192.0.2.7", 0, "--master-addr", port));  // TEST-NET-1: never this host's
+    FAIL() << "bound an address of another host";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--master-addr 192.0.2.7 is not an address of this host"),
+              std::string::npos)
+        << e.what();
+  }
 }
