@@ -2,9 +2,9 @@
 // running `torchrun --no-python env` side by side (docs/launcher.md).
 #include "meshtrain/launch/worker_env.h"
 
-#include <sstream>
+#include <unistd.h>  // environ (GNU), declared once for every file of a unity batch
 
-extern char** environ;
+#include <sstream>
 
 namespace meshtrain::launch {
 namespace {
