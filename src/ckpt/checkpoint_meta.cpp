@@ -196,9 +196,10 @@ CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& where)
   if (!j.is_object()) f.fail("", &j, "a JSON object {\"format_version\": 2, \"step\": …, \"tensors\": {…}, …}");
   CheckpointMeta m;
   const nlohmann::json* version = f.optional(j, "", "format_version", F::is_integer, cat("1 or ", kFormatVersion));
-  m.version = version ? version->get<int>() : 0;
-  MT_USER_CHECK(m.version == 1 || m.version == kFormatVersion, where, ": format_version ", m.version,
+  const int64_t given = version ? version->get<int64_t>() : 0;
+  MT_USER_CHECK(given == 1 || given == kFormatVersion, where, ": format_version ", given,
                 " is not supported (valid: 1, ", kFormatVersion, ")");
+  m.version = static_cast<int>(given);
   m.step = f.integer(j, "", "step");
   MT_USER_CHECK(m.step >= 0, where, ": step ", m.step, " is negative (valid: the step saved, ≥ 0; the file was edited "
                 "or is damaged)");
