@@ -128,7 +128,8 @@ ShardRecord shard_from(const MetaFields& f, const nlohmann::json& j, const std::
 // import's source, the layout), checked by type here so no reader meets a value of another type.
 void check_state(const MetaFields& f, const nlohmann::json& state, const nlohmann::json& mesh) {
   using F = MetaFields;
-  if (const auto* data = f.optional(state, "state", "data", F::is_object, "an object {\"epoch\": …, \"cursor\": …}")) {
+  const std::string position = "an object {\"epoch\": …, \"cursor\": …}";
+  if (const auto* data = f.optional(state, "state", "data", F::is_object, position)) {
     for (const char* key : {"epoch", "cursor"}) f.optional(*data, "state.data", key, F::is_integer, "an integer");
   }
   if (const auto* lora = f.optional(state, "state", "lora", F::is_object, "an object (the LoRA run's record)")) {

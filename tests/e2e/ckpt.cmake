@@ -91,5 +91,6 @@ meshtrain_add_test(e2e ckpt resume_compat
 # Where checkpoint files may point (tests/e2e/ckpt/checkpoint_paths_test.py): `latest` outside its directory, shard
 # paths and malformed meta.json through export, generate and eval; import's token ids outside the vocabulary.
 meshtrain_add_test(e2e ckpt checkpoint_paths
-  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/checkpoint_paths_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/checkpoint_paths_test.py ${MESHTRAIN_BIN}
+          ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 300)

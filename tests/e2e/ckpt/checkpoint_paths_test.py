@@ -78,7 +78,8 @@ def one_line(what, r, needles):
     lines = [line for line in r.stderr.splitlines() if all(n in line for n in needles)]
     ok = r.returncode == 2 and len(lines) == 1
     ok = ok and "json.exception" not in r.stderr and "basic_string" not in r.stderr
-    check(ok, f"{what}: exit {r.returncode} (want 2), one line with {needles}" + ("" if ok else f"\n{r.stderr[-2000:]}"))
+    detail = "" if ok else f"\n{r.stderr[-2000:]}"
+    check(ok, f"{what}: exit {r.returncode} (want 2), one line with {needles}{detail}")
 
 
 def main():
@@ -95,7 +96,8 @@ def main():
     text = open(yaml).read() if os.path.exists(yaml) else ""
     check("50256" not in text, "import: config.yaml holds no id outside the vocabulary")
     r = mt("config", yaml, "--set", f"data.train={data}_train.bin", "--world-size", "1")
-    check(r.returncode == 0, f"import: `meshtrain config` accepts its config.yaml (exit {r.returncode})\n{r.stderr[-1000:]}")
+    check(r.returncode == 0,
+          f"import: `meshtrain config` accepts its config.yaml (exit {r.returncode})\n{r.stderr[-1000:]}")
 
     # `latest` leading outside its directory: every reader refuses it with one line naming the file.
     other = os.path.join(work, "other_run", "checkpoints")

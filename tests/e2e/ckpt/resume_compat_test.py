@@ -92,8 +92,9 @@ refused("lora_alpha 8 → 16", all_out, 6, ["step_00000004", "lora_alpha 8", "mo
 # q,v saved; resumed with all seven: the newest checkpoint is refused, not skipped for an older one.
 qv_out = os.path.join(work, "lora_qv")
 trained(qv_out, 4, *lora, "model.lora_targets=q,v")
-refused("lora_targets q,v → all", qv_out, 6, ["step_00000004", "holds LoRA adapters on q,v", "model.lora_targets is " + ALL],
-        *lora, f"model.lora_targets={ALL}")
+refused("lora_targets q,v → all", qv_out, 6,
+        ["step_00000004", "holds LoRA adapters on q,v", "model.lora_targets is " + ALL], *lora,
+        f"model.lora_targets={ALL}")
 
 # A complete step_4 of another model (d_ff 128) beside this run's step_2: not damage to skip.
 ours, other = os.path.join(work, "ours"), os.path.join(work, "other")

@@ -32,7 +32,8 @@ Json written_meta() {
   const std::string step =
       m.save(4, {{"model.w", at::ones({4, 8})}},
              {{"data", {{"epoch", 0}, {"cursor", 4}}},
-              {"lora", {{"rank", 4}, {"alpha", 8.0}, {"targets", {"q", "v"}}, {"adapters_only", false}, {"id", "seed 1"}}}});
+              {"lora",
+               {{"rank", 4}, {"alpha", 8.0}, {"targets", {"q", "v"}}, {"adapters_only", false}, {"id", "seed 1"}}}});
   return testing_support::read_json_file(fs::path(step) / "meta.json");
 }
 
@@ -83,8 +84,10 @@ TEST(CheckpointMetaFields, AFieldOfAnotherTypeIsNamed) {
       {[](Json& j) { j["tensors"]["model.w"] = 5; }, "tensors['model.w'] is 5 (a number); valid an object"},
       {[](Json& j) { j["tensors"]["model.w"]["shape"] = {"4", 8}; },
        "tensors['model.w'].shape is [\"4\",8] (an array); valid a list of integers"},
-      {[](Json& j) { j["tensors"]["model.w"]["dtype"] = 32; }, "tensors['model.w'].dtype is 32 (a number); valid a string"},
-      {[](Json& j) { j["tensors"]["model.w"]["shards"] = Json::object(); }, "tensors['model.w'].shards is {} (an object)"},
+      {[](Json& j) { j["tensors"]["model.w"]["dtype"] = 32; },
+       "tensors['model.w'].dtype is 32 (a number); valid a string"},
+      {[](Json& j) { j["tensors"]["model.w"]["shards"] = Json::object(); },
+       "tensors['model.w'].shards is {} (an object)"},
       {[](Json& j) { j["tensors"]["model.w"]["shards"][0] = 1; }, "tensors['model.w'].shards[0] is 1 (a number)"},
       {[](Json& j) { j["tensors"]["model.w"]["shards"][0]["byte_range"] = {0}; },
        "tensors['model.w'].shards[0].byte_range is [0] (an array); valid [begin, end], two integers"},
