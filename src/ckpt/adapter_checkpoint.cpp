@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/core/crc32.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/linear/lora_linear.h"

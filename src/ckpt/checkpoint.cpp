@@ -12,6 +12,7 @@
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/crash_point.h"
+#include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/gather_strings.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/clock.h"
@@ -24,7 +25,6 @@ namespace fs = std::filesystem;
 namespace meshtrain::ckpt {
 namespace {
 
-std::string step_name(int64_t step) { return log::sprintf("step_%08lld", static_cast<long long>(step)); }
 std::string rank_file(int rank) { return log::sprintf("rank_%05d.safetensors", rank); }
 
 std::vector<ShardedTensor> replicated(const std::map<std::string, at::Tensor>& tensors, int rank) {
@@ -80,7 +80,7 @@ CheckpointManager::~CheckpointManager() {
   }
 }
 
-std::string CheckpointManager::step_dir(int64_t step) const { return (fs::path(dir_) / step_name(step)).string(); }
+std::string CheckpointManager::step_dir(int64_t step) const { return (fs::path(dir_) / step_dir_name(step)).string(); }
 
 SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedTensor>& tensors,
                                         const SaveInfo& info) {
@@ -233,7 +233,7 @@ void CheckpointManager::commit(int64_t step, const std::vector<std::string>& ran
   fs::rename(tmp_dir, final_dir);
   fsync_path(dir_);
   crash_point("renamed", rank_, step);
-  write_file_atomic((fs::path(dir_) / "latest").string(), step_name(step) + "\n");
+  write_file_atomic((fs::path(dir_) / "latest").string(), step_dir_name(step) + "\n");
   crash_point("committed", rank_, step);
   prune();
 }
@@ -250,9 +250,8 @@ void CheckpointManager::prune() {
 }
 
 std::optional<std::string> CheckpointManager::latest() const {
-  std::ifstream in(fs::path(dir_) / "latest");
-  std::string name;
-  if (!(in >> name)) return std::nullopt;
+  const std::string name = read_latest(dir_);
+  if (!latest_name_problem(name).empty()) return std::nullopt;
   fs::path p = fs::path(dir_) / name;
   if (!fs::exists(p / "meta.json")) return std::nullopt;
   return p.string();

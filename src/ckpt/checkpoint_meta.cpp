@@ -2,6 +2,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -19,20 +20,127 @@ nlohmann::json shard_json(const ShardRecord& s) {
           {s.castagnoli ? "crc32c" : "crc32", s.crc}};
 }
 
-ShardRecord shard_from(const nlohmann::json& j) {
+// meta.json's fields read by type. Every error is one line naming the file, the field's path
+// (`tensors['model.w'].shards[0].file`) and what is valid — never the JSON library's message — so a hand-edited
+// or damaged meta.json (`5`, an array, a string format_version) says where it is wrong.
+class MetaFields {
+ public:
+  using json = nlohmann::json;
+  using Test = bool (*)(const json&);
+
+  explicit MetaFields(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& path, const json* v, const std::string& valid) const {
+    std::string given = "missing";
+    if (v) {
+      std::string text = v->dump();
+      if (text.size() > 40) text = text.substr(0, 40) + "…";
+      given = cat(text, " (", v->is_number() ? "a number" : cat("a", v->is_array() || v->is_object() ? "n " : " ",
+                                                                  v->type_name()), ")");
+    }
+    throw UserError(cat(file_, ": ", path.empty() ? "the document" : path, " is ", given, "; valid ", valid));
+  }
+
+  static std::string member(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  // `obj`'s member `key` (obj an object, `path` its path), null when absent; present, it must pass `test`.
+  const json* optional(const json& obj, const std::string& path, const std::string& key, Test test,
+                       const std::string& valid) const {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return nullptr;
+    if (!test(*it)) fail(member(path, key), &*it, valid);
+    return &*it;
+  }
+  const json& required(const json& obj, const std::string& path, const std::string& key, Test test,
+                       const std::string& valid) const {
+    const json* v = optional(obj, path, key, test, valid);
+    if (!v) fail(member(path, key), nullptr, valid);
+    return *v;
+  }
+
+  int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
+    return required(obj, path, key, is_integer, "an integer").get<int64_t>();
+  }
+  std::string string(const json& obj, const std::string& path, const std::string& key) const {
+    return required(obj, path, key, is_string, "a string").get<std::string>();
+  }
+  std::vector<int64_t> integers(const json& obj, const std::string& path, const std::string& key) const {
+    return required(obj, path, key, is_integers, "a list of integers").get<std::vector<int64_t>>();
+  }
+  json object_or_empty(const json& obj, const std::string& path, const std::string& key) const {
+    const json* v = optional(obj, path, key, is_object, "an object");
+    return v ? *v : json::object();
+  }
+
+  static bool is_integer(const json& v) { return v.is_number_integer(); }
+  static bool is_number(const json& v) { return v.is_number(); }
+  static bool is_string(const json& v) { return v.is_string(); }
+  static bool is_bool(const json& v) { return v.is_boolean(); }
+  static bool is_object(const json& v) { return v.is_object(); }
+  static bool is_array(const json& v) { return v.is_array(); }
+  static bool is_integers(const json& v) {
+    return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); });
+  }
+  static bool is_strings_or_string(const json& v) {
+    return v.is_string() ||
+           (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }));
+  }
+
+ private:
+  std::string file_;
+};
+
+// A shard's file is a plain name inside the checkpoint directory, as the writer gives it (rank_00000.safetensors):
+// a path (`/etc/passwd`, `../../x`) would read outside the checkpoint.
+bool is_plain_file_name(const nlohmann::json& v) {
+  if (!v.is_string()) return false;
+  const auto& n = v.get_ref<const std::string&>();
+  return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos && n.find('\0') == std::string::npos;
+}
+
+ShardRecord shard_from(const MetaFields& f, const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) f.fail(path, &j, "an object {\"file\": …, \"byte_range\": …, …}");
   ShardRecord s;
-  s.file = j.at("file").get<std::string>();
+  s.file = f.required(j, path, "file", is_plain_file_name,
+                      "a file name inside the checkpoint directory (rank_00000.safetensors): no '/', not '..'")
+               .get<std::string>();
+  const nlohmann::json& range = f.required(j, path, "byte_range", [](const nlohmann::json& v) {
+    return MetaFields::is_integers(v) && v.size() == 2;
+  }, "[begin, end], two integers");
   // Read signed, so a negative value is reported as given rather than wrapped around (check_tensor).
-  const auto begin = j.at("byte_range").at(0).get<int64_t>(), end = j.at("byte_range").at(1).get<int64_t>();
+  const auto begin = range[0].get<int64_t>(), end = range[1].get<int64_t>();
   MT_USER_CHECK(begin >= 0 && end >= begin, "shard in ", s.file, " has byte_range [", begin, ", ", end,
                 ") (valid: 0 ≤ begin ≤ end)");
   s.begin = static_cast<uint64_t>(begin);
   s.end = static_cast<uint64_t>(end);
-  s.offsets = j.at("offsets").get<std::vector<int64_t>>();
-  s.shape = j.at("shape").get<std::vector<int64_t>>();
+  s.offsets = f.integers(j, path, "offsets");
+  s.shape = f.integers(j, path, "shape");
   s.castagnoli = j.contains("crc32c");
-  s.crc = j.at(s.castagnoli ? "crc32c" : "crc32").get<uint32_t>();
+  s.crc = f.required(j, path, s.castagnoli ? "crc32c" : "crc32", [](const nlohmann::json& v) {
+    return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= 0xffffffffLL;
+  }, "a CRC-32, an integer in [0, 2^32)").get<uint32_t>();
   return s;
+}
+
+// What the rest of meshtrain reads from state and mesh (the trainer's data position, a LoRA run's record, an
+// import's source, the layout), checked by type here so no reader meets a value of another type.
+void check_state(const MetaFields& f, const nlohmann::json& state, const nlohmann::json& mesh) {
+  using F = MetaFields;
+  const std::string position = "an object {\"epoch\": …, \"cursor\": …}";
+  if (const auto* data = f.optional(state, "state", "data", F::is_object, position)) {
+    for (const char* key : {"epoch", "cursor"}) f.optional(*data, "state.data", key, F::is_integer, "an integer");
+  }
+  if (const auto* lora = f.optional(state, "state", "lora", F::is_object, "an object (the LoRA run's record)")) {
+    f.optional(*lora, "state.lora", "rank", F::is_integer, "an integer");
+    f.optional(*lora, "state.lora", "alpha", F::is_number, "a number");
+    f.optional(*lora, "state.lora", "targets", F::is_strings_or_string, "a list of projections");
+    f.optional(*lora, "state.lora", "adapters_only", F::is_bool, "true or false");
+    for (const char* key : {"base", "id", "hf_dir"}) f.optional(*lora, "state.lora", key, F::is_string, "a string");
+  }
+  f.optional(state, "state", "imported_from", F::is_string, "a string (a directory)");
+  f.optional(mesh, "mesh", "layout", F::is_string, "a string");
 }
 
 int64_t numel(const std::vector<int64_t>& shape) {
@@ -84,35 +192,45 @@ nlohmann::json to_json(const CheckpointMeta& m) {
 }
 
 CheckpointMeta meta_from_json(const nlohmann::json& j, const std::string& where) {
+  using F = MetaFields;
+  const MetaFields f(where);
+  if (!j.is_object()) f.fail("", &j, "a JSON object {\"format_version\": 2, \"step\": …, \"tensors\": {…}, …}");
   CheckpointMeta m;
-  m.version = j.value("format_version", 0);
-  MT_USER_CHECK(m.version == 1 || m.version == kFormatVersion, where, ": format_version ", m.version,
+  const nlohmann::json* version = f.optional(j, "", "format_version", F::is_integer, cat("1 or ", kFormatVersion));
+  const int64_t given = version ? version->get<int64_t>() : 0;
+  MT_USER_CHECK(given == 1 || given == kFormatVersion, where, ": format_version ", given,
                 " is not supported (valid: 1, ", kFormatVersion, ")");
-  try {
-    m.step = j.at("step").get<int64_t>();
-    MT_USER_CHECK(m.step >= 0, where, ": step ", m.step, " is negative (valid: the step saved, ≥ 0; the file was edited "
-                  "or is damaged)");
-    m.world_size = j.value("world_size", 1);
-    m.state = j.value("state", nlohmann::json::object());
-    // Version 1 kept the config inside the trainer state.
-    m.config = j.contains("config") ? j["config"] : m.state.value("config", nlohmann::json::object());
-    m.mesh = j.value("mesh", nlohmann::json::object());
-    for (const auto& [name, tj] : j.at("tensors").items()) {
-      TensorRecord t;
-      t.shape = tj.at("shape").get<std::vector<int64_t>>();
-      t.dtype = tj.at("dtype").get<std::string>();
-      for (const auto& sj : tj.at("shards")) {
-        try {
-          t.shards.push_back(shard_from(sj));
-        } catch (const UserError& e) {
-          throw UserError(cat(where, ": tensor '", name, "': ", e.what()));
-        }
+  m.version = static_cast<int>(given);
+  m.step = f.integer(j, "", "step");
+  MT_USER_CHECK(m.step >= 0, where, ": step ", m.step, " is negative (valid: the step saved, ≥ 0; the file was edited "
+                "or is damaged)");
+  const nlohmann::json* world = f.optional(j, "", "world_size", [](const nlohmann::json& v) {
+    return v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= (1 << 30);
+  }, "an integer ≥ 1");
+  m.world_size = world ? world->get<int>() : 1;
+  m.state = f.object_or_empty(j, "", "state");
+  // Version 1 kept the config inside the trainer state.
+  m.config = j.contains("config") ? f.object_or_empty(j, "", "config") : f.object_or_empty(m.state, "state", "config");
+  m.mesh = f.object_or_empty(j, "", "mesh");
+  check_state(f, m.state, m.mesh);
+  for (const auto& [name, tj] : f.required(j, "", "tensors", F::is_object, "an object of tensors").items()) {
+    const std::string path = cat("tensors['", name, "']");
+    if (!tj.is_object()) f.fail(path, &tj, "an object {\"shape\": …, \"dtype\": …, \"shards\": […]}");
+    TensorRecord t;
+    t.shape = f.integers(tj, path, "shape");
+    t.dtype = f.string(tj, path, "dtype");
+    const auto& shards = f.required(tj, path, "shards", F::is_array, "a list of shards");
+    for (size_t i = 0; i < shards.size(); ++i) {
+      try {
+        t.shards.push_back(shard_from(f, shards[i], cat(path, ".shards[", i, "]")));
+      } catch (const UserError& e) {
+        const std::string what = e.what();
+        if (what.rfind(where, 0) == 0) throw;  // already names the file and the field
+        throw UserError(cat(where, ": tensor '", name, "': ", what));
       }
-      check_tensor(where, name, t);
-      m.tensors.emplace(name, std::move(t));
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError(cat(where, ": malformed checkpoint metadata: ", e.what()));
+    check_tensor(where, name, t);
+    m.tensors.emplace(name, std::move(t));
   }
   return m;
 }
@@ -125,10 +243,11 @@ nlohmann::json rank_shards_to_json(const RankShards& s) {
 }
 
 RankShards rank_shards_from_json(const nlohmann::json& j) {
+  const MetaFields f("checkpoint: a rank's shard list");
   RankShards out;
   for (const auto& e : j)
     out.push_back({e.at("name").get<std::string>(), e.at("global_shape").get<std::vector<int64_t>>(),
-                   e.at("dtype").get<std::string>(), shard_from(e.at("shard"))});
+                   e.at("dtype").get<std::string>(), shard_from(f, e.at("shard"), "shard")});
   return out;
 }
 
@@ -159,21 +278,6 @@ std::map<std::string, TensorRecord> merge_shards(const std::vector<RankShards>& 
              numel(t.shape), " elements: some block has no rank with ShardedTensor::write set");
   }
   return out;
-}
-
-std::string resolve_checkpoint_dir(const std::string& path_in) {
-  fs::path path = path_in;
-  if (fs::exists(path / "latest") && !fs::exists(path / "meta.json")) {
-    std::ifstream in(path / "latest");
-    std::string name;
-    in >> name;
-    MT_USER_CHECK(!name.empty(), (path / "latest").string(), ": empty (no complete checkpoint)");
-    path /= name;
-  }
-  const std::string p = path.lexically_normal().string();
-  MT_USER_CHECK(p.size() < 4 || (p.compare(p.size() - 4, 4, ".tmp") != 0 && p.compare(p.size() - 5, 5, ".tmp/") != 0),
-                p, ": an incomplete checkpoint (.tmp) is never loaded");
-  return p;
 }
 
 CheckpointMeta read_meta(const std::string& dir) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/range_reader.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
@@ -107,15 +108,18 @@ LoadedCheckpoint load_into(const std::string& path, std::vector<ShardedTensor>& 
   std::vector<ShardRead> reads;
   for (auto& w : wanted) {
     auto it = out.meta.tensors.find(w.name);
-    MT_USER_CHECK(it != out.meta.tensors.end(), out.path, "/meta.json: tensor '", w.name, "' is missing from the "
-                  "checkpoint (", out.meta.tensors.size(), " tensors saved; a different model or optimizer?)");
+    if (it == out.meta.tensors.end())
+      throw IncompatibleCheckpoint(cat(out.path, "/meta.json: tensor '", w.name, "' is missing from the checkpoint (",
+                                       out.meta.tensors.size(), " tensors saved; a different model or optimizer?)"));
     const TensorRecord& rec = it->second;
-    MT_USER_CHECK(rec.shape == w.global_shape, out.path, ": tensor '", w.name, "' has global shape ",
-                  shape_text(rec.shape), " in the checkpoint, the current run needs ", shape_text(w.global_shape));
+    if (rec.shape != w.global_shape)
+      throw IncompatibleCheckpoint(cat(out.path, ": tensor '", w.name, "' has global shape ", shape_text(rec.shape),
+                                       " in the checkpoint, the current run needs ", shape_text(w.global_shape)));
     const at::ScalarType saved = dtype_from_safetensors(rec.dtype);
-    MT_USER_CHECK(saved == w.local.scalar_type() || (is_float(saved) && is_float(w.local.scalar_type())), out.path,
-                  ": tensor '", w.name, "' is ", rec.dtype, " in the checkpoint, the current run needs ",
-                  dtype_to_safetensors(w.local.scalar_type()), " (only floating-point dtypes convert)");
+    if (saved != w.local.scalar_type() && !(is_float(saved) && is_float(w.local.scalar_type())))
+      throw IncompatibleCheckpoint(cat(out.path, ": tensor '", w.name, "' is ", rec.dtype, " in the checkpoint, the "
+                                       "current run needs ", dtype_to_safetensors(w.local.scalar_type()),
+                                       " (only floating-point dtypes convert)"));
     MT_CHECK(w.offsets.size() == w.global_shape.size() && static_cast<size_t>(w.local.dim()) == w.global_shape.size(),
              "load_into: '", w.name, "': offsets/local rank differ from the global shape's");
     plan_tensor(out.path, rec, saved, w, reads);

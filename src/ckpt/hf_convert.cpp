@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <set>
+#include <utility>
 
 #include "meshtrain/ckpt/hf_name_table.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
 
 namespace meshtrain::ckpt {
 namespace {
@@ -42,6 +44,19 @@ int64_t token_id_from(const nlohmann::json& hf, const std::string& key) {
   const nlohmann::json v = get_or<nlohmann::json>(hf, key, nullptr);
   if (v.is_array()) return v.empty() ? -1 : v.front().get<int64_t>();
   return v.is_null() ? -1 : v.get<int64_t>();
+}
+
+// transformers' configs carry their class's default ids whatever the vocabulary (GPT2Config's bos and eos
+// are 50256 even at vocab_size 256), and no such token exists: kept, the config check would refuse the
+// import's config. None (-1) is what the model has — the id is dropped, with a line saying so.
+void drop_ids_outside_vocab(ModelConfig& m, const std::string& where) {
+  for (auto [key, id] : {std::pair{"bos_token_id", &m.bos_token_id}, std::pair{"eos_token_id", &m.eos_token_id}}) {
+    if (*id < m.vocab_size) continue;
+    log::warn("%s: %s %lld is outside the vocabulary (vocab_size %lld): imported as none (model.%s: -1); set "
+              "model.%s if the model has such a token", where.c_str(), key, static_cast<long long>(*id),
+              static_cast<long long>(m.vocab_size), key, key);
+    *id = -1;
+  }
 }
 
 }  // namespace
@@ -171,6 +186,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
   }
   MT_USER_CHECK(m.n_head > 0 && m.d_model % m.n_head == 0 && m.n_kv_head > 0 && m.n_head % m.n_kv_head == 0, where,
                 ": hidden size ", m.d_model, ", ", m.n_head, " heads and ", m.n_kv_head, " key/value heads do not divide");
+  drop_ids_outside_vocab(m, where);
   return m;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/recorded_config.h"
 
 namespace fs = std::filesystem;

@@ -1,12 +1,11 @@
 #include "meshtrain/ckpt/resume_candidates.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <utility>
 
+#include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/core/error.h"
 
@@ -15,26 +14,12 @@ namespace fs = std::filesystem;
 namespace meshtrain::ckpt {
 namespace {
 
-// step_00000100 → 100; -1 for any other name (step_00000100.tmp, latest, ...).
-int64_t step_of(const std::string& name) {
-  if (name.rfind("step_", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) return -1;
-  int64_t v = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
-    v = v * 10 + (name[i] - '0');
-  }
-  return v;
-}
-
 // Why `latest` misleads ("" when it names the newest usable checkpoint, or is absent from an empty directory).
 std::string latest_problem(const fs::path& latest, const std::vector<std::string>& usable, bool any_steps) {
   if (!fs::exists(latest)) return any_steps ? "missing" : "";
-  std::ifstream in(latest);
-  std::string name;
-  in >> name;
-  if (name.empty()) return "empty";
+  const std::string name = read_latest(latest.parent_path().string());
+  if (std::string why = latest_name_problem(name); !why.empty()) return why;
   if (!usable.empty() && name == fs::path(usable.front()).filename().string()) return "";
-  if (step_of(name) < 0) return cat("names '", name, "', which is not a complete step directory");
   if (!fs::exists(latest.parent_path() / name)) return cat("names ", name, ", which does not exist");
   return cat("names ", name, ", which is not the newest usable checkpoint");
 }
@@ -73,7 +58,7 @@ ResumeCandidates find_resume_candidates(const std::string& ckpt_dir) {
   if (!fs::is_directory(ckpt_dir, ec)) return out;
   std::vector<std::pair<int64_t, std::string>> steps;
   for (const auto& e : fs::directory_iterator(ckpt_dir)) {
-    const int64_t step = step_of(e.path().filename().string());
+    const int64_t step = step_of_dir_name(e.path().filename().string());
     if (step >= 0 && e.is_directory()) steps.emplace_back(step, e.path().string());
   }
   std::sort(steps.rbegin(), steps.rend());

@@ -176,6 +176,31 @@ class Validator {
       fail("model.lora_alpha", cat("given ", m.lora_alpha, "; valid > 0"));
     if (!(m.lora_dropout >= 0.0 && m.lora_dropout < 1.0))
       fail("model.lora_dropout", cat("given ", m.lora_dropout, "; valid 0 ≤ p < 1"));
+    check_lora_rank(m);
+  }
+
+  // A rank above min(in, out) of an adapted projection gives its adapters more parameters than the projection
+  // and nothing it could not already express — a typo, and at 2^40 an allocation LibTorch cannot even size.
+  // Checked on the config's numbers before anything is allocated (as check_model_sizes does for the model).
+  void check_lora_rank(const ModelConfig& m) {
+    const int64_t head = m.d_model / m.n_head, kv = (m.n_kv_head > 0 ? m.n_kv_head : m.n_head) * head;
+    // d_ff 0 is derived from d_model (≥ d_model for both families), so only a given one can be the smaller side.
+    const int64_t ff = m.d_ff > 0 ? std::min(m.d_ff, m.d_model) : m.d_model;
+    int64_t limit = std::numeric_limits<int64_t>::max();
+    std::string where;
+    for (LoraTarget t : lora_targets(m)) {
+      const bool attn_kv = t == LoraTarget::k || t == LoraTarget::v;
+      const bool mlp = t == LoraTarget::gate || t == LoraTarget::up || t == LoraTarget::down;
+      const int64_t side = attn_kv ? std::min(kv, m.d_model) : mlp ? ff : m.d_model;
+      if (side < limit) {
+        limit = side;
+        where = cat(t);
+      }
+    }
+    if (m.lora_rank > limit)
+      fail("model.lora_rank", cat("given ", m.lora_rank, "; valid 1 to ", limit, ": at most min(in, out) of every "
+                                  "adapted projection (", where, " is the smallest, with model.d_model ", m.d_model,
+                                  m.d_ff > 0 ? cat(", model.d_ff ", m.d_ff) : std::string(), ")"));
   }
 
   // train.cuda_graph: on replays one captured forward + backward; what the config alone shows cannot be in it

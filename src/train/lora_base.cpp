@@ -1,8 +1,15 @@
 // LoraBase; see lora_base.h.
 #include "meshtrain/train/lora_base.h"
 
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
 #include "meshtrain/ckpt/adapter_checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_dir.h"
+#include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/trim.h"
 #include "meshtrain/model/linear/lora_linear.h"
 
 namespace meshtrain::train {
@@ -11,6 +18,35 @@ namespace {
 
 ckpt::CheckpointMeta base_meta(const Config& cfg) {
   return ckpt::read_meta(ckpt::resolve_checkpoint_dir(cfg.checkpoint.init_from));
+}
+
+// The projections a LoRA record's "targets" names (a list, or the one string "q,k,v" of earlier checkpoints),
+// in the canonical order, as model.lora_targets is written: "q,v".
+std::string targets_text(const StringList& names) {
+  ModelConfig m;
+  m.lora_rank = 1;
+  m.lora_targets = names;
+  std::vector<LoraTarget> targets = lora_targets(m);
+  std::sort(targets.begin(), targets.end());
+  std::string out;
+  for (LoraTarget t : targets) out += cat(out.empty() ? "" : ",", t);
+  return out;
+}
+
+std::string saved_targets_text(const std::string& dir, const nlohmann::json& saved) {
+  const nlohmann::json& v = saved["targets"];
+  StringList names;
+  if (v.is_string()) {
+    std::stringstream items(v.get<std::string>());
+    for (std::string item; std::getline(items, item, ',');) names.push_back(trim_blanks(item));
+  } else {
+    names = v.get<StringList>();
+  }
+  try {
+    return targets_text(names);
+  } catch (const UserError& e) {
+    throw UserError(cat(dir, "/meta.json: state.lora.targets: ", e.what()));
+  }
 }
 
 }  // namespace
@@ -58,6 +94,19 @@ void check_lora_checkpoint(const Config& cfg, const std::string& dir, const ckpt
   const int64_t saved_rank = saved.value("rank", int64_t{0});
   MT_USER_CHECK(rank == saved_rank, dir, ": holds LoRA adapters of rank ", saved_rank, ", but model.lora_rank is ",
                 rank, "; valid ", saved_rank, " (meshtrain export of it writes the merged model)");
+  // The adapter set and its scale: resuming with fewer targets would drop the others' trained adapters from the
+  // next checkpoint, with more would find them missing, and another alpha would rescale what was learnt.
+  if (saved.contains("targets")) {
+    const std::string want = targets_text(cfg.model.lora_targets), had = saved_targets_text(dir, saved);
+    MT_USER_CHECK(want == had, dir, ": holds LoRA adapters on ", had, ", but model.lora_targets is ", want, "; valid ",
+                  had, " (the adapters it holds; a run with other targets starts from checkpoint.init_from)");
+  }
+  if (saved.contains("alpha")) {
+    const double had = saved["alpha"].get<double>();
+    MT_USER_CHECK(cfg.model.lora_alpha == had, dir, ": holds LoRA adapters trained with lora_alpha ", had,
+                  ", but model.lora_alpha is ", cfg.model.lora_alpha, "; valid ", had, " (the scale they were trained "
+                  "at)");
+  }
   const std::string id = lora_base_id(cfg), saved_id = saved.value("id", std::string());
   MT_USER_CHECK(id == saved_id, dir, ": its LoRA adapters belong to the base '",
                 saved.value("base", std::string()), "' (", saved_id, "), but checkpoint.init_from names '",

@@ -21,6 +21,7 @@
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/replica_writers.h"
 #include "meshtrain/ckpt/resume_candidates.h"
@@ -324,6 +325,13 @@ void TrainingRun::resume_if_asked() {
     try {
       load_training_state(dir, meta);
       restore_position(dir, meta);
+    } catch (const ckpt::IncompatibleCheckpoint& e) {
+      // Complete, but saved by another model or optimizer: not damage that an older checkpoint repairs — one
+      // that loads would be overwritten by this run, the newer work lost.
+      if (!fall_back) throw;
+      throw UserError(cat(e.what(), "; checkpoint.resume=auto stops here rather than fall back to an older "
+                          "checkpoint this run would overwrite (resume with the config that saved it, or give "
+                          "checkpoint.dir another directory)"));
     } catch (const UserError& e) {
       if (!fall_back) throw;
       failure = e.what();
@@ -357,7 +365,9 @@ std::vector<std::string> TrainingRun::resume_candidates() {
 }
 
 void TrainingRun::load_training_state(const std::string& dir, const ckpt::CheckpointMeta& meta) {
-  MT_USER_CHECK(meta.state.contains("data"), dir, ": no data position or optimizer state (not a training "
+  MT_USER_CHECK(meta.state.contains("data") && meta.state["data"].contains("epoch") &&
+                    meta.state["data"].contains("cursor"),
+                dir, ": no data position (state.data.epoch, .cursor) or optimizer state (not a training "
                 "checkpoint; checkpoint.init_from starts a run from its weights)");
   // This rank's blocks of the model and optimizer state, read from whatever layout saved them.
   auto model = model_blocks(*par_, opt_.get());

@@ -82,3 +82,15 @@ foreach(mode reshard exact)
             ${CMAKE_SOURCE_DIR} ${mode}
     PROPERTIES TIMEOUT 900)
 endforeach()
+
+# Resuming under a config that does not fit the newest checkpoint (tests/e2e/ckpt/resume_compat_test.py): other LoRA
+# targets or alpha, another model's complete checkpoint: one line, exit 2, no fallback to an older checkpoint.
+meshtrain_add_test(e2e ckpt resume_compat
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/resume_compat_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600)
+# Where checkpoint files may point (tests/e2e/ckpt/checkpoint_paths_test.py): `latest` outside its directory, shard
+# paths and malformed meta.json through export, generate and eval; import's token ids outside the vocabulary.
+meshtrain_add_test(e2e ckpt checkpoint_paths
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/checkpoint_paths_test.py ${MESHTRAIN_BIN}
+          ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 300)

@@ -68,10 +68,7 @@ RankShards rank_shards_from_json(const nlohmann::json& j);
 
 std::map<std::string, TensorRecord> merge_shards(const std::vector<RankShards>& per_rank);
 
-// A checkpoint directory given itself, or a parent holding `latest` → the step directory. Never a *.tmp
-// directory (UserError).
-std::string resolve_checkpoint_dir(const std::string& path);
-// Reads and parses <dir>/meta.json (dir already resolved).
+// Reads and parses <dir>/meta.json (dir already resolved: checkpoint_dir.h resolve_checkpoint_dir).
 CheckpointMeta read_meta(const std::string& dir);
 
 }  // namespace meshtrain::ckpt

@@ -7,8 +7,9 @@
 // block is the wanted one in the same dtype in host memory, reads straight into `local`. Progress and ETA
 // on rank 0 for a load that takes more than a few seconds (core/progress_meter.h).
 //
-// Errors (UserError, one line): a tensor missing from the checkpoint, a global shape that differs, a dtype
-// that cannot be converted, a checksum mismatch or a truncated file (naming the file and the tensor).
+// Errors (UserError, one line, naming the file and the tensor): a checksum mismatch or a truncated file — and,
+// as IncompatibleCheckpoint, a tensor missing from the checkpoint, a global shape that differs, a dtype that
+// cannot be converted.
 // Dtype: floating-point tensors convert on load between F32, BF16, F16 and F64 (a bf16 export loads into
 // fp32 master weights and back); any other dtype must match exactly.
 #pragma once
@@ -20,9 +21,19 @@
 #include <vector>
 
 #include "meshtrain/ckpt/checkpoint_meta.h"
+#include "meshtrain/core/error.h"
 #include "meshtrain/core/sharded_tensor.h"
 
 namespace meshtrain::ckpt {
+
+// A checkpoint that does not fit the run loading it — it lacks a tensor the run has, or holds one of another
+// shape or of a dtype that does not convert — whatever state its bytes are in: the config's mistake, not
+// damage. `checkpoint.resume: auto` stops at it instead of falling back to an older checkpoint (which the run
+// would then overwrite, losing the newer one).
+class IncompatibleCheckpoint : public UserError {
+ public:
+  using UserError::UserError;
+};
 
 struct LoadedCheckpoint {
   std::string path;  // the resolved step directory

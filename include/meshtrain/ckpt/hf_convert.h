@@ -25,7 +25,9 @@ namespace meshtrain::ckpt {
 
 // `m` resolved (n_kv_head, d_ff filled). `dtype`: "float32", "bfloat16" or "float16".
 nlohmann::json hf_config_from(const ModelConfig& m, const std::string& dtype);
-// UserError naming `where` and the key for an architecture or option meshtrain does not model.
+// UserError naming `where` and the key for an architecture or option meshtrain does not model. A bos or eos
+// id outside the vocabulary (transformers writes its class's default, GPT-2's 50256, whatever vocab_size is)
+// becomes none (-1), with a warning line saying so.
 ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& where);
 
 // meshtrain parameter names (no "model." prefix) → HF names and layouts.

@@ -7,8 +7,11 @@
 // names exists and is long enough for every byte range it names. Checksums are not read here — that is a
 // read of the whole checkpoint; load_into verifies the CRC of every shard it reads, so the trainer checks
 // them while loading (the read it needs anyway) and falls back to the next candidate when one fails.
-// `latest` is only a hint: it is not trusted (it may dangle, be empty, name a .tmp directory or be gone),
-// and what it says is reported when it disagrees with the newest usable checkpoint.
+// `latest` is only a hint: it is not trusted (it may dangle, be empty, name a .tmp directory or a path, or be
+// gone), and what it says is reported when it disagrees with the newest usable checkpoint.
+// Usable is about damage only. Whether a usable checkpoint fits the run (its tensors, shapes, dtypes; a LoRA
+// run's rank, base, targets and alpha) is the loader's question: one that does not is IncompatibleCheckpoint
+// (checkpoint_reader.h), at which the trainer stops instead of trying an older one it would then overwrite.
 #pragma once
 
 #include <string>

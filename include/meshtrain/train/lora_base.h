@@ -3,10 +3,11 @@
 //
 // The base is checkpoint.init_from's checkpoint — named by its path and an id computed from the checksums
 // meta.json already holds for its tensors (no weight is read) — or, without init_from, the seeded
-// initialisation ("seed N"). A LoRA checkpoint records both in meta.json's state ("lora": {rank, base, id}).
+// initialisation ("seed N"). A LoRA checkpoint records both in meta.json's state ("lora": {rank, alpha,
+// targets, base, id, ...}).
 //
 //   info.state["lora"] = lora_record(cfg);                   // saving
-//   check_lora_checkpoint(cfg, dir, meta);                  // resuming: UserError when the bases differ
+//   check_lora_checkpoint(cfg, dir, meta);                  // resuming: UserError when base or adapters differ
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -28,8 +29,9 @@ bool saves_adapters_only(const Config& cfg);
 // directory the base was imported from, or ""), "adapters_only"} for cfg's run.
 nlohmann::json lora_record(const Config& cfg);
 // Resuming `dir` (its meta.json: `meta`) under cfg. UserError, one line: a LoRA checkpoint under a run with
-// LoRA off or of another rank, a checkpoint without adapters under LoRA, adapters of another base than
-// cfg's (by id), or adapters-only with init_from unset or not a checkpoint.
+// LoRA off or of another rank, other targets (model.lora_targets, as a set) or another model.lora_alpha, a
+// checkpoint without adapters under LoRA, adapters of another base than cfg's (by id), or adapters-only with
+// init_from unset or not a checkpoint.
 void check_lora_checkpoint(const Config& cfg, const std::string& dir, const ckpt::CheckpointMeta& meta);
 
 }  // namespace meshtrain::train

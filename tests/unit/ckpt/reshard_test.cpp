@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "meshtrain/ckpt/checkpoint.h"
+#include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/checkpoint_meta.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/safetensors.h"

@@ -417,6 +417,35 @@ TEST(ConfigValidate, Lora) {
   EXPECT_EQ(lora_targets(c.model), (std::vector<LoraTarget>{LoraTarget::v, LoraTarget::down}));
 }
 
+// model.lora_rank at most min(in, out) of every adapted projection, refused at validate time with the limit
+// (not accepted, nor an allocator's trace when the model is built).
+TEST(ConfigValidate, LoraRankAtMostTheSmallestAdaptedSide) {
+  Config c = good();
+  c.model.family = Family::llama;
+  c.model.d_model = 64;
+  c.model.n_head = 4;
+  c.model.n_kv_head = 2;  // k and v: 2 heads × 16 = 32 outputs
+  c.model.lora_rank = 32;
+  EXPECT_NO_THROW(validate(c, 8));
+  c.model.lora_rank = 33;
+  expect_invalid(c, "model.lora_rank: given 33; valid 1 to 32: at most min(in, out) of every adapted projection "
+                    "(k is the smallest, with model.d_model 64)");
+  c.model.lora_rank = 100000;
+  expect_invalid(c, "model.lora_rank: given 100000; valid 1 to 32");
+  c.model.lora_rank = int64_t{1} << 40;
+  expect_invalid(c, "model.lora_rank: given 1099511627776; valid 1 to 32");
+  c.model.lora_targets = {"q", "o"};  // D × D only
+  c.model.lora_rank = 64;
+  EXPECT_NO_THROW(validate(c, 8));
+  c.model.lora_rank = 65;
+  expect_invalid(c, "model.lora_rank: given 65; valid 1 to 64");
+  c.model.lora_targets = {"q", "down"};
+  c.model.d_ff = 16;  // a given d_ff below d_model is the smaller side of the MLP's projections
+  c.model.lora_rank = 17;
+  expect_invalid(c, "model.lora_rank: given 17; valid 1 to 16: at most min(in, out) of every adapted projection "
+                    "(down is the smallest, with model.d_model 64, model.d_ff 16)");
+}
+
 // train.freeze: globs, none empty.
 TEST(ConfigValidate, FreezeGlobsAreNotEmpty) {
   Config c = good();
