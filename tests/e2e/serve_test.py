@@ -11,6 +11,7 @@ Checked against transformers' greedy generate on the same model:
   - a chat completion through the model's chat template;
   - bad JSON, a field of the wrong type, max_tokens 0 → 400 with OpenAI's error object and a one-line message;
     an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
+  - a second server on the same port, and one on a missing checkpoint: one line, exit 2;
 then SIGTERM: exit 0, and the port is free again.
 
     serve_test.py BIN_DIR SOURCE_DIR
@@ -200,6 +201,12 @@ try:
     error("no prompt", "POST", "/v1/completions", {"max_tokens": 2}, 400, "prompt")
     error("unknown path", "GET", "/v2/nothing", None, 404)
     error("wrong method", "GET", "/v1/completions", None, 405)
+    # Start-up mistakes while it runs: its port taken, a missing checkpoint — one line, exit 2.
+    for name, args, fragment in (("port in use", [ckpt, "--port", str(port)], "cannot listen on 127.0.0.1:"),
+                                 ("no checkpoint", [os.path.join(WORK, "nope"), "--port", "0"], "nope")):
+        r = subprocess.run([MESHTRAIN, "serve", *args], capture_output=True, text=True, timeout=TIMEOUT)
+        err = r.stderr.strip()
+        check(name, r.returncode == 2 and "\n" not in err and fragment in err, f"exit {r.returncode}: {err!r}")
     status, text = request(conn, "GET", "/metrics")
     check("/metrics", status == 200 and "meshtrain_generation_tokens_total" in text and
           "meshtrain_kv_blocks_free 64" in text, f"{status} {text}")
