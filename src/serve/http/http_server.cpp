@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http.hpp>
 #include <list>
 #include <mutex>
@@ -158,7 +159,13 @@ void HttpServer::State::serve(const std::shared_ptr<tcp::socket>& socket) {
     bhttp::request_parser<bhttp::string_body> parser;
     parser.body_limit(options.body_limit);
     beast::error_code ec;
-    bhttp::read(*socket, buffer, parser, ec);
+    bhttp::read_header(*socket, buffer, parser, ec);
+    // curl asks before sending a larger body (Expect: 100-continue) and would otherwise wait a second.
+    if (!ec && beast::iequals(parser.get()[bhttp::field::expect], "100-continue")) {
+      bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, parser.get().version()};
+      bhttp::write(*socket, go_on, ec);
+    }
+    if (!ec) bhttp::read(*socket, buffer, parser, ec);
     if (ec == bhttp::error::body_limit) {
       ConnectionWriter w(*socket, 11, false);
       w.send(413, "application/json",

@@ -127,6 +127,7 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
   TextStream decoder(text_.tokenizer);
   std::vector<TokenId> all;
   std::string text;
+  bool first_chunk = true;
   if (r.stream) out.begin_stream(200, "text/event-stream");
   for (;;) {
     std::string piece;
@@ -136,6 +137,8 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
     if (r.stream) {
       json chunk = envelope(id, chat, true, text_.model_name, created);
       chunk["choices"] = json::array({choice(chat, true, piece, part.tokens, std::nullopt)});
+      if (chat && first_chunk) chunk["choices"][0]["delta"]["role"] = "assistant";  // as OpenAI's first delta
+      first_chunk = false;
       if (!part.error.empty()) chunk = json::parse(error_body(part.error, "", "server_error"));
       if (!out.write(cat("data: ", dump(chunk), "\n\n"))) {
         stream->cancel();  // the client went away
