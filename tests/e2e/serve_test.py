@@ -13,7 +13,9 @@ Checked against transformers' greedy generate on the same model:
     an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
   - Expect: 100-continue answered before the body; a Content-Length over the body limit → 413;
   - a second server on the same port, and one on a missing checkpoint: one line, exit 2;
-then SIGTERM: exit 0, and the port is free again.
+then SIGTERM: exit 0, and the port is free again. Last, the same checkpoint without its tokenizer files serves
+a byte-level model (one token per prompt byte, greedy ids as transformers', no chat template → 400), and
+SIGINT stops it with exit 0.
 
     serve_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 failure, 77 skipped (no torch / transformers / tokenizers).
@@ -263,6 +265,29 @@ with socket.socket() as s:
         check("port freed", True, "")
     except OSError as e:
         check("port freed", False, str(e))
+
+# Without a tokenizer the model is byte-level, as `meshtrain generate` treats it: one token per byte of the prompt.
+shutil.rmtree(hf_dir)  # the checkpoint recorded it as where it was imported from: a place to find a tokenizer
+for root, _, files in os.walk(ckpt):
+    for f in files:
+        if f.startswith("tokenizer") or f in ("chat_template.jinja", "special_tokens_map.json"):
+            os.remove(os.path.join(root, f))
+proc, port = start_server(ckpt)
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+byte_ids = list(PROMPTS[2].encode())
+model.generation_config.eos_token_id = None  # no tokenizer, no end-of-text token: only max_tokens ends it
+with torch.no_grad():
+    ref = model.generate(torch.tensor([byte_ids]), max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                         pad_token_id=0)[0, len(byte_ids):].tolist()
+status, body = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[2], "max_tokens": NEW_TOKENS,
+                                                         "temperature": 0})
+check("byte-level prompt", status == 200 and body["choices"][0]["token_ids"] == ref
+      and body["usage"]["prompt_tokens"] == len(byte_ids), f"{status} {body}, transformers {ref}")
+status, body = request(conn, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+check("no chat template → 400", status == 400 and body["error"]["param"] == "messages", f"{status} {body}")
+conn.close()
+proc.send_signal(signal.SIGINT)
+check("SIGINT → exit 0", proc.wait(TIMEOUT) == 0, proc.stderr.read())
 
 shutil.rmtree(WORK, ignore_errors=True)
 if failures:
