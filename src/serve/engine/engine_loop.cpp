@@ -74,7 +74,10 @@ void EngineLoop::run() {
 void EngineLoop::admit(std::vector<Pending>& incoming) {
   for (Pending& p : incoming) {
     const RequestId id = p.request.request.id;
-    if (p.stream->cancelled()) continue;
+    if (p.stream->cancelled()) {  // gone before it started
+      p.stream->finish(FinishReason::kAborted);
+      continue;
+    }
     try {
       engine_->add(p.request.request, p.request.sampling);
       scheduler_->add(p.request.request);

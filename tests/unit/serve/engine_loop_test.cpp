@@ -1,6 +1,7 @@
 // EngineLoop (serve/engine/engine_loop.h): greedy requests submitted from several threads at once, over a cache
 // small enough to preempt, stream exactly the tokens generate_all gives the same requests; a request the
-// scheduler refuses ends its stream with a `rejected` one-line error; stop() ends the streams still open.
+// scheduler refuses ends its stream with a `rejected` one-line error; a cancelled one ends and frees its blocks;
+// stop() ends the streams still open.
 #include "meshtrain/serve/engine/engine_loop.h"
 
 #include <gtest/gtest.h>
@@ -73,6 +74,23 @@ TEST(EngineLoop, RefusedRequestEndsItsStreamWithOneLine) {
   // The loop goes on serving.
   auto ok = loop.submit({1, 2, 3}, 2, {.temperature = 0});
   EXPECT_EQ(drain(*ok).first.size(), 2u);
+}
+
+TEST(EngineLoop, CancelledRequestEndsAndFreesItsBlocks) {
+  EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 16, .block_size = 4}});
+  // Cancelled at once, or after its first tokens: either way its stream ends (aborted, unless it had already
+  // finished) and its blocks go back to the pool.
+  for (bool read_first : {false, true}) {
+    auto s = loop.submit({1, 2, 3}, 24, {.temperature = 0});
+    if (read_first) s->next();
+    s->cancel();
+    auto [tokens, end] = drain(*s);
+    EXPECT_TRUE(*end.finish == FinishReason::kAborted || *end.finish == FinishReason::kLength);
+    EXPECT_LE(tokens.size(), 24u);
+  }
+  auto ok = loop.submit({4, 5, 6}, 3, {.temperature = 0});  // after both: the loop serves on, the cache whole
+  EXPECT_EQ(drain(*ok).first.size(), 3u);
+  EXPECT_EQ(loop.metrics().blocks_free, 16);
 }
 
 TEST(EngineLoop, StopEndsOpenStreamsAndRefusesNewOnes) {
