@@ -21,6 +21,7 @@ declare -A NEED_FILE=(
   [/usr/include/spdlog/spdlog.h]=libspdlog-dev [/usr/include/yaml-cpp/yaml.h]=libyaml-cpp-dev
   [/usr/include/nlohmann/json.hpp]=nlohmann-json3-dev [/usr/include/cxxopts.hpp]=libcxxopts-dev
   [/usr/include/gtest/gtest.h]=libgtest-dev [/usr/include/gmock/gmock.h]=libgmock-dev
+  [/usr/include/boost/beast.hpp]=libboost-dev
 )
 missing=()
 for prog in "${!NEED_PROG[@]}"; do

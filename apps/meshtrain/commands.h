@@ -9,6 +9,7 @@ int cmd_train(int argc, char** argv);
 int cmd_config(int argc, char** argv);
 int cmd_prepare(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_bench_train(int argc, char** argv);
 int cmd_bench_comm(int argc, char** argv);
 int cmd_bench_ckpt(int argc, char** argv);

@@ -23,6 +23,8 @@ constexpr const char* kUsage =
     "  prepare TEXT --out PREFIX [--val-fraction F] write byte-level token shards PREFIX_{train,val}.bin\n"
     "  generate CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                                              sample text from a checkpoint (dir or its parent)\n"
+    "  serve CHECKPOINT [--host H] [--port P] [--blocks N] [--max-running N]\n"
+    "                                              OpenAI-compatible HTTP server (/v1/completions, ...)\n"
     "  bench comm [--backend B] [--ops LIST] [--min-bytes N] [--max-bytes N] [--json FILE]\n"
     "                                              collective benchmark, one process per rank:\n"
     "                                              meshrun --nproc-per-node 4 --no-python meshtrain bench comm\n"
@@ -71,7 +73,7 @@ int cmd_bench(int argc, char** argv) {
 
 constexpr Command kCommands[] = {
     {"train", cli::cmd_train},   {"config", cli::cmd_config}, {"prepare", cli::cmd_prepare},
-    {"generate", cli::cmd_generate}, {"bench", cmd_bench},    {"topo", cli::cmd_topo},
+    {"generate", cli::cmd_generate}, {"serve", cli::cmd_serve}, {"bench", cmd_bench},    {"topo", cli::cmd_topo},
     {"export", cli::cmd_export}, {"import", cli::cmd_import}, {"eval", cli::cmd_eval},
     {"plan", cli::cmd_plan},
     {"doctor", cli::cmd_doctor},

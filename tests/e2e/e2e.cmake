@@ -59,3 +59,7 @@ meshtrain_add_test(e2e text generate_tokenizer
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generate_tokenizer_test.py
           ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain serve: a real server on a free loopback port, stdlib HTTP clients, greedy output against transformers.
+meshtrain_add_test(e2e serve http
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -1,0 +1,79 @@
+// EngineLoop: the serving engine on a thread of its own (docs/serving.md "meshtrain serve"). Other threads
+// submit requests through a queue; between two steps the loop admits them to the Scheduler and the Engine,
+// aborts the cancelled ones, then runs one step and hands each sampled token to its request's RequestStream.
+// Requests therefore join and leave the running batch at every step (continuous batching).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "meshtrain/model/transformer.h"
+#include "meshtrain/serve/engine/engine.h"
+#include "meshtrain/serve/engine/generate_all.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/request_stream.h"
+
+namespace meshtrain::serve {
+
+// A snapshot for /metrics, taken after each step.
+struct EngineLoopMetrics {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t blocks_total = 0;
+  int64_t blocks_free = 0;
+  int64_t requests_finished = 0;
+  int64_t prompt_tokens = 0;       // prompt tokens of the admitted requests
+  int64_t generated_tokens = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+};
+
+class EngineLoop {
+ public:
+  // Starts the thread. UserError for bad scheduler options.
+  EngineLoop(model::Transformer model, GenerateOptions options);
+  ~EngineLoop();  // stop()
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Queues a request (its id is assigned here); a request the scheduler or the engine refuses ends its stream
+  // with a `rejected` error.
+  std::shared_ptr<RequestStream> submit(std::vector<TokenId> prompt, int32_t max_new_tokens,
+                                        const SamplingParams& sampling);
+  // Ends every open stream with an error and joins the thread. Idempotent.
+  void stop();
+  EngineLoopMetrics metrics() const;
+
+ private:
+  struct Pending {
+    GenerationRequest request;
+    std::shared_ptr<RequestStream> stream;
+  };
+  void run();
+  void admit(std::vector<Pending>& incoming);
+  void abort_cancelled();
+  void run_step();
+  void end_all(const std::string& message);
+
+  GenerateOptions options_;
+  model::Transformer model_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<PagedKvCache> cache_;
+  std::unique_ptr<Engine> engine_;
+  std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // engine thread only
+
+  mutable std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_;
+  std::vector<Pending> incoming_;
+  bool stopping_ = false;
+  RequestId next_id_ = 1;
+  EngineLoopMetrics metrics_;
+  std::thread thread_;
+};
+
+}  // namespace meshtrain::serve

@@ -1,0 +1,45 @@
+// RequestStream: one request's channel from the engine thread (EngineLoop) to whoever waits for its tokens (an
+// HTTP connection). The engine pushes tokens as they are sampled and ends the stream once, with a finish reason
+// or an error; the reader takes what has come so far, blocking until something has. cancel() asks the engine to
+// abort the request between steps (the client went away).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshtrain/serve/request.h"
+
+namespace meshtrain::serve {
+
+struct StreamPart {
+  std::vector<TokenId> tokens;          // the tokens sampled since the last part
+  std::optional<FinishReason> finish;   // set on the last part
+  std::string error;                    // set on the last part when the request failed (one line)
+  bool rejected = false;                // the error is the request's fault (HTTP 400), not the server's
+};
+
+class RequestStream {
+ public:
+  // Engine side.
+  void push(TokenId token);
+  void finish(FinishReason reason);
+  void fail(std::string message, bool rejected);
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Reader side: blocks until a token or the end has come; returns them (finish/error set once ended).
+  StreamPart next();
+  void cancel() { cancelled_.store(true); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  StreamPart pending_;
+  bool ended_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace meshtrain::serve

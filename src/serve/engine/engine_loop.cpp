@@ -1,0 +1,137 @@
+#include "meshtrain/serve/engine/engine_loop.h"
+
+#include <exception>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::serve {
+
+EngineLoop::EngineLoop(model::Transformer model, GenerateOptions options)
+    : options_(std::move(options)), model_(std::move(model)) {
+  scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
+  cache_ = std::make_unique<PagedKvCache>(*model_, options_.scheduler.num_blocks, options_.scheduler.block_size);
+  engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
+  metrics_.blocks_total = metrics_.blocks_free = options_.scheduler.num_blocks;
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() { stop(); }
+
+std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<TokenId> prompt, int32_t max_new_tokens,
+                                                  const SamplingParams& sampling) {
+  auto stream = std::make_shared<RequestStream>();
+  std::lock_guard lock(mu_);
+  if (stopping_) {
+    stream->fail("the server is shutting down", false);
+    return stream;
+  }
+  incoming_.push_back({{{next_id_++, std::move(prompt), max_new_tokens}, sampling}, stream});
+  cv_.notify_all();
+  return stream;
+}
+
+void EngineLoop::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineLoopMetrics EngineLoop::metrics() const {
+  std::lock_guard lock(mu_);
+  return metrics_;
+}
+
+void EngineLoop::run() {
+  for (;;) {
+    std::vector<Pending> incoming;
+    {
+      std::unique_lock lock(mu_);
+      // Wake for new requests, for a stop, or at once while requests run (a cancel is seen between steps).
+      cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || scheduler_->has_work(); });
+      if (stopping_) break;
+      incoming.swap(incoming_);
+    }
+    try {
+      admit(incoming);
+      abort_cancelled();
+      if (scheduler_->has_work()) run_step();
+    } catch (const std::exception& e) {
+      // A step failed (not a request's fault): its requests cannot go on; the loop serves the next ones.
+      end_all(cat("the engine failed: ", e.what()));
+      scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
+      engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (Pending& p : incoming_) p.stream->fail("the server is shutting down", false);
+  incoming_.clear();
+  end_all("the server is shutting down");
+}
+
+void EngineLoop::admit(std::vector<Pending>& incoming) {
+  for (Pending& p : incoming) {
+    const RequestId id = p.request.request.id;
+    if (p.stream->cancelled()) {  // gone before it started
+      p.stream->finish(FinishReason::kAborted);
+      continue;
+    }
+    try {
+      engine_->add(p.request.request, p.request.sampling);
+      scheduler_->add(p.request.request);
+    } catch (const UserError& e) {
+      engine_->remove(id);
+      p.stream->fail(e.what(), /*rejected=*/true);
+      continue;
+    }
+    streams_[id] = p.stream;
+    std::lock_guard lock(mu_);
+    metrics_.prompt_tokens += static_cast<int64_t>(p.request.request.prompt.size());
+  }
+}
+
+void EngineLoop::abort_cancelled() {
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if (!it->second->cancelled()) {
+      ++it;
+      continue;
+    }
+    scheduler_->abort(it->first);
+    engine_->remove(it->first);
+    it->second->finish(FinishReason::kAborted);
+    it = streams_.erase(it);
+  }
+}
+
+void EngineLoop::run_step() {
+  const StepPlan plan = scheduler_->step();
+  MT_CHECK(!plan.empty(), "engine loop: the scheduler has work but planned an empty step");
+  const std::vector<SampledToken> sampled = engine_->step(plan, *scheduler_);
+  const std::vector<Finished> finished = scheduler_->on_tokens(sampled);
+  {
+    // The metrics first: a reader that sees its request end then also sees the step counted.
+    std::lock_guard lock(mu_);
+    metrics_.running = static_cast<int64_t>(scheduler_->running().size());
+    metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
+    metrics_.blocks_free = scheduler_->pool().num_free();
+    metrics_.requests_finished += static_cast<int64_t>(finished.size());
+    metrics_.generated_tokens += static_cast<int64_t>(sampled.size());
+    metrics_.steps = scheduler_->stats().steps;
+    metrics_.preemptions = scheduler_->stats().preemptions;
+  }
+  for (const SampledToken& t : sampled) streams_.at(t.id)->push(t.token);
+  for (const Finished& f : finished) {
+    streams_.at(f.id)->finish(f.reason);
+    streams_.erase(f.id);
+    engine_->remove(f.id);
+  }
+}
+
+void EngineLoop::end_all(const std::string& message) {
+  for (auto& [id, stream] : streams_) stream->fail(message, false);
+  streams_.clear();
+}
+
+}  // namespace meshtrain::serve

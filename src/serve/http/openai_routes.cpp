@@ -1,0 +1,192 @@
+#include "meshtrain/serve/http/openai_routes.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "meshtrain/data/byte_tokens.h"
+#include "meshtrain/text/stream_decoder.h"
+
+namespace meshtrain::serve::http {
+namespace {
+
+using nlohmann::json;
+constexpr const char* kJson = "application/json";
+
+void send_error(ResponseWriter& out, int status, const std::string& message, const std::string& param = "",
+                const std::string& type = "invalid_request_error") {
+  out.send(status, kJson, error_body(message, param, type));
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Token ids → text as they come: the tokenizer's streaming decoder, or bytes for a byte-level model.
+class TextStream {
+ public:
+  explicit TextStream(const std::optional<text::Tokenizer>& tok) {
+    if (tok) decoder_.emplace(*tok);
+  }
+  std::string step(TokenId id) { return decoder_ ? decoder_->step(id) : data::decode_bytes({id}); }
+  std::string finish() { return decoder_ ? decoder_->finish() : ""; }
+
+ private:
+  std::optional<text::StreamDecoder> decoder_;
+};
+
+// The fields every completion body and chunk share.
+json envelope(const std::string& id, bool chat, bool chunk, const std::string& model, int64_t created) {
+  const char* object = chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return json{{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+}
+
+json choice(bool chat, bool chunk, const std::string& content, const std::vector<TokenId>& ids,
+            std::optional<FinishReason> finish) {
+  json c = {{"index", 0}, {"token_ids", ids}};
+  if (!chat) {
+    c["text"] = content;
+    c["logprobs"] = nullptr;
+  } else if (chunk) {
+    c["delta"] = content.empty() ? json::object() : json{{"content", content}};
+  } else {
+    c["message"] = {{"role", "assistant"}, {"content", content}};
+  }
+  c["finish_reason"] = finish ? json(finish_reason_name(*finish)) : json(nullptr);
+  return c;
+}
+
+}  // namespace
+
+void OpenAiRoutes::handle(const HttpRequest& req, ResponseWriter& out) {
+  http_requests_.fetch_add(1);
+  try {
+    const std::string path = req.target.substr(0, req.target.find('?'));
+    auto only = [&](const char* method) {
+      if (req.method == method) return true;
+      send_error(out, 405, cat(path, " takes ", method, ", not ", req.method));
+      return false;
+    };
+    if (path == "/health") {
+      if (only("GET")) out.send(200, kJson, R"({"status": "ok"})");
+    } else if (path == "/v1/models") {
+      if (only("GET"))
+        out.send(200, kJson, dump(json{{"object", "list"}, {"data", json::array({json{
+            {"id", text_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "meshtrain"}}})}}));
+    } else if (path == "/v1/completions") {
+      if (only("POST")) completion(req, out, false);
+    } else if (path == "/v1/chat/completions") {
+      if (only("POST")) completion(req, out, true);
+    } else if (path == "/metrics") {
+      if (only("GET")) out.send(200, "text/plain; version=0.0.4", metrics_text());
+    } else {
+      send_error(out, 404, cat("no endpoint ", path, " (the endpoints: /health, /v1/models, /v1/completions, "
+                               "/v1/chat/completions, /metrics)"));
+    }
+  } catch (const BadRequest& e) {
+    send_error(out, 400, e.what(), e.param());
+  } catch (const UserError& e) {
+    send_error(out, 400, e.what());
+  } catch (const std::exception& e) {
+    send_error(out, 500, e.what(), "", "server_error");
+  }
+}
+
+std::vector<TokenId> OpenAiRoutes::prompt_tokens(const CompletionRequest& r, bool chat) const {
+  if (chat) {
+    if (!text_.chat || !text_.tokenizer)
+      throw BadRequest("this model has no chat template (tokenizer_config.json); use /v1/completions", "messages");
+    std::vector<text::ChatMessage> messages;
+    for (const auto& [role, content] : r.messages) messages.push_back({role, content});
+    return text_.tokenizer->encode(text_.chat->render(messages, /*add_generation_prompt=*/true), false);
+  }
+  if (r.prompt_text) {
+    return text_.tokenizer ? text_.tokenizer->encode(*r.prompt_text, /*add_special_tokens=*/true)
+                           : data::encode_bytes(*r.prompt_text);
+  }
+  for (TokenId id : r.prompt_ids)
+    if (id >= text_.vocab_size)
+      throw BadRequest(cat("'prompt' holds token id ", id, "; the model's vocabulary is ", text_.vocab_size), "prompt");
+  return r.prompt_ids;
+}
+
+void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool chat) {
+  const CompletionRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
+  const std::vector<TokenId> prompt = prompt_tokens(r, chat);
+  if (prompt.empty()) throw BadRequest("'prompt' encodes to no token", "prompt");
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  const std::shared_ptr<RequestStream> stream = engine_.submit(prompt, r.max_tokens, r.sampling);
+  const std::string id = cat(chat ? "chatcmpl-" : "cmpl-", next_id_.fetch_add(1));
+  const int64_t created = unix_time();
+  StreamPart part = stream->next();  // before any header: a refused request is still a 400
+  if (!part.error.empty()) {
+    const bool rejected = part.rejected;
+    send_error(out, rejected ? 400 : 503, part.error, "", rejected ? "invalid_request_error" : "server_error");
+    return;
+  }
+  TextStream decoder(text_.tokenizer);
+  std::vector<TokenId> all;
+  std::string text;
+  bool first_chunk = true;
+  if (r.stream) out.begin_stream(200, "text/event-stream");
+  for (;;) {
+    std::string piece;
+    for (TokenId t : part.tokens) piece += decoder.step(t);
+    if (part.finish) piece += decoder.finish();
+    all.insert(all.end(), part.tokens.begin(), part.tokens.end());
+    if (r.stream) {
+      json chunk = envelope(id, chat, true, text_.model_name, created);
+      chunk["choices"] = json::array({choice(chat, true, piece, part.tokens, std::nullopt)});
+      if (chat && first_chunk) chunk["choices"][0]["delta"]["role"] = "assistant";  // as OpenAI's first delta
+      first_chunk = false;
+      if (!part.error.empty()) chunk = json::parse(error_body(part.error, "", "server_error"));
+      if (!out.write(cat("data: ", dump(chunk), "\n\n"))) {
+        stream->cancel();  // the client went away
+        return;
+      }
+    } else {
+      text += piece;
+    }
+    if (part.finish) break;
+    part = stream->next();
+  }
+  if (!part.error.empty() && !r.stream) {
+    send_error(out, 503, part.error, "", "server_error");
+    return;
+  }
+  const json usage = {{"prompt_tokens", n_prompt}, {"completion_tokens", all.size()},
+                      {"total_tokens", n_prompt + static_cast<int64_t>(all.size())}};
+  json body = envelope(id, chat, r.stream, text_.model_name, created);
+  if (r.stream) {
+    body["choices"] = json::array({choice(chat, true, "", {}, part.finish)});
+    body["usage"] = usage;
+    out.write(cat("data: ", dump(body), "\n\ndata: [DONE]\n\n"));
+    out.end_stream();
+  } else {
+    body["choices"] = json::array({choice(chat, false, text, all, part.finish)});
+    body["usage"] = usage;
+    out.send(200, kJson, dump(body));
+  }
+}
+
+std::string OpenAiRoutes::metrics_text() const {
+  const EngineLoopMetrics m = engine_.metrics();
+  std::ostringstream s;
+  auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
+    s << "# HELP meshtrain_" << name << ' ' << help << "\n# TYPE meshtrain_" << name << ' ' << type
+      << "\nmeshtrain_" << name << ' ' << value << '\n';
+  };
+  metric("requests_running", "gauge", "Requests holding KV blocks.", m.running);
+  metric("requests_waiting", "gauge", "Requests queued for admission.", m.waiting);
+  metric("kv_blocks_used", "gauge", "KV cache blocks in use.", m.blocks_total - m.blocks_free);
+  metric("kv_blocks_free", "gauge", "KV cache blocks free (cached prefixes included).", m.blocks_free);
+  metric("requests_finished_total", "counter", "Requests finished.", m.requests_finished);
+  metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", m.prompt_tokens);
+  metric("generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
+  metric("engine_steps_total", "counter", "Engine steps run.", m.steps);
+  metric("preemptions_total", "counter", "Sequences preempted for KV blocks.", m.preemptions);
+  metric("http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
+  return s.str();
+}
+
+}  // namespace meshtrain::serve::http

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""`meshtrain serve`: a real server process and a real HTTP client (the standard library) on loopback.
+
+A tiny random Llama with a Llama-3-style tokenizer and chat template (trained here on the KJV text by
+tests/reference/text_support.py; nothing is downloaded) is imported, then served on a free port (--port 0: the
+server prints the port it bound; the test waits for that line and for /health, never for a fixed time).
+Checked against transformers' greedy generate on the same model:
+  - a greedy completion of a text prompt, and of the same prompt as token ids, over one keep-alive connection;
+  - several different prompts sent at once from threads, each answered with its own greedy text;
+  - the same request streamed (server-sent events): the chunks concatenate to the whole text, [DONE] last;
+  - a chat completion through the model's chat template;
+  - bad JSON, a field of the wrong type, max_tokens 0 → 400 with OpenAI's error object and a one-line message;
+    an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
+  - Expect: 100-continue answered before the body; a Content-Length over the body limit → 413;
+  - a second server on the same port, and one on a missing checkpoint: one line, exit 2;
+then SIGTERM: exit 0, and the port is free again. Last, the same checkpoint without its tokenizer files serves
+a byte-level model (one token per prompt byte, greedy ids as transformers', no chat template → 400), and
+SIGINT stops it with exit 0.
+
+    serve_test.py BIN_DIR SOURCE_DIR
+Exit 0 pass, 1 failure, 77 skipped (no torch / transformers / tokenizers).
+"""
+import http.client
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+try:
+    import torch
+    import transformers
+    from transformers import PreTrainedTokenizerFast
+except ImportError as e:
+    print(f"skipped: {e} (scripts/setup.sh installs transformers and tokenizers into the venv)")
+    sys.exit(77)
+
+BIN, SRC = sys.argv[1], sys.argv[2]
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
+from text_support import train_tokenizer  # noqa: E402
+
+MESHTRAIN = os.path.join(BIN, "meshtrain")
+WORK = tempfile.mkdtemp(prefix="meshtrain_serve_")
+KJV = os.path.join(SRC, "data", "kjv", "kjv-genesis-2kings.txt")
+NEW_TOKENS = 16
+PROMPTS = ["And God said, Let there be light", "In the beginning", "And Moses went up", "The LORD is my",
+           "Then Joseph said", "And it came to pass"]
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
+          " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+TIMEOUT = 120  # seconds for any one wait: generous for a loaded 2-core machine
+failures = []
+
+
+def make_model():
+    """A tiny random Llama saved with its tokenizer and chat template; returns (hf_dir, model, tokenizer)."""
+    base = train_tokenizer("llama3", KJV, os.path.join(WORK, "tok"))
+    tok = PreTrainedTokenizerFast(tokenizer_object=base, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>")
+    tok.chat_template = CHATML
+    cfg = transformers.LlamaConfig(vocab_size=base.get_vocab_size(with_added_tokens=True), hidden_size=64,
+                                   intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5,
+                                   rope_theta=10000.0, tie_word_embeddings=False,
+                                   bos_token_id=tok.convert_tokens_to_ids("<|begin_of_text|>"),
+                                   eos_token_id=tok.convert_tokens_to_ids("<|eot_id|>"))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
+    with torch.no_grad():  # larger weights than the init, so greedy decoding is far from ties
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    hf_dir = os.path.join(WORK, "hf")
+    model.save_pretrained(hf_dir)
+    tok.save_pretrained(hf_dir)
+    return hf_dir, model, tok
+
+
+def reference(model, tok, ids):
+    """transformers' greedy reply to `ids`: (text without special tokens, finish_reason)."""
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                             eos_token_id=model.config.eos_token_id, pad_token_id=model.config.eos_token_id)
+    new = out[0, len(ids):].tolist()
+    reason = "stop" if new and new[-1] == model.config.eos_token_id else "length"
+    return tok.decode(new, skip_special_tokens=True), reason
+
+
+def check(name, cond, detail):
+    if cond:
+        print(f"ok: {name}")
+    else:
+        failures.append(f"{name}: {detail}")
+
+
+def request(conn, method, path, body=None):
+    """(status, parsed JSON or text) over `conn` (kept alive between calls)."""
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+    r = conn.getresponse()
+    text = r.read().decode()
+    try:
+        return r.status, json.loads(text)
+    except ValueError:
+        return r.status, text
+
+
+def start_server(ckpt):
+    proc = subprocess.Popen([MESHTRAIN, "serve", ckpt, "--port", "0", "--blocks", "64", "--block-size", "8",
+                             "--max-running", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(proc.stdout.readline, "")] + [lines.put(None)],
+                     daemon=True).start()
+    deadline = time.monotonic() + TIMEOUT
+    seen = []
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            break
+        if line is None:  # the server exited
+            break
+        seen.append(line)
+        if "listening on http://" in line:
+            return proc, int(line.rsplit(":", 1)[1])
+    proc.kill()
+    print(f"FAIL: the server printed no port: exit {proc.poll()}\n{''.join(seen)}\n{proc.stderr.read()}")
+    sys.exit(1)
+
+
+hf_dir, model, tok = make_model()
+ckpt = os.path.join(WORK, "imported")
+subprocess.run([MESHTRAIN, "import", hf_dir, ckpt], check=True, capture_output=True, timeout=300)
+proc, port = start_server(ckpt)
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+try:
+    status, body = request(conn, "GET", "/health")
+    check("/health", status == 200, f"{status} {body}")
+
+    # Greedy, as text and as token ids, on one keep-alive connection.
+    ids = tok(PROMPTS[0])["input_ids"]
+    want, want_reason = reference(model, tok, ids)
+    greedy = {"max_tokens": NEW_TOKENS, "temperature": 0}
+    status, body = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[0], **greedy})
+    got = body["choices"][0] if status == 200 else {}
+    check("greedy text prompt", status == 200 and got["text"] == want and got["finish_reason"] == want_reason,
+          f"{status} {body}, transformers {want!r} ({want_reason})")
+    check("usage", status == 200 and body["usage"]["prompt_tokens"] == len(ids)
+          and body["usage"]["completion_tokens"] == len(got["token_ids"]), f"{body}")
+    status, body = request(conn, "POST", "/v1/completions", {"prompt": ids, **greedy})
+    check("greedy token-id prompt", status == 200 and body["choices"][0]["text"] == want, f"{status} {body}")
+
+    # Several prompts at once, each on its own connection.
+    results = {}
+
+    def ask(i):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+        results[i] = request(c, "POST", "/v1/completions", {"prompt": PROMPTS[i], **greedy})
+        c.close()
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    for i, p in enumerate(PROMPTS):
+        w, _ = reference(model, tok, tok(p)["input_ids"])
+        st, b = results.get(i, (None, None))
+        check(f"concurrent {i}", st == 200 and b["choices"][0]["text"] == w, f"{st} {b}, transformers {w!r}")
+
+    # Streamed: the chunks concatenate to the whole text.
+    conn.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPTS[0], "stream": True, **greedy}))
+    r = conn.getresponse()
+    events = [line[len("data: "):] for line in r.read().decode().split("\n\n") if line.startswith("data: ")]
+    chunks = [json.loads(e) for e in events[:-1]]
+    streamed = "".join(c["choices"][0]["text"] for c in chunks)
+    # How many chunks depends on timing (tokens sampled while a chunk is written go out together): not checked.
+    streamed_ids = sum((c["choices"][0]["token_ids"] for c in chunks), [])
+    check("stream", want and len(streamed_ids) == chunks[-1]["usage"]["completion_tokens"] and r.status == 200 and r.getheader("Content-Type") == "text/event-stream" and events[-1] == "[DONE]"
+          and streamed == want and chunks[-1]["choices"][0]["finish_reason"] == want_reason,
+          f"{r.status} {events}, transformers {want!r}")
+
+    # Chat through the model's template.
+    msgs = [{"role": "user", "content": PROMPTS[1]}]
+    chat_ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
+    chat_ids = list(chat_ids if isinstance(chat_ids, list) else chat_ids["input_ids"])
+    w, _ = reference(model, tok, chat_ids)
+    status, body = request(conn, "POST", "/v1/chat/completions", {"messages": msgs, **greedy})
+    check("chat", status == 200 and body["choices"][0]["message"]["content"] == w, f"{status} {body}, want {w!r}")
+    conn.request("POST", "/v1/chat/completions", body=json.dumps({"messages": msgs, "stream": True, **greedy}))
+    r = conn.getresponse()
+    events = [line[len("data: "):] for line in r.read().decode().split("\n\n") if line.startswith("data: ")]
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1]]
+    check("chat stream", r.status == 200 and deltas[0].get("role") == "assistant" and events[-1] == "[DONE]"
+          and "".join(d.get("content", "") for d in deltas) == w, f"{r.status} {events}, want {w!r}")
+
+    # Mistakes: one-line OpenAI errors.
+    def error(name, method, path, payload, want_status, param=None):
+        st, b = request(conn, method, path, payload)
+        e = b.get("error", {}) if isinstance(b, dict) else {}
+        one_line = "\n" not in e.get("message", "\n")
+        check(name, st == want_status and e.get("type") == "invalid_request_error" and one_line
+              and (param is None or e.get("param") == param), f"{st} {b}")
+
+    error("bad JSON", "POST", "/v1/completions", b"{not json", 400)
+    error("wrong type", "POST", "/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "temperature")
+    error("max_tokens 0", "POST", "/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens")
+    error("no prompt", "POST", "/v1/completions", {"max_tokens": 2}, 400, "prompt")
+    error("unknown path", "GET", "/v2/nothing", None, 404)
+    error("wrong method", "GET", "/v1/completions", None, 405)
+    # Expect: 100-continue (curl sends it before larger bodies): the server says go on before the body is sent,
+    # and refuses a body over the limit (8M by default) from its Content-Length alone.
+    def expect_continue(body, length):
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+            s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {length}\r\nExpect: 100-continue\r\n\r\n".encode())
+            first = s.recv(4096).decode(errors="replace")
+            if not first.startswith("HTTP/1.1 100"):
+                return first
+            s.sendall(body)
+            reply = b""
+            while b'"usage"' not in reply and (chunk := s.recv(65536)):
+                reply += chunk
+            return first + reply.decode(errors="replace")
+
+    body = json.dumps({"prompt": PROMPTS[0], **greedy}).encode()
+    reply = expect_continue(body, len(body))
+    try:
+        text = json.loads(reply.split("\r\n\r\n")[-1])["choices"][0]["text"]
+    except (ValueError, KeyError, IndexError):
+        text = None
+    check("Expect: 100-continue", reply.startswith("HTTP/1.1 100") and "200 OK" in reply and text == want, reply)
+    reply = expect_continue(b"", 9 << 20)
+    check("body over the limit → 413", reply.startswith("HTTP/1.1 413") and "invalid_request_error" in reply, reply)
+
+    # Start-up mistakes while it runs: its port taken, a missing checkpoint — one line, exit 2.
+    for name, args, fragment in (("port in use", [ckpt, "--port", str(port)], "cannot listen on 127.0.0.1:"),
+                                 ("no checkpoint", [os.path.join(WORK, "nope"), "--port", "0"], "nope")):
+        r = subprocess.run([MESHTRAIN, "serve", *args], capture_output=True, text=True, timeout=TIMEOUT)
+        err = r.stderr.strip()
+        check(name, r.returncode == 2 and "\n" not in err and fragment in err, f"exit {r.returncode}: {err!r}")
+    status, text = request(conn, "GET", "/metrics")
+    check("/metrics", status == 200 and "meshtrain_generation_tokens_total" in text and
+          "meshtrain_kv_blocks_free 64" in text, f"{status} {text}")
+finally:
+    conn.close()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = "killed after the timeout"
+check("SIGTERM → exit 0", code == 0, f"exit {code}: {proc.stderr.read()}")
+with socket.socket() as s:
+    # SO_REUSEADDR as servers bind (ours too): connections the server closed may linger in TIME_WAIT, but nothing
+    # may still listen on the port.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        check("port freed", True, "")
+    except OSError as e:
+        check("port freed", False, str(e))
+
+# Without a tokenizer the model is byte-level, as `meshtrain generate` treats it: one token per byte of the prompt.
+shutil.rmtree(hf_dir)  # the checkpoint recorded it as where it was imported from: a place to find a tokenizer
+for root, _, files in os.walk(ckpt):
+    for f in files:
+        if f.startswith("tokenizer") or f in ("chat_template.jinja", "special_tokens_map.json"):
+            os.remove(os.path.join(root, f))
+proc, port = start_server(ckpt)
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+byte_ids = list(PROMPTS[2].encode())
+model.generation_config.eos_token_id = None  # no tokenizer, no end-of-text token: only max_tokens ends it
+with torch.no_grad():
+    ref = model.generate(torch.tensor([byte_ids]), max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                         pad_token_id=0)[0, len(byte_ids):].tolist()
+status, body = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[2], "max_tokens": NEW_TOKENS,
+                                                         "temperature": 0})
+check("byte-level prompt", status == 200 and body["choices"][0]["token_ids"] == ref
+      and body["usage"]["prompt_tokens"] == len(byte_ids), f"{status} {body}, transformers {ref}")
+status, body = request(conn, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+check("no chat template → 400", status == 400 and body["error"]["param"] == "messages", f"{status} {body}")
+conn.close()
+proc.send_signal(signal.SIGINT)
+check("SIGINT → exit 0", proc.wait(TIMEOUT) == 0, proc.stderr.read())
+
+shutil.rmtree(WORK, ignore_errors=True)
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("ok: meshtrain serve answers like transformers, streams, refuses bad input and stops on SIGTERM")

@@ -1,0 +1,106 @@
+// EngineLoop (serve/engine/engine_loop.h): greedy requests submitted from several threads at once, over a cache
+// small enough to preempt, stream exactly the tokens generate_all gives the same requests; a request the
+// scheduler refuses ends its stream with a `rejected` one-line error; a cancelled one ends and frees its blocks;
+// stop() ends the streams still open.
+#include "meshtrain/serve/engine/engine_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "support/tiny_model.h"
+
+namespace meshtrain::serve {
+namespace {
+
+model::Transformer engine_loop_model() {
+  model::Transformer net(testing_support::tiny_model(
+      {.family = "llama", .vocab_size = 67, .n_head = 4, .n_kv_head = 2, .d_ff = 64, .max_seq_len = 32,
+       .tie_embeddings = false}));
+  net->init_weights(5);
+  net->eval();
+  return net;
+}
+
+// Reads a stream to its end: the tokens and the finish reason.
+std::pair<std::vector<TokenId>, StreamPart> drain(RequestStream& s) {
+  std::vector<TokenId> tokens;
+  for (;;) {
+    StreamPart p = s.next();
+    tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
+    if (p.finish) return {tokens, p};
+  }
+}
+
+TEST(EngineLoop, ConcurrentSubmissionsStreamWhatGenerateAllGives) {
+  auto net = engine_loop_model();
+  const GenerateOptions opts{.scheduler = {.num_blocks = 12, .block_size = 4, .max_tokens_per_step = 16,
+                                           .max_running = 4}};
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<TokenId> prompt;
+    for (int j = 0; j < 4 + i; ++j) prompt.push_back((i * 11 + j * 5) % 67);
+    requests.push_back({{static_cast<RequestId>(i + 1), prompt, 8}, {.temperature = 0}});
+  }
+  const auto want = generate_all(net, requests, opts);
+  EngineLoop loop(net, opts);
+  std::vector<std::vector<TokenId>> got(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i)
+    threads.emplace_back([&, i] {
+      auto s = loop.submit(requests[i].request.prompt, requests[i].request.max_new_tokens, requests[i].sampling);
+      auto [tokens, end] = drain(*s);
+      EXPECT_TRUE(end.error.empty()) << end.error;
+      EXPECT_EQ(*end.finish, FinishReason::kLength);
+      got[i] = tokens;
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i], want[i].tokens) << "request " << i;
+  const EngineLoopMetrics m = loop.metrics();
+  EXPECT_EQ(m.generated_tokens, 6 * 8);
+  EXPECT_EQ(m.requests_finished, 6);
+  EXPECT_EQ(m.blocks_free, 12);
+}
+
+TEST(EngineLoop, RefusedRequestEndsItsStreamWithOneLine) {
+  EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 4, .block_size = 4}});
+  auto s = loop.submit(std::vector<TokenId>(20, 3), 4, {});
+  auto [tokens, end] = drain(*s);
+  EXPECT_TRUE(tokens.empty());
+  EXPECT_TRUE(end.rejected);
+  EXPECT_NE(end.error.find("KV blocks"), std::string::npos) << end.error;
+  EXPECT_EQ(end.error.find('\n'), std::string::npos);
+  // The loop goes on serving.
+  auto ok = loop.submit({1, 2, 3}, 2, {.temperature = 0});
+  EXPECT_EQ(drain(*ok).first.size(), 2u);
+}
+
+TEST(EngineLoop, CancelledRequestEndsAndFreesItsBlocks) {
+  EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 16, .block_size = 4}});
+  // Cancelled at once, or after its first tokens: either way its stream ends (aborted, unless it had already
+  // finished) and its blocks go back to the pool.
+  for (bool read_first : {false, true}) {
+    auto s = loop.submit({1, 2, 3}, 24, {.temperature = 0});
+    if (read_first) s->next();
+    s->cancel();
+    auto [tokens, end] = drain(*s);
+    EXPECT_TRUE(*end.finish == FinishReason::kAborted || *end.finish == FinishReason::kLength);
+    EXPECT_LE(tokens.size(), 24u);
+  }
+  auto ok = loop.submit({4, 5, 6}, 3, {.temperature = 0});  // after both: the loop serves on, the cache whole
+  EXPECT_EQ(drain(*ok).first.size(), 3u);
+  EXPECT_EQ(loop.metrics().blocks_free, 16);
+}
+
+TEST(EngineLoop, StopEndsOpenStreamsAndRefusesNewOnes) {
+  EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 16, .block_size = 4}});
+  loop.stop();
+  auto s = loop.submit({1, 2, 3}, 2, {});
+  auto [tokens, end] = drain(*s);
+  EXPECT_FALSE(end.rejected);
+  EXPECT_NE(end.error.find("shutting down"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshtrain::serve
