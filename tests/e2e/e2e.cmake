@@ -63,3 +63,8 @@ meshtrain_add_test(e2e text generate_tokenizer
 meshtrain_add_test(e2e serve http
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# scripts/bench/serve_compare.py (meshtrain serve vs transformers generate) on the CPU with a tiny model: both
+# sides run, the JSON holds both, fp32 greedy tokens equal; bad flags are one line and exit 2.
+meshtrain_add_test(e2e serve bench_smoke
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_bench_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
