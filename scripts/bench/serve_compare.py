@@ -83,8 +83,8 @@ def parse_args(argv):
         a.levels = [int(c) for c in a.concurrency.split(",")]
     except ValueError:
         a.levels = []
-    if not a.levels or min(a.levels) < 1:
-        ap.error(f"--concurrency {a.concurrency}: expected comma-separated positive integers, e.g. 1,8,64")
+    if not a.levels or min(a.levels) < 1 or len(set(a.levels)) != len(a.levels):
+        ap.error(f"--concurrency {a.concurrency}: expected distinct comma-separated positive integers, e.g. 1,8,64")
     for flag in ("new_tokens", "prompt_tokens"):
         if getattr(a, flag) < 1:
             ap.error(f"--{flag.replace('_', '-')} {getattr(a, flag)}: must be a positive integer")

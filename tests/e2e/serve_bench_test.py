@@ -64,8 +64,8 @@ if res:
           f"fp32 greedy tokens equal on both sides: {g}")
     check(res["versions"].get("torch") and res["settings"]["preset"] == "tiny-llama", "versions and settings")
 
-for flags, needle in [(["--concurrency", "1,0"], "--concurrency"), (["--preset", "nope"], "--preset"),
-                      (["--new-tokens", "0"], "--new-tokens")]:
+for flags, needle in [(["--concurrency", "1,0"], "--concurrency"), (["--concurrency", "1,2,1"], "--concurrency"),
+                      (["--preset", "nope"], "--preset"), (["--new-tokens", "0"], "--new-tokens")]:
     p = run(BIN, os.path.join(WORK, "bad"), "--device", "cpu", *flags, timeout=120)
     last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
     check(p.returncode == 2 and needle in last and "Traceback" not in p.stderr,
