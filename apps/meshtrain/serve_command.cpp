@@ -4,6 +4,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <torch/cuda.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -46,6 +47,25 @@ serve::http::ModelText model_text(const cxxopts::ParseResult& r, const ckpt::Inf
   return t;
 }
 
+// --device and --dtype: where the model runs and in what precision (its checkpoint's fp32 on the CPU by default).
+c10::TensorOptions model_placement(const cxxopts::ParseResult& r) {
+  const std::string dev = r["device"].as<std::string>(), dt = r["dtype"].as<std::string>();
+  MT_USER_CHECK(dev == "cpu" || dev.rfind("cuda", 0) == 0, "--device ", dev, ": expected cpu, cuda or cuda:N");
+  c10::Device device = c10::Device(c10::kCPU);
+  try {
+    device = c10::Device(dev);
+  } catch (const std::exception&) {
+    throw UserError(cat("--device ", dev, ": expected cpu, cuda or cuda:N"));
+  }
+  if (device.is_cuda()) {
+    const int n = static_cast<int>(torch::cuda::device_count());
+    MT_USER_CHECK(n > 0, "--device ", dev, ": no CUDA device is visible (use --device cpu)");
+    MT_USER_CHECK(device.index() < n, "--device ", dev, ": only ", n, " CUDA device(s) are visible");
+  }
+  MT_USER_CHECK(dt == "fp32" || dt == "bf16", "--dtype ", dt, ": expected fp32 or bf16");
+  return c10::TensorOptions().device(device).dtype(dt == "bf16" ? at::kBFloat16 : at::kFloat);
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -70,6 +90,10 @@ int cmd_serve(int argc, char** argv) {
       cxxopts::value<std::string>())("model-name", "the model's name in the API (default: the CHECKPOINT path)",
                                      cxxopts::value<std::string>())(
       "max-body", "largest request body, e.g. 8M", cxxopts::value<std::string>()->default_value("8M"))(
+      "device", "where the model and its KV cache live: cpu, cuda or cuda:N",
+      cxxopts::value<std::string>()->default_value("cpu"))(
+      "dtype", "the weights' and the KV cache's precision: fp32 or bf16",
+      cxxopts::value<std::string>()->default_value("fp32"))(
       "h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
@@ -83,9 +107,12 @@ int cmd_serve(int argc, char** argv) {
                                            .block_size = positive_int(r, "block-size"),
                                            .max_tokens_per_step = positive_int(r, "max-step-tokens"),
                                            .max_running = positive_int(r, "max-running")}};
+  const c10::TensorOptions placement = model_placement(r);  // checked before any weight is read
   const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path);
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);
-  serve::EngineLoop engine(ckpt::load_model(ck), gen);
+  model::Transformer net = ckpt::load_model(ck);
+  net->to(placement.device(), placement.dtype().toScalarType());  // the engine follows the weights (paged_kv_cache.h)
+  serve::EngineLoop engine(std::move(net), gen);
   serve::http::OpenAiRoutes routes(engine, std::move(model_files));
   serve::http::HttpServer server({.host = r["host"].as<std::string>(), .port = static_cast<uint16_t>(port),
                                   .body_limit = parse_bytes("--max-body", r["max-body"].as<std::string>())},

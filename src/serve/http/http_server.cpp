@@ -140,6 +140,9 @@ void HttpServer::State::accept_loop() {
     std::lock_guard lock(mu);
     if (stopping) return;
     if (ec) continue;
+    // Streamed tokens are small writes: with Nagle's algorithm each waits for the client's delayed ACK (~40 ms),
+    // which would put a floor under time to first token and bunch tokens together.
+    socket->set_option(tcp::no_delay(true), ec);
     // Reap the connections that have ended so the list holds only live ones.
     for (auto it = connections.begin(); it != connections.end();) {
       if (!it->second->is_open() && it->first.joinable()) {
