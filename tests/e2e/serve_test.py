@@ -8,6 +8,7 @@ Checked against transformers' greedy generate on the same model:
   - a greedy completion of a text prompt, and of the same prompt as token ids, over one keep-alive connection;
   - several different prompts sent at once from threads, each answered with its own greedy text;
   - the same request streamed (server-sent events): the chunks concatenate to the whole text, [DONE] last;
+  - stop strings: the text cut before the first match, finish_reason "stop", streamed or not;
   - a chat completion through the model's chat template;
   - bad JSON, a field of the wrong type, max_tokens 0 → 400 with OpenAI's error object and a one-line message;
     an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
@@ -184,6 +185,27 @@ try:
           and streamed == want and chunks[-1]["choices"][0]["finish_reason"] == want_reason,
           f"{r.status} {events}, transformers {want!r}")
 
+    # Stop strings: the text ends before the first match, finish_reason "stop", nothing after it sent, streamed
+    # or not; a stop string that never occurs changes nothing.
+    stop = want[len(want) // 2:len(want) // 2 + 3]
+    cut = want[:want.index(stop)]
+    status, body = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[0], "stop": ["never!", stop], **greedy})
+    got = body["choices"][0] if status == 200 else {}
+    check("stop string", len(want) > 6 and status == 200 and got["text"] == cut and got["finish_reason"] == "stop"
+          and body["usage"]["completion_tokens"] == len(got["token_ids"]) < NEW_TOKENS,
+          f"{status} {body}, stop {stop!r} in {want!r}")
+    conn.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPTS[0], "stream": True, "stop": stop,
+                                                             **greedy}))
+    r = conn.getresponse()
+    events = [line[len("data: "):] for line in r.read().decode().split("\n\n") if line.startswith("data: ")]
+    chunks = [json.loads(e) for e in events[:-1]]
+    check("stop string streamed", r.status == 200 and events[-1] == "[DONE]"
+          and "".join(c["choices"][0]["text"] for c in chunks) == cut
+          and chunks[-1]["choices"][0]["finish_reason"] == "stop", f"{r.status} {events}, want {cut!r}")
+    status, body = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[0], "stop": "never!", **greedy})
+    check("stop string not met", status == 200 and body["choices"][0]["text"] == want
+          and body["choices"][0]["finish_reason"] == want_reason, f"{status} {body}")
+
     # Chat through the model's template.
     msgs = [{"role": "user", "content": PROMPTS[1]}]
     chat_ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
@@ -210,6 +232,7 @@ try:
     error("wrong type", "POST", "/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "temperature")
     error("max_tokens 0", "POST", "/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens")
     error("no prompt", "POST", "/v1/completions", {"max_tokens": 2}, 400, "prompt")
+    error("5 stop strings", "POST", "/v1/completions", {"prompt": "x", "stop": list("abcde")}, 400, "stop")
     error("unknown path", "GET", "/v2/nothing", None, 404)
     error("wrong method", "GET", "/v1/completions", None, 405)
     # Expect: 100-continue (curl sends it before larger bodies): the server says go on before the body is sent,

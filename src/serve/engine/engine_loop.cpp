@@ -56,7 +56,7 @@ void EngineLoop::run() {
     }
     try {
       admit(incoming);
-      abort_cancelled();
+      end_cancelled_and_stopped();
       if (scheduler_->has_work()) run_step();
     } catch (const std::exception& e) {
       // A step failed (not a request's fault): its requests cannot go on; the loop serves the next ones.
@@ -92,16 +92,21 @@ void EngineLoop::admit(std::vector<Pending>& incoming) {
   }
 }
 
-void EngineLoop::abort_cancelled() {
+void EngineLoop::end_cancelled_and_stopped() {
   for (auto it = streams_.begin(); it != streams_.end();) {
-    if (!it->second->cancelled()) {
+    const bool stopped = it->second->stop_requested();
+    if (!stopped && !it->second->cancelled()) {
       ++it;
       continue;
     }
+    // A stop string is the reader's to find (it has the text); the scheduler frees the blocks at once.
     scheduler_->abort(it->first);
     engine_->remove(it->first);
-    it->second->finish(FinishReason::kAborted);
+    it->second->finish(stopped ? FinishReason::kStop : FinishReason::kAborted);
     it = streams_.erase(it);
+    std::lock_guard lock(mu_);
+    snapshot_scheduler();
+    if (stopped) ++metrics_.requests_finished;
   }
 }
 
@@ -113,13 +118,9 @@ void EngineLoop::run_step() {
   {
     // The metrics first: a reader that sees its request end then also sees the step counted.
     std::lock_guard lock(mu_);
-    metrics_.running = static_cast<int64_t>(scheduler_->running().size());
-    metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
-    metrics_.blocks_free = scheduler_->pool().num_free();
+    snapshot_scheduler();
     metrics_.requests_finished += static_cast<int64_t>(finished.size());
     metrics_.generated_tokens += static_cast<int64_t>(sampled.size());
-    metrics_.steps = scheduler_->stats().steps;
-    metrics_.preemptions = scheduler_->stats().preemptions;
   }
   for (const SampledToken& t : sampled) streams_.at(t.id)->push(t.token);
   for (const Finished& f : finished) {
@@ -127,6 +128,14 @@ void EngineLoop::run_step() {
     streams_.erase(f.id);
     engine_->remove(f.id);
   }
+}
+
+void EngineLoop::snapshot_scheduler() {
+  metrics_.running = static_cast<int64_t>(scheduler_->running().size());
+  metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
+  metrics_.blocks_free = scheduler_->pool().num_free();
+  metrics_.steps = scheduler_->stats().steps;
+  metrics_.preemptions = scheduler_->stats().preemptions;
 }
 
 void EngineLoop::end_all(const std::string& message) {

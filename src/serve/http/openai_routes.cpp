@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "meshtrain/data/byte_tokens.h"
+#include "meshtrain/serve/http/stop_matcher.h"
 #include "meshtrain/text/stream_decoder.h"
 
 namespace meshtrain::serve::http {
@@ -125,18 +126,35 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
     return;
   }
   TextStream decoder(text_.tokenizer);
+  StopMatcher matcher(r.stop);
   std::vector<TokenId> all;
   std::string text;
+  std::optional<FinishReason> finish;
   bool first_chunk = true;
   if (r.stream) out.begin_stream(200, "text/event-stream");
   for (;;) {
+    // Token by token: the one that completes a stop string is the last counted, and nothing after it is sent.
     std::string piece;
-    for (TokenId t : part.tokens) piece += decoder.step(t);
-    if (part.finish) piece += decoder.finish();
-    all.insert(all.end(), part.tokens.begin(), part.tokens.end());
+    std::vector<TokenId> ids;
+    for (TokenId t : part.tokens) {
+      ids.push_back(t);
+      piece += matcher.feed(decoder.step(t));
+      if (matcher.stopped()) break;
+    }
+    if (!matcher.stopped() && part.finish) {
+      piece += matcher.feed(decoder.finish());
+      piece += matcher.finish();  // ended otherwise: the held-back tail is text after all
+    }
+    if (matcher.stopped()) {
+      stream->stop();  // the engine frees its blocks before the next step
+      finish = FinishReason::kStop;
+    } else {
+      finish = part.finish;
+    }
+    all.insert(all.end(), ids.begin(), ids.end());
     if (r.stream) {
       json chunk = envelope(id, chat, true, text_.model_name, created);
-      chunk["choices"] = json::array({choice(chat, true, piece, part.tokens, std::nullopt)});
+      chunk["choices"] = json::array({choice(chat, true, piece, ids, std::nullopt)});
       if (chat && first_chunk) chunk["choices"][0]["delta"]["role"] = "assistant";  // as OpenAI's first delta
       first_chunk = false;
       if (!part.error.empty()) chunk = json::parse(error_body(part.error, "", "server_error"));
@@ -147,10 +165,10 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
     } else {
       text += piece;
     }
-    if (part.finish) break;
+    if (finish) break;
     part = stream->next();
   }
-  if (!part.error.empty() && !r.stream) {
+  if (!part.error.empty() && !matcher.stopped() && !r.stream) {
     send_error(out, 503, part.error, "", "server_error");
     return;
   }
@@ -158,12 +176,12 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
                       {"total_tokens", n_prompt + static_cast<int64_t>(all.size())}};
   json body = envelope(id, chat, r.stream, text_.model_name, created);
   if (r.stream) {
-    body["choices"] = json::array({choice(chat, true, "", {}, part.finish)});
+    body["choices"] = json::array({choice(chat, true, "", {}, finish)});
     body["usage"] = usage;
     out.write(cat("data: ", dump(body), "\n\ndata: [DONE]\n\n"));
     out.end_stream();
   } else {
-    body["choices"] = json::array({choice(chat, false, text, all, part.finish)});
+    body["choices"] = json::array({choice(chat, false, text, all, finish)});
     body["usage"] = usage;
     out.send(200, kJson, dump(body));
   }

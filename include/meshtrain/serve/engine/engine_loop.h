@@ -1,7 +1,8 @@
 // EngineLoop: the serving engine on a thread of its own (docs/serving.md "meshtrain serve"). Other threads
 // submit requests through a queue; between two steps the loop admits them to the Scheduler and the Engine,
-// aborts the cancelled ones, then runs one step and hands each sampled token to its request's RequestStream.
-// Requests therefore join and leave the running batch at every step (continuous batching).
+// ends the cancelled ones and those whose text reached a stop string, then runs one step and hands each sampled
+// token to its request's RequestStream. Requests therefore join and leave the running batch at every step
+// (continuous batching).
 #pragma once
 
 #include <condition_variable>
@@ -56,9 +57,10 @@ class EngineLoop {
   };
   void run();
   void admit(std::vector<Pending>& incoming);
-  void abort_cancelled();
+  void end_cancelled_and_stopped();  // cancelled: aborted; stopped on a stop string: finished
   void run_step();
   void end_all(const std::string& message);
+  void snapshot_scheduler();  // the scheduler's figures into metrics_; mu_ held
 
   GenerateOptions options_;
   model::Transformer model_;
