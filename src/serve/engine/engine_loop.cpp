@@ -6,8 +6,9 @@
 
 namespace meshtrain::serve {
 
-EngineLoop::EngineLoop(model::Transformer model, GenerateOptions options)
-    : options_(std::move(options)), model_(std::move(model)) {
+EngineLoop::EngineLoop(model::Transformer model, GenerateOptions options, int64_t max_waiting)
+    : options_(std::move(options)), max_waiting_(max_waiting), model_(std::move(model)) {
+  MT_USER_CHECK(max_waiting_ >= 1, "max_waiting is ", max_waiting_, "; valid: an integer >= 1");
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
   cache_ = std::make_unique<PagedKvCache>(*model_, options_.scheduler.num_blocks, options_.scheduler.block_size);
   engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
@@ -23,6 +24,14 @@ std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<TokenId> prompt, i
   std::lock_guard lock(mu_);
   if (stopping_) {
     stream->fail("the server is shutting down", false);
+    return stream;
+  }
+  // Waiting: queued here, being admitted, or in the scheduler's queue (as of the last step or admission).
+  if (static_cast<int64_t>(incoming_.size()) + admitting_ + metrics_.waiting >= max_waiting_) {
+    ++metrics_.requests_refused;
+    stream->fail(cat("the server is busy: ", max_waiting_,
+                     " requests are already waiting (--max-waiting); retry later"),
+                 /*rejected=*/false);
     return stream;
   }
   incoming_.push_back({{{next_id_++, std::move(prompt), max_new_tokens}, sampling}, stream});
@@ -53,6 +62,7 @@ void EngineLoop::run() {
       cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || scheduler_->has_work(); });
       if (stopping_) break;
       incoming.swap(incoming_);
+      admitting_ = static_cast<int64_t>(incoming.size());
     }
     try {
       admit(incoming);
@@ -62,6 +72,9 @@ void EngineLoop::run() {
       // A step failed (not a request's fault): its requests cannot go on; the loop serves the next ones.
       end_all(cat("the engine failed: ", e.what()));
       scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
+      std::lock_guard lock(mu_);
+      admitting_ = 0;
+      snapshot_scheduler();
       engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
     }
   }
@@ -90,6 +103,9 @@ void EngineLoop::admit(std::vector<Pending>& incoming) {
     std::lock_guard lock(mu_);
     metrics_.prompt_tokens += static_cast<int64_t>(p.request.request.prompt.size());
   }
+  std::lock_guard lock(mu_);
+  metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
+  admitting_ = 0;
 }
 
 void EngineLoop::end_cancelled_and_stopped() {

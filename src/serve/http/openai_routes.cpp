@@ -203,6 +203,8 @@ std::string OpenAiRoutes::metrics_text() const {
   metric("generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
   metric("engine_steps_total", "counter", "Engine steps run.", m.steps);
   metric("preemptions_total", "counter", "Sequences preempted for KV blocks.", m.preemptions);
+  metric("requests_refused_total", "counter", "Requests refused with 503: the waiting queue was full.",
+         m.requests_refused);
   metric("http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
   return s.str();
 }

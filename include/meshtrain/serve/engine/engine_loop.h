@@ -32,18 +32,20 @@ struct EngineLoopMetrics {
   int64_t generated_tokens = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  int64_t requests_refused = 0;    // turned away because max_waiting requests were already waiting
 };
 
 class EngineLoop {
  public:
-  // Starts the thread. UserError for bad scheduler options.
-  EngineLoop(model::Transformer model, GenerateOptions options);
+  // Starts the thread. UserError for bad scheduler options or a max_waiting under 1. At most `max_waiting`
+  // requests wait for admission (queued or in the scheduler's waiting queue); submit() refuses the next ones.
+  EngineLoop(model::Transformer model, GenerateOptions options, int64_t max_waiting = 256);
   ~EngineLoop();  // stop()
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
   // Queues a request (its id is assigned here); a request the scheduler or the engine refuses ends its stream
-  // with a `rejected` error.
+  // with a `rejected` error, and one beyond max_waiting with a (not rejected) "the server is busy" error.
   std::shared_ptr<RequestStream> submit(std::vector<TokenId> prompt, int32_t max_new_tokens,
                                         const SamplingParams& sampling);
   // Ends every open stream with an error and joins the thread. Idempotent.
@@ -63,6 +65,7 @@ class EngineLoop {
   void snapshot_scheduler();  // the scheduler's figures into metrics_; mu_ held
 
   GenerateOptions options_;
+  int64_t max_waiting_;
   model::Transformer model_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<PagedKvCache> cache_;
@@ -73,6 +76,8 @@ class EngineLoop {
   std::condition_variable cv_;
   std::vector<Pending> incoming_;
   bool stopping_ = false;
+  int64_t admitting_ = 0;  // taken from incoming_, not yet in the scheduler's waiting count
+
   RequestId next_id_ = 1;
   EngineLoopMetrics metrics_;
   std::thread thread_;
