@@ -11,7 +11,7 @@ Checked against transformers' greedy generate on the same model:
   - stop strings: the text cut before the first match, finish_reason "stop", streamed or not;
   - a chat completion through the model's chat template;
   - a bounded waiting queue (--max-running 1 --max-waiting 1): a burst of requests gets 200s and 503s, counted
-    exactly in /metrics; --max-waiting 0 is refused;
+    exactly in /metrics, and so do the latency histograms and token counters; --max-waiting 0 is refused;
   - bad JSON, a field of the wrong type, max_tokens 0 → 400 with OpenAI's error object and a one-line message;
     an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
   - Expect: 100-continue answered before the body; a Content-Length over the body limit → 413;
@@ -344,6 +344,15 @@ status, text = request(conn, "GET", "/metrics")
 check("waiting queue full → 503", refused >= 1 and not wrong and metric(text, "meshtrain_requests_refused_total") == refused
       and metric(text, "meshtrain_requests_finished_total") == answered, f"{refused} refused, {answered} answered, "
       f"wrong {wrong}\n{text}")
+# The latency histograms count every token of the answered requests: one first token each, the rest gaps.
+counts = {name: metric(text, f"meshtrain_{name}") for name in (
+    "time_to_first_token_seconds_count", "time_to_first_token_seconds_bucket{le=\"+Inf\"}",
+    "time_between_tokens_seconds_count", "generation_tokens_total", "prompt_tokens_total")}
+check("latency histograms", counts == {
+    "time_to_first_token_seconds_count": answered, "time_to_first_token_seconds_bucket{le=\"+Inf\"}": answered,
+    "time_between_tokens_seconds_count": generated - answered, "generation_tokens_total": generated,
+    "prompt_tokens_total": 90 * answered} and metric(text, "meshtrain_time_to_first_token_seconds_sum") > 0,
+      f"{counts}, {answered} answered\n{text}")
 conn.close()
 r = subprocess.run([MESHTRAIN, "serve", ckpt, "--max-waiting", "0"], capture_output=True, text=True, timeout=TIMEOUT)
 check("--max-waiting 0 → exit 2", r.returncode == 2 and "--max-waiting" in r.stderr and "\n" not in r.stderr.strip(),

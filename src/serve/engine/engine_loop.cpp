@@ -34,7 +34,7 @@ std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<TokenId> prompt, i
                  /*rejected=*/false);
     return stream;
   }
-  incoming_.push_back({{{next_id_++, std::move(prompt), max_new_tokens}, sampling}, stream});
+  incoming_.push_back({{{next_id_++, std::move(prompt), max_new_tokens}, sampling}, stream, Clock::now()});
   cv_.notify_all();
   return stream;
 }
@@ -100,6 +100,7 @@ void EngineLoop::admit(std::vector<Pending>& incoming) {
       continue;
     }
     streams_[id] = p.stream;
+    clocks_[id] = {p.submitted, std::nullopt};
     std::lock_guard lock(mu_);
     metrics_.prompt_tokens += static_cast<int64_t>(p.request.request.prompt.size());
   }
@@ -119,6 +120,7 @@ void EngineLoop::end_cancelled_and_stopped() {
     scheduler_->abort(it->first);
     engine_->remove(it->first);
     it->second->finish(stopped ? FinishReason::kStop : FinishReason::kAborted);
+    clocks_.erase(it->first);
     it = streams_.erase(it);
     std::lock_guard lock(mu_);
     snapshot_scheduler();
@@ -135,13 +137,14 @@ void EngineLoop::run_step() {
     // The metrics first: a reader that sees its request end then also sees the step counted.
     std::lock_guard lock(mu_);
     snapshot_scheduler();
+    time_tokens(sampled);
     metrics_.requests_finished += static_cast<int64_t>(finished.size());
     metrics_.generated_tokens += static_cast<int64_t>(sampled.size());
   }
   for (const SampledToken& t : sampled) streams_.at(t.id)->push(t.token);
   for (const Finished& f : finished) {
     streams_.at(f.id)->finish(f.reason);
-    streams_.erase(f.id);
+    forget(f.id);
     engine_->remove(f.id);
   }
 }
@@ -154,9 +157,25 @@ void EngineLoop::snapshot_scheduler() {
   metrics_.preemptions = scheduler_->stats().preemptions;
 }
 
+void EngineLoop::time_tokens(const std::vector<SampledToken>& sampled) {
+  const Clock::time_point now = Clock::now();  // one step samples all its tokens at once
+  for (const SampledToken& t : sampled) {
+    TokenClock& c = clocks_.at(t.id);
+    LatencyHistogram& h = c.last_token ? metrics_.time_between_tokens : metrics_.time_to_first_token;
+    h.observe(std::chrono::duration<double>(now - c.last_token.value_or(c.submitted)).count());
+    c.last_token = now;
+  }
+}
+
+void EngineLoop::forget(RequestId id) {
+  streams_.erase(id);
+  clocks_.erase(id);
+}
+
 void EngineLoop::end_all(const std::string& message) {
   for (auto& [id, stream] : streams_) stream->fail(message, false);
   streams_.clear();
+  clocks_.clear();
 }
 
 }  // namespace meshtrain::serve

@@ -1,9 +1,9 @@
 #include "meshtrain/serve/http/openai_routes.h"
 
 #include <chrono>
-#include <sstream>
 
 #include "meshtrain/data/byte_tokens.h"
+#include "meshtrain/serve/http/prometheus_text.h"
 #include "meshtrain/serve/http/stop_matcher.h"
 #include "meshtrain/text/stream_decoder.h"
 
@@ -189,24 +189,26 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
 
 std::string OpenAiRoutes::metrics_text() const {
   const EngineLoopMetrics m = engine_.metrics();
-  std::ostringstream s;
-  auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
-    s << "# HELP meshtrain_" << name << ' ' << help << "\n# TYPE meshtrain_" << name << ' ' << type
-      << "\nmeshtrain_" << name << ' ' << value << '\n';
-  };
-  metric("requests_running", "gauge", "Requests holding KV blocks.", m.running);
-  metric("requests_waiting", "gauge", "Requests queued for admission.", m.waiting);
-  metric("kv_blocks_used", "gauge", "KV cache blocks in use.", m.blocks_total - m.blocks_free);
-  metric("kv_blocks_free", "gauge", "KV cache blocks free (cached prefixes included).", m.blocks_free);
-  metric("requests_finished_total", "counter", "Requests finished.", m.requests_finished);
-  metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", m.prompt_tokens);
-  metric("generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
-  metric("engine_steps_total", "counter", "Engine steps run.", m.steps);
-  metric("preemptions_total", "counter", "Sequences preempted for KV blocks.", m.preemptions);
-  metric("requests_refused_total", "counter", "Requests refused with 503: the waiting queue was full.",
-         m.requests_refused);
-  metric("http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
-  return s.str();
+  return prometheus_metric("requests_running", "gauge", "Requests holding KV blocks.", m.running) +
+         prometheus_metric("requests_waiting", "gauge", "Requests queued for admission.", m.waiting) +
+         prometheus_metric("kv_blocks_used", "gauge", "KV cache blocks in use.", m.blocks_total - m.blocks_free) +
+         prometheus_metric("kv_blocks_free", "gauge", "KV cache blocks free (cached prefixes included).",
+                           m.blocks_free) +
+         prometheus_metric("requests_finished_total", "counter", "Requests finished.", m.requests_finished) +
+         prometheus_metric("requests_refused_total", "counter",
+                           "Requests refused with 503: the waiting queue was full.", m.requests_refused) +
+         prometheus_metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+                           m.prompt_tokens) +
+         prometheus_metric("generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens) +
+         prometheus_metric("engine_steps_total", "counter", "Engine steps run.", m.steps) +
+         prometheus_metric("preemptions_total", "counter", "Sequences preempted for KV blocks.", m.preemptions) +
+         prometheus_metric("http_requests_total", "counter", "HTTP requests received.", http_requests_.load()) +
+         prometheus_histogram("time_to_first_token_seconds",
+                              "From a request's arrival to the engine step that sampled its first token.",
+                              m.time_to_first_token) +
+         prometheus_histogram("time_between_tokens_seconds",
+                              "Between the engine steps that sampled two consecutive tokens of a request.",
+                              m.time_between_tokens);
 }
 
 }  // namespace meshtrain::serve::http

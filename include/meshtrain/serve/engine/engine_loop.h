@@ -5,10 +5,12 @@
 // (continuous batching).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/serve/engine/engine.h"
 #include "meshtrain/serve/engine/generate_all.h"
+#include "meshtrain/serve/engine/latency_histogram.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/engine/request_stream.h"
 
@@ -33,6 +36,8 @@ struct EngineLoopMetrics {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t requests_refused = 0;    // turned away because max_waiting requests were already waiting
+  LatencyHistogram time_to_first_token;   // submit() to the step that sampled a request's first token
+  LatencyHistogram time_between_tokens;   // between the steps that sampled two consecutive tokens of a request
 };
 
 class EngineLoop {
@@ -53,16 +58,25 @@ class EngineLoop {
   EngineLoopMetrics metrics() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Pending {
     GenerationRequest request;
     std::shared_ptr<RequestStream> stream;
+    Clock::time_point submitted;
+  };
+  // When a running request was submitted and when its last token was sampled (none yet: nullopt).
+  struct TokenClock {
+    Clock::time_point submitted;
+    std::optional<Clock::time_point> last_token;
   };
   void run();
   void admit(std::vector<Pending>& incoming);
   void end_cancelled_and_stopped();  // cancelled: aborted; stopped on a stop string: finished
   void run_step();
   void end_all(const std::string& message);
-  void snapshot_scheduler();  // the scheduler's figures into metrics_; mu_ held
+  void snapshot_scheduler();
+  void time_tokens(const std::vector<SampledToken>& sampled);  // into the histograms; mu_ held
+  void forget(RequestId id);  // its stream and clock  // the scheduler's figures into metrics_; mu_ held
 
   GenerateOptions options_;
   int64_t max_waiting_;
@@ -71,6 +85,7 @@ class EngineLoop {
   std::unique_ptr<PagedKvCache> cache_;
   std::unique_ptr<Engine> engine_;
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // engine thread only
+  std::unordered_map<RequestId, TokenClock> clocks_;                       // engine thread only
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
