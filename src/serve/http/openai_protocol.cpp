@@ -40,7 +40,8 @@ void parse_stop(const json& j, CompletionRequest& r) {
     r.stop.push_back(s.get<std::string>());
     return;
   }
-  if (!s.is_array() || s.size() > kMaxStops || !std::all_of(s.begin(), s.end(), [](const json& e) { return e.is_string(); }))
+  const auto is_string = [](const json& e) { return e.is_string(); };
+  if (!s.is_array() || s.size() > kMaxStops || !std::all_of(s.begin(), s.end(), is_string))
     throw BadRequest("'stop' must be a string or an array of up to 4 strings", "stop");
   for (const json& e : s) r.stop.push_back(e.get<std::string>());
 }
