@@ -84,6 +84,8 @@ int cmd_serve(int argc, char** argv) {
       "blocks", "KV cache blocks", cxxopts::value<int64_t>()->default_value("256"))(
       "block-size", "tokens per KV block", cxxopts::value<int64_t>()->default_value("16"))(
       "max-running", "requests decoding at once", cxxopts::value<int64_t>()->default_value("16"))(
+      "max-waiting", "requests waiting for admission at most; more get 503",
+      cxxopts::value<int64_t>()->default_value("256"))(
       "max-step-tokens", "tokens per engine step (a decode counts 1, a prefill chunk its length)",
       cxxopts::value<int64_t>()->default_value("512"))(
       "tokenizer", "tokenizer.json, or a directory holding it (default: found beside the checkpoint)",
@@ -107,12 +109,13 @@ int cmd_serve(int argc, char** argv) {
                                            .block_size = positive_int(r, "block-size"),
                                            .max_tokens_per_step = positive_int(r, "max-step-tokens"),
                                            .max_running = positive_int(r, "max-running")}};
+  const int max_waiting = positive_int(r, "max-waiting");
   const c10::TensorOptions placement = model_placement(r);  // checked before any weight is read
   const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path);
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);
   model::Transformer net = ckpt::load_model(ck);
   net->to(placement.device(), placement.dtype().toScalarType());  // the engine follows the weights (paged_kv_cache.h)
-  serve::EngineLoop engine(std::move(net), gen);
+  serve::EngineLoop engine(std::move(net), gen, max_waiting);
   serve::http::OpenAiRoutes routes(engine, std::move(model_files));
   serve::http::HttpServer server({.host = r["host"].as<std::string>(), .port = static_cast<uint16_t>(port),
                                   .body_limit = parse_bytes("--max-body", r["max-body"].as<std::string>())},

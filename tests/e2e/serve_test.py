@@ -8,7 +8,10 @@ Checked against transformers' greedy generate on the same model:
   - a greedy completion of a text prompt, and of the same prompt as token ids, over one keep-alive connection;
   - several different prompts sent at once from threads, each answered with its own greedy text;
   - the same request streamed (server-sent events): the chunks concatenate to the whole text, [DONE] last;
+  - stop strings: the text cut before the first match, finish_reason "stop", streamed or not;
   - a chat completion through the model's chat template;
+  - a bounded waiting queue (--max-running 1 --max-waiting 1): a burst of requests gets 200s and 503s, counted
+    exactly in /metrics, and so do the latency histograms and token counters; --max-waiting 0 is refused;
   - bad JSON, a field of the wrong type, max_tokens 0 → 400 with OpenAI's error object and a one-line message;
     an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
   - Expect: 100-continue answered before the body; a Content-Length over the body limit → 413;
@@ -109,9 +112,17 @@ def request(conn, method, path, body=None):
         return r.status, text
 
 
-def start_server(ckpt):
+def metric(text, name):
+    """The value of `name` in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def start_server(ckpt, extra=("--max-running", "4")):
     proc = subprocess.Popen([MESHTRAIN, "serve", ckpt, "--port", "0", "--blocks", "64", "--block-size", "8",
-                             "--max-running", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in iter(proc.stdout.readline, "")] + [lines.put(None)],
                      daemon=True).start()
@@ -184,6 +195,27 @@ try:
           and streamed == want and chunks[-1]["choices"][0]["finish_reason"] == want_reason,
           f"{r.status} {events}, transformers {want!r}")
 
+    # Stop strings: the text ends before the first match, finish_reason "stop", nothing after it sent, streamed
+    # or not; a stop string that never occurs changes nothing.
+    stop = want[len(want) // 2:len(want) // 2 + 3]
+    cut = want[:want.index(stop)]
+    status, body = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[0], "stop": ["never!", stop], **greedy})
+    got = body["choices"][0] if status == 200 else {}
+    check("stop string", len(want) > 6 and status == 200 and got["text"] == cut and got["finish_reason"] == "stop"
+          and body["usage"]["completion_tokens"] == len(got["token_ids"]) < NEW_TOKENS,
+          f"{status} {body}, stop {stop!r} in {want!r}")
+    conn.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPTS[0], "stream": True, "stop": stop,
+                                                             **greedy}))
+    r = conn.getresponse()
+    events = [line[len("data: "):] for line in r.read().decode().split("\n\n") if line.startswith("data: ")]
+    chunks = [json.loads(e) for e in events[:-1]]
+    check("stop string streamed", r.status == 200 and events[-1] == "[DONE]"
+          and "".join(c["choices"][0]["text"] for c in chunks) == cut
+          and chunks[-1]["choices"][0]["finish_reason"] == "stop", f"{r.status} {events}, want {cut!r}")
+    status, body = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[0], "stop": "never!", **greedy})
+    check("stop string not met", status == 200 and body["choices"][0]["text"] == want
+          and body["choices"][0]["finish_reason"] == want_reason, f"{status} {body}")
+
     # Chat through the model's template.
     msgs = [{"role": "user", "content": PROMPTS[1]}]
     chat_ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
@@ -210,6 +242,7 @@ try:
     error("wrong type", "POST", "/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "temperature")
     error("max_tokens 0", "POST", "/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens")
     error("no prompt", "POST", "/v1/completions", {"max_tokens": 2}, 400, "prompt")
+    error("5 stop strings", "POST", "/v1/completions", {"prompt": "x", "stop": list("abcde")}, 400, "stop")
     error("unknown path", "GET", "/v2/nothing", None, 404)
     error("wrong method", "GET", "/v1/completions", None, 405)
     # Expect: 100-continue (curl sends it before larger bodies): the server says go on before the body is sent,
@@ -265,6 +298,67 @@ with socket.socket() as s:
         check("port freed", True, "")
     except OSError as e:
         check("port freed", False, str(e))
+
+# A bounded waiting queue: one request runs, one waits, the rest get 503 with OpenAI's error object at once.
+# Each request is a 90-token prompt prefilled one token per step, so a burst of 8 sent together (a barrier) finds
+# the queue full; which ones are refused depends on timing, so the check is on counts: every answer is 200 or
+# that 503, and /metrics counts exactly the 503s seen and the 200s finished. A burst is repeated (at most 5 times)
+# only if the machine spread its 8 arrivals so far apart that none was refused.
+proc, port = start_server(ckpt, ["--max-running", "1", "--max-waiting", "1", "--max-step-tokens", "1"])
+long_prompt = (ids * 90)[:90]
+answered, generated, refused, wrong = 0, 0, 0, []
+
+
+def burst(n):
+    barrier, out = threading.Barrier(n), [None] * n
+
+    def one(i):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+        barrier.wait()
+        out[i] = request(c, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0})
+        c.close()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    return out
+
+
+for _ in range(5):
+    for st, b in burst(8):
+        e = b.get("error", {}) if isinstance(b, dict) else {}
+        if st == 503 and e.get("type") == "server_error" and "--max-waiting" in e.get("message", "") \
+                and "\n" not in e["message"]:
+            refused += 1
+        elif st == 200 and b["usage"]["completion_tokens"] >= 1:
+            answered += 1
+            generated += b["usage"]["completion_tokens"]
+        else:
+            wrong.append((st, b))
+    if refused:
+        break
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+status, text = request(conn, "GET", "/metrics")
+check("waiting queue full → 503", refused >= 1 and not wrong and metric(text, "meshtrain_requests_refused_total") == refused
+      and metric(text, "meshtrain_requests_finished_total") == answered, f"{refused} refused, {answered} answered, "
+      f"wrong {wrong}\n{text}")
+# The latency histograms count every token of the answered requests: one first token each, the rest gaps.
+counts = {name: metric(text, f"meshtrain_{name}") for name in (
+    "time_to_first_token_seconds_count", "time_to_first_token_seconds_bucket{le=\"+Inf\"}",
+    "time_between_tokens_seconds_count", "generation_tokens_total", "prompt_tokens_total")}
+check("latency histograms", counts == {
+    "time_to_first_token_seconds_count": answered, "time_to_first_token_seconds_bucket{le=\"+Inf\"}": answered,
+    "time_between_tokens_seconds_count": generated - answered, "generation_tokens_total": generated,
+    "prompt_tokens_total": 90 * answered} and metric(text, "meshtrain_time_to_first_token_seconds_sum") > 0,
+      f"{counts}, {answered} answered\n{text}")
+conn.close()
+r = subprocess.run([MESHTRAIN, "serve", ckpt, "--max-waiting", "0"], capture_output=True, text=True, timeout=TIMEOUT)
+check("--max-waiting 0 → exit 2", r.returncode == 2 and "--max-waiting" in r.stderr and "\n" not in r.stderr.strip(),
+      f"exit {r.returncode}: {r.stderr!r}")
+proc.send_signal(signal.SIGTERM)
+check("queue server SIGTERM → exit 0", proc.wait(TIMEOUT) == 0, proc.stderr.read())
 
 # Without a tokenizer the model is byte-level, as `meshtrain generate` treats it: one token per byte of the prompt.
 shutil.rmtree(hf_dir)  # the checkpoint recorded it as where it was imported from: a place to find a tokenizer

@@ -6,8 +6,9 @@
 
 namespace meshtrain::serve {
 
-EngineLoop::EngineLoop(model::Transformer model, GenerateOptions options)
-    : options_(std::move(options)), model_(std::move(model)) {
+EngineLoop::EngineLoop(model::Transformer model, GenerateOptions options, int64_t max_waiting)
+    : options_(std::move(options)), max_waiting_(max_waiting), model_(std::move(model)) {
+  MT_USER_CHECK(max_waiting_ >= 1, "max_waiting is ", max_waiting_, "; valid: an integer >= 1");
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
   cache_ = std::make_unique<PagedKvCache>(*model_, options_.scheduler.num_blocks, options_.scheduler.block_size);
   engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
@@ -25,7 +26,15 @@ std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<TokenId> prompt, i
     stream->fail("the server is shutting down", false);
     return stream;
   }
-  incoming_.push_back({{{next_id_++, std::move(prompt), max_new_tokens}, sampling}, stream});
+  // Waiting: queued here, being admitted, or in the scheduler's queue (as of the last step or admission).
+  if (static_cast<int64_t>(incoming_.size()) + admitting_ + metrics_.waiting >= max_waiting_) {
+    ++metrics_.requests_refused;
+    stream->fail(cat("the server is busy: ", max_waiting_,
+                     " requests are already waiting (--max-waiting); retry later"),
+                 /*rejected=*/false);
+    return stream;
+  }
+  incoming_.push_back({{{next_id_++, std::move(prompt), max_new_tokens}, sampling}, stream, Clock::now()});
   cv_.notify_all();
   return stream;
 }
@@ -53,15 +62,19 @@ void EngineLoop::run() {
       cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || scheduler_->has_work(); });
       if (stopping_) break;
       incoming.swap(incoming_);
+      admitting_ = static_cast<int64_t>(incoming.size());
     }
     try {
       admit(incoming);
-      abort_cancelled();
+      end_cancelled_and_stopped();
       if (scheduler_->has_work()) run_step();
     } catch (const std::exception& e) {
       // A step failed (not a request's fault): its requests cannot go on; the loop serves the next ones.
       end_all(cat("the engine failed: ", e.what()));
       scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
+      std::lock_guard lock(mu_);
+      admitting_ = 0;
+      snapshot_scheduler();
       engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
     }
   }
@@ -87,21 +100,31 @@ void EngineLoop::admit(std::vector<Pending>& incoming) {
       continue;
     }
     streams_[id] = p.stream;
+    clocks_[id] = {p.submitted, std::nullopt};
     std::lock_guard lock(mu_);
     metrics_.prompt_tokens += static_cast<int64_t>(p.request.request.prompt.size());
   }
+  std::lock_guard lock(mu_);
+  metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
+  admitting_ = 0;
 }
 
-void EngineLoop::abort_cancelled() {
+void EngineLoop::end_cancelled_and_stopped() {
   for (auto it = streams_.begin(); it != streams_.end();) {
-    if (!it->second->cancelled()) {
+    const bool stopped = it->second->stop_requested();
+    if (!stopped && !it->second->cancelled()) {
       ++it;
       continue;
     }
+    // A stop string is the reader's to find (it has the text); the scheduler frees the blocks at once.
     scheduler_->abort(it->first);
     engine_->remove(it->first);
-    it->second->finish(FinishReason::kAborted);
+    it->second->finish(stopped ? FinishReason::kStop : FinishReason::kAborted);
+    clocks_.erase(it->first);
     it = streams_.erase(it);
+    std::lock_guard lock(mu_);
+    snapshot_scheduler();
+    if (stopped) ++metrics_.requests_finished;
   }
 }
 
@@ -113,25 +136,46 @@ void EngineLoop::run_step() {
   {
     // The metrics first: a reader that sees its request end then also sees the step counted.
     std::lock_guard lock(mu_);
-    metrics_.running = static_cast<int64_t>(scheduler_->running().size());
-    metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
-    metrics_.blocks_free = scheduler_->pool().num_free();
+    snapshot_scheduler();
+    time_tokens(sampled);
     metrics_.requests_finished += static_cast<int64_t>(finished.size());
     metrics_.generated_tokens += static_cast<int64_t>(sampled.size());
-    metrics_.steps = scheduler_->stats().steps;
-    metrics_.preemptions = scheduler_->stats().preemptions;
   }
   for (const SampledToken& t : sampled) streams_.at(t.id)->push(t.token);
   for (const Finished& f : finished) {
     streams_.at(f.id)->finish(f.reason);
-    streams_.erase(f.id);
+    forget(f.id);
     engine_->remove(f.id);
   }
+}
+
+void EngineLoop::snapshot_scheduler() {
+  metrics_.running = static_cast<int64_t>(scheduler_->running().size());
+  metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
+  metrics_.blocks_free = scheduler_->pool().num_free();
+  metrics_.steps = scheduler_->stats().steps;
+  metrics_.preemptions = scheduler_->stats().preemptions;
+}
+
+void EngineLoop::time_tokens(const std::vector<SampledToken>& sampled) {
+  const Clock::time_point now = Clock::now();  // one step samples all its tokens at once
+  for (const SampledToken& t : sampled) {
+    TokenClock& c = clocks_.at(t.id);
+    LatencyHistogram& h = c.last_token ? metrics_.time_between_tokens : metrics_.time_to_first_token;
+    h.observe(std::chrono::duration<double>(now - c.last_token.value_or(c.submitted)).count());
+    c.last_token = now;
+  }
+}
+
+void EngineLoop::forget(RequestId id) {
+  streams_.erase(id);
+  clocks_.erase(id);
 }
 
 void EngineLoop::end_all(const std::string& message) {
   for (auto& [id, stream] : streams_) stream->fail(message, false);
   streams_.clear();
+  clocks_.clear();
 }
 
 }  // namespace meshtrain::serve

@@ -31,6 +31,21 @@ int64_t integer_field(const json& j, const char* key, int64_t fallback, int64_t 
   return v;
 }
 
+// `stop`: a string or an array of up to 4 strings, as OpenAI's; empty strings are ignored.
+void parse_stop(const json& j, CompletionRequest& r) {
+  constexpr size_t kMaxStops = 4;
+  if (!j.contains("stop") || j["stop"].is_null()) return;
+  const json& s = j["stop"];
+  if (s.is_string()) {
+    r.stop.push_back(s.get<std::string>());
+    return;
+  }
+  const auto is_string = [](const json& e) { return e.is_string(); };
+  if (!s.is_array() || s.size() > kMaxStops || !std::all_of(s.begin(), s.end(), is_string))
+    throw BadRequest("'stop' must be a string or an array of up to 4 strings", "stop");
+  for (const json& e : s) r.stop.push_back(e.get<std::string>());
+}
+
 // The fields both endpoints share: max_tokens, sampling, stream, n.
 void parse_common(const json& j, CompletionRequest& r) {
   r.max_tokens = static_cast<int32_t>(std::min<int64_t>(
@@ -45,6 +60,7 @@ void parse_common(const json& j, CompletionRequest& r) {
     if (!j["stream"].is_boolean()) throw BadRequest("'stream' must be true or false", "stream");
     r.stream = j["stream"].get<bool>();
   }
+  parse_stop(j, r);
   if (integer_field(j, "n", 1, 1, "1") != 1) throw BadRequest("'n' must be 1 (one choice per request)", "n");
 }
 

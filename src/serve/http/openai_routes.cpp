@@ -1,9 +1,10 @@
 #include "meshtrain/serve/http/openai_routes.h"
 
 #include <chrono>
-#include <sstream>
 
 #include "meshtrain/data/byte_tokens.h"
+#include "meshtrain/serve/http/prometheus_text.h"
+#include "meshtrain/serve/http/stop_matcher.h"
 #include "meshtrain/text/stream_decoder.h"
 
 namespace meshtrain::serve::http {
@@ -125,18 +126,35 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
     return;
   }
   TextStream decoder(text_.tokenizer);
+  StopMatcher matcher(r.stop);
   std::vector<TokenId> all;
   std::string text;
+  std::optional<FinishReason> finish;
   bool first_chunk = true;
   if (r.stream) out.begin_stream(200, "text/event-stream");
   for (;;) {
+    // Token by token: the one that completes a stop string is the last counted, and nothing after it is sent.
     std::string piece;
-    for (TokenId t : part.tokens) piece += decoder.step(t);
-    if (part.finish) piece += decoder.finish();
-    all.insert(all.end(), part.tokens.begin(), part.tokens.end());
+    std::vector<TokenId> ids;
+    for (TokenId t : part.tokens) {
+      ids.push_back(t);
+      piece += matcher.feed(decoder.step(t));
+      if (matcher.stopped()) break;
+    }
+    if (!matcher.stopped() && part.finish) {
+      piece += matcher.feed(decoder.finish());
+      piece += matcher.finish();  // ended otherwise: the held-back tail is text after all
+    }
+    if (matcher.stopped()) {
+      stream->stop();  // the engine frees its blocks before the next step
+      finish = FinishReason::kStop;
+    } else {
+      finish = part.finish;
+    }
+    all.insert(all.end(), ids.begin(), ids.end());
     if (r.stream) {
       json chunk = envelope(id, chat, true, text_.model_name, created);
-      chunk["choices"] = json::array({choice(chat, true, piece, part.tokens, std::nullopt)});
+      chunk["choices"] = json::array({choice(chat, true, piece, ids, std::nullopt)});
       if (chat && first_chunk) chunk["choices"][0]["delta"]["role"] = "assistant";  // as OpenAI's first delta
       first_chunk = false;
       if (!part.error.empty()) chunk = json::parse(error_body(part.error, "", "server_error"));
@@ -147,10 +165,10 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
     } else {
       text += piece;
     }
-    if (part.finish) break;
+    if (finish) break;
     part = stream->next();
   }
-  if (!part.error.empty() && !r.stream) {
+  if (!part.error.empty() && !matcher.stopped() && !r.stream) {
     send_error(out, 503, part.error, "", "server_error");
     return;
   }
@@ -158,12 +176,12 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
                       {"total_tokens", n_prompt + static_cast<int64_t>(all.size())}};
   json body = envelope(id, chat, r.stream, text_.model_name, created);
   if (r.stream) {
-    body["choices"] = json::array({choice(chat, true, "", {}, part.finish)});
+    body["choices"] = json::array({choice(chat, true, "", {}, finish)});
     body["usage"] = usage;
     out.write(cat("data: ", dump(body), "\n\ndata: [DONE]\n\n"));
     out.end_stream();
   } else {
-    body["choices"] = json::array({choice(chat, false, text, all, part.finish)});
+    body["choices"] = json::array({choice(chat, false, text, all, finish)});
     body["usage"] = usage;
     out.send(200, kJson, dump(body));
   }
@@ -171,22 +189,26 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
 
 std::string OpenAiRoutes::metrics_text() const {
   const EngineLoopMetrics m = engine_.metrics();
-  std::ostringstream s;
-  auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
-    s << "# HELP meshtrain_" << name << ' ' << help << "\n# TYPE meshtrain_" << name << ' ' << type
-      << "\nmeshtrain_" << name << ' ' << value << '\n';
-  };
-  metric("requests_running", "gauge", "Requests holding KV blocks.", m.running);
-  metric("requests_waiting", "gauge", "Requests queued for admission.", m.waiting);
-  metric("kv_blocks_used", "gauge", "KV cache blocks in use.", m.blocks_total - m.blocks_free);
-  metric("kv_blocks_free", "gauge", "KV cache blocks free (cached prefixes included).", m.blocks_free);
-  metric("requests_finished_total", "counter", "Requests finished.", m.requests_finished);
-  metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", m.prompt_tokens);
-  metric("generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
-  metric("engine_steps_total", "counter", "Engine steps run.", m.steps);
-  metric("preemptions_total", "counter", "Sequences preempted for KV blocks.", m.preemptions);
-  metric("http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
-  return s.str();
+  return prometheus_metric("requests_running", "gauge", "Requests holding KV blocks.", m.running) +
+         prometheus_metric("requests_waiting", "gauge", "Requests queued for admission.", m.waiting) +
+         prometheus_metric("kv_blocks_used", "gauge", "KV cache blocks in use.", m.blocks_total - m.blocks_free) +
+         prometheus_metric("kv_blocks_free", "gauge", "KV cache blocks free (cached prefixes included).",
+                           m.blocks_free) +
+         prometheus_metric("requests_finished_total", "counter", "Requests finished.", m.requests_finished) +
+         prometheus_metric("requests_refused_total", "counter",
+                           "Requests refused with 503: the waiting queue was full.", m.requests_refused) +
+         prometheus_metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+                           m.prompt_tokens) +
+         prometheus_metric("generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens) +
+         prometheus_metric("engine_steps_total", "counter", "Engine steps run.", m.steps) +
+         prometheus_metric("preemptions_total", "counter", "Sequences preempted for KV blocks.", m.preemptions) +
+         prometheus_metric("http_requests_total", "counter", "HTTP requests received.", http_requests_.load()) +
+         prometheus_histogram("time_to_first_token_seconds",
+                              "From a request's arrival to the engine step that sampled its first token.",
+                              m.time_to_first_token) +
+         prometheus_histogram("time_between_tokens_seconds",
+                              "Between the engine steps that sampled two consecutive tokens of a request.",
+                              m.time_between_tokens);
 }
 
 }  // namespace meshtrain::serve::http

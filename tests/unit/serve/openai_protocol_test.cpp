@@ -52,6 +52,16 @@ TEST(OpenAiProtocol, MistakesNameTheField) {
   EXPECT_THROW(parse_chat_request(R"({"messages": [{"role": "user"}]})"), BadRequest);
 }
 
+TEST(OpenAiProtocol, StopIsAStringOrUpToFourStrings) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "hi", "stop": "\n"})").stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "stop": ["a", "b"]})").stop,
+            (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(parse_completion_request(R"({"prompt": "hi", "stop": null})").stop.empty());
+  EXPECT_EQ(bad_param(R"({"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]})"), "stop");
+  EXPECT_EQ(bad_param(R"({"prompt": "hi", "stop": 3})"), "stop");
+  EXPECT_EQ(bad_param(R"({"prompt": "hi", "stop": ["a", 1]})"), "stop");
+}
+
 TEST(OpenAiProtocol, ErrorBodyIsOpenAisObjectOnOneLine) {
   const auto j = nlohmann::json::parse(error_body("two\nlines", "temperature", "invalid_request_error"));
   EXPECT_EQ(j["error"]["message"], "two lines");

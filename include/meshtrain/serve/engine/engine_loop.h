@@ -1,13 +1,16 @@
 // EngineLoop: the serving engine on a thread of its own (docs/serving.md "meshtrain serve"). Other threads
 // submit requests through a queue; between two steps the loop admits them to the Scheduler and the Engine,
-// aborts the cancelled ones, then runs one step and hands each sampled token to its request's RequestStream.
-// Requests therefore join and leave the running batch at every step (continuous batching).
+// ends the cancelled ones and those whose text reached a stop string, then runs one step and hands each sampled
+// token to its request's RequestStream. Requests therefore join and leave the running batch at every step
+// (continuous batching).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/serve/engine/engine.h"
 #include "meshtrain/serve/engine/generate_all.h"
+#include "meshtrain/serve/engine/latency_histogram.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/engine/request_stream.h"
 
@@ -31,18 +35,22 @@ struct EngineLoopMetrics {
   int64_t generated_tokens = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  int64_t requests_refused = 0;    // turned away because max_waiting requests were already waiting
+  LatencyHistogram time_to_first_token;   // submit() to the step that sampled a request's first token
+  LatencyHistogram time_between_tokens;   // between the steps that sampled two consecutive tokens of a request
 };
 
 class EngineLoop {
  public:
-  // Starts the thread. UserError for bad scheduler options.
-  EngineLoop(model::Transformer model, GenerateOptions options);
+  // Starts the thread. UserError for bad scheduler options or a max_waiting under 1. At most `max_waiting`
+  // requests wait for admission (queued or in the scheduler's waiting queue); submit() refuses the next ones.
+  EngineLoop(model::Transformer model, GenerateOptions options, int64_t max_waiting = 256);
   ~EngineLoop();  // stop()
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
   // Queues a request (its id is assigned here); a request the scheduler or the engine refuses ends its stream
-  // with a `rejected` error.
+  // with a `rejected` error, and one beyond max_waiting with a (not rejected) "the server is busy" error.
   std::shared_ptr<RequestStream> submit(std::vector<TokenId> prompt, int32_t max_new_tokens,
                                         const SamplingParams& sampling);
   // Ends every open stream with an error and joins the thread. Idempotent.
@@ -50,27 +58,41 @@ class EngineLoop {
   EngineLoopMetrics metrics() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Pending {
     GenerationRequest request;
     std::shared_ptr<RequestStream> stream;
+    Clock::time_point submitted;
+  };
+  // When a running request was submitted and when its last token was sampled (none yet: nullopt).
+  struct TokenClock {
+    Clock::time_point submitted;
+    std::optional<Clock::time_point> last_token;
   };
   void run();
   void admit(std::vector<Pending>& incoming);
-  void abort_cancelled();
+  void end_cancelled_and_stopped();  // cancelled: aborted; stopped on a stop string: finished
   void run_step();
   void end_all(const std::string& message);
+  void snapshot_scheduler();
+  void time_tokens(const std::vector<SampledToken>& sampled);  // into the histograms; mu_ held
+  void forget(RequestId id);  // its stream and clock  // the scheduler's figures into metrics_; mu_ held
 
   GenerateOptions options_;
+  int64_t max_waiting_;
   model::Transformer model_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<PagedKvCache> cache_;
   std::unique_ptr<Engine> engine_;
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // engine thread only
+  std::unordered_map<RequestId, TokenClock> clocks_;                       // engine thread only
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
   std::vector<Pending> incoming_;
   bool stopping_ = false;
+  int64_t admitting_ = 0;  // taken from incoming_, not yet in the scheduler's waiting count
+
   RequestId next_id_ = 1;
   EngineLoopMetrics metrics_;
   std::thread thread_;

@@ -1,7 +1,7 @@
 // RequestStream: one request's channel from the engine thread (EngineLoop) to whoever waits for its tokens (an
 // HTTP connection). The engine pushes tokens as they are sampled and ends the stream once, with a finish reason
 // or an error; the reader takes what has come so far, blocking until something has. cancel() asks the engine to
-// abort the request between steps (the client went away).
+// abort the request between steps (the client went away); stop() ends it as finished on a stop string.
 #pragma once
 
 #include <atomic>
@@ -33,6 +33,10 @@ class RequestStream {
   // Reader side: blocks until a token or the end has come; returns them (finish/error set once ended).
   StreamPart next();
   void cancel() { cancelled_.store(true); }
+  // The text reached one of the request's stop strings: the engine ends it with finish_reason `stop` and frees
+  // its KV blocks before the next step, and samples nothing more for it.
+  void stop() { stop_requested_.store(true); }
+  bool stop_requested() const { return stop_requested_.load(); }
 
  private:
   std::mutex mu_;
@@ -40,6 +44,7 @@ class RequestStream {
   StreamPart pending_;
   bool ended_ = false;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> stop_requested_{false};
 };
 
 }  // namespace meshtrain::serve

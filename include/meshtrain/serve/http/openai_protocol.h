@@ -33,6 +33,7 @@ struct CompletionRequest {
   int32_t max_tokens = 16;
   SamplingParams sampling;
   bool stream = false;
+  std::vector<std::string> stop;                      // `stop`: up to 4 strings that end the generation
 };
 
 // BadRequest naming the field for a body that is not a JSON object, a field of the wrong type, or a value out of
