@@ -15,7 +15,7 @@ Checked against transformers' greedy generate on the same model:
   - bad JSON, a field of the wrong type, max_tokens 0 → 400 with OpenAI's error object and a one-line message;
     an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
   - Expect: 100-continue answered before the body; a Content-Length over the body limit → 413;
-  - a second server on the same port, and one on a missing checkpoint: one line, exit 2;
+  - a second server on the same port, one on a missing checkpoint, a bad --device or --dtype: one line, exit 2;
 then SIGTERM: exit 0, and the port is free again. Last, the same checkpoint without its tokenizer files serves
 a byte-level model (one token per prompt byte, greedy ids as transformers', no chat template → 400), and
 SIGINT stops it with exit 0.
@@ -270,9 +270,13 @@ try:
     reply = expect_continue(b"", 9 << 20)
     check("body over the limit → 413", reply.startswith("HTTP/1.1 413") and "invalid_request_error" in reply, reply)
 
-    # Start-up mistakes while it runs: its port taken, a missing checkpoint — one line, exit 2.
+    # Start-up mistakes while it runs: its port taken, a missing checkpoint, a device or dtype it cannot use
+    # (a CUDA index past the visible ones holds on every machine) — one line, exit 2.
     for name, args, fragment in (("port in use", [ckpt, "--port", str(port)], "cannot listen on 127.0.0.1:"),
-                                 ("no checkpoint", [os.path.join(WORK, "nope"), "--port", "0"], "nope")):
+                                 ("no checkpoint", [os.path.join(WORK, "nope"), "--port", "0"], "nope"),
+                                 ("bad dtype", [ckpt, "--port", "0", "--dtype", "fp16"], "--dtype fp16: expected"),
+                                 ("bad device", [ckpt, "--port", "0", "--device", "tpu"], "--device tpu: expected"),
+                                 ("CUDA index", [ckpt, "--port", "0", "--device", "cuda:4096"], "--device cuda:4096")):
         r = subprocess.run([MESHTRAIN, "serve", *args], capture_output=True, text=True, timeout=TIMEOUT)
         err = r.stderr.strip()
         check(name, r.returncode == 2 and "\n" not in err and fragment in err, f"exit {r.returncode}: {err!r}")
