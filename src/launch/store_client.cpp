@@ -19,15 +19,6 @@ namespace {
 using Query = StoreQuery;
 const std::string kKeyPrefix = "/";   // TCPStore::keyPrefix_
 
-template <typename T>
-void put(std::string& b, T v) {
-  b.append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-void put_string(std::string& b, const std::string& s) {
-  put<uint64_t>(b, s.size());
-  b += s;
-}
-
 }  // namespace
 
 StoreClient::StoreClient(const std::string& host, int port, const StoreCredentials& who,
@@ -50,10 +41,10 @@ StoreClient::StoreClient(const std::string& host, int port, const StoreCredentia
   ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   std::string b;
-  put(b, Query::HELLO);
-  put_string(b, who.token);
-  put(b, who.role);
-  put<int32_t>(b, who.node);
+  store_put_value(b, Query::HELLO);
+  store_put_bytes(b, who.token);
+  store_put_value(b, who.role);
+  store_put_value<int32_t>(b, who.node);
   send_all(b);
   uint8_t answer = 0;
   try {
@@ -65,8 +56,8 @@ StoreClient::StoreClient(const std::string& host, int port, const StoreCredentia
                 " refused this node's token: every node needs the same ", "MESHRUN_RDZV_TOKEN or --rdzv-conf "
                 "token_file (node 0's store says why in its log)");
   b.clear();
-  put(b, Query::VALIDATE);
-  put(b, kStoreValidationMagic);
+  store_put_value(b, Query::VALIDATE);
+  store_put_value(b, kStoreValidationMagic);
   send_all(b);
 }
 
@@ -102,9 +93,9 @@ void StoreClient::recv_all(void* data, size_t n) {
 
 int64_t StoreClient::add(const std::string& key, int64_t delta) {
   std::string b;
-  put(b, Query::ADD);
-  put_string(b, kKeyPrefix + key);
-  put<int64_t>(b, delta);
+  store_put_value(b, Query::ADD);
+  store_put_bytes(b, kKeyPrefix + key);
+  store_put_value<int64_t>(b, delta);
   send_all(b);
   int64_t v = 0;
   recv_all(&v, sizeof(v));
@@ -113,25 +104,25 @@ int64_t StoreClient::add(const std::string& key, int64_t delta) {
 
 void StoreClient::set(const std::string& key, const std::string& value) {
   std::string b;
-  put(b, Query::SET);
-  put_string(b, kKeyPrefix + key);
-  put_string(b, value);  // bytes are sent like strings: uint64 length + data
+  store_put_value(b, Query::SET);
+  store_put_bytes(b, kKeyPrefix + key);
+  store_put_bytes(b, value);  // bytes are sent like strings: uint64 length + data
   send_all(b);
 }
 
 std::string StoreClient::get(const std::string& key) {
   std::string b;
-  put(b, Query::WAIT);
-  put<uint64_t>(b, 1);
-  put_string(b, kKeyPrefix + key);
+  store_put_value(b, Query::WAIT);
+  store_put_value<uint64_t>(b, 1);
+  store_put_bytes(b, kKeyPrefix + key);
   send_all(b);
   uint8_t wait_reply = 0xff;
   recv_all(&wait_reply, 1);
   MT_CHECK(wait_reply == kStoreStopWaiting, "store WAIT answered ", int(wait_reply));
   // GET only after the WAIT is answered: the server would answer a GET of a missing key with an error.
   b.clear();
-  put(b, Query::GET);
-  put_string(b, kKeyPrefix + key);
+  store_put_value(b, Query::GET);
+  store_put_bytes(b, kKeyPrefix + key);
   send_all(b);
   uint64_t len = 0;
   recv_all(&len, sizeof(len));
@@ -142,9 +133,9 @@ std::string StoreClient::get(const std::string& key) {
 
 bool StoreClient::check(const std::string& key) {
   std::string b;
-  put(b, Query::CHECK);
-  put<uint64_t>(b, 1);
-  put_string(b, kKeyPrefix + key);
+  store_put_value(b, Query::CHECK);
+  store_put_value<uint64_t>(b, 1);
+  store_put_bytes(b, kKeyPrefix + key);
   send_all(b);
   uint8_t r = 0xff;
   recv_all(&r, 1);

@@ -38,15 +38,6 @@ struct StorePeer {
   std::vector<std::string> waiting;  // keys of a WAIT not answered yet
 };
 
-template <typename T>
-void put_value(std::string& b, T v) {
-  b.append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-void put_bytes(std::string& b, const std::string& s) {
-  put_value<uint64_t>(b, s.size());
-  b += s;
-}
-
 // Tokens compared in constant time: the time of a refusal says nothing about how much of a guess was right.
 bool same_token(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -174,7 +165,7 @@ void StoreServer::on_data_request(StorePeer& p, const StoreRequest& r) {
     case StoreQuery::VALIDATE:
       throw PeerRefused{"a second VALIDATE"};
     case StoreQuery::PING:
-      put_value(out, r.number);
+      store_put_value(out, r.number);
       return;
     case StoreQuery::SET:
     case StoreQuery::MULTI_SET:
@@ -187,10 +178,10 @@ void StoreServer::on_data_request(StorePeer& p, const StoreRequest& r) {
       auto it = data_.find(key);
       if (it == data_.end()) {
         if (r.values[0].empty()) data_[key] = r.values[1], changed_ = true;
-        put_bytes(out, r.values[0].empty() ? r.values[1] : r.values[0]);
+        store_put_bytes(out, r.values[0].empty() ? r.values[1] : r.values[0]);
       } else {
         if (it->second == r.values[0]) it->second = r.values[1], changed_ = true;
-        put_bytes(out, it->second);
+        store_put_bytes(out, it->second);
       }
       return;
     }
@@ -199,18 +190,18 @@ void StoreServer::on_data_request(StorePeer& p, const StoreRequest& r) {
       check_keys(p, r, false);
       for (const auto& k : r.keys) {
         auto it = data_.find(k);
-        put_bytes(out, it == data_.end() ? std::string() : it->second);  // c10d's libuv server: empty
+        store_put_bytes(out, it == data_.end() ? std::string() : it->second);  // c10d's libuv server: empty
       }
       return;
     case StoreQuery::ADD:
       check_keys(p, r, true);
-      put_value<int64_t>(out, add(key, r.delta));
+      store_put_value<int64_t>(out, add(key, r.delta));
       return;
     case StoreQuery::CHECK: {
       check_keys(p, r, false);
       bool all = true;
       for (const auto& k : r.keys) all = all && exists(k);
-      put_value<uint8_t>(out, all ? kStoreCheckReady : kStoreCheckNotReady);
+      store_put_value<uint8_t>(out, all ? kStoreCheckReady : kStoreCheckNotReady);
       return;
     }
     case StoreQuery::WAIT:
@@ -220,11 +211,11 @@ void StoreServer::on_data_request(StorePeer& p, const StoreRequest& r) {
       changed_ = true;  // answered by wake_waiters() when every key is there (maybe at once)
       return;
     case StoreQuery::GETNUMKEYS:
-      put_value<int64_t>(out, static_cast<int64_t>(data_.size()));
+      store_put_value<int64_t>(out, static_cast<int64_t>(data_.size()));
       return;
     case StoreQuery::DELETE_KEY:
       check_keys(p, r, true);
-      put_value<int64_t>(out, static_cast<int64_t>(data_.erase(key)));
+      store_put_value<int64_t>(out, static_cast<int64_t>(data_.erase(key)));
       return;
     case StoreQuery::APPEND:
       check_keys(p, r, true);
@@ -235,7 +226,7 @@ void StoreServer::on_data_request(StorePeer& p, const StoreRequest& r) {
       return;
     case StoreQuery::CANCEL_WAIT:
       p.waiting.clear();
-      put_value<uint8_t>(out, kStoreWaitCanceled);
+      store_put_value<uint8_t>(out, kStoreWaitCanceled);
       return;
     case StoreQuery::QUEUE_PUSH:
       check_keys(p, r, true);
@@ -246,14 +237,14 @@ void StoreServer::on_data_request(StorePeer& p, const StoreRequest& r) {
       check_keys(p, r, true);
       auto q = queues_.find(key);
       if (q == queues_.end() || q->second.empty()) throw PeerRefused{cat("QUEUE_POP of the empty queue '", key, "'")};
-      put_bytes(out, q->second.front());
+      store_put_bytes(out, q->second.front());
       q->second.pop_front();
       return;
     }
     case StoreQuery::QUEUE_LEN: {
       check_keys(p, r, false);
       auto q = queues_.find(key);
-      put_value<int64_t>(out, q == queues_.end() ? 0 : static_cast<int64_t>(q->second.size()));
+      store_put_value<int64_t>(out, q == queues_.end() ? 0 : static_cast<int64_t>(q->second.size()));
       return;
     }
     case StoreQuery::HELLO:
@@ -301,7 +292,7 @@ void StoreServer::wake_waiters() {
     for (const auto& k : p->waiting) all = all && exists(k);
     if (!all) continue;
     p->waiting.clear();
-    put_value<uint8_t>(p->out, kStoreStopWaiting);
+    store_put_value<uint8_t>(p->out, kStoreStopWaiting);
   }
 }
 

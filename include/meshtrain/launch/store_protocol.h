@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace meshtrain::launch {
 
@@ -40,5 +41,16 @@ constexpr size_t kStoreMaxValueBytes = 16 * 1024 * 1024;
 constexpr uint64_t kStoreMaxKeysPerRequest = 100000;  // c10d's MAX_KEY_COUNT order of magnitude
 constexpr size_t kStoreMaxRequestBytes = 64 * 1024 * 1024;  // a MULTI_SET of several values
 constexpr size_t kStoreMaxTokenBytes = 1024;
+
+// c10d's encoding, appended to a message being built: an integer in host byte order; a string or byte value as
+// its uint64 length then its bytes. The client and the server both write with these.
+template <typename T>
+void store_put_value(std::string& b, T v) {
+  b.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+inline void store_put_bytes(std::string& b, const std::string& s) {
+  store_put_value<uint64_t>(b, s.size());
+  b += s;
+}
 
 }  // namespace meshtrain::launch
