@@ -3,21 +3,14 @@
 #include <algorithm>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/serve/splitmix64.h"
 
 namespace meshtrain::serve {
 namespace {
 
-// splitmix64's finaliser: every input bit reaches every output bit, so nearby token ids spread over the index.
-uint64_t mix_prefix_key(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 uint64_t hash_prefix_key(PrefixId parent, std::span<const TokenId> tokens) {
-  uint64_t h = mix_prefix_key(parent);
-  for (TokenId t : tokens) h = mix_prefix_key(h ^ static_cast<uint64_t>(t));
+  uint64_t h = splitmix64(parent);
+  for (TokenId t : tokens) h = splitmix64(h ^ static_cast<uint64_t>(t));
   return h;
 }
 

@@ -9,16 +9,10 @@
 #include <limits>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/serve/splitmix64.h"
 
 namespace meshtrain::serve {
 namespace {
-
-uint64_t sampler_splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 bool any_row(std::span<const SampleRow> rows, bool (*pred)(const SamplingParams&)) {
   return std::any_of(rows.begin(), rows.end(), [&](const SampleRow& r) { return pred(*r.params); });
@@ -62,7 +56,7 @@ void check_sampling_params(RequestId id, const SamplingParams& p) {
 }
 
 double sampling_uniform(uint64_t seed, int64_t index) {
-  const uint64_t bits = sampler_splitmix64(sampler_splitmix64(seed) ^ static_cast<uint64_t>(index));
+  const uint64_t bits = splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(index));
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 

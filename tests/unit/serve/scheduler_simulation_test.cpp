@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "meshtrain/serve/scheduler.h"
+#include "meshtrain/serve/splitmix64.h"
 
 namespace meshtrain::serve {
 namespace {
@@ -19,22 +20,15 @@ namespace {
 constexpr TokenId kEos = 0;
 constexpr uint64_t kVocab = 24;
 
-uint64_t sim_mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // values[p]: the fake keys and values of position p, a hash of tokens[0..p].
 std::vector<uint64_t> sim_prefix_values(const std::vector<TokenId>& tokens, size_t n) {
   std::vector<uint64_t> values(n);
   uint64_t h = 0;
-  for (size_t p = 0; p < n; ++p) values[p] = h = sim_mix(h ^ static_cast<uint64_t>(tokens[p]));
+  for (size_t p = 0; p < n; ++p) values[p] = h = splitmix64(h ^ static_cast<uint64_t>(tokens[p]));
   return values;
 }
 
-TokenId sim_next_token(uint64_t last_value) { return static_cast<TokenId>(sim_mix(last_value ^ 0x5eedULL) % kVocab); }
+TokenId sim_next_token(uint64_t last_value) { return static_cast<TokenId>(splitmix64(last_value ^ 0x5eedULL) % kVocab); }
 
 // The generation run alone: what every request must produce however it is batched, preempted or shared.
 std::vector<TokenId> sim_reference(std::vector<TokenId> tokens, int32_t max_new_tokens) {
