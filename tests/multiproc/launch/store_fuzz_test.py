@@ -75,7 +75,12 @@ for sk in (listener, relay):
     sk.bind(("127.0.0.1", 0))
     sk.listen(4096)
 port, relay_port = listener.getsockname()[1], relay.getsockname()[1]
-console = tempfile.TemporaryFile(mode="w+")
+# The store writes its console through its own O_APPEND descriptor and the test reads it through another: one
+# shared descriptor would share its offset, and a line the store writes between the test's seek and read
+# would overwrite the start of the console.
+workdir = tempfile.TemporaryDirectory()
+console_path = os.path.join(workdir.name, "store.log")
+console = open(console_path, "ab")
 store = subprocess.Popen([STORE_EXE, "--store-fd", str(listener.fileno()), "--nnodes", "2", "--relay-fd",
                           str(relay.fileno()), "--upstream", "127.0.0.1", "--port", str(port), "--node", "0",
                           "--hello-timeout-ms", str(HELLO_TIMEOUT_MS), "--request-timeout-ms", "1500"],
@@ -83,11 +88,12 @@ store = subprocess.Popen([STORE_EXE, "--store-fd", str(listener.fileno()), "--nn
                          env=dict(os.environ, MESHRUN_RDZV_TOKEN=TOKEN))
 listener.close()
 relay.close()
+console.close()
 
 
 def read_console():
-    console.seek(0)
-    return console.read()
+    with open(console_path, encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
 def connect():
