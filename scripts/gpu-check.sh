@@ -5,13 +5,14 @@
 # under OUT and printing short tables last.
 # A whole check runs past ten minutes; WHAT splits it: all (suite + benchmarks), tests (the whole suite),
 # gpu (GPU-labelled tests only), bench (benchmarks only), plan (`meshtrain plan`'s predicted peak memory against
-# the measured one: scripts/bench/plan_check.py, a few minutes). BENCH_ARGS go to train_compare.py.
-# Usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan]
+# the measured one: scripts/bench/plan_check.py, a few minutes), serve (only the targets serving needs, its GPU
+# tests, then scripts/bench/serve_compare.py with SERVE_ARGS). BENCH_ARGS go to train_compare.py.
+# Usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan|serve]
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan]}
+OUT=${1:?usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan|serve]}
 WHAT=${2:-all}
 [ "$WHAT" = tests ] && WHAT=all_tests
-case $WHAT in all|all_tests|gpu|bench|plan) ;; *) echo "gpu-check.sh: unknown part '$2' (all, tests, gpu, bench, plan)" >&2; exit 2 ;; esac
+case $WHAT in all|all_tests|gpu|bench|plan|serve) ;; *) echo "gpu-check.sh: unknown part '$2' (all, tests, gpu, bench, plan, serve)" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
@@ -21,14 +22,23 @@ PY=$(command -v python3)
 
 { scripts/setup.sh; } > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
 t0=$(date +%s)
-{ cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j "$(nproc)"; } \
+TARGETS=()  # all
+# Serving needs the meshtrain binary and the serve GPU tests' binaries, a quarter of the tree.
+[ "$WHAT" = serve ] && TARGETS=(--target meshtrain paged_forward_gpu_tests)
+{ cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j "$(nproc)" "${TARGETS[@]}"; } \
   > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 build_s=$(( $(date +%s) - t0 ))
 ctest_rc=0
 case $WHAT in
   all|all_tests) (cd $BUILD && ctest --output-on-failure -j 8 --timeout 600) > "$OUT/ctest.log" 2>&1; ctest_rc=$? ;;
   gpu) (cd $BUILD && ctest --output-on-failure -L gpu --timeout 600) > "$OUT/ctest.log" 2>&1; ctest_rc=$? ;;
+  serve) (cd $BUILD && ctest --output-on-failure -L gpu -R '^gpu\.serve\.' --timeout 600) > "$OUT/ctest.log" 2>&1
+         ctest_rc=$? ;;
 esac
+# Serving throughput and latency: meshtrain serve vs transformers generate, one model, one run.
+if [ "$WHAT" = serve ]; then
+  "$PY" scripts/bench/serve_compare.py $BUILD/bin "$OUT/serve" ${SERVE_ARGS:-} | tee "$OUT/serve_compare.txt"
+fi
 
 # Single-GPU training throughput: meshtrain vs PyTorch eager and torch.compile, three shapes.
 if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
