@@ -32,6 +32,8 @@ struct PagedBatch {
   at::Tensor slots;         // [N] int64: the cache row each token's keys and values are written to
   at::Tensor block_tables;  // [C, max_blocks] int64: chunk c's sequence's blocks, in order (padding after)
   at::Tensor sample_rows;   // [S] int64: the rows whose logits are wanted (a chunk's last token that samples)
+  at::Tensor context_lens;  // [C] int32: chunk c's context_len, on the device (for a decode kernel)
+  int64_t num_decodes = 0;  // chunks [0, num_decodes) are single-token decodes, which are rows [0, num_decodes)
   std::vector<PagedChunk> chunks;  // [C], on the host: the reference attention loops over them
 };
 

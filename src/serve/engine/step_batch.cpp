@@ -16,7 +16,7 @@ at::Tensor step_batch_tensor(const std::vector<int64_t>& v, const at::Device& de
 
 StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, const at::Device& device) {
   StepBatch out;
-  std::vector<int64_t> tokens, positions, slots, sample_rows;
+  std::vector<int64_t> tokens, positions, slots, sample_rows, context_lens;
   std::vector<const Sequence*> chunk_seqs;
   size_t max_blocks = 1;
   for (const auto* chunks : {&plan.decodes, &plan.prefills}) {
@@ -29,6 +29,7 @@ StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, cons
         slots.push_back(s.table.slot(p));
       }
       out.batch.chunks.push_back({query_start, c.num_tokens, c.start + c.num_tokens});
+      context_lens.push_back(c.start + c.num_tokens);
       chunk_seqs.push_back(&s);
       max_blocks = std::max(max_blocks, s.table.blocks().size());
       if (c.samples) {
@@ -48,6 +49,8 @@ StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, cons
   out.batch.slots = step_batch_tensor(slots, device);
   out.batch.block_tables = step_batch_tensor(tables, device).view({static_cast<int64_t>(chunk_seqs.size()), -1});
   out.batch.sample_rows = step_batch_tensor(sample_rows, device);
+  out.batch.context_lens = at::tensor(context_lens, at::kLong).to(at::kInt).to(device);
+  out.batch.num_decodes = static_cast<int64_t>(plan.decodes.size());
   return out;
 }
 
