@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
 #include "meshtrain/model/paged_forward.h"
 #include "meshtrain/serve/engine/sampler.h"
 #include "meshtrain/serve/engine/step_batch.h"
@@ -10,7 +11,15 @@
 namespace meshtrain::serve {
 
 Engine::Engine(model::Transformer model, PagedKvCache& cache, EngineOptions options)
-    : model_(std::move(model)), cache_(cache), options_(std::move(options)) {}
+    : model_(std::move(model)), cache_(cache), options_(std::move(options)) {
+  if (!options_.cuda_graphs || !model_->head_weight().is_cuda()) return;
+  if (DecodeGraphs::supported(*model_, cache_)) {
+    graphs_ = std::make_unique<DecodeGraphs>(model_, cache_, options_.cuda_graph_batch_sizes);
+  } else {
+    log::info("CUDA graphs: not used, the decode kernel does not take this model's heads or dtype; every step "
+              "runs eagerly");
+  }
+}
 
 void Engine::add(const Request& r, const SamplingParams& params) {
   check_sampling_params(r.id, params);
@@ -31,7 +40,9 @@ void Engine::remove(RequestId id) { params_.erase(id); }
 std::vector<SampledToken> Engine::step(const StepPlan& plan, const Scheduler& scheduler) {
   if (plan.empty()) return {};
   const StepBatch sb = make_step_batch(plan, scheduler, model_->head_weight().device());
-  const auto logits = model::paged_logits(*model_, sb.batch, cache_.layers());  // [S, V]
+  const auto logits = graphs_ && graphs_->takes(sb.batch)
+                          ? graphs_->run(sb.batch)
+                          : model::paged_logits(*model_, sb.batch, cache_.layers());  // [S, V]
   std::vector<SampleRow> rows;
   rows.reserve(sb.sampling.size());
   for (const Sequence* s : sb.sampling) {

@@ -11,7 +11,7 @@ EngineLoop::EngineLoop(model::Transformer model, GenerateOptions options, int64_
   MT_USER_CHECK(max_waiting_ >= 1, "max_waiting is ", max_waiting_, "; valid: an integer >= 1");
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
   cache_ = std::make_unique<PagedKvCache>(*model_, options_.scheduler.num_blocks, options_.scheduler.block_size);
-  engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
+  engine_ = std::make_unique<Engine>(model_, *cache_, engine_options(options_));
   metrics_.blocks_total = metrics_.blocks_free = options_.scheduler.num_blocks;
   thread_ = std::thread([this] { run(); });
 }
@@ -75,7 +75,7 @@ void EngineLoop::run() {
       std::lock_guard lock(mu_);
       admitting_ = 0;
       snapshot_scheduler();
-      engine_ = std::make_unique<Engine>(model_, *cache_, EngineOptions{options_.eos_tokens});
+      engine_ = std::make_unique<Engine>(model_, *cache_, engine_options(options_));
     }
   }
   std::lock_guard lock(mu_);

@@ -8,11 +8,17 @@
 
 namespace meshtrain::serve {
 
+EngineOptions engine_options(const GenerateOptions& options) {
+  return {.eos_tokens = options.eos_tokens,
+          .cuda_graphs = options.cuda_graphs,
+          .cuda_graph_batch_sizes = decode_graph_batch_sizes(options.scheduler.max_running)};
+}
+
 std::vector<GenerationResult> generate_all(model::Transformer& model, const std::vector<GenerationRequest>& requests,
                                            const GenerateOptions& options, SchedulerStats* stats) {
   Scheduler scheduler(options.scheduler);
   PagedKvCache cache(*model, options.scheduler.num_blocks, options.scheduler.block_size);
-  Engine engine(model, cache, {options.eos_tokens});
+  Engine engine(model, cache, engine_options(options));
   std::vector<GenerationResult> results(requests.size());
   std::unordered_map<RequestId, size_t> index;
   for (size_t i = 0; i < requests.size(); ++i) {

@@ -10,7 +10,7 @@ namespace meshtrain::serve {
 PagedKvCache::PagedKvCache(const model::TransformerImpl& model, int32_t num_blocks, int32_t block_size)
     : num_blocks_(num_blocks), block_size_(block_size) {
   MT_CHECK(num_blocks > 0 && block_size > 0, "PagedKvCache: ", num_blocks, " blocks of ", block_size, " tokens");
-  layers_ = model::make_paged_cache(model, num_blocks, block_size);
+  layers_ = model::make_paged_cache(model, static_cast<int64_t>(num_blocks) + 1, block_size);  // + the scratch block
 }
 
 int64_t PagedKvCache::bytes() const {

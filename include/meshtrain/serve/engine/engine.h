@@ -2,7 +2,9 @@
 // model's ragged batch (serve/engine/step_batch.h), runs the paged forward (model/paged_forward.h) over the
 // PagedKvCache, samples each sampling chunk's next token (serve/engine/sampler.h) and returns them for
 // Scheduler::on_tokens, an EOS id marked `stop`. The engine keeps each request's sampling settings; the blocks
-// are the scheduler's.
+// are the scheduler's. On CUDA, decode-only steps replay CUDA graphs captured when the engine is made
+// (serve/engine/decode_graphs.h); steps with prefill chunks, larger than the largest size, or on the CPU run
+// eagerly.
 //
 //   Scheduler sched(opts);  PagedKvCache cache(*model, opts.num_blocks, opts.block_size);
 //   Engine engine(model, cache, {.eos_tokens = {2}});
@@ -10,10 +12,12 @@
 //   while (sched.has_work()) for (Finished f : sched.on_tokens(engine.step(sched.step(), sched))) engine.remove(f.id);
 #pragma once
 
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "meshtrain/model/transformer.h"
+#include "meshtrain/serve/engine/decode_graphs.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/engine/sampling_params.h"
 #include "meshtrain/serve/scheduler.h"
@@ -22,11 +26,18 @@ namespace meshtrain::serve {
 
 struct EngineOptions {
   std::vector<TokenId> eos_tokens;  // sampling one of these ends the sequence (kStop); the token is kept
+  // Decode-only steps replayed as CUDA graphs where the model is on CUDA and the decode kernel takes it
+  // (DecodeGraphs::supported); off: every step eager (meshtrain serve --cuda-graphs).
+  bool cuda_graphs = true;
+  // The batch sizes captured, ascending: a decode step of b rows replays the smallest size ≥ b; one of more rows
+  // than the largest runs eagerly. The scheduler's max_running should be the largest.
+  std::vector<int64_t> cuda_graph_batch_sizes = decode_graph_batch_sizes(SchedulerOptions{}.max_running);
 };
 
 class Engine {
  public:
-  // `cache` must outlive the engine and match the scheduler's num_blocks and block_size.
+  // `cache` must outlive the engine and match the scheduler's num_blocks and block_size. Captures the decode
+  // graphs (options.cuda_graphs, on CUDA); the model's weights and the cache must not move after.
   Engine(model::Transformer model, PagedKvCache& cache, EngineOptions options = {});
 
   // A request's sampling settings, before its first step. UserError for bad settings, or a request longer than
@@ -38,11 +49,15 @@ class Engine {
   // Runs `plan` (the scheduler's latest) and returns one token per chunk that samples.
   std::vector<SampledToken> step(const StepPlan& plan, const Scheduler& scheduler);
 
+  // The captured decode steps, or nullptr where every step runs eagerly.
+  const DecodeGraphs* graphs() const { return graphs_.get(); }
+
  private:
   model::Transformer model_;
   PagedKvCache& cache_;
   EngineOptions options_;
   std::unordered_map<RequestId, SamplingParams> params_;
+  std::unique_ptr<DecodeGraphs> graphs_;
 };
 
 }  // namespace meshtrain::serve

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "meshtrain/model/transformer.h"
+#include "meshtrain/serve/engine/engine.h"
 #include "meshtrain/serve/engine/sampling_params.h"
 #include "meshtrain/serve/scheduler.h"
 
@@ -19,7 +20,11 @@ struct GenerationRequest {
 struct GenerateOptions {
   SchedulerOptions scheduler;       // the cache's size, the step budget, the batch's rows
   std::vector<TokenId> eos_tokens;  // sampling one ends a request (kStop)
+  bool cuda_graphs = true;          // decode steps as CUDA graphs on CUDA (EngineOptions::cuda_graphs)
 };
+
+// The engine's options for `options`: its EOS ids, and graphs of 1, 2, 4, … up to the scheduler's max_running.
+EngineOptions engine_options(const GenerateOptions& options);
 
 struct GenerationResult {
   RequestId id = 0;

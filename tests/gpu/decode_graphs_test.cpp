@@ -1,0 +1,273 @@
+// CUDA graphs of decode steps (serve/engine/decode_graphs.h) on a GPU, with a random-init Llama (4 layers, 512
+// wide, GQA, bf16):
+//  - in lockstep, every step of one scheduler's plan runs three ways — the graphs over one cache, the eager paged
+//    forward over another, and the fp32 model over a third — and the sampled (greedy, from the eager logits) tokens
+//    go back to the scheduler. Every step's graph-cache logits must be no further from fp32 than twice the eager
+//    bf16 logits are (plus a floor). The requests arrive so that the steps cover a batch padded up (3 → 4, 5 → 8),
+//    a request finishing mid-way (the batch shrinks), prefill chunks between decodes (eager steps reading what the
+//    graphs wrote), and sizes 1 to 8. A replay changes no cache row but its batch's slots and the scratch block's;
+//    padding writes the scratch block only, which the scheduler never hands out;
+//  - the engine (generate_all, and the Engine itself to see its graphs used) with graphs on and off: the same
+//    greedy tokens up to the first near-tie of the eager model.
+// Each step prints one line (which path, the batch and graph sizes, the three distances), to diagnose from the log.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "meshtrain/model/paged_forward.h"
+#include "meshtrain/serve/engine/decode_graphs.h"
+#include "meshtrain/serve/engine/engine.h"
+#include "meshtrain/serve/engine/generate_all.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/step_batch.h"
+#include "meshtrain/serve/scheduler.h"
+#include "support/gpu_test_main.h"
+#include "support/tiny_model.h"
+
+namespace meshtrain::serve {
+namespace {
+
+constexpr int64_t kVocab = 1000;
+// Greedy tokens of two paths may differ where the eager model's two best logits are closer than this.
+constexpr double kNearTie = 0.05;
+
+model::Transformer graphs_model(at::ScalarType dtype) {
+  const auto cfg = testing_support::tiny_model({.family = "llama", .vocab_size = kVocab, .n_layer = 4, .n_head = 8,
+                                                .n_kv_head = 2, .d_model = 512, .d_ff = 1024, .max_seq_len = 256});
+  model::Transformer net(cfg, at::TensorOptions().device(at::kCUDA).dtype(dtype));
+  net->init_weights(11);
+  net->eval();
+  return net;
+}
+
+Request graphs_request(RequestId id, int32_t prompt_len, int32_t max_new) {
+  std::vector<TokenId> prompt;
+  for (int32_t j = 0; j < prompt_len; ++j) prompt.push_back((id * 37 + j * 11 + 5) % kVocab);
+  return {id, prompt, max_new};
+}
+
+double max_distance(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+// The cache rows [slots, H_kv · hd] of every layer's keys and values, copied.
+std::vector<at::Tensor> cache_snapshot(PagedKvCache& cache) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : cache.layers())
+    for (const at::Tensor* t : {&l.k, &l.v}) out.push_back(t->reshape({t->size(0) * t->size(1), -1}).clone());
+  return out;
+}
+
+// The slots whose rows differ between two snapshots, in any layer.
+std::set<int64_t> changed_slots(const std::vector<at::Tensor>& before, const std::vector<at::Tensor>& after) {
+  std::set<int64_t> out;
+  for (size_t i = 0; i < before.size(); ++i) {
+    const auto rows = (before[i] != after[i]).any(1).nonzero().flatten().cpu();
+    for (int64_t j = 0; j < rows.numel(); ++j) out.insert(rows[j].item<int64_t>());
+  }
+  return out;
+}
+
+// Whether block `b` is all zeros in every layer of `cache`.
+bool block_is_zero(PagedKvCache& cache, int64_t b) {
+  for (const auto& l : cache.layers())
+    if (l.k[b].count_nonzero().item<int64_t>() != 0 || l.v[b].count_nonzero().item<int64_t>() != 0) return false;
+  return true;
+}
+
+// What the lockstep run saw.
+struct LockstepLog {
+  std::vector<std::pair<int64_t, int64_t>> graph_steps;  // (rows, graph size) per replayed step
+  int64_t eager_after_graph = 0;                         // eager steps with decodes after the first replay
+  std::set<int64_t> handed_out;                          // every block a sequence held
+};
+
+class DecodeGraphsGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    net16_ = graphs_model(at::kBFloat16);
+    net32_ = graphs_model(at::kFloat);
+  }
+  model::Transformer net16_{nullptr}, net32_{nullptr};
+};
+
+TEST_F(DecodeGraphsGpu, EveryStepMatchesTheEagerStep) {
+  torch::NoGradGuard no_grad;
+  const SchedulerOptions so{.num_blocks = 40, .block_size = 16, .max_tokens_per_step = 48, .max_running = 8};
+  Scheduler sched(so);
+  PagedKvCache graph_cache(*net16_, so.num_blocks, so.block_size), eager_cache(*net16_, so.num_blocks, so.block_size),
+      ref_cache(*net32_, so.num_blocks, so.block_size);
+  ASSERT_TRUE(DecodeGraphs::supported(*net16_, graph_cache))
+      << "the decode kernel does not take this model (bf16, 8 query and 2 key/value heads of 64): nothing to capture";
+  DecodeGraphs graphs(net16_, graph_cache, decode_graph_batch_sizes(so.max_running));
+  std::printf("captured %zu graphs in %.3f s\n", graphs.batch_sizes().size(), graphs.capture_seconds());
+  ASSERT_EQ(graph_cache.scratch_block(), so.num_blocks);
+  EXPECT_FALSE(block_is_zero(graph_cache, so.num_blocks)) << "the warm-up's padding wrote no scratch keys";
+
+  // Step 0: three requests (3 decodes → graph 4 from step 2; the second finishes at step 5, leaving 2). Step 8:
+  // three more, prefilled beside the decodes, then 5 decodes → graph 8, shrinking to 1 as they finish.
+  const std::map<int, std::vector<Request>> arrivals = {
+      {0, {graphs_request(1, 20, 14), graphs_request(2, 33, 5), graphs_request(3, 7, 24)}},
+      {8, {graphs_request(4, 40, 10), graphs_request(5, 18, 12), graphs_request(6, 9, 6)}}};
+  LockstepLog seen;
+  for (int step = 0; sched.has_work() || step <= arrivals.rbegin()->first; ++step) {
+    if (const auto it = arrivals.find(step); it != arrivals.end())
+      for (const Request& r : it->second) sched.add(r);
+    if (!sched.has_work()) continue;
+    const StepPlan plan = sched.step();
+    ASSERT_FALSE(plan.empty()) << "step " << step;
+    for (const auto* chunks : {&plan.decodes, &plan.prefills})
+      for (const Chunk& c : *chunks)
+        for (BlockId b : sched.sequence(c.id).table.blocks()) {
+          ASSERT_LT(b, so.num_blocks) << "step " << step << ": request " << c.id << " holds the scratch block";
+          seen.handed_out.insert(b);
+        }
+    const StepBatch sb = make_step_batch(plan, sched, at::kCUDA);
+    const bool replay = graphs.takes(sb.batch);
+    at::Tensor logits;
+    std::string path = "eager";
+    if (replay) {
+      const auto before = cache_snapshot(graph_cache);
+      const auto replays = graphs.replays();
+      logits = graphs.run(sb.batch).clone();
+      const int64_t rows = sb.batch.num_decodes;
+      size_t used = 0;
+      while (used < replays.size() && graphs.replays()[used] == replays[used]) ++used;
+      ASSERT_LT(used, replays.size()) << "step " << step << ": run() replayed no graph";
+      seen.graph_steps.push_back({rows, graphs.batch_sizes()[used]});
+      path = "graph " + std::to_string(rows) + "->" + std::to_string(graphs.batch_sizes()[used]);
+      // Only the batch's own slots and the scratch block may change.
+      std::set<int64_t> allowed;
+      const auto slots = sb.batch.slots.cpu();
+      for (int64_t i = 0; i < slots.numel(); ++i) allowed.insert(slots[i].item<int64_t>());
+      for (int64_t o = 0; o < so.block_size; ++o) allowed.insert(int64_t{so.num_blocks} * so.block_size + o);
+      for (int64_t s : changed_slots(before, cache_snapshot(graph_cache)))
+        EXPECT_TRUE(allowed.count(s)) << "step " << step << " (" << path << ") changed cache slot " << s
+                                      << " (block " << s / so.block_size << ") outside its batch";
+    } else {
+      logits = model::paged_logits(*net16_, sb.batch, graph_cache.layers());
+      if (!seen.graph_steps.empty() && sb.batch.num_decodes > 0) ++seen.eager_after_graph;
+    }
+    const auto eager = model::paged_logits(*net16_, sb.batch, eager_cache.layers());
+    const auto ref = model::paged_logits(*net32_, sb.batch, ref_cache.layers());
+    const double graph_err = max_distance(logits, ref), eager_err = max_distance(eager, ref);
+    std::printf("step %2d: %-10s %zu decodes + %zu prefills | vs fp32: this %.5f, eager %.5f | vs eager %.5f\n",
+                step, path.c_str(), plan.decodes.size(), plan.prefills.size(), graph_err, eager_err,
+                max_distance(logits, eager));
+    EXPECT_LE(graph_err, 2 * eager_err + 2e-3) << "step " << step << " (" << path << ")";
+    const auto next = eager.argmax(-1).cpu();
+    std::vector<SampledToken> sampled;
+    for (size_t i = 0; i < sb.sampling.size(); ++i) {
+      const auto token = static_cast<TokenId>(next[static_cast<int64_t>(i)].item<int64_t>());
+      sampled.push_back({sb.sampling[i]->request.id, token, false});
+    }
+    sched.on_tokens(sampled);
+  }
+
+  const auto& replays = graphs.replays();
+  EXPECT_EQ(std::accumulate(replays.begin(), replays.end(), int64_t{0}),
+            static_cast<int64_t>(seen.graph_steps.size()));
+  const auto has = [&](int64_t rows, int64_t size) {
+    return std::count(seen.graph_steps.begin(), seen.graph_steps.end(), std::make_pair(rows, size)) > 0;
+  };
+  EXPECT_TRUE(has(3, 4)) << "no step of 3 decodes replayed graph 4";
+  EXPECT_TRUE(has(5, 8)) << "no step of 5 decodes replayed graph 8";
+  EXPECT_TRUE(has(2, 2) && has(1, 1)) << "the batch never shrank to 2 and 1";
+  EXPECT_GT(seen.eager_after_graph, 0) << "no eager step with decodes followed a replay";
+  // Padding wrote the scratch block of the graphs' cache; the eager cache never wrote its own; blocks no sequence
+  // held stayed empty in both.
+  EXPECT_FALSE(block_is_zero(graph_cache, so.num_blocks));
+  EXPECT_TRUE(block_is_zero(eager_cache, so.num_blocks));
+  for (int64_t b = 0; b < so.num_blocks; ++b) {
+    if (seen.handed_out.count(b)) continue;
+    EXPECT_TRUE(block_is_zero(graph_cache, b)) << "block " << b << ", never handed out, was written";
+  }
+}
+
+// The eager model's gap between its two best logits after `tokens` (prompt and generated).
+double eager_top2_gap(model::Transformer& net, const std::vector<TokenId>& tokens) {
+  std::vector<int64_t> ids(tokens.begin(), tokens.end());
+  const auto logits = net->forward(at::tensor(ids, at::kLong).view({1, -1}).cuda()).select(1, -1).squeeze(0);
+  const auto top = std::get<0>(logits.to(at::kFloat).topk(2)).cpu();
+  return top[0].item<double>() - top[1].item<double>();
+}
+
+// The generated tokens of `requests` through `engine`, generate_all's loop on a scheduler of `so`.
+std::map<RequestId, std::vector<TokenId>> run_engine(Engine& engine, const SchedulerOptions& so,
+                                                     const std::vector<GenerationRequest>& requests) {
+  Scheduler sched(so);
+  for (const auto& r : requests) {
+    engine.add(r.request, r.sampling);
+    sched.add(r.request);
+  }
+  std::map<RequestId, std::vector<TokenId>> out;
+  while (sched.has_work()) {
+    const auto sampled = engine.step(sched.step(), sched);
+    for (const SampledToken& t : sampled) out[t.id].push_back(t.token);
+    for (const Finished& f : sched.on_tokens(sampled)) engine.remove(f.id);
+  }
+  return out;
+}
+
+TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
+  torch::NoGradGuard no_grad;
+  // 4 running of 6: the last two are admitted (prefill steps) as the first finish.
+  const SchedulerOptions so{.num_blocks = 40, .block_size = 16, .max_tokens_per_step = 64, .max_running = 4};
+  std::vector<GenerationRequest> requests;
+  const int32_t lens[] = {20, 33, 7, 40, 18, 9}, news[] = {14, 5, 24, 10, 12, 6};
+  for (int i = 0; i < 6; ++i) requests.push_back({graphs_request(10 + i, lens[i], news[i]), {.temperature = 0}});
+
+  GenerateOptions on{.scheduler = so}, off{.scheduler = so, .cuda_graphs = false};
+  const auto with = generate_all(net16_, requests, on), without = generate_all(net16_, requests, off);
+
+  PagedKvCache cache(*net16_, so.num_blocks, so.block_size);
+  Engine engine(net16_, cache, engine_options(on));
+  ASSERT_NE(engine.graphs(), nullptr) << "the engine captured no graphs";
+  const auto direct = run_engine(engine, so, requests);
+  const auto& replays = engine.graphs()->replays();
+  const int64_t replayed = std::accumulate(replays.begin(), replays.end(), int64_t{0});
+  std::printf("engine: %lld decode steps replayed (", static_cast<long long>(replayed));
+  for (size_t i = 0; i < replays.size(); ++i)
+    std::printf("%s%lld at %lld", i ? ", " : "", static_cast<long long>(replays[i]),
+                static_cast<long long>(engine.graphs()->batch_sizes()[i]));
+  std::printf(")\n");
+  EXPECT_GT(replayed, 0);
+  PagedKvCache eager_cache(*net16_, so.num_blocks, so.block_size);
+  Engine eager_engine(net16_, eager_cache, engine_options(off));
+  EXPECT_EQ(eager_engine.graphs(), nullptr);
+
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i].request;
+    // A replay is deterministic: the loop and generate_all with graphs agree exactly.
+    EXPECT_EQ(direct.at(r.id), with[i].tokens) << "request " << r.id;
+    const auto& a = with[i].tokens;
+    const auto& b = without[i].tokens;
+    ASSERT_EQ(a.size(), b.size()) << "request " << r.id;
+    const auto diff = std::mismatch(a.begin(), a.end(), b.begin());
+    const size_t k = static_cast<size_t>(diff.first - a.begin());
+    std::printf("request %lld: %zu tokens, equal for the first %zu\n", static_cast<long long>(r.id), a.size(), k);
+    if (k == a.size()) continue;
+    std::vector<TokenId> context = r.prompt;
+    context.insert(context.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(k));
+    const double gap = eager_top2_gap(net16_, context);
+    EXPECT_LT(gap, kNearTie) << "request " << r.id << ": token " << k << " is " << a[k] << " with graphs, " << b[k]
+                             << " without, where the eager model's two best logits are " << gap << " apart";
+  }
+}
+
+}  // namespace
+}  // namespace meshtrain::serve
+
+int main(int argc, char** argv) {
+  return meshtrain::testing_support::run_gpu_tests(argc, argv, [] {
+    return meshtrain::testing_support::kCudaKernels ? std::string()
+                                                    : std::string("built without meshtrain's CUDA kernels (no nvcc)");
+  });
+}
