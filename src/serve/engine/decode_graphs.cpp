@@ -28,9 +28,10 @@
 namespace meshtrain::serve {
 namespace {
 
-// Whether the decode kernel takes decode queries shaped like `q` [N, H, hd] over keys `k_cache`. Stands in for
-// model::paged_decode_supported (model/kernels/paged_decode.h) until that kernel exists: without it every decode
-// goes through the reference attention, which reads each chunk's host values and so cannot be replayed.
+// Whether the decode kernel takes decode queries shaped like `q` [N, H, hd] over keys `k_cache`. Without the
+// kernel every decode goes through the reference attention, which reads each chunk's host values (a replay would
+// freeze them), so nothing is captured. The kernel is not in this tree yet: once model/kernels/paged_decode.h is,
+// this becomes model::paged_decode_supported(q, k_cache), which gpu.serve.decode_graphs requires.
 bool decode_kernel_takes(const at::Tensor& q, const at::Tensor& k_cache) {
   (void)q;
   (void)k_cache;
@@ -104,7 +105,10 @@ DecodeGraphs::DecodeGraphs(model::Transformer model, PagedKvCache& cache, std::v
   MT_CHECK(supported(*model_, cache_), "DecodeGraphs: the decode kernel does not take this model on this cache");
   const int64_t rows = sizes_.back();
   const int64_t bs = cache_.block_size();
-  const int64_t max_blocks = (model_->config().max_seq_len + bs - 1) / bs;
+  // The widest table a sequence can have: the model's positions, or the whole cache if that is smaller. The
+  // kernel splits its work by this width (not by the contexts, which it reads on the device), so no wider.
+  const int64_t max_blocks =
+      std::min<int64_t>((model_->config().max_seq_len + bs - 1) / bs, cache_.num_blocks());
   const auto longs = at::TensorOptions(at::kLong).device(cache_.layers().front().k.device());
   buf_.tokens = at::empty({rows}, longs);
   buf_.positions = at::empty({rows}, longs);
@@ -112,7 +116,6 @@ DecodeGraphs::DecodeGraphs(model::Transformer model, PagedKvCache& cache, std::v
   buf_.block_tables = at::empty({rows, max_blocks}, longs.dtype(at::kInt));  // the decode kernel's block ids
   buf_.context_lens = at::empty({rows}, longs.dtype(at::kInt));
   buf_.sample_rows = at::arange(rows, longs);
-  real_rows_ = rows;
   pad_rows(0, rows);
   capture_all();
 }
@@ -162,9 +165,8 @@ void DecodeGraphs::copy_in(const model::PagedBatch& batch, int64_t rows) {
   buf_.context_lens.narrow(0, 0, b).copy_(batch.context_lens, true);
   // Columns past a row's own blocks keep older values: the kernel reads only its context's blocks.
   buf_.block_tables.narrow(0, 0, b).narrow(1, 0, batch.block_tables.size(1)).copy_(batch.block_tables, true);
-  // Rows [b, rows) that an earlier, larger step filled become padding again; rows already padding stay so.
-  pad_rows(b, std::min(rows, real_rows_));
-  real_rows_ = real_rows_ > rows ? real_rows_ : b;
+  // Every step, not only after a larger one left real rows there: five small fills, and no state to get wrong.
+  pad_rows(b, rows);
 }
 
 #ifdef MESHTRAIN_WITH_CUDA

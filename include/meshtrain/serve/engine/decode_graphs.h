@@ -4,8 +4,8 @@
 //
 // For each batch size B of a list (1, 2, 4, … up to max_running: decode_graph_batch_sizes), the paged forward
 // (model::paged_logits) of a decode-only batch of B rows is captured once over static device buffers — token ids,
-// positions, slots [B], block tables [B, max_blocks] (max_blocks covers model.max_seq_len), context lengths [B],
-// sample rows arange(B) — and a static logits output [B, V]:
+// positions, slots [B], block tables [B, max_blocks] (the widest a sequence's can be: model.max_seq_len's blocks,
+// at most the cache's), context lengths [B], sample rows arange(B) — and a static logits output [B, V]:
 //
 //   a decode batch of b rows ──copy──► rows [0, b) of the buffers of the smallest B ≥ b
 //                             padding► rows [b, B): token 0 at position 0, context 1, over the scratch block
@@ -89,7 +89,6 @@ class DecodeGraphs {
   std::vector<int64_t> sizes_, replays_;
   double capture_seconds_ = 0;
   Buffers buf_;
-  int64_t real_rows_ = 0;  // rows [real_rows_, B_max) of the buffers are padding; those before may hold a step's
   std::unique_ptr<Graphs> graphs_;
 };
 
