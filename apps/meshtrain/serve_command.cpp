@@ -96,6 +96,8 @@ int cmd_serve(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("cpu"))(
       "dtype", "the weights' and the KV cache's precision: fp32 or bf16",
       cxxopts::value<std::string>()->default_value("fp32"))(
+      "cuda-graphs", "replay decode steps as CUDA graphs on a GPU: on or off",
+      cxxopts::value<std::string>()->default_value("on"))(
       "h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
@@ -110,6 +112,9 @@ int cmd_serve(int argc, char** argv) {
                                            .max_tokens_per_step = positive_int(r, "max-step-tokens"),
                                            .max_running = positive_int(r, "max-running")}};
   const int max_waiting = positive_int(r, "max-waiting");
+  const std::string graphs = r["cuda-graphs"].as<std::string>();
+  MT_USER_CHECK(graphs == "on" || graphs == "off", "--cuda-graphs ", graphs, ": expected on or off");
+  gen.cuda_graphs = graphs == "on";
   const c10::TensorOptions placement = model_placement(r);  // checked before any weight is read
   const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path);
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);

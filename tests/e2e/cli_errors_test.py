@@ -134,6 +134,9 @@ check("meshtrain bench train / unknown --attention", [meshtrain, "bench", "train
 # A list flag's value is split by the command, not the option parser: norm passes, the unknown lever is named.
 check("meshtrain bench train / --unfuse list", [meshtrain, "bench", "train", "--unfuse", "norm,bogus"],
       "--unfuse: unknown lever 'bogus'")
+# meshtrain serve's on/off flag, refused before the checkpoint is read.
+check("meshtrain serve / --cuda-graphs", [meshtrain, "serve", work, "--cuda-graphs", "maybe"],
+      "--cuda-graphs maybe: expected on or off")
 
 
 def config_lines(*sets):
