@@ -21,7 +21,7 @@ compared; in bf16 they may part after some tokens, so the first divergence is re
 
 Prints a table and writes OUT/serve_compare.json; exits 1 when either side failed, 2 on bad flags.
 
-Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256]
+Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256] [--hbm-tb-s 4.8]
                         [--prompt-tokens 128] [--concurrency 1,8,64] [--requests N]
 """
 import argparse
@@ -76,6 +76,8 @@ def parse_args(argv):
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--concurrency", default="1,8,64", help="comma-separated positive integers")
+    ap.add_argument("--hbm-tb-s", type=float, default=4.8,
+                    help="the device's memory bandwidth in TB/s, for the batch-1 limit (H200: 4.8)")
     ap.add_argument("--requests", type=int, default=0,
                     help="requests per concurrency (default: 2 × the concurrency, at least 4)")
     a = ap.parse_args(argv)
@@ -111,20 +113,43 @@ def percentile(xs, q):
 
 
 def make_model(a, torch, transformers):
-    """The random-init model of the preset's shape, saved as an HF directory; returns (model, hf_dir)."""
+    """The random-init model of the preset's shape, saved as an HF directory; returns (model, hf_dir).
+
+    The tiny model is made in fp32 on the CPU (its noise is added there); a real shape is made directly on the
+    device in the compared dtype, so an 8B model takes seconds to initialise and its saved weights are the ones
+    side A runs (no fp32 copy of 32 GB on the host and on disk)."""
     cfg = transformers.LlamaConfig(**PRESETS[a.preset], rms_norm_eps=1e-5,
                                    max_position_embeddings=max(8192, a.prompt_tokens + a.new_tokens),
                                    bos_token_id=None, eos_token_id=None, pad_token_id=None)
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).float().eval()
     if a.preset in INIT_NOISE:
+        model = transformers.LlamaForCausalLM(cfg).float().eval()
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(torch.randn_like(p) * INIT_NOISE[a.preset])
+    else:
+        dtype = getattr(torch, DTYPES[a.dtype])
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            with torch.device(a.device):
+                model = transformers.LlamaForCausalLM(cfg).eval()
+        finally:
+            torch.set_default_dtype(previous)
     hf_dir = os.path.join(a.out, "hf")
     shutil.rmtree(hf_dir, ignore_errors=True)
     model.save_pretrained(hf_dir)
     return model, hf_dir
+
+
+def weight_bytes(model):
+    """Bytes of weights one decode step reads: every distinct parameter once (a tied head is the embedding)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel() * p.element_size()
+    return total
 
 
 def make_prompts(a, torch, vocab):
@@ -340,6 +365,11 @@ def print_table(a, result):
               f"{fmt(result['ratios_b_over_a'].get(str(c)), '7.2f')} {fmt(m.get('ttft_ms_p50'), '9.1f')} "
               f"{fmt(m.get('ttft_ms_p90'), '9.1f')} {fmt(m.get('itl_ms_p50'), '8.2f')} "
               f"{fmt(m.get('itl_ms_p90'), '8.2f')}")
+    lim = result.get("weight_bandwidth_limit_tokens_per_s")
+    one = ms.get(1, {}).get("tokens_per_s")
+    if lim and one and a.device == "cuda":
+        print(f"batch 1: {one:.1f} tok/s = {100 * one / lim:.1f} % of the weight-bandwidth limit ({lim:.0f} tok/s: "
+              f"{result['weights_gb']:.2f} GB of weights at {a.hbm_tb_s} TB/s)")
     g = result["greedy"]
     if g:
         print(f"greedy, first prompt: {g['mismatches']} of {g['compared']} tokens differ; first divergence: "
@@ -389,7 +419,12 @@ def main(argv):
     except Exception as e:  # noqa: BLE001 - one side failing still reports the other
         traceback.print_exc()
         result["errors"]["transformers"] = f"{type(e).__name__}: {e}"
+    result["weights_gb"] = weight_bytes(model) / 1e9
+    # One token per step at batch 1 reads every weight once: the ceiling on batch-1 decode.
+    result["weight_bandwidth_limit_tokens_per_s"] = a.hbm_tb_s * 1e12 / (result["weights_gb"] * 1e9)
     del model
+    if a.device == "cuda":
+        torch.cuda.empty_cache()  # the server is another process and sizes nothing from what is left here
     if ckpt:
         try:
             result["meshtrain_serve"], b_tokens = side_serve(a, ckpt, prompts)
