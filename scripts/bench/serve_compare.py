@@ -341,6 +341,21 @@ def greedy_check(a_tokens, b_tokens):
             "transformers": a_tokens, "meshtrain": b_tokens}
 
 
+def divergence_margin(torch, model, prompt, a_tokens, b_tokens, i):
+    """Where the two greedy runs part: the fp32 logits after their common prefix, from the same weights. A gap
+    between the two picks far below the logits' bf16 rounding (about 2^-8 of their magnitude) means a near-tie
+    that bf16 arithmetic decides either way, not a wrong model."""
+    if i >= min(len(a_tokens), len(b_tokens)):
+        return {}
+    model = model.float()
+    ids = torch.tensor([prompt + a_tokens[:i]], device=next(model.parameters()).device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, -1].float()
+    top = logits.topk(2).values
+    return {"fp32_logit_gap_at_divergence": float(logits[a_tokens[i]] - logits[b_tokens[i]]),
+            "fp32_top2_margin": float(top[0] - top[1]), "fp32_top_logit": float(top[0])}
+
+
 def machine(torch):
     m = {"host": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count()}
     if torch.cuda.is_available():
@@ -374,6 +389,9 @@ def print_table(a, result):
     if g:
         print(f"greedy, first prompt: {g['mismatches']} of {g['compared']} tokens differ; first divergence: "
               f"{'none' if g['first_divergence'] is None else g['first_divergence']}")
+        if "fp32_logit_gap_at_divergence" in g:
+            print(f"  there, in fp32: transformers' pick − meshtrain's = {g['fp32_logit_gap_at_divergence']:.5f}, "
+                  f"top-2 margin {g['fp32_top2_margin']:.5f}, top logit {g['fp32_top_logit']:.3f}")
     for side, err in result["errors"].items():
         print(f"FAILED: {side}: {err}", file=sys.stderr)
 
@@ -422,7 +440,6 @@ def main(argv):
     result["weights_gb"] = weight_bytes(model) / 1e9
     # One token per step at batch 1 reads every weight once: the ceiling on batch-1 decode.
     result["weight_bandwidth_limit_tokens_per_s"] = a.hbm_tb_s * 1e12 / (result["weights_gb"] * 1e9)
-    del model
     if a.device == "cuda":
         torch.cuda.empty_cache()  # the server is another process and sizes nothing from what is left here
     if ckpt:
@@ -434,6 +451,10 @@ def main(argv):
         for h, m in zip(result["transformers"]["rows"], result["meshtrain_serve"]["rows"]):
             result["ratios_b_over_a"][str(h["concurrency"])] = m["tokens_per_s"] / h["tokens_per_s"]
     result["greedy"] = greedy_check(a_tokens, b_tokens)
+    if result["greedy"] and result["greedy"]["first_divergence"] is not None:
+        result["greedy"].update(divergence_margin(torch, model, prompts[0], a_tokens, b_tokens,
+                                                  result["greedy"]["first_divergence"]))
+    del model
     write_json(os.path.join(a.out, "serve_compare.json"), result)
     print_table(a, result)
     return 1 if result["errors"] else 0
