@@ -161,7 +161,7 @@ int cmd_serve(int argc, char** argv) {
                      "(new requests get 503, those in flight finish), a second one stops it at once.");
   o.add_options()("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))(
       "port", "port to listen on; 0 = a free one (printed)", cxxopts::value<int64_t>()->default_value("8000"))(
-      "blocks", "KV cache blocks (default on CUDA: what --gpu-memory-fraction leaves; on the CPU 256)",
+      "blocks", "KV cache blocks; not given: on CUDA what --gpu-memory-fraction leaves, on the CPU the default",
       cxxopts::value<int64_t>()->default_value("256"))(
       "gpu-memory-fraction", "share of the device memory free after the weights that the KV cache and a step "
       "may use (CUDA)", cxxopts::value<double>()->default_value("0.9"))(
