@@ -2,6 +2,8 @@
 """`meshtrain serve` under load and when clients go away: a real server process, real sockets, a tiny random
 byte-level Llama (tests/e2e/serve_support.py).
 
+  - Malformed JSON, max_tokens -1, an unknown model, a prompt longer than the model's context: 400 with
+    OpenAI's error object on one line each, and the server answers the next request.
   - A client that reads two chunks of a long stream and closes its socket: the request is aborted, the KV blocks
     it held return (/metrics' used-blocks gauge back at 0, polled) and requests_aborted_total counts it. The same
     for a whole (non-streamed) request whose client closes while it runs.
@@ -59,9 +61,29 @@ def raw_post(port, body):
     return s
 
 
+def bad_input(server, ckpt):
+    """Each mistake of the issue's list → 400 with OpenAI's error object on one line; the server stays up."""
+    too_long = {"prompt": [7] * 8300, "max_tokens": 4}  # past the model's 8192 positions, within the cache
+    for name, body, param in (("malformed JSON", b"{\"prompt\": [1, 2", None),
+                              ("max_tokens -1", {"prompt": [1], "max_tokens": -1}, "max_tokens"),
+                              ("unknown model", {"prompt": [1], "model": "gpt-4"}, "model"),
+                              ("a prompt longer than the context", too_long, None)):
+        conn = server.connect()
+        conn.request("POST", "/v1/completions", body=body if isinstance(body, bytes) else json.dumps(body))
+        r = conn.getresponse()
+        reply = json.loads(r.read())
+        conn.close()
+        e = reply.get("error", {})
+        check(r.status == 400 and e.get("type") == "invalid_request_error" and "\n" not in e.get("message", "\n")
+              and (param is None or e.get("param") == param), f"{name} → 400 ({r.status} {reply})")
+    status, reply = server.request("POST", "/v1/completions", {"prompt": [1, 2], "max_tokens": 3, "model": ckpt})
+    check(status == 200 and reply["usage"]["completion_tokens"] == 3, f"the server stays up ({status} {reply})")
+
+
 def disconnects(ckpt):
     server = Server(MESHTRAIN, ckpt, ["--blocks", "1100", "--block-size", "8", "--max-running", "1"])
     try:
+        bad_input(server, ckpt)
         # A stream: read two chunks, then close.
         s = raw_post(server.port, {"prompt": [1, 2, 3], "max_tokens": LONG, "temperature": 0, "stream": True})
         got = b""
@@ -73,7 +95,7 @@ def disconnects(ckpt):
               f"a long stream runs and holds KV blocks ({running['meshtrain_kv_blocks_used']:.0f} used)")
         m = server.wait_metrics(lambda m: m["meshtrain_kv_blocks_used"] == 0 and m["meshtrain_requests_aborted_total"] == 1)
         check(m["meshtrain_kv_blocks_used"] == 0 and m["meshtrain_requests_aborted_total"] == 1
-              and m["meshtrain_requests_running"] == 0 and m["meshtrain_requests_finished_total"] == 0,
+              and m["meshtrain_requests_running"] == 0 and m["meshtrain_requests_finished_total"] == 1,
               f"stream client gone → aborted, its blocks free again: {shown(m)}")
 
         # A whole answer: the client closes while the engine runs its request.
@@ -83,7 +105,7 @@ def disconnects(ckpt):
         s.close()
         m = server.wait_metrics(lambda m: m["meshtrain_kv_blocks_used"] == 0 and m["meshtrain_requests_aborted_total"] == 2)
         check(m["meshtrain_kv_blocks_used"] == 0 and m["meshtrain_requests_aborted_total"] == 2
-              and m["meshtrain_requests_running"] == 0 and m["meshtrain_requests_finished_total"] == 0,
+              and m["meshtrain_requests_running"] == 0 and m["meshtrain_requests_finished_total"] == 1,
               f"whole-answer client gone → aborted, its blocks free again: {shown(m)}")
     finally:
         server.proc.send_signal(signal.SIGTERM)
