@@ -1,12 +1,12 @@
 // meshtrain serve CHECKPOINT [--host H] [--port P] …: an OpenAI-compatible HTTP server over the serving engine
 // (docs/serving.md "meshtrain serve"). One engine thread runs the scheduler and the model step by step; the
 // HTTP server hands it requests and streams their tokens back. SIGINT or SIGTERM drains it (exit 0).
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
-#include <sstream>
+#include <optional>
 #include <torch/cuda.h>
 
 #include "cli.h"
@@ -14,6 +14,7 @@
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/serve/engine/engine_loop.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/http/http_server.h"
 #include "meshtrain/serve/http/openai_routes.h"
 #include "meshtrain/text/tokenizer_files.h"
@@ -69,42 +70,23 @@ c10::TensorOptions model_placement(const cxxopts::ParseResult& r) {
   return c10::TensorOptions().device(device).dtype(dt == "bf16" ? at::kBFloat16 : at::kFloat);
 }
 
-std::string gib(int64_t bytes) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(2) << static_cast<double>(bytes) / (1 << 30) << " GiB";
-  return o.str();
-}
-
-// The KV cache's blocks: --blocks when given; on CUDA otherwise what fits in the memory the weights left free
-// (--gpu-memory-fraction of it, less the largest step's workspace); on the CPU --blocks' default. One line says
-// how many, what they hold and where the number came from. `blocks` and `fraction` are the flags' values, checked.
+// The KV cache's blocks: on CUDA what kv_cache_size_on_device says (--blocks if it fits, else what
+// --gpu-memory-fraction leaves), on the CPU --blocks. One line says how many, what they hold and where the number
+// came from. `blocks` and `fraction` are the flags' values, checked.
 int kv_blocks(const cxxopts::ParseResult& r, int64_t blocks, double fraction, const ModelConfig& m,
               const c10::TensorOptions& placement, const serve::SchedulerOptions& s) {
   const auto dtype_bytes = static_cast<int64_t>(placement.dtype().itemsize());
   const int64_t block_bytes = serve::kv_block_bytes(m, s.block_size, dtype_bytes);
-  std::string source = r.count("blocks") ? "--blocks" : "--blocks' default on the CPU";
-  if (placement.device().is_cuda()) {
-    const int64_t free = serve::device_free_bytes(placement.device());
-    const int64_t workspace =
-        serve::step_workspace_bytes(m, s.max_tokens_per_step, s.max_running, dtype_bytes);
-    const int64_t fit = serve::kv_blocks_for_memory(free, 1.0, workspace, block_bytes);
-    if (r.count("blocks")) {
-      MT_USER_CHECK(blocks <= fit, "--blocks ", blocks, ": ", blocks, " blocks × ", block_bytes, " bytes = ",
-                    gib(blocks * block_bytes), ", but the device has ", gib(free), " free after the weights, less ",
-                    gib(workspace), " of step workspace: at most ", fit, " blocks fit");
-    } else {
-      blocks = std::min(serve::kv_blocks_for_memory(free, fraction, workspace, block_bytes), int64_t{1} << 30);
-      source = cat("--gpu-memory-fraction ", fraction, " of ", gib(free), " free after the weights, less ",
-                   gib(workspace), " of step workspace");
-      MT_USER_CHECK(blocks >= 1, "--gpu-memory-fraction ", fraction, ": no KV block of ", block_bytes,
-                    " bytes fits (", gib(free), " free after the weights, ", gib(workspace),
-                    " of step workspace); raise the fraction or lower --max-step-tokens / --max-running");
-    }
-  }
-  std::cout << "meshtrain serve: KV cache: " << blocks << " blocks of " << s.block_size << " tokens ("
-            << blocks * s.block_size << " tokens), " << gib(blocks * block_bytes) << ", from " << source
-            << std::endl;
-  return static_cast<int>(blocks);
+  serve::KvCacheSize size{blocks, r.count("blocks") ? "--blocks" : "--blocks' default on the CPU"};
+  if (placement.device().is_cuda())
+    size = serve::kv_cache_size_on_device(
+        serve::device_free_bytes(placement.device()), fraction,
+        serve::step_workspace_bytes(m, s.max_tokens_per_step, s.max_running, dtype_bytes), block_bytes,
+        r.count("blocks") ? std::optional<int64_t>(blocks) : std::nullopt);
+  std::cout << "meshtrain serve: KV cache: " << size.num_blocks << " blocks of " << s.block_size << " tokens ("
+            << size.num_blocks * s.block_size << " tokens), " << serve::memory_text(size.num_blocks * block_bytes)
+            << ", from " << size.source << std::endl;
+  return static_cast<int>(size.num_blocks);
 }
 
 // Takes a pending SIGINT or SIGTERM without waiting; true if there was one.

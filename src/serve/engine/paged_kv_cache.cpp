@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/paged_forward.h"
@@ -60,6 +62,31 @@ int64_t kv_blocks_for_memory(int64_t free_bytes, double fraction, int64_t worksp
            " bytes, fraction ", fraction);
   const double usable = std::floor(static_cast<double>(free_bytes) * fraction) - static_cast<double>(workspace_bytes);
   return usable <= 0 ? 0 : static_cast<int64_t>(usable) / block_bytes;
+}
+
+KvCacheSize kv_cache_size_on_device(int64_t free_bytes, double fraction, int64_t workspace_bytes, int64_t block_bytes,
+                                    std::optional<int64_t> given) {
+  const std::string room = cat(memory_text(free_bytes), " free after the weights, less ", memory_text(workspace_bytes),
+                               " of step workspace");
+  if (given) {
+    const int64_t fit = kv_blocks_for_memory(free_bytes, 1.0, workspace_bytes, block_bytes);
+    MT_USER_CHECK(*given <= fit, "--blocks ", *given, ": ", *given, " blocks of ", block_bytes, " bytes take ",
+                  memory_text(*given * block_bytes), " but the device has ", room, ": at most ", fit, " blocks fit");
+    return {*given, "--blocks"};
+  }
+  const int64_t blocks = std::min(kv_blocks_for_memory(free_bytes, fraction, workspace_bytes, block_bytes),
+                                  int64_t{1} << 30);
+  MT_USER_CHECK(blocks >= 1, "--gpu-memory-fraction ", fraction, ": not one KV block of ", block_bytes,
+                " bytes fits (", room, "); raise the fraction or lower --max-step-tokens / --max-running");
+  return {blocks, cat("--gpu-memory-fraction ", fraction, " of ", room)};
+}
+
+std::string memory_text(int64_t bytes) {
+  const bool gib = bytes >= (int64_t{1} << 30);
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(2) << static_cast<double>(bytes) / (int64_t{1} << (gib ? 30 : 20))
+    << (gib ? " GiB" : " MiB");
+  return o.str();
 }
 
 int64_t device_free_bytes(const c10::Device& device) {

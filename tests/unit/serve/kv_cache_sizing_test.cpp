@@ -1,6 +1,10 @@
 // The KV cache's size from memory (serve/engine/paged_kv_cache.h): one block's bytes, the largest step's
-// workspace and the blocks that fit, as plain arithmetic checked against numbers worked out by hand.
+// workspace and the blocks that fit, as plain arithmetic checked against numbers worked out by hand; what
+// `meshtrain serve` takes on a device: the fraction's blocks, or --blocks when it fits, else one line.
 #include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
 
 #include "meshtrain/serve/engine/paged_kv_cache.h"
 
@@ -55,6 +59,33 @@ TEST(KvCacheSizing, WorkspaceIsTheLargestStepsActivationsAttentionAndLogits) {
   EXPECT_EQ(step_workspace_bytes(m, 32, 8, 4), 98304 + 131072 + 160000);
   // A chunk never spans more than the model's context.
   EXPECT_EQ(step_workspace_bytes(m, 512, 8, 4) - step_workspace_bytes(m, 256, 8, 4), 256 * 768 * 4);
+}
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(KvCacheSizing, OnADeviceTheFractionDecidesUnlessBlocksAreGiven) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  const KvCacheSize auto_size = kv_cache_size_on_device(10 * kGiB, 0.9, kGiB, 524288, std::nullopt);
+  EXPECT_EQ(auto_size.num_blocks, 16384);
+  EXPECT_EQ(auto_size.source, "--gpu-memory-fraction 0.9 of 10.00 GiB free after the weights, less 1.00 GiB of step "
+                              "workspace");
+  // --blocks is taken as given while it fits in all the free memory less the workspace (9 GiB: 18432 blocks).
+  const KvCacheSize given = kv_cache_size_on_device(10 * kGiB, 0.9, kGiB, 524288, 18432);
+  EXPECT_EQ(given.num_blocks, 18432);
+  EXPECT_EQ(given.source, "--blocks");
+  const std::string too_many = user_error([&] { kv_cache_size_on_device(10 * kGiB, 0.9, kGiB, 524288, 18433); });
+  EXPECT_NE(too_many.find("--blocks 18433"), std::string::npos) << too_many;
+  EXPECT_NE(too_many.find("at most 18432 blocks fit"), std::string::npos) << too_many;
+  EXPECT_EQ(too_many.find('\n'), std::string::npos);
+  const std::string none = user_error([&] { kv_cache_size_on_device(kGiB, 0.5, kGiB, 524288, std::nullopt); });
+  EXPECT_NE(none.find("--gpu-memory-fraction 0.5: not one KV block"), std::string::npos) << none;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <c10/core/Device.h>
@@ -42,6 +44,20 @@ int64_t step_workspace_bytes(const ModelConfig& m, int64_t max_step_tokens, int6
 
 // floor((free_bytes × fraction − workspace_bytes) / block_bytes), at least 0.
 int64_t kv_blocks_for_memory(int64_t free_bytes, double fraction, int64_t workspace_bytes, int64_t block_bytes);
+
+// How many blocks `meshtrain serve` takes on a device with `free_bytes` free after the weights, and where the
+// number came from (one line's end: "--blocks", or the fraction of the free memory less the workspace).
+struct KvCacheSize {
+  int64_t num_blocks = 0;
+  std::string source;
+};
+// `given` (--blocks) when set, UserError when it does not fit in all of free_bytes less the workspace; otherwise
+// kv_blocks_for_memory (at most 2^30), UserError when not one block fits.
+KvCacheSize kv_cache_size_on_device(int64_t free_bytes, double fraction, int64_t workspace_bytes, int64_t block_bytes,
+                                    std::optional<int64_t> given);
+
+// "1.50 GiB", or "12.00 MiB" under a GiB
+std::string memory_text(int64_t bytes);
 
 // The device's free memory now, the caching allocator's unused blocks given back first (CUDA devices only).
 int64_t device_free_bytes(const c10::Device& device);
