@@ -11,11 +11,12 @@ cache small enough that the batch preempts:
   - a stop string from the middle of a greedy text cuts it there (finish_reason "stop", token_ids a prefix);
   - without --max-tokens, the default is lowered to what fits the cache (a given one that does not fit is refused);
   - the progress line on stderr counts every request;
-  - bf16 runs too (exit 0, every line answered);
+  - bf16 runs too (exit 0, every line answered), and the single-prompt mode takes --dtype;
   - mistakes: a line that is not JSON, without prompt or messages, max_tokens 0, a token id outside the
     vocabulary, a prompt too long for the cache, a chat for a model without template; --input without --output,
-    --blocks without --input, an --output in a missing directory, --device cuda:99: exit 2 with one line
-    naming the file and line (or the flag), and no output file written (an old one left as it was).
+    --blocks or --top-p without --input, --prompt with it, an --output in a missing directory, --device cuda:99
+    (either mode), a missing input file: exit 2 with one line naming the file and line (or the flag), and no
+    output file written (an old one left as it was).
 
     generate_batch_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 failure, 77 skipped (no torch / transformers / tokenizers).
@@ -141,6 +142,11 @@ write_lines(inp, [c[0] for c in cases])
 r = generate(inp, out, "--dtype", "bf16")
 check("bf16", r.returncode == 0 and len(read_out(out)) == len(cases), f"exit {r.returncode}\n{r.stderr}")
 
+# The single-prompt mode takes --device and --dtype too.
+r = subprocess.run([MESHTRAIN, "generate", ckpt, "--prompt", PROMPTS[0], "--temperature", "0", "--tokens", "4",
+                    "--dtype", "bf16"], capture_output=True, text=True, timeout=300)
+check("single prompt in bf16", r.returncode == 0 and r.stdout.startswith(PROMPTS[0]), f"exit {r.returncode} {r.stderr}")
+
 # Mistakes: exit 2, one line naming the file and line (or the flag), no output written (an old one kept).
 def refused(name, lines, want_text, *extra, args=None):
     bad_in, bad_out = os.path.join(WORK, "bad.jsonl"), os.path.join(WORK, "bad.out.jsonl")
@@ -173,6 +179,11 @@ refused("--output in a missing directory", [good], "--output",
         args=[MESHTRAIN, "generate", ckpt, "--input", os.path.join(WORK, "bad.jsonl"), "--output",
               os.path.join(WORK, "missing", "out.jsonl")])
 refused("--device cuda:99", [good], "--device cuda:99", "--device", "cuda:99")
+refused("single prompt on cuda:99", [good], "--device cuda:99",
+        args=[MESHTRAIN, "generate", ckpt, "--prompt", "x", "--device", "cuda:99"])
+refused("--top-p without --input", [good], "--top-p: only with --input",
+        args=[MESHTRAIN, "generate", ckpt, "--prompt", "x", "--top-p", "0.5"])
+refused("--prompt with --input", [good], "--prompt: not with --input", "--prompt", "x")
 refused("missing input", [good], "--input", args=[MESHTRAIN, "generate", ckpt, "--input",
                                                   os.path.join(WORK, "none.jsonl"), "--output", out])
 # An old output survives a refused run untouched.
