@@ -14,6 +14,7 @@ namespace {
 
 using nlohmann::json;
 
+// The line's prompt tokens, encoded as the server encodes a request's (serve/http/openai_routes.cpp).
 std::vector<TokenId> line_tokens(const PromptLine& line, const ModelText& model_text) {
   const http::CompletionRequest& r = line.request;
   if (line.chat) {
