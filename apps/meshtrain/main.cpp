@@ -23,6 +23,8 @@ constexpr const char* kUsage =
     "  prepare TEXT --out PREFIX [--val-fraction F] write byte-level token shards PREFIX_{train,val}.bin\n"
     "  generate CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                                              sample text from a checkpoint (dir or its parent)\n"
+    "  generate CHECKPOINT --input PROMPTS.jsonl --output OUT.jsonl [--device cuda] [--dtype bf16]\n"
+    "                                              every prompt of a file at once through the serving engine\n"
     "  serve CHECKPOINT [--host H] [--port P] [--blocks N] [--max-running N]\n"
     "                                              OpenAI-compatible HTTP server (/v1/completions, ...)\n"
     "  bench comm [--backend B] [--ops LIST] [--min-bytes N] [--max-bytes N] [--json FILE]\n"

@@ -73,6 +73,11 @@ meshtrain_add_test(e2e serve load
 meshtrain_add_test(e2e serve drain
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_drain_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain generate --input/--output: a JSONL file of prompts through the serving engine, greedy ids against
+# transformers, batched against alone, stop strings, ids and order kept; bad lines exit 2 naming file:line.
+meshtrain_add_test(e2e serve generate_batch
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generate_batch_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # scripts/bench/serve_compare.py (meshtrain serve vs transformers generate) on the CPU with a tiny model: both
 # sides run, the JSON holds both, fp32 greedy tokens equal; bad flags are one line and exit 2.
 meshtrain_add_test(e2e serve bench_smoke

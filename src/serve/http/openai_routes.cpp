@@ -4,7 +4,7 @@
 
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/serve/http/prometheus_text.h"
-#include "meshtrain/serve/http/stop_matcher.h"
+#include "meshtrain/serve/stop_matcher.h"
 #include "meshtrain/text/stream_decoder.h"
 
 namespace meshtrain::serve::http {
