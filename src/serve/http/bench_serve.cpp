@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <latch>
+#include <system_error>
 #include <thread>
 
 #include "meshtrain/core/error.h"
@@ -126,17 +127,23 @@ std::vector<RequestRecord> run_level(const BenchServeOptions& o, const std::stri
   std::latch connected(c);
   const BenchClock::time_point start = BenchClock::now();
   std::vector<std::thread> clients;
-  for (int i = 0; i < c; ++i) {
-    clients.emplace_back([&] {
-      HttpClient client(o.url, o.timeout_s);
-      try {
-        client.connect();
-      } catch (const std::exception&) {  // the first request tries again and records why it cannot
-      }
-      connected.arrive_and_wait();  // the level starts as a burst of C requests, as C clients would send them
-      for (int64_t k; (k = next.fetch_add(1)) < n;)
-        records[static_cast<size_t>(k)] = timed_completion(client, start, model, prompt_at(o, first_index + k));
-    });
+  auto client_loop = [&] {
+    HttpClient client(o.url, o.timeout_s);
+    try {
+      client.connect();
+    } catch (const std::exception&) {  // the first request tries again and records why it cannot
+    }
+    connected.arrive_and_wait();  // the level starts as a burst of C requests, as C clients would send them
+    for (int64_t k; (k = next.fetch_add(1)) < n;)
+      records[static_cast<size_t>(k)] = timed_completion(client, start, model, prompt_at(o, first_index + k));
+  };
+  try {
+    for (int i = 0; i < c; ++i) clients.emplace_back(client_loop);
+  } catch (const std::system_error& e) {  // out of threads: let the ones started go, sending nothing
+    next = n;
+    connected.count_down(c - static_cast<int>(clients.size()));
+    for (auto& t : clients) t.join();
+    throw Error(cat("cannot start ", c, " client threads (", clients.size(), " started): ", e.what()));
   }
   for (auto& t : clients) t.join();
   return records;
