@@ -163,7 +163,7 @@ std::string served_model(const BenchServeOptions& o) {
   const json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
       !j["data"][0].is_object() || !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
-    throw Error(cat(where, ": expected {\"data\": [{\"id\": NAME}, ...]}, got: ", r.body.substr(0, 200)));
+    throw Error(cat(where, ": expected {\"data\": [{\"id\": NAME}, ...]}, got: ", body_summary(r.body)));
   return j["data"][0]["id"].get<std::string>();
 }
 
