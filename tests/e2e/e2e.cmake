@@ -83,3 +83,8 @@ meshtrain_add_test(e2e serve generate_batch
 meshtrain_add_test(e2e serve bench_smoke
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_bench_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain bench serve, the C++ load generator, against a real meshtrain serve on the CPU (serve_compare.py's tiny
+# model): every request counted, the JSON's figures, the server's /metrics agreeing; failures and bad flags.
+meshtrain_add_test(e2e serve bench_serve
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/bench_serve_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
