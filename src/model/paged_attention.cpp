@@ -76,11 +76,12 @@ at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, co
            "paged_attention: ", nd, " decodes in a batch of ", q.size(0), " rows, ", batch.block_tables.size(0),
            " block-table rows and ", batch.context_lens.defined() ? batch.context_lens.size(0) : 0,
            " context lengths");
-  // Decodes are rows [0, nd), one per chunk: one launch for all of them. The kernel reads int32 block ids
-  // (make_step_batch's); an int64 table is converted on the device.
-  auto tables = batch.block_tables.narrow(0, 0, nd);
+  // Decodes are rows [0, nd), one per chunk: one launch for all of them. The kernel reads int32 block ids and
+  // lengths (make_step_batch's); int64 ones are converted on the device.
+  auto tables = batch.block_tables.narrow(0, 0, nd), lens = batch.context_lens.narrow(0, 0, nd);
   if (tables.scalar_type() != at::kInt) tables = tables.to(at::kInt);
-  auto y = paged_decode_attention(q.narrow(0, 0, nd), cache.k, cache.v, tables, batch.context_lens.narrow(0, 0, nd));
+  if (lens.scalar_type() != at::kInt) lens = lens.to(at::kInt);
+  auto y = paged_decode_attention(q.narrow(0, 0, nd), cache.k, cache.v, tables, lens);
   // An all-decode batch (a captured graph's) reads nothing of the host-side chunk list.
   if (nd == q.size(0)) return y;
   return at::cat({y, paged_reference_chunks(q, cache, batch, static_cast<size_t>(nd))}, 0);

@@ -157,8 +157,8 @@ TEST(PagedDecodeGpuRows, ZeroLengthRowIsZero) {
   }
 }
 
-// paged_attention sends a batch's leading decodes through the kernel (int32 or int64 block tables) and the
-// prefill chunk after them through the reference; the result equals the reference for every row.
+// paged_attention sends a batch's leading decodes through the kernel (int32 or int64 block tables and lengths)
+// and the prefill chunk after them through the reference; the result equals the reference for every row.
 TEST(PagedDecodeGpuRows, PagedAttentionTakesTheLeadingDecodes) {
   torch::NoGradGuard no_grad;
   // Rows 0-2: decodes of sequences 0-2; rows 3-8: a 6-token chunk of sequence 3 at positions [44, 50).
@@ -171,12 +171,13 @@ TEST(PagedDecodeGpuRows, PagedAttentionTakesTheLeadingDecodes) {
   const model::PagedLayerCache cache{d.k, d.v};
   const model::PagedLayerCache cache32{d.k.to(at::kFloat), d.v.to(at::kFloat)};
   const auto want = model::paged_attention(q.to(at::kFloat), cache32, batch);  // num_decodes 0: the reference
-  for (const bool int64_tables : {false, true}) {
+  for (const bool int64 : {false, true}) {
     batch.num_decodes = 3;
-    batch.block_tables = int64_tables ? d.tables.to(at::kLong) : d.tables;
+    batch.block_tables = int64 ? d.tables.to(at::kLong) : d.tables;
+    batch.context_lens = int64 ? d.lens.to(at::kLong) : d.lens;
     const auto got = model::paged_attention(q, cache, batch);
     const double err = (got.to(at::kFloat) - want).abs().max().item<double>();
-    EXPECT_LE(err, 2e-2) << (int64_tables ? "int64" : "int32") << " tables";
+    EXPECT_LE(err, 2e-2) << (int64 ? "int64" : "int32") << " tables and lengths";
     // The decode rows are the kernel's own output.
     const auto direct = model::paged_decode_attention(q.narrow(0, 0, 3), d.k, d.v, d.tables.narrow(0, 0, 3),
                                                       d.lens.narrow(0, 0, 3));
@@ -186,6 +187,7 @@ TEST(PagedDecodeGpuRows, PagedAttentionTakesTheLeadingDecodes) {
   batch.chunks.clear();
   batch.num_decodes = 3;
   batch.block_tables = d.tables.narrow(0, 0, 3);
+  batch.context_lens = d.lens;
   const auto only = model::paged_attention(q.narrow(0, 0, 3), cache, batch);
   EXPECT_LE((only.to(at::kFloat) - want.narrow(0, 0, 3)).abs().max().item<double>(), 2e-2);
 }

@@ -108,13 +108,13 @@ __global__ void __launch_bounds__(kThreads)
   const int t0 = split * static_cast<int>(s.split_tokens);
   const int t1 = min(ctx, t0 + static_cast<int>(s.split_tokens));
 
-  const DecodePartials<float> part = decode_partials(scratch, s);
   // Stores head (head0 + g)'s element d: unnormalised output o with its (max, sum) m and l.
   auto store = [&](int g, int d, float o, float m, float l) {
     const int64_t h = head0 + g;
-    if (s.splits == 1) {
+    if (s.splits == 1) {  // no scratch: the output itself
       out[(b * s.H + h) * HD + d] = from_float<T>(l > 0.f ? o / l : 0.f);
     } else {
+      const DecodePartials<float> part = decode_partials(scratch, s);
       const int64_t row = (b * s.H + h) * s.splits + split;
       part.out[row * HD + d] = o;
       if (d == 0) {
