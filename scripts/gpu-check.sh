@@ -33,7 +33,7 @@ ctest_rc=0
 case $WHAT in
   all|all_tests) (cd $BUILD && ctest --output-on-failure -j 8 --timeout 600) > "$OUT/ctest.log" 2>&1; ctest_rc=$? ;;
   gpu) (cd $BUILD && ctest --output-on-failure -L gpu --timeout 600) > "$OUT/ctest.log" 2>&1; ctest_rc=$? ;;
-  serve) (cd $BUILD && ctest --output-on-failure -L gpu -R '^gpu\.serve\.' --timeout 600) > "$OUT/ctest.log" 2>&1
+  serve) (cd $BUILD && ctest --output-on-failure -L gpu -R '^gpu\.serve\.' -E '_bench$' --timeout 600) > "$OUT/ctest.log" 2>&1
          ctest_rc=$? ;;
 esac
 # Serving throughput and latency: meshtrain serve vs transformers generate, one model, one run.
