@@ -6,7 +6,8 @@
 # A whole check runs past ten minutes; WHAT splits it: all (suite + benchmarks), tests (the whole suite),
 # gpu (GPU-labelled tests only), bench (benchmarks only), plan (`meshtrain plan`'s predicted peak memory against
 # the measured one: scripts/bench/plan_check.py, a few minutes), serve (only the targets serving needs, its GPU
-# tests, then scripts/bench/serve_compare.py with SERVE_ARGS). BENCH_ARGS go to train_compare.py.
+# tests, the decode-kernel benchmark, then scripts/bench/serve_compare.py with SERVE_ARGS). BENCH_ARGS go to
+# train_compare.py.
 # Usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan|serve]
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan|serve]}
@@ -24,7 +25,7 @@ PY=$(command -v python3)
 t0=$(date +%s)
 TARGETS=()  # all
 # Serving needs the meshtrain binary and the serve GPU tests' binaries, a quarter of the tree.
-[ "$WHAT" = serve ] && TARGETS=(--target meshtrain paged_forward_gpu_tests)
+[ "$WHAT" = serve ] && TARGETS=(--target meshtrain paged_forward_gpu_tests paged_decode_gpu_tests paged_decode_bench)
 { cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j "$(nproc)" "${TARGETS[@]}"; } \
   > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 build_s=$(( $(date +%s) - t0 ))
@@ -32,11 +33,13 @@ ctest_rc=0
 case $WHAT in
   all|all_tests) (cd $BUILD && ctest --output-on-failure -j 8 --timeout 600) > "$OUT/ctest.log" 2>&1; ctest_rc=$? ;;
   gpu) (cd $BUILD && ctest --output-on-failure -L gpu --timeout 600) > "$OUT/ctest.log" 2>&1; ctest_rc=$? ;;
-  serve) (cd $BUILD && ctest --output-on-failure -L gpu -R '^gpu\.serve\.' --timeout 600) > "$OUT/ctest.log" 2>&1
+  serve) (cd $BUILD && ctest --output-on-failure -L gpu -R '^gpu\.serve\.' -E '_bench$' --timeout 600) > "$OUT/ctest.log" 2>&1
          ctest_rc=$? ;;
 esac
 # Serving throughput and latency: meshtrain serve vs transformers generate, one model, one run.
 if [ "$WHAT" = serve ]; then
+  # The decode-attention kernel against the reference paged attention (Llama 3.1 8B's attention shape, bf16).
+  $BUILD/bin/paged_decode_bench "$OUT/paged_decode_bench.json" | tee "$OUT/paged_decode_bench.txt"
   "$PY" scripts/bench/serve_compare.py $BUILD/bin "$OUT/serve" ${SERVE_ARGS:-} | tee "$OUT/serve_compare.txt"
 fi
 

@@ -13,6 +13,7 @@ int cmd_serve(int argc, char** argv);
 int cmd_bench_train(int argc, char** argv);
 int cmd_bench_comm(int argc, char** argv);
 int cmd_bench_ckpt(int argc, char** argv);
+int cmd_bench_serve(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_import(int argc, char** argv);
 int cmd_topo(int argc, char** argv);

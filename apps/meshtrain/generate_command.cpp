@@ -1,45 +1,158 @@
 // meshtrain generate CHECKPOINT [--prompt TEXT] [--chat] [--tokenizer DIR|FILE] …: sample text from a checkpoint
-// (train/generate_text.h).
+// (train/generate_text.h); with --input FILE --output FILE, every prompt of a JSONL file at once through the
+// serving engine (serve/offline/batch_generation.h, docs/serving.md "Offline generation").
+#include <unistd.h>
+
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
 #include "commands.h"
+#include "model_placement.h"
+#include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
+#include "meshtrain/serve/offline/batch_generation.h"
+#include "meshtrain/serve/offline/generation_progress.h"
+#include "meshtrain/text/tokenizer_files.h"
 #include "meshtrain/train/generate_text.h"
 
 namespace meshtrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The flags of one mode only, refused in the other with one line.
+constexpr const char* kBatchOnly[] = {"output",      "max-running", "blocks", "block-size", "max-step-tokens",
+                                      "top-p",       "repetition-penalty"};
+constexpr const char* kSingleOnly[] = {"prompt", "chat", "system", "logits"};
+
+void refuse_flags(const cxxopts::ParseResult& r, const char* const* begin, const char* const* end, const char* why) {
+  for (const char* const* f = begin; f != end; ++f) MT_USER_CHECK(!r.count(*f), "--", *f, ": ", why);
+}
+
+int64_t positive_flag(const cxxopts::ParseResult& r, const char* flag) {
+  const int64_t v = r[flag].as<int64_t>();
+  MT_USER_CHECK(v >= 1 && v <= (int64_t{1} << 30), "--", flag, " ", v, ": must be a positive integer");
+  return v;
+}
+
+// --max-tokens, or its older spelling --tokens.
+int64_t max_tokens_flag(const cxxopts::ParseResult& r) {
+  MT_USER_CHECK(!(r.count("max-tokens") && r.count("tokens")), "--tokens and --max-tokens: give one (the same)");
+  return positive_flag(r, r.count("max-tokens") ? "max-tokens" : "tokens");
+}
+
+// The flags as the defaults of the lines that leave a field out.
+serve::offline::PromptDefaults prompt_defaults(const cxxopts::ParseResult& r) {
+  return {.max_tokens = static_cast<int32_t>(max_tokens_flag(r)),
+          .lower_max_tokens = !r.count("max-tokens") && !r.count("tokens"),
+          .sampling = {.temperature = r["temperature"].as<double>(),
+                       .top_k = r["top-k"].as<int64_t>(),
+                       .top_p = r["top-p"].as<double>(),
+                       .repetition_penalty = r["repetition-penalty"].as<double>(),
+                       .seed = r["seed"].as<uint64_t>()}};
+}
+
+// The directory `path` goes into must exist, and `path` must not be one: known before hours of generation.
+void check_output_path(const std::string& path) {
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  MT_USER_CHECK(fs::is_directory(parent), "--output ", path, ": the directory ", parent.string(), " does not exist");
+  MT_USER_CHECK(!fs::is_directory(path), "--output ", path, ": is a directory; give a file name");
+}
+
+// --input FILE --output FILE: every line through the engine at once; the output written whole or not at all.
+int generate_file(const cxxopts::ParseResult& r, const std::string& checkpoint, const c10::TensorOptions& placement) {
+  refuse_flags(r, std::begin(kSingleOnly), std::end(kSingleOnly), "not with --input (each line has its prompt)");
+  MT_USER_CHECK(r.count("output"), "--input: give --output FILE for the results (one JSON line per prompt)");
+  const std::string input = r["input"].as<std::string>(), output = r["output"].as<std::string>();
+  check_output_path(output);
+  serve::GenerateOptions gen{.scheduler = {.num_blocks = static_cast<int>(positive_flag(r, "blocks")),
+                                           .block_size = static_cast<int>(positive_flag(r, "block-size")),
+                                           .max_tokens_per_step = static_cast<int>(positive_flag(r, "max-step-tokens")),
+                                           .max_running = static_cast<int>(positive_flag(r, "max-running"))}};
+  const auto lines = serve::offline::read_prompt_file(input, prompt_defaults(r));
+  const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(checkpoint);
+  const auto tokenizer_json = r.count("tokenizer") ? std::optional(text::tokenizer_file(r["tokenizer"].as<std::string>(),
+                                                                             "--tokenizer"))
+                                         : text::find_tokenizer_file(ckpt::tokenizer_dirs(ck, checkpoint));
+  const serve::offline::ModelText model_text =
+      serve::offline::load_model_text(tokenizer_json, ck.config.model.vocab_size);
+  const auto requests = serve::offline::encode_prompts(
+      lines, model_text, input,
+      {.vocab_size = ck.config.model.vocab_size, .max_seq_len = ck.config.model.max_seq_len,
+       .cache_tokens = int64_t{gen.scheduler.num_blocks} * gen.scheduler.block_size});
+  model::Transformer net = ckpt::load_model(ck);
+  net->to(placement.device(), placement.dtype().toScalarType());  // the engine follows the weights
+  serve::offline::GenerationProgress progress(std::cerr, isatty(STDERR_FILENO) == 1);
+  serve::GenerateProgress last{.total = lines.size()};
+  gen.on_step = [&](const serve::GenerateProgress& p) { progress.update(last = p); };
+  const std::string out = serve::offline::generate_batch(net, lines, requests, model_text, gen);
+  progress.finish(last);
+  write_file_atomic(output, out);
+  std::cerr << "meshtrain generate: wrote " << lines.size() << " lines to " << output << std::endl;
+  return 0;
+}
+
+}  // namespace
 
 int cmd_generate(int argc, char** argv) {
   cxxopts::Options o("meshtrain generate",
                      "Sample text from a checkpoint. With the model's tokenizer.json (found beside the checkpoint, "
                      "in the Hugging Face directory it was imported from, or given by --tokenizer) the prompt is "
                      "BPE-encoded and the reply streamed as it is sampled, ending at the model's end-of-text "
-                     "token; without one the model is byte-level (one token per byte).");
+                     "token; without one the model is byte-level (one token per byte). With --input FILE "
+                     "--output FILE: every line of a JSONL file ({\"prompt\": text or token ids} or "
+                     "{\"messages\": [{\"role\", \"content\"}]}, optional \"id\", \"max_tokens\", \"temperature\", "
+                     "\"top_p\", \"top_k\", \"seed\", \"repetition_penalty\", \"stop\") generated at once through "
+                     "the serving engine; FILE gets one JSON line per input line, in order: id, index, text, "
+                     "token_ids, finish_reason, usage. The sampling flags are the defaults of the lines.");
   o.add_options()("prompt", "text to continue (with --chat: the user's message)",
                   cxxopts::value<std::string>()->default_value("\n"))(
       "chat", "format the prompt with the model's chat template (tokenizer_config.json) and print the reply")(
       "system", "with --chat: a system message before the user's", cxxopts::value<std::string>())(
       "tokenizer", "tokenizer.json, or a directory holding it (default: found beside the checkpoint)",
-      cxxopts::value<std::string>())("tokens", "tokens to generate", cxxopts::value<int64_t>()->default_value("200"))(
+      cxxopts::value<std::string>())(
+      "max-tokens", "tokens to generate at most (default 200; with --input: each line's default, lowered to what "
+      "fits the model's context and the KV cache unless given)", cxxopts::value<int64_t>())(
+      "tokens", "the same as --max-tokens", cxxopts::value<int64_t>()->default_value("200"))(
       "temperature", "sampling temperature; 0 = greedy", cxxopts::value<double>()->default_value("0.8"))(
       "top-k", "sample among the k most likely tokens; 0 = all", cxxopts::value<int64_t>()->default_value("40"))(
       "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1337"))(
       "logits", "instead of sampling, write the prompt's logits to this safetensors file (fp32 'logits' [T, V] "
       "and the prompt's 'ids' [T]), e.g. to compare with transformers", cxxopts::value<std::string>())(
-      "h,help", "show this help")(
-      "checkpoint", "", cxxopts::value<std::vector<std::string>>());
+      "device", "where the model runs: cpu, cuda or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))(
+      "dtype", "the weights' (and KV cache's) precision: fp32 or bf16",
+      cxxopts::value<std::string>()->default_value("fp32"))(
+      "input", "a JSONL file of prompts, generated all at once (needs --output)", cxxopts::value<std::string>())(
+      "output", "with --input: the JSONL results, written when all are done", cxxopts::value<std::string>())(
+      "top-p", "with --input: nucleus sampling's mass; 1 = all", cxxopts::value<double>()->default_value("1"))(
+      "repetition-penalty", "with --input: > 1 discourages tokens already in the sequence",
+      cxxopts::value<double>()->default_value("1"))(
+      "max-running", "with --input: requests decoding at once", cxxopts::value<int64_t>()->default_value("16"))(
+      "blocks", "with --input: KV cache blocks", cxxopts::value<int64_t>()->default_value("256"))(
+      "block-size", "with --input: tokens per KV block", cxxopts::value<int64_t>()->default_value("16"))(
+      "max-step-tokens", "with --input: tokens per engine step (a decode counts 1, a prefill chunk its length)",
+      cxxopts::value<int64_t>()->default_value("512"))(
+      "h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
   auto r = parse(o, argc, argv);
   MT_USER_CHECK(r.count("checkpoint") == 1, "meshtrain generate: expected one CHECKPOINT directory");
+  const c10::TensorOptions placement =
+      placement_from_flags(r["device"].as<std::string>(), r["dtype"].as<std::string>());
+  if (r.count("input")) return generate_file(r, strings(r, "checkpoint")[0], placement);
+  refuse_flags(r, std::begin(kBatchOnly), std::end(kBatchOnly), "only with --input (a file of prompts)");
   MT_USER_CHECK(!r.count("system") || r.count("chat"), "--system: only with --chat (it is a chat turn)");
   train::GenerateOptions opts{.checkpoint = strings(r, "checkpoint")[0],
                               .prompt = r["prompt"].as<std::string>(),
                               .chat = r.count("chat") > 0,
-                              .sample = {.max_new_tokens = r["tokens"].as<int64_t>(),
+                              .sample = {.max_new_tokens = max_tokens_flag(r),
                                          .temperature = r["temperature"].as<double>(),
                                          .top_k = r["top-k"].as<int64_t>(),
-                                         .seed = r["seed"].as<uint64_t>()}};
+                                         .seed = r["seed"].as<uint64_t>()},
+                              .device = placement.device(),
+                              .dtype = placement.dtype().toScalarType()};
   if (r.count("system")) opts.system = r["system"].as<std::string>();
   if (r.count("tokenizer")) opts.tokenizer = r["tokenizer"].as<std::string>();
   if (r.count("logits")) opts.logits = r["logits"].as<std::string>();

@@ -23,6 +23,8 @@ constexpr const char* kUsage =
     "  prepare TEXT --out PREFIX [--val-fraction F] write byte-level token shards PREFIX_{train,val}.bin\n"
     "  generate CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                                              sample text from a checkpoint (dir or its parent)\n"
+    "  generate CHECKPOINT --input PROMPTS.jsonl --output OUT.jsonl [--device cuda] [--dtype bf16]\n"
+    "                                              every prompt of a file at once through the serving engine\n"
     "  serve CHECKPOINT [--host H] [--port P] [--blocks N] [--max-running N]\n"
     "                                              OpenAI-compatible HTTP server (/v1/completions, ...)\n"
     "  bench comm [--backend B] [--ops LIST] [--min-bytes N] [--max-bytes N] [--json FILE]\n"
@@ -33,6 +35,10 @@ constexpr const char* kUsage =
     "                                              synthetic tokens\n"
     "  bench ckpt [--dir DIR] [--bytes N] [--json FILE]\n"
     "                                              checkpoint save/load throughput vs the disk's own rate\n"
+    "  bench serve [--url U] [--concurrency 1,8,64] [--requests N] [--prompt-tokens N] [--output-tokens N]\n"
+    "              [--prompts FILE.jsonl] [--json FILE]\n"
+    "                                              load generator for an OpenAI-compatible server: tokens/s,\n"
+    "                                              time to first token and between tokens (percentiles)\n"
     "  plan CONFIG [--gpus N] [--nodes K] [--gpu G] [--search] [--json]\n"
     "                                              predicted per-GPU memory (itemised) and step time of the\n"
     "                                              layout, or of every layout with --search\n"
@@ -60,15 +66,16 @@ struct Command {
   CommandFn run;
 };
 
-// `bench comm|train|ckpt` is a command of two words: the second picks the benchmark.
+// `bench comm|train|ckpt|serve` is a command of two words: the second picks the benchmark.
 constexpr Command kBenches[] = {
-    {"comm", cli::cmd_bench_comm}, {"train", cli::cmd_bench_train}, {"ckpt", cli::cmd_bench_ckpt}};
+    {"comm", cli::cmd_bench_comm}, {"train", cli::cmd_bench_train}, {"ckpt", cli::cmd_bench_ckpt},
+    {"serve", cli::cmd_bench_serve}};
 
 int cmd_bench(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   for (const auto& b : kBenches)
     if (what == b.name) return b.run(argc, argv);  // argv[0] stays "bench": the benchmark parses `what` itself
-  throw UserError("meshtrain bench: expected `comm`, `train` or `ckpt`, given '" + what + "'");
+  throw UserError("meshtrain bench: expected `comm`, `train`, `ckpt` or `serve`, given '" + what + "'");
 }
 
 constexpr Command kCommands[] = {

@@ -1,9 +1,12 @@
 // meshtrain serve CHECKPOINT [--host H] [--port P] …: an OpenAI-compatible HTTP server over the serving engine
 // (docs/serving.md "meshtrain serve"). One engine thread runs the scheduler and the model step by step; the
-// HTTP server hands it requests and streams their tokens back. SIGINT or SIGTERM stops it (exit 0).
+// HTTP server hands it requests and streams their tokens back. SIGINT or SIGTERM drains it (exit 0).
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <torch/cuda.h>
 
 #include "cli.h"
@@ -11,6 +14,7 @@
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/serve/engine/engine_loop.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/http/http_server.h"
 #include "meshtrain/serve/http/openai_routes.h"
 #include "meshtrain/text/tokenizer_files.h"
@@ -66,6 +70,63 @@ c10::TensorOptions model_placement(const cxxopts::ParseResult& r) {
   return c10::TensorOptions().device(device).dtype(dt == "bf16" ? at::kBFloat16 : at::kFloat);
 }
 
+// The KV cache's blocks: on CUDA what kv_cache_size_on_device says (--blocks if it fits, else what
+// --gpu-memory-fraction leaves), on the CPU --blocks. One line says how many, what they hold and where the number
+// came from. `blocks` and `fraction` are the flags' values, checked.
+int kv_blocks(const cxxopts::ParseResult& r, int64_t blocks, double fraction, const ModelConfig& m,
+              const c10::TensorOptions& placement, const serve::SchedulerOptions& s) {
+  const auto dtype_bytes = static_cast<int64_t>(placement.dtype().itemsize());
+  const int64_t block_bytes = serve::kv_block_bytes(m, s.block_size, dtype_bytes);
+  serve::KvCacheSize size{blocks, r.count("blocks") ? "--blocks" : "--blocks' default on the CPU"};
+  if (placement.device().is_cuda())
+    size = serve::kv_cache_size_on_device(
+        serve::device_free_bytes(placement.device()), fraction,
+        serve::step_workspace_bytes(m, s.max_tokens_per_step, s.max_running, dtype_bytes), block_bytes,
+        r.count("blocks") ? std::optional<int64_t>(blocks) : std::nullopt);
+  std::cout << "meshtrain serve: KV cache: " << size.num_blocks << " blocks of " << s.block_size << " tokens ("
+            << size.num_blocks * s.block_size << " tokens), " << serve::memory_text(size.num_blocks * block_bytes)
+            << ", from " << size.source << std::endl;
+  return static_cast<int>(size.num_blocks);
+}
+
+// Takes a pending SIGINT or SIGTERM without waiting; true if there was one.
+bool take_signal(const sigset_t& signals) {
+  const timespec now{0, 0};
+  return sigtimedwait(&signals, nullptr, &now) > 0;
+}
+
+// After the first SIGINT or SIGTERM (docs/serving.md "Shutdown"): new requests get 503 while the running and
+// queued ones finish and their answers are written, then everything closes. A second signal or --drain-timeout
+// cuts that short. Returns the exit code: 0 when nothing was cut off, 1 when a request was left unfinished.
+int drain_and_stop(serve::EngineLoop& engine, serve::http::HttpServer& server, const sigset_t& signals,
+                   std::chrono::seconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kPoll = std::chrono::milliseconds(50);  // how soon a second signal is seen
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::string cut_by;
+  // Polls done(until) until it holds, a second signal comes or the deadline passes.
+  const auto wait_for = [&](const auto& done) {
+    for (;;) {
+      if (done(std::min(deadline, Clock::now() + kPoll))) return true;
+      if (take_signal(signals)) return cut_by = "a second signal", false;
+      if (Clock::now() >= deadline) return cut_by = cat("--drain-timeout ", timeout.count(), " s"), false;
+    }
+  };
+  engine.drain();
+  // The engine's requests first, then the connections writing their last bytes.
+  const bool drained = wait_for([&](Clock::time_point t) { return engine.wait_idle(t); }) &&
+                       wait_for([&](Clock::time_point t) { return server.finish(t) == 0; });
+  const int64_t unfinished = engine.stop();  // ends what is left, which wakes the connections waiting for tokens
+  const int64_t cut = server.stop();         // closes every connection, joins their threads
+  if (drained || unfinished + cut == 0) {
+    std::cout << "meshtrain serve: drained, stopped" << std::endl;
+    return 0;
+  }
+  std::cerr << "meshtrain serve: stopped by " << cut_by << " with " << std::max(unfinished, cut)
+            << " request(s) unfinished" << std::endl;
+  return 1;
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -78,10 +139,16 @@ int cmd_serve(int argc, char** argv) {
 
   cxxopts::Options o("meshtrain serve",
                      "Serve a checkpoint over HTTP with OpenAI's API: /v1/completions, /v1/chat/completions, "
-                     "/v1/models, /health, /metrics. Prints the address it listens on; SIGINT or SIGTERM stops it.");
+                     "/v1/models, /health, /metrics. Prints the address it listens on; SIGINT or SIGTERM drains it "
+                     "(new requests get 503, those in flight finish), a second one stops it at once.");
   o.add_options()("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))(
       "port", "port to listen on; 0 = a free one (printed)", cxxopts::value<int64_t>()->default_value("8000"))(
-      "blocks", "KV cache blocks", cxxopts::value<int64_t>()->default_value("256"))(
+      "blocks", "KV cache blocks; not given: on CUDA what --gpu-memory-fraction leaves, on the CPU the default",
+      cxxopts::value<int64_t>()->default_value("256"))(
+      "gpu-memory-fraction", "share of the device memory free after the weights that the KV cache and a step "
+      "may use (CUDA)", cxxopts::value<double>()->default_value("0.9"))(
+      "drain-timeout", "seconds a SIGINT/SIGTERM waits for the requests in flight before cutting them off",
+      cxxopts::value<int64_t>()->default_value("30"))(
       "block-size", "tokens per KV block", cxxopts::value<int64_t>()->default_value("16"))(
       "max-running", "requests decoding at once", cxxopts::value<int64_t>()->default_value("16"))(
       "max-waiting", "requests waiting for admission at most; more get 503",
@@ -107,11 +174,15 @@ int cmd_serve(int argc, char** argv) {
   MT_USER_CHECK(port >= 0 && port <= 65535, "--port ", port, ": must be 0 to 65535");
   const std::string path = strings(r, "checkpoint")[0];
 
-  serve::GenerateOptions gen{.scheduler = {.num_blocks = positive_int(r, "blocks"),
-                                           .block_size = positive_int(r, "block-size"),
+  serve::GenerateOptions gen{.scheduler = {.block_size = positive_int(r, "block-size"),
                                            .max_tokens_per_step = positive_int(r, "max-step-tokens"),
                                            .max_running = positive_int(r, "max-running")}};
   const int max_waiting = positive_int(r, "max-waiting");
+  const int blocks = positive_int(r, "blocks");
+  const double fraction = r["gpu-memory-fraction"].as<double>();
+  MT_USER_CHECK(fraction > 0 && fraction <= 1, "--gpu-memory-fraction ", fraction, ": must be in (0, 1]");
+  const int64_t drain_timeout = r["drain-timeout"].as<int64_t>();
+  MT_USER_CHECK(drain_timeout >= 0, "--drain-timeout ", drain_timeout, ": must be 0 or more seconds");
   const std::string graphs = r["cuda-graphs"].as<std::string>();
   MT_USER_CHECK(graphs == "on" || graphs == "off", "--cuda-graphs ", graphs, ": expected on or off");
   gen.cuda_graphs = graphs == "on";
@@ -120,6 +191,7 @@ int cmd_serve(int argc, char** argv) {
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);
   model::Transformer net = ckpt::load_model(ck);
   net->to(placement.device(), placement.dtype().toScalarType());  // the engine follows the weights (paged_kv_cache.h)
+  gen.scheduler.num_blocks = kv_blocks(r, blocks, fraction, ck.config.model, placement, gen.scheduler);
   serve::EngineLoop engine(std::move(net), gen, max_waiting);
   serve::http::OpenAiRoutes routes(engine, std::move(model_files));
   serve::http::HttpServer server({.host = r["host"].as<std::string>(), .port = static_cast<uint16_t>(port),
@@ -131,10 +203,10 @@ int cmd_serve(int argc, char** argv) {
             << std::endl;
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::cout << "meshtrain serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping" << std::endl;
-  engine.stop();  // ends every request in flight, which wakes the connections waiting for tokens
-  server.stop();  // closes the listening socket and every connection, joins their threads
-  return 0;
+  std::cout << "meshtrain serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining: new requests get "
+            << "503, those in flight finish (at most --drain-timeout " << drain_timeout
+            << " s; a second SIGINT or SIGTERM stops at once)" << std::endl;
+  return drain_and_stop(engine, server, stop_signals, std::chrono::seconds(drain_timeout));
 }
 
 }  // namespace meshtrain::cli

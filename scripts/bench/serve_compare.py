@@ -21,7 +21,7 @@ compared; in bf16 they may part after some tokens, so the first divergence is re
 
 Prints a table and writes OUT/serve_compare.json; exits 1 when either side failed, 2 on bad flags.
 
-Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256]
+Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256] [--hbm-tb-s 4.8]
                         [--prompt-tokens 128] [--concurrency 1,8,64] [--requests N]
 """
 import argparse
@@ -76,6 +76,8 @@ def parse_args(argv):
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--concurrency", default="1,8,64", help="comma-separated positive integers")
+    ap.add_argument("--hbm-tb-s", type=float, default=4.8,
+                    help="the device's memory bandwidth in TB/s, for the batch-1 limit (H200: 4.8)")
     ap.add_argument("--requests", type=int, default=0,
                     help="requests per concurrency (default: 2 × the concurrency, at least 4)")
     a = ap.parse_args(argv)
@@ -111,20 +113,43 @@ def percentile(xs, q):
 
 
 def make_model(a, torch, transformers):
-    """The random-init model of the preset's shape, saved as an HF directory; returns (model, hf_dir)."""
+    """The random-init model of the preset's shape, saved as an HF directory; returns (model, hf_dir).
+
+    The tiny model is made in fp32 on the CPU (its noise is added there); a real shape is made directly on the
+    device in the compared dtype, so an 8B model takes seconds to initialise and its saved weights are the ones
+    side A runs (no fp32 copy of 32 GB on the host and on disk)."""
     cfg = transformers.LlamaConfig(**PRESETS[a.preset], rms_norm_eps=1e-5,
                                    max_position_embeddings=max(8192, a.prompt_tokens + a.new_tokens),
                                    bos_token_id=None, eos_token_id=None, pad_token_id=None)
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).float().eval()
     if a.preset in INIT_NOISE:
+        model = transformers.LlamaForCausalLM(cfg).float().eval()
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(torch.randn_like(p) * INIT_NOISE[a.preset])
+    else:
+        dtype = getattr(torch, DTYPES[a.dtype])
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            with torch.device(a.device):
+                model = transformers.LlamaForCausalLM(cfg).eval()
+        finally:
+            torch.set_default_dtype(previous)
     hf_dir = os.path.join(a.out, "hf")
     shutil.rmtree(hf_dir, ignore_errors=True)
     model.save_pretrained(hf_dir)
     return model, hf_dir
+
+
+def weight_bytes(model):
+    """Bytes of weights one decode step reads: every distinct parameter once (a tied head is the embedding)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel() * p.element_size()
+    return total
 
 
 def make_prompts(a, torch, vocab):
@@ -316,6 +341,21 @@ def greedy_check(a_tokens, b_tokens):
             "transformers": a_tokens, "meshtrain": b_tokens}
 
 
+def divergence_margin(torch, model, prompt, a_tokens, b_tokens, i):
+    """Where the two greedy runs part: the fp32 logits after their common prefix, from the same weights. A gap
+    between the two picks far below the logits' bf16 rounding (about 2^-8 of their magnitude) means a near-tie
+    that bf16 arithmetic decides either way, not a wrong model."""
+    if i >= min(len(a_tokens), len(b_tokens)):
+        return {}
+    model = model.float()
+    ids = torch.tensor([prompt + a_tokens[:i]], device=next(model.parameters()).device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, -1].float()
+    top = logits.topk(2).values
+    return {"fp32_logit_gap_at_divergence": float(logits[a_tokens[i]] - logits[b_tokens[i]]),
+            "fp32_top2_margin": float(top[0] - top[1]), "fp32_top_logit": float(top[0])}
+
+
 def machine(torch):
     m = {"host": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count()}
     if torch.cuda.is_available():
@@ -340,10 +380,18 @@ def print_table(a, result):
               f"{fmt(result['ratios_b_over_a'].get(str(c)), '7.2f')} {fmt(m.get('ttft_ms_p50'), '9.1f')} "
               f"{fmt(m.get('ttft_ms_p90'), '9.1f')} {fmt(m.get('itl_ms_p50'), '8.2f')} "
               f"{fmt(m.get('itl_ms_p90'), '8.2f')}")
+    lim = result.get("weight_bandwidth_limit_tokens_per_s")
+    one = ms.get(1, {}).get("tokens_per_s")
+    if lim and one and a.device == "cuda":
+        print(f"batch 1: {one:.1f} tok/s = {100 * one / lim:.1f} % of the weight-bandwidth limit ({lim:.0f} tok/s: "
+              f"{result['weights_gb']:.2f} GB of weights at {a.hbm_tb_s} TB/s)")
     g = result["greedy"]
     if g:
         print(f"greedy, first prompt: {g['mismatches']} of {g['compared']} tokens differ; first divergence: "
               f"{'none' if g['first_divergence'] is None else g['first_divergence']}")
+        if "fp32_logit_gap_at_divergence" in g:
+            print(f"  there, in fp32: transformers' pick − meshtrain's = {g['fp32_logit_gap_at_divergence']:.5f}, "
+                  f"top-2 margin {g['fp32_top2_margin']:.5f}, top logit {g['fp32_top_logit']:.3f}")
     for side, err in result["errors"].items():
         print(f"FAILED: {side}: {err}", file=sys.stderr)
 
@@ -389,7 +437,11 @@ def main(argv):
     except Exception as e:  # noqa: BLE001 - one side failing still reports the other
         traceback.print_exc()
         result["errors"]["transformers"] = f"{type(e).__name__}: {e}"
-    del model
+    result["weights_gb"] = weight_bytes(model) / 1e9
+    # One token per step at batch 1 reads every weight once: the ceiling on batch-1 decode.
+    result["weight_bandwidth_limit_tokens_per_s"] = a.hbm_tb_s * 1e12 / (result["weights_gb"] * 1e9)
+    if a.device == "cuda":
+        torch.cuda.empty_cache()  # the server is another process and sizes nothing from what is left here
     if ckpt:
         try:
             result["meshtrain_serve"], b_tokens = side_serve(a, ckpt, prompts)
@@ -399,6 +451,10 @@ def main(argv):
         for h, m in zip(result["transformers"]["rows"], result["meshtrain_serve"]["rows"]):
             result["ratios_b_over_a"][str(h["concurrency"])] = m["tokens_per_s"] / h["tokens_per_s"]
     result["greedy"] = greedy_check(a_tokens, b_tokens)
+    if result["greedy"] and result["greedy"]["first_divergence"] is not None:
+        result["greedy"].update(divergence_margin(torch, model, prompts[0], a_tokens, b_tokens,
+                                                  result["greedy"]["first_divergence"]))
+    del model
     write_json(os.path.join(a.out, "serve_compare.json"), result)
     print_table(a, result)
     return 1 if result["errors"] else 0

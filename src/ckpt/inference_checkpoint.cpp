@@ -1,11 +1,16 @@
 // InferenceCheckpoint (inference_checkpoint.h): a checkpoint's recorded model and its weights, for inference.
 #include "meshtrain/ckpt/inference_checkpoint.h"
 
+#include <torch/autograd.h>
+
 #include <filesystem>
+#include <map>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_dir.h"
+#include "meshtrain/ckpt/lora_export.h"
 #include "meshtrain/ckpt/recorded_config.h"
+#include "meshtrain/core/error.h"
 
 namespace fs = std::filesystem;
 
@@ -23,6 +28,28 @@ void load_model_weights(const InferenceCheckpoint& ck, std::vector<ShardedTensor
   load_with_base(ck.dir, wanted);  // an adapters-only LoRA checkpoint: its base from the recorded path
 }
 
+namespace {
+
+// The same model built without adapters (model.lora_rank 0), each adapted weight W + alpha / r · B A
+// (merge_lora): one matmul per projection where the adapted one runs three, and the numbers export_hf writes.
+model::Transformer merged_lora_model(const ModelConfig& cfg, model::TransformerImpl& adapted) {
+  std::map<std::string, at::Tensor> params;
+  for (auto& item : adapted.named_parameters()) params[item.key()] = item.value().detach();
+  params = merge_lora(cfg, std::move(params));
+  ModelConfig plain = cfg;
+  plain.lora_rank = 0;
+  model::Transformer net(plain);
+  torch::NoGradGuard no_grad;
+  for (auto& item : net->named_parameters()) {
+    const auto it = params.find(item.key());
+    MT_CHECK(it != params.end(), "merged_lora_model: no merged tensor for '", item.key(), "'");
+    item.value().copy_(it->second);
+  }
+  return net;
+}
+
+}  // namespace
+
 model::Transformer load_model(const InferenceCheckpoint& ck) {
   model::Transformer net(ck.config.model);
   // Each parameter whole, in place: the checkpoint's blocks of any layout are read into it.
@@ -31,6 +58,7 @@ model::Transformer load_model(const InferenceCheckpoint& ck) {
     wanted.push_back({"model." + item.key(), item.value().sizes().vec(),
                       std::vector<int64_t>(static_cast<size_t>(item.value().dim()), 0), item.value(), true});
   load_model_weights(ck, wanted);
+  if (ck.config.model.lora_rank > 0) net = merged_lora_model(ck.config.model, *net);
   net->eval();
   return net;
 }

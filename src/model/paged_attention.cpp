@@ -1,10 +1,12 @@
-// The reference paged attention: gather, then SDPA per chunk. Correct for any chunk mix; one kernel launch per
-// chunk, which a decode kernel over the block table will replace for decodes.
+// Paged attention: the leading decodes through the decode kernel (model/kernels/paged_decode.h) in one launch
+// where it takes the tensors, every other chunk through the reference, a gather then SDPA per chunk (correct for
+// any chunk mix, one launch per chunk).
 #include "meshtrain/model/paged_attention.h"
 
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/kernels/paged_decode.h"
 
 namespace meshtrain::model {
 namespace {
@@ -12,29 +14,25 @@ namespace {
 // [num_blocks, block_size, H_kv, hd] as one row per slot.
 at::Tensor paged_slot_rows(const at::Tensor& t) { return t.view({-1, t.size(2), t.size(3)}); }
 
-// The slots of positions [0, context_len) of a sequence whose blocks are `row` [max_blocks].
+// The slots of positions [0, context_len) of a sequence whose blocks are `row` [max_blocks] (int32 or int64).
 at::Tensor paged_context_slots(const at::Tensor& row, int64_t block_size, int64_t context_len) {
   const int64_t blocks = (context_len + block_size - 1) / block_size;
-  const auto offsets = at::arange(block_size, row.options());
-  return (row.narrow(0, 0, blocks).unsqueeze(1) * block_size + offsets).reshape({-1}).narrow(0, 0, context_len);
+  const auto ids = row.narrow(0, 0, blocks).to(at::kLong);
+  const auto offsets = at::arange(block_size, ids.options());
+  return (ids.unsqueeze(1) * block_size + offsets).reshape({-1}).narrow(0, 0, context_len);
 }
 
-}  // namespace
-
-void write_paged_kv(PagedLayerCache& cache, const at::Tensor& k, const at::Tensor& v, const PagedBatch& batch) {
-  MT_CHECK(k.dim() == 3 && k.size(0) == batch.slots.size(0), "write_paged_kv: keys ", k.sizes(), " for ",
-           batch.slots.size(0), " slots");
-  paged_slot_rows(cache.k).index_copy_(0, batch.slots, k.to(cache.k.scalar_type()));
-  paged_slot_rows(cache.v).index_copy_(0, batch.slots, v.to(cache.v.scalar_type()));
-}
-
-at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, const PagedBatch& batch) {
+// The reference over chunks [first, C): gather each chunk's context through its block-table row, then SDPA.
+// Returns their rows, [rows of chunks first.., H, hd].
+at::Tensor paged_reference_chunks(const at::Tensor& q, const PagedLayerCache& cache, const PagedBatch& batch,
+                                  size_t first) {
+  MT_CHECK(first < batch.chunks.size(), "paged_attention: ", q.size(0), " rows past ", first, " decodes but ",
+           batch.chunks.size(), " chunks");
   const int64_t H = q.size(1), Hkv = cache.k.size(2), bs = cache.block_size();
-  MT_CHECK(H % Hkv == 0, "paged_attention: ", H, " query heads over ", Hkv, " key/value heads");
   const auto keys = paged_slot_rows(cache.k), values = paged_slot_rows(cache.v);
   std::vector<at::Tensor> outs;
-  outs.reserve(batch.chunks.size());
-  for (size_t c = 0; c < batch.chunks.size(); ++c) {
+  outs.reserve(batch.chunks.size() - first);
+  for (size_t c = first; c < batch.chunks.size(); ++c) {
     const PagedChunk& ch = batch.chunks[c];
     MT_CHECK(ch.num_tokens >= 1 && ch.num_tokens <= ch.context_len, "paged_attention: chunk ", c, " of ",
              ch.num_tokens, " tokens in a context of ", ch.context_len);
@@ -57,6 +55,36 @@ at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, co
     outs.push_back(y.squeeze(0).transpose(0, 1));  // [tokens, H, hd]
   }
   return at::cat(outs, 0);
+}
+
+}  // namespace
+
+void write_paged_kv(PagedLayerCache& cache, const at::Tensor& k, const at::Tensor& v, const PagedBatch& batch) {
+  MT_CHECK(k.dim() == 3 && k.size(0) == batch.slots.size(0), "write_paged_kv: keys ", k.sizes(), " for ",
+           batch.slots.size(0), " slots");
+  paged_slot_rows(cache.k).index_copy_(0, batch.slots, k.to(cache.k.scalar_type()));
+  paged_slot_rows(cache.v).index_copy_(0, batch.slots, v.to(cache.v.scalar_type()));
+}
+
+at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, const PagedBatch& batch) {
+  const int64_t H = q.size(1), Hkv = cache.k.size(2);
+  MT_CHECK(H % Hkv == 0, "paged_attention: ", H, " query heads over ", Hkv, " key/value heads");
+  const int64_t nd = batch.num_decodes;
+  if (nd == 0 || !paged_decode_supported(q, cache.k)) return paged_reference_chunks(q, cache, batch, 0);
+  MT_CHECK(nd <= q.size(0) && nd <= batch.block_tables.size(0) && batch.context_lens.defined() &&
+               batch.context_lens.size(0) >= nd,
+           "paged_attention: ", nd, " decodes in a batch of ", q.size(0), " rows, ", batch.block_tables.size(0),
+           " block-table rows and ", batch.context_lens.defined() ? batch.context_lens.size(0) : 0,
+           " context lengths");
+  // Decodes are rows [0, nd), one per chunk: one launch for all of them. The kernel reads int32 block ids and
+  // lengths (make_step_batch's); int64 ones are converted on the device.
+  auto tables = batch.block_tables.narrow(0, 0, nd), lens = batch.context_lens.narrow(0, 0, nd);
+  if (tables.scalar_type() != at::kInt) tables = tables.to(at::kInt);
+  if (lens.scalar_type() != at::kInt) lens = lens.to(at::kInt);
+  auto y = paged_decode_attention(q.narrow(0, 0, nd), cache.k, cache.v, tables, lens);
+  // An all-decode batch (a captured graph's) reads nothing of the host-side chunk list.
+  if (nd == q.size(0)) return y;
+  return at::cat({y, paged_reference_chunks(q, cache, batch, static_cast<size_t>(nd))}, 0);
 }
 
 }  // namespace meshtrain::model

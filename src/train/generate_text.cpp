@@ -81,6 +81,7 @@ void generate_text(const GenerateOptions& opts, std::ostream& out) {
     ids = data::encode_bytes(opts.prompt);
   }
   model::Transformer net = ckpt::load_model(ck);
+  net->to(opts.device, opts.dtype);
   if (!opts.logits.empty()) {
     write_logits(net, ids, opts.logits, out);
   } else if (tok) {

@@ -63,8 +63,28 @@ meshtrain_add_test(e2e text generate_tokenizer
 meshtrain_add_test(e2e serve http
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain serve under load (500 requests from 64 clients: each answered or refused, none lost, no block leaked)
+# and clients that go away mid-request (their KV blocks return, counted as aborted).
+meshtrain_add_test(e2e serve load
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_load_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain serve's shutdown: SIGTERM drains (503 for new requests, the ones in flight finish, exit 0); a second
+# signal or --drain-timeout cuts it short (exit 1, the unfinished counted).
+meshtrain_add_test(e2e serve drain
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_drain_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain generate --input/--output: a JSONL file of prompts through the serving engine, greedy ids against
+# transformers, batched against alone, stop strings, ids and order kept; bad lines exit 2 naming file:line.
+meshtrain_add_test(e2e serve generate_batch
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generate_batch_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # scripts/bench/serve_compare.py (meshtrain serve vs transformers generate) on the CPU with a tiny model: both
 # sides run, the JSON holds both, fp32 greedy tokens equal; bad flags are one line and exit 2.
 meshtrain_add_test(e2e serve bench_smoke
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_bench_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# meshtrain bench serve, the C++ load generator, against a real meshtrain serve on the CPU (serve_compare.py's tiny
+# model): every request counted, the JSON's figures, the server's /metrics agreeing; failures and bad flags.
+meshtrain_add_test(e2e serve bench_serve
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/bench_serve_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

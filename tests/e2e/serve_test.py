@@ -12,11 +12,13 @@ Checked against transformers' greedy generate on the same model:
   - a chat completion through the model's chat template;
   - a bounded waiting queue (--max-running 1 --max-waiting 1): a burst of requests gets 200s and 503s, counted
     exactly in /metrics, and so do the latency histograms and token counters; --max-waiting 0 is refused;
-  - bad JSON, a field of the wrong type, max_tokens 0 → 400 with OpenAI's error object and a one-line message;
+  - bad JSON, a field of the wrong type, max_tokens 0, a `model` other than the served one → 400 with OpenAI's
+    error object and a one-line message;
     an unknown path → 404, a wrong method → 405; /metrics counts the generated tokens;
   - Expect: 100-continue answered before the body; a Content-Length over the body limit → 413;
   - a second server on the same port, one on a missing checkpoint, a bad --device or --dtype: one line, exit 2;
-then SIGTERM: exit 0, and the port is free again. Last, the same checkpoint without its tokenizer files serves
+then SIGTERM with nothing in flight: drained at once, exit 0, and the port is free again (draining with requests
+in flight: serve_drain_test.py). Last, the same checkpoint without its tokenizer files serves
 a byte-level model (one token per prompt byte, greedy ids as transformers', no chat template → 400), and
 SIGINT stops it with exit 0.
 
@@ -243,6 +245,12 @@ try:
     error("max_tokens 0", "POST", "/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens")
     error("no prompt", "POST", "/v1/completions", {"max_tokens": 2}, 400, "prompt")
     error("5 stop strings", "POST", "/v1/completions", {"prompt": "x", "stop": list("abcde")}, 400, "stop")
+    error("unknown model", "POST", "/v1/chat/completions", {"messages": msgs, "model": "gpt-4"}, 400, "model")
+    st, b = request(conn, "POST", "/v1/completions", {"prompt": "x", "model": "gpt-4"})
+    check("unknown model names the served one", st == 400 and ckpt in b["error"]["message"]
+          and "gpt-4" in b["error"]["message"], f"{st} {b}")
+    st, b = request(conn, "POST", "/v1/completions", {"prompt": PROMPTS[0], "model": ckpt, **greedy})
+    check("the served model by name", st == 200 and b["choices"][0]["text"] == want, f"{st} {b}")
     error("unknown path", "GET", "/v2/nothing", None, 404)
     error("wrong method", "GET", "/v1/completions", None, 405)
     # Expect: 100-continue (curl sends it before larger bodies): the server says go on before the body is sent,

@@ -1,7 +1,8 @@
 // The model's paged forward (model/paged_forward.h) on CUDA in bf16: the chunked, ragged, scrambled-block steps of
 // the unit test (tests/unit/serve/paged_forward_test.cpp) against the plain full-sequence forward, both measured
 // against the fp32 forward on the GPU. The paged logits may be no further from fp32 than bf16 rounding puts the
-// plain bf16 forward (twice its error, plus a small floor), and fp32 paged must equal fp32 plain.
+// plain bf16 forward (twice its error, plus a small floor), and fp32 paged must equal fp32 plain. The steps'
+// single-token chunks lead their batches, so they go through the decode kernel (model/kernels/paged_decode.h).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/model/kernels/paged_decode.h"
 #include "meshtrain/model/paged_forward.h"
 #include "support/gpu_test_main.h"
 #include "support/paged_test_batch.h"
@@ -32,9 +34,17 @@ TEST_P(PagedForwardGpu, LogitsWithinBf16OfTheFullForward) {
   net16->eval();
   const std::vector<int64_t> lengths = {130, 17, 200, 64};
   const std::vector<std::vector<int64_t>> cuts = {{64, 1, 65}, {17}, {1, 100, 98, 1}, {16, 16, 16, 16}};
+  const int64_t hd = cfg.d_model / cfg.n_head;
+  for (const auto dtype : {at::kBFloat16, at::kFloat}) {
+    const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+    EXPECT_TRUE(model::paged_decode_supported(at::empty({1, cfg.n_head, hd}, opts),
+                                              at::empty({1, 16, cfg.n_kv_head, hd}, opts)))
+        << "the decode kernel does not take this model's heads (" << hd << " wide) in " << dtype;
+  }
   for (const int64_t bs : {16, 12}) {
     const auto run16 = testing_support::run_paged_chunks(*net16, bs, lengths, cuts, 5);
     const auto run32 = testing_support::run_paged_chunks(*net32, bs, lengths, cuts, 5);
+    EXPECT_EQ(run16.decodes, 3) << "steps 0, 1 and 3 each lead with one single-token chunk";
     for (size_t i = 0; i < lengths.size(); ++i) {
       const auto tokens = run16.tokens[i].view({1, -1}).cuda();
       const auto ref = net32->forward(tokens).squeeze(0).cpu();

@@ -9,6 +9,26 @@ meshtrain_use_torch(paged_forward_gpu_tests)
 target_include_directories(paged_forward_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 meshtrain_add_test(gpu serve paged_forward COMMAND paged_forward_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 
+# The decode-attention kernel (model/kernels/paged_decode.h) against the reference paged attention in fp32: fp32,
+# bf16 and fp16, GQA 1 to 12, head dims 64 and 128, block sizes 1 to 16, contexts of 1 to 4000 tokens in one
+# batch over scrambled blocks, one split and many; a padding row; paged_attention's decode path; a captured
+# CUDA graph replayed with new lengths.
+add_executable(paged_decode_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/paged_decode_test.cpp)
+target_link_libraries(paged_decode_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(paged_decode_gpu_tests)
+meshtrain_use_torch(paged_decode_gpu_tests)
+target_include_directories(paged_decode_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
+meshtrain_add_test(gpu serve paged_decode COMMAND paged_decode_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# The kernel timed against the reference at Llama 3.1 8B's attention shape (bf16), batch 1/8/64 × context
+# 128/1024/4096: time, speedup and the kernel's K/V bandwidth; table + JSON.
+add_executable(paged_decode_bench ${CMAKE_CURRENT_LIST_DIR}/paged_decode_bench.cpp)
+target_link_libraries(paged_decode_bench PRIVATE meshtrain_model)
+meshtrain_warnings(paged_decode_bench)
+meshtrain_use_torch(paged_decode_bench)
+meshtrain_add_test(gpu serve paged_decode_bench
+  COMMAND paged_decode_bench ${CMAKE_BINARY_DIR}/paged_decode_bench.json PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+
 # CUDA graphs of decode steps: every step's logits with graphs within bf16 rounding of the eager step's (padded
 # batches, shrinking batches, prefills between), padding writing only the scratch block; the engine's greedy tokens
 # with graphs on and off equal up to a near-tie.

@@ -26,40 +26,50 @@ struct PagedPiece {
   int64_t start, num_tokens;
 };
 
-// The ragged batch of `pieces` on `device`, every row's logits asked for.
+// The ragged batch of `pieces` on `device`, every row's logits asked for. Its leading single-token pieces are
+// its decodes (num_decodes), which go through the decode kernel where one exists.
 inline model::PagedBatch paged_test_batch(const std::vector<PagedSeq>& seqs, const std::vector<PagedPiece>& pieces,
                                           int64_t bs, const at::Device& device = at::kCPU) {
-  std::vector<int64_t> tokens, positions, slots, tables;
+  std::vector<int64_t> tokens, positions, slots;
+  std::vector<int32_t> tables, context_lens;
   size_t max_blocks = 0;
   for (const auto& s : seqs) max_blocks = std::max(max_blocks, s.blocks.size());
   model::PagedBatch b;
   for (const PagedPiece& p : pieces) {
     const PagedSeq& s = seqs[p.seq];
     b.chunks.push_back({static_cast<int64_t>(tokens.size()), p.num_tokens, p.start + p.num_tokens});
+    context_lens.push_back(static_cast<int32_t>(p.start + p.num_tokens));
+    if (p.num_tokens == 1 && b.num_decodes == static_cast<int64_t>(b.chunks.size()) - 1) ++b.num_decodes;
     for (int64_t pos = p.start; pos < p.start + p.num_tokens; ++pos) {
       tokens.push_back(s.tokens[static_cast<size_t>(pos)]);
       positions.push_back(pos);
       slots.push_back(s.blocks[static_cast<size_t>(pos / bs)] * bs + pos % bs);
     }
-    for (size_t i = 0; i < max_blocks; ++i) tables.push_back(i < s.blocks.size() ? s.blocks[i] : 0);
+    for (size_t i = 0; i < max_blocks; ++i)
+      tables.push_back(i < s.blocks.size() ? static_cast<int32_t>(s.blocks[i]) : 0);
   }
   auto dev = [&](const std::vector<int64_t>& v) { return at::tensor(v, at::kLong).to(device); };
   b.tokens = dev(tokens);
   b.positions = dev(positions);
   b.slots = dev(slots);
-  b.block_tables = dev(tables).view({static_cast<int64_t>(pieces.size()), -1});
+  auto dev32 = [&](const std::vector<int32_t>& v) { return at::tensor(v, at::kInt).to(device); };
+  b.block_tables = dev32(tables).view({static_cast<int64_t>(pieces.size()), -1});
+  b.context_lens = dev32(context_lens);
   b.sample_rows = at::arange(static_cast<int64_t>(tokens.size()), at::TensorOptions(at::kLong).device(device));
   return b;
 }
 
-// Each sequence's random tokens [T] (CPU) and its paged logits [T, V] (fp32, CPU), put together from the steps.
+// Each sequence's random tokens [T] (CPU) and its paged logits [T, V] (fp32, CPU), put together from the steps;
+// how many of the steps' chunks were decodes (single tokens, laid first in their step's batch).
 struct PagedRun {
   std::vector<at::Tensor> tokens, logits;
+  int64_t decodes = 0;
 };
 
 // Sequences of `lengths` tokens (drawn from `seed`); cuts[i] are sequence i's chunk lengths, step k running the
-// k-th chunk of every sequence that has one. Blocks of `bs` tokens are handed out in reverse order, round robin
-// between the sequences, so no sequence's blocks are contiguous or in order.
+// k-th chunk of every sequence that has one, its single-token chunks first (as the engine lays decodes). Blocks
+// of `bs` tokens are handed out in reverse order, round robin between the sequences, so no sequence's blocks are
+// contiguous or in order.
 inline PagedRun run_paged_chunks(model::TransformerImpl& net, int64_t bs, const std::vector<int64_t>& lengths,
                                  const std::vector<std::vector<int64_t>>& cuts, uint64_t seed) {
   const auto device = net.head_weight().device();
@@ -88,7 +98,9 @@ inline PagedRun run_paged_chunks(model::TransformerImpl& net, int64_t bs, const 
     std::vector<PagedPiece> pieces;
     for (size_t i = 0; i < seqs.size(); ++i)
       if (step < cuts[i].size()) pieces.push_back({i, done[i], cuts[i][step]});
+    std::stable_partition(pieces.begin(), pieces.end(), [](const PagedPiece& p) { return p.num_tokens == 1; });
     const auto batch = paged_test_batch(seqs, pieces, bs, device);
+    run.decodes += batch.num_decodes;
     const auto logits = model::paged_logits(net, batch, cache).cpu();
     for (size_t p = 0; p < pieces.size(); ++p) {
       parts[pieces[p].seq].push_back(logits.narrow(0, batch.chunks[p].query_start, pieces[p].num_tokens));

@@ -36,7 +36,9 @@ InferenceCheckpoint open_for_inference(const std::string& path, const std::vecto
 // what an adapters-only LoRA checkpoint does not hold. UserError naming a tensor meta.json lacks.
 void load_model_weights(const InferenceCheckpoint& ck, std::vector<ShardedTensor>& wanted);
 
-// The whole model built from the recorded config on the CPU, its weights loaded, in eval mode.
+// The whole model built from the recorded config on the CPU, its weights loaded, in eval mode. A LoRA
+// checkpoint's adapters come folded into their weights (ckpt/lora_export.h merge_lora): the model returned has
+// no adapters, so inference pays one matmul per projection.
 model::Transformer load_model(const InferenceCheckpoint& ck);
 
 // Where the model's tokenizer files may be, in the order to look: `given` (the path the user named), the step

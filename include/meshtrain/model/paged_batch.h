@@ -30,10 +30,14 @@ struct PagedBatch {
   at::Tensor tokens;        // [N] int64, on the model's device
   at::Tensor positions;     // [N] int64: RoPE and learned positions index by position, not by row
   at::Tensor slots;         // [N] int64: the cache row each token's keys and values are written to
-  at::Tensor block_tables;  // [C, max_blocks] int64: chunk c's sequence's blocks, in order (padding after)
+  at::Tensor block_tables;  // [C, max_blocks] int32 (int64 also taken): chunk c's sequence's blocks, in order
+                            // (padding after)
   at::Tensor sample_rows;   // [S] int64: the rows whose logits are wanted (a chunk's last token that samples)
-  at::Tensor context_lens;  // [C] int32: chunk c's context_len, on the device (for a decode kernel)
-  int64_t num_decodes = 0;  // chunks [0, num_decodes) are single-token decodes, which are rows [0, num_decodes)
+  at::Tensor context_lens;  // [C] int32: chunk c's context_len, on the device (the decode kernel reads it)
+  // Chunks [0, num_decodes) are single-token decodes, which are rows [0, num_decodes): on CUDA they go through
+  // the decode kernel in one launch (model/kernels/paged_decode.h) and the rest through the reference. When
+  // every row is a decode, attention reads only the tensors, never `chunks`.
+  int64_t num_decodes = 0;
   std::vector<PagedChunk> chunks;  // [C], on the host: the reference attention loops over them
 };
 

@@ -12,6 +12,9 @@
 #include <ostream>
 #include <string>
 
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
 #include "meshtrain/model/generate.h"
 
 namespace meshtrain::train {
@@ -24,6 +27,8 @@ struct GenerateOptions {
   std::optional<std::string> tokenizer;  // a tokenizer.json or its directory; unset: found beside the checkpoint
   model::SampleOptions sample;           // its stop tokens come from the tokenizer's files
   std::string logits;                    // instead of sampling, write the prompt's logits to this safetensors file
+  c10::Device device = c10::kCPU;        // where the model runs (--device)
+  at::ScalarType dtype = at::kFloat;     // the weights' precision (--dtype); logits come back fp32 either way
 };
 
 // Writes the text (or the line naming the logits file) to `out` as it comes. UserError, one line, for a

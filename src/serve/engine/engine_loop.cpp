@@ -22,8 +22,8 @@ std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<TokenId> prompt, i
                                                   const SamplingParams& sampling) {
   auto stream = std::make_shared<RequestStream>();
   std::lock_guard lock(mu_);
-  if (stopping_) {
-    stream->fail("the server is shutting down", false);
+  if (stopping_ || draining_) {
+    stream->fail("the server is shutting down: it takes no new requests", false);
     return stream;
   }
   // Waiting: queued here, being admitted, or in the scheduler's queue (as of the last step or admission).
@@ -39,13 +39,31 @@ std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<TokenId> prompt, i
   return stream;
 }
 
-void EngineLoop::stop() {
+void EngineLoop::drain() {
+  std::lock_guard lock(mu_);
+  draining_ = true;
+}
+
+bool EngineLoop::draining() const {
+  std::lock_guard lock(mu_);
+  return draining_;
+}
+
+bool EngineLoop::wait_idle(Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return incoming_.empty() && admitting_ == 0 && open_ == 0; });
+}
+
+int64_t EngineLoop::stop() {
   {
     std::lock_guard lock(mu_);
-    stopping_ = true;
+    if (stopped_) return 0;
+    stopped_ = stopping_ = true;
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  return ended_at_stop_;
 }
 
 EngineLoopMetrics EngineLoop::metrics() const {
@@ -68,6 +86,8 @@ void EngineLoop::run() {
       admit(incoming);
       end_cancelled_and_stopped();
       if (scheduler_->has_work()) run_step();
+      std::lock_guard lock(mu_);
+      publish_open();
     } catch (const std::exception& e) {
       // A step failed (not a request's fault): its requests cannot go on; the loop serves the next ones.
       end_all(cat("the engine failed: ", e.what()));
@@ -75,13 +95,15 @@ void EngineLoop::run() {
       std::lock_guard lock(mu_);
       admitting_ = 0;
       snapshot_scheduler();
+      publish_open();
       engine_ = std::make_unique<Engine>(model_, *cache_, engine_options(options_));
     }
   }
   std::lock_guard lock(mu_);
   for (Pending& p : incoming_) p.stream->fail("the server is shutting down", false);
+  ended_at_stop_ = static_cast<int64_t>(incoming_.size()) + end_all("the server is shutting down");
   incoming_.clear();
-  end_all("the server is shutting down");
+  publish_open();
 }
 
 void EngineLoop::admit(std::vector<Pending>& incoming) {
@@ -89,6 +111,8 @@ void EngineLoop::admit(std::vector<Pending>& incoming) {
     const RequestId id = p.request.request.id;
     if (p.stream->cancelled()) {  // gone before it started
       p.stream->finish(FinishReason::kAborted);
+      std::lock_guard lock(mu_);
+      ++metrics_.requests_aborted;
       continue;
     }
     try {
@@ -107,6 +131,7 @@ void EngineLoop::admit(std::vector<Pending>& incoming) {
   std::lock_guard lock(mu_);
   metrics_.waiting = static_cast<int64_t>(scheduler_->waiting().size());
   admitting_ = 0;
+  publish_open();  // with admitting_: wait_idle() never sees the admitted requests as neither queued nor held
 }
 
 void EngineLoop::end_cancelled_and_stopped() {
@@ -124,7 +149,7 @@ void EngineLoop::end_cancelled_and_stopped() {
     it = streams_.erase(it);
     std::lock_guard lock(mu_);
     snapshot_scheduler();
-    if (stopped) ++metrics_.requests_finished;
+    ++(stopped ? metrics_.requests_finished : metrics_.requests_aborted);
   }
 }
 
@@ -172,10 +197,17 @@ void EngineLoop::forget(RequestId id) {
   clocks_.erase(id);
 }
 
-void EngineLoop::end_all(const std::string& message) {
+int64_t EngineLoop::end_all(const std::string& message) {
   for (auto& [id, stream] : streams_) stream->fail(message, false);
+  const auto n = static_cast<int64_t>(streams_.size());
   streams_.clear();
   clocks_.clear();
+  return n;
+}
+
+void EngineLoop::publish_open() {
+  open_ = static_cast<int64_t>(streams_.size());
+  cv_.notify_all();  // wait_idle()
 }
 
 }  // namespace meshtrain::serve

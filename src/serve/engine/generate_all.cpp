@@ -27,15 +27,23 @@ std::vector<GenerationResult> generate_all(model::Transformer& model, const std:
     results[i].id = requests[i].request.id;
     index[results[i].id] = i;
   }
+  GenerateProgress progress{.total = requests.size()};
   while (scheduler.has_work()) {
     const StepPlan plan = scheduler.step();
     MT_CHECK(!plan.empty(), "generate_all: the scheduler has work but planned an empty step");
-    const std::vector<SampledToken> sampled = engine.step(plan, scheduler);
-    for (const SampledToken& t : sampled) results[index.at(t.id)].tokens.push_back(t.token);
+    std::vector<SampledToken> sampled = engine.step(plan, scheduler);
+    for (SampledToken& t : sampled) {
+      const size_t i = index.at(t.id);
+      results[i].tokens.push_back(t.token);
+      if (!t.stop && options.stop_at) t.stop = options.stop_at(i, t.token);
+    }
+    progress.generated_tokens += static_cast<int64_t>(sampled.size());
     for (const Finished& f : scheduler.on_tokens(sampled)) {
       results[index.at(f.id)].reason = f.reason;
       engine.remove(f.id);
+      ++progress.finished;
     }
+    if (options.on_step) options.on_step(progress);
   }
   if (stats) *stats = scheduler.stats();
   return results;

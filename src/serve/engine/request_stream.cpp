@@ -27,8 +27,15 @@ void RequestStream::fail(std::string message, bool rejected) {
 }
 
 StreamPart RequestStream::next() {
+  std::optional<StreamPart> part;
+  while (!part) part = next_within(std::chrono::hours(1));
+  return std::move(*part);
+}
+
+std::optional<StreamPart> RequestStream::next_within(std::chrono::milliseconds wait) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !pending_.tokens.empty() || pending_.finish.has_value(); });
+  if (!cv_.wait_for(lock, wait, [&] { return !pending_.tokens.empty() || pending_.finish.has_value(); }))
+    return std::nullopt;
   StreamPart out = std::move(pending_);
   pending_ = StreamPart{};
   if (out.finish) pending_.finish = out.finish, pending_.error = out.error, pending_.rejected = out.rejected;

@@ -12,11 +12,17 @@ at::Tensor step_batch_tensor(const std::vector<int64_t>& v, const at::Device& de
   return at::tensor(v, at::kLong).to(device);
 }
 
+// int32 on the device (block ids and context lengths: what the decode kernel reads).
+at::Tensor step_batch_int32(const std::vector<int32_t>& v, const at::Device& device) {
+  return at::tensor(v, at::kInt).to(device);
+}
+
 }  // namespace
 
 StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, const at::Device& device) {
   StepBatch out;
-  std::vector<int64_t> tokens, positions, slots, sample_rows, context_lens;
+  std::vector<int64_t> tokens, positions, slots, sample_rows;
+  std::vector<int32_t> context_lens;
   std::vector<const Sequence*> chunk_seqs;
   size_t max_blocks = 1;
   for (const auto* chunks : {&plan.decodes, &plan.prefills}) {
@@ -39,7 +45,7 @@ StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, cons
     }
   }
   // [C, max_blocks], rows padded with block 0 (never read: a chunk reads only its context's blocks).
-  std::vector<int64_t> tables(chunk_seqs.size() * max_blocks, 0);
+  std::vector<int32_t> tables(chunk_seqs.size() * max_blocks, 0);
   for (size_t c = 0; c < chunk_seqs.size(); ++c) {
     const auto& blocks = chunk_seqs[c]->table.blocks();
     std::copy(blocks.begin(), blocks.end(), tables.begin() + static_cast<std::ptrdiff_t>(c * max_blocks));
@@ -47,9 +53,9 @@ StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, cons
   out.batch.tokens = step_batch_tensor(tokens, device);
   out.batch.positions = step_batch_tensor(positions, device);
   out.batch.slots = step_batch_tensor(slots, device);
-  out.batch.block_tables = step_batch_tensor(tables, device).view({static_cast<int64_t>(chunk_seqs.size()), -1});
+  out.batch.block_tables = step_batch_int32(tables, device).view({static_cast<int64_t>(chunk_seqs.size()), -1});
   out.batch.sample_rows = step_batch_tensor(sample_rows, device);
-  out.batch.context_lens = at::tensor(context_lens, at::kLong).to(at::kInt).to(device);
+  out.batch.context_lens = step_batch_int32(context_lens, device);
   out.batch.num_decodes = static_cast<int64_t>(plan.decodes.size());
   return out;
 }

@@ -7,6 +7,9 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -21,17 +24,28 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 struct HttpServer::State {
+  // One client's connection; `busy` while its handler runs (a request read, its response not yet complete).
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<tcp::socket> socket;
+    bool busy = false;
+  };
+
   HttpServerOptions options;
   Handler handler;
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::thread accept_thread;
   std::mutex mu;  // guards the fields below
-  bool stopping = false;
-  std::list<std::pair<std::thread, std::shared_ptr<tcp::socket>>> connections;
+  std::condition_variable handler_done;
+  bool closing = false;   // finish(): no new connection, none kept alive after its response
+  bool stopping = false;  // stop(): everything closed at once
+  std::list<Connection> connections;
 
   void accept_loop();
-  void serve(const std::shared_ptr<tcp::socket>& socket);
+  void serve(Connection& connection);
+  void close_idle();  // mu held
+  int64_t busy_count() const;  // mu held
 };
 
 namespace {
@@ -82,6 +96,14 @@ class ConnectionWriter final : public ResponseWriter {
     ok_ = !ec;
   }
 
+  bool client_gone() override {
+    // An orderly close reads as 0 bytes, a reset as an error; bytes waiting (a pipelined request) or nothing
+    // yet (EAGAIN) mean the client is still there. MSG_PEEK leaves them for the next read.
+    char byte = 0;
+    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+
   bool ok() const { return ok_; }
 
  private:
@@ -114,22 +136,47 @@ HttpServer::~HttpServer() { stop(); }
 
 uint16_t HttpServer::port() const { return state_->acceptor.local_endpoint().port(); }
 
-void HttpServer::stop() {
+int64_t HttpServer::finish(std::chrono::steady_clock::time_point deadline) {
   State& s = *state_;
+  std::unique_lock lock(s.mu);
+  if (!s.closing) {
+    s.closing = true;
+    ::shutdown(s.acceptor.native_handle(), SHUT_RDWR);  // wakes the accept thread, which then returns
+  }
+  s.close_idle();
+  s.handler_done.wait_until(lock, deadline, [&] { return s.busy_count() == 0; });
+  return s.busy_count();
+}
+
+int64_t HttpServer::stop() {
+  State& s = *state_;
+  int64_t cut = 0;
   {
     std::lock_guard lock(s.mu);
-    if (s.stopping) return;
-    s.stopping = true;
-    // shutdown() wakes the threads blocked in accept() and read() on these sockets.
+    if (s.stopping) return 0;
+    s.stopping = s.closing = true;
+    cut = s.busy_count();
+    // shutdown() wakes the threads blocked in accept(), read() and write() on these sockets.
     ::shutdown(s.acceptor.native_handle(), SHUT_RDWR);
-    for (auto& c : s.connections) ::shutdown(c.second->native_handle(), SHUT_RDWR);
+    for (auto& c : s.connections) ::shutdown(c.socket->native_handle(), SHUT_RDWR);
   }
   if (s.accept_thread.joinable()) s.accept_thread.join();
-  // No new connection starts once stopping is set, so the list no longer grows.
+  // No new connection starts once closing is set, so the list no longer grows.
   for (auto& c : s.connections)
-    if (c.first.joinable()) c.first.join();
+    if (c.thread.joinable()) c.thread.join();
   beast::error_code ec;
   s.acceptor.close(ec);
+  return cut;
+}
+
+void HttpServer::State::close_idle() {
+  // A closed socket's handle is -1, so a connection that has ended is never shut down by a reused number.
+  for (auto& c : connections)
+    if (!c.busy) ::shutdown(c.socket->native_handle(), SHUT_RDWR);
+}
+
+int64_t HttpServer::State::busy_count() const {
+  return std::count_if(connections.begin(), connections.end(), [](const Connection& c) { return c.busy; });
 }
 
 void HttpServer::State::accept_loop() {
@@ -138,25 +185,27 @@ void HttpServer::State::accept_loop() {
     beast::error_code ec;
     acceptor.accept(*socket, ec);
     std::lock_guard lock(mu);
-    if (stopping) return;
+    if (closing) return;
     if (ec) continue;
     // Streamed tokens are small writes: with Nagle's algorithm each waits for the client's delayed ACK (~40 ms),
     // which would put a floor under time to first token and bunch tokens together.
     socket->set_option(tcp::no_delay(true), ec);
     // Reap the connections that have ended so the list holds only live ones.
     for (auto it = connections.begin(); it != connections.end();) {
-      if (!it->second->is_open() && it->first.joinable()) {
-        it->first.join();
+      if (!it->socket->is_open() && it->thread.joinable()) {
+        it->thread.join();
         it = connections.erase(it);
       } else {
         ++it;
       }
     }
-    connections.emplace_back(std::thread([this, socket] { serve(socket); }), socket);
+    Connection& c = connections.emplace_back(Connection{{}, socket});
+    c.thread = std::thread([this, &c] { serve(c); });  // c stays put: a std::list never moves its elements
   }
 }
 
-void HttpServer::State::serve(const std::shared_ptr<tcp::socket>& socket) {
+void HttpServer::State::serve(Connection& connection) {
+  const std::shared_ptr<tcp::socket>& socket = connection.socket;
   beast::flat_buffer buffer;
   for (;;) {
     bhttp::request_parser<bhttp::string_body> parser;
@@ -178,9 +227,20 @@ void HttpServer::State::serve(const std::shared_ptr<tcp::socket>& socket) {
     }
     if (ec) break;  // the client closed the connection, sent something that is not HTTP, or the server stops
     const auto& req = parser.get();
+    {
+      std::lock_guard lock(mu);
+      connection.busy = true;  // from here finish() waits for the response
+    }
     ConnectionWriter writer(*socket, req.version(), req.keep_alive());
     handler(HttpRequest{std::string(req.method_string()), std::string(req.target()), req.body()}, writer);
-    if (!writer.ok() || !req.keep_alive()) break;
+    bool closing_now = false;
+    {
+      std::lock_guard lock(mu);
+      connection.busy = false;
+      closing_now = closing;
+      handler_done.notify_all();
+    }
+    if (!writer.ok() || !req.keep_alive() || closing_now) break;
   }
   beast::error_code ec;
   socket->shutdown(tcp::socket::shutdown_send, ec);

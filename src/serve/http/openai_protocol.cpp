@@ -46,8 +46,12 @@ void parse_stop(const json& j, CompletionRequest& r) {
   for (const json& e : s) r.stop.push_back(e.get<std::string>());
 }
 
-// The fields both endpoints share: max_tokens, sampling, stream, n.
+// The fields both endpoints share: model, max_tokens, sampling, stream, n.
 void parse_common(const json& j, CompletionRequest& r) {
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string()) throw BadRequest("'model' must be a string (GET /v1/models lists it)", "model");
+    r.model = j["model"].get<std::string>();
+  }
   r.max_tokens = static_cast<int32_t>(std::min<int64_t>(
       integer_field(j, "max_tokens", 16, 1, "an integer >= 1"), std::numeric_limits<int32_t>::max()));
   r.sampling.temperature = number_field(j, "temperature", 1.0, 0, 100, "0 (greedy) to 100");

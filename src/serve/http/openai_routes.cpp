@@ -4,7 +4,7 @@
 
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/serve/http/prometheus_text.h"
-#include "meshtrain/serve/http/stop_matcher.h"
+#include "meshtrain/serve/stop_matcher.h"
 #include "meshtrain/text/stream_decoder.h"
 
 namespace meshtrain::serve::http {
@@ -57,6 +57,21 @@ json choice(bool chat, bool chunk, const std::string& content, const std::vector
   return c;
 }
 
+// How often a handler waiting for tokens looks whether its client is still there.
+constexpr std::chrono::milliseconds kClientCheck{50};
+
+// The stream's next part; nullopt (the request cancelled, its KV blocks freed before the next step) once the
+// client has gone away — a client that is not reading a whole answer is noticed as soon as one that streams.
+std::optional<StreamPart> next_part(RequestStream& stream, ResponseWriter& out) {
+  for (;;) {
+    if (out.client_gone()) {
+      stream.cancel();
+      return std::nullopt;
+    }
+    if (std::optional<StreamPart> part = stream.next_within(kClientCheck)) return part;
+  }
+}
+
 }  // namespace
 
 void OpenAiRoutes::handle(const HttpRequest& req, ResponseWriter& out) {
@@ -69,7 +84,13 @@ void OpenAiRoutes::handle(const HttpRequest& req, ResponseWriter& out) {
       return false;
     };
     if (path == "/health") {
-      if (only("GET")) out.send(200, kJson, R"({"status": "ok"})");
+      // A load balancer takes a draining server out of rotation on this 503.
+      if (only("GET")) {
+        if (engine_.draining())
+          send_error(out, 503, "the server is shutting down", "", "server_error");
+        else
+          out.send(200, kJson, R"({"status": "ok"})");
+      }
     } else if (path == "/v1/models") {
       if (only("GET"))
         out.send(200, kJson, dump(json{{"object", "list"}, {"data", json::array({json{
@@ -113,13 +134,18 @@ std::vector<TokenId> OpenAiRoutes::prompt_tokens(const CompletionRequest& r, boo
 
 void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool chat) {
   const CompletionRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
+  if (r.model && *r.model != text_.model_name)
+    throw BadRequest(cat("'model' is \"", *r.model, "\"; this server serves \"", text_.model_name,
+                         "\" (GET /v1/models)"), "model");
   const std::vector<TokenId> prompt = prompt_tokens(r, chat);
   if (prompt.empty()) throw BadRequest("'prompt' encodes to no token", "prompt");
   const auto n_prompt = static_cast<int64_t>(prompt.size());
   const std::shared_ptr<RequestStream> stream = engine_.submit(prompt, r.max_tokens, r.sampling);
   const std::string id = cat(chat ? "chatcmpl-" : "cmpl-", next_id_.fetch_add(1));
   const int64_t created = unix_time();
-  StreamPart part = stream->next();  // before any header: a refused request is still a 400
+  std::optional<StreamPart> next = next_part(*stream, out);  // before any header: a refused request is still a 400
+  if (!next) return;
+  StreamPart part = std::move(*next);
   if (!part.error.empty()) {
     const bool rejected = part.rejected;
     send_error(out, rejected ? 400 : 503, part.error, "", rejected ? "invalid_request_error" : "server_error");
@@ -166,7 +192,8 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
       text += piece;
     }
     if (finish) break;
-    part = stream->next();
+    if (!(next = next_part(*stream, out))) return;
+    part = std::move(*next);
   }
   if (!part.error.empty() && !matcher.stopped() && !r.stream) {
     send_error(out, 503, part.error, "", "server_error");
@@ -195,6 +222,8 @@ std::string OpenAiRoutes::metrics_text() const {
          prometheus_metric("kv_blocks_free", "gauge", "KV cache blocks free (cached prefixes included).",
                            m.blocks_free) +
          prometheus_metric("requests_finished_total", "counter", "Requests finished.", m.requests_finished) +
+         prometheus_metric("requests_aborted_total", "counter",
+                           "Requests ended unfinished because their client went away.", m.requests_aborted) +
          prometheus_metric("requests_refused_total", "counter",
                            "Requests refused with 503: the waiting queue was full.", m.requests_refused) +
          prometheus_metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",

@@ -1,7 +1,8 @@
 // EngineLoop (serve/engine/engine_loop.h): greedy requests submitted from several threads at once, over a cache
 // small enough to preempt, stream exactly the tokens generate_all gives the same requests; a request the
 // scheduler refuses ends its stream with a `rejected` one-line error; a cancelled one ends and frees its blocks;
-// stop() ends the streams still open.
+// drain() refuses new requests while the queued and running ones finish, and wait_idle() sees them all end;
+// stop() ends the streams still open and counts them.
 #include "meshtrain/serve/engine/engine_loop.h"
 
 #include <gtest/gtest.h>
@@ -100,6 +101,44 @@ TEST(EngineLoop, StopEndsOpenStreamsAndRefusesNewOnes) {
   auto [tokens, end] = drain(*s);
   EXPECT_FALSE(end.rejected);
   EXPECT_NE(end.error.find("shutting down"), std::string::npos);
+}
+
+TEST(EngineLoop, DrainRefusesNewRequestsWhileTheQueuedOnesFinish) {
+  EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 16, .block_size = 4, .max_running = 1}});
+  auto running = loop.submit({1, 2, 3}, 24, {.temperature = 0});
+  auto queued = loop.submit({4, 5, 6}, 24, {.temperature = 0});  // behind it: max_running 1
+  loop.drain();
+  EXPECT_TRUE(loop.draining());
+  auto late = loop.submit({7, 8}, 2, {});
+  auto [late_tokens, late_end] = drain(*late);
+  EXPECT_TRUE(late_tokens.empty());
+  EXPECT_FALSE(late_end.rejected);  // the server's state, not the request's fault: 503
+  EXPECT_NE(late_end.error.find("shutting down"), std::string::npos) << late_end.error;
+  EXPECT_TRUE(loop.wait_idle(EngineLoop::Clock::now() + std::chrono::minutes(2)));
+  for (auto* s : {&running, &queued}) {
+    auto [tokens, end] = drain(**s);
+    EXPECT_TRUE(end.error.empty()) << end.error;
+    EXPECT_EQ(*end.finish, FinishReason::kLength);
+    EXPECT_EQ(tokens.size(), 24u);
+  }
+  EXPECT_EQ(loop.metrics().blocks_free, 16);
+  EXPECT_EQ(loop.stop(), 0);  // nothing was left to cut
+}
+
+TEST(EngineLoop, StopCountsTheRequestsItLeavesUnfinished) {
+  EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 16, .block_size = 4, .max_running = 1}});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) streams.push_back(loop.submit({1, 2, static_cast<TokenId>(3 + i)}, 24, {}));
+  streams[0]->next();  // the first runs
+  const int64_t ended = loop.stop();
+  // However far the loop got, the count is the streams that ended with the shutdown's error.
+  int64_t unfinished = 0;
+  for (auto& s : streams) {
+    auto [tokens, end] = drain(*s);
+    if (!end.error.empty()) ++unfinished;
+  }
+  EXPECT_EQ(ended, unfinished);
+  EXPECT_EQ(loop.stop(), 0);  // idempotent
 }
 
 }  // namespace

@@ -90,6 +90,38 @@ TEST_P(GenerateAll, EosStopsARequest) {
   EXPECT_EQ(stopped[0].reason, FinishReason::kStop);
 }
 
+// stop_at ends a request at the token it names (a stop string's last token), the token kept, while the others run
+// to their length; on_step counts every request and every token.
+TEST_P(GenerateAll, StopAtEndsARequestAndProgressCountsEveryToken) {
+  auto net = generate_all_model(GetParam());
+  const auto requests = generate_all_requests({.temperature = 0});
+  GenerateOptions opts{.scheduler = {.num_blocks = 14, .block_size = 4, .max_tokens_per_step = 24, .max_running = 8}};
+  const auto plain = generate_all(net, requests, opts);
+  std::vector<size_t> seen(requests.size(), 0);
+  opts.stop_at = [&](size_t i, TokenId t) {
+    EXPECT_EQ(t, plain[i].tokens.at(seen[i])) << "request " << i << " token " << seen[i];  // each in order, once
+    return ++seen[i] == 3 && i == 2;  // request 2 stops at its third token
+  };
+  std::vector<GenerateProgress> steps;
+  opts.on_step = [&](const GenerateProgress& p) { steps.push_back(p); };
+  const auto stopped = generate_all(net, requests, opts);
+  int64_t total = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (i == 2) continue;
+    EXPECT_EQ(stopped[i].tokens, plain[i].tokens) << "request " << i;
+    EXPECT_EQ(stopped[i].reason, FinishReason::kLength);
+    total += static_cast<int64_t>(stopped[i].tokens.size());
+  }
+  EXPECT_EQ(stopped[2].tokens, std::vector<TokenId>(plain[2].tokens.begin(), plain[2].tokens.begin() + 3));
+  EXPECT_EQ(stopped[2].reason, FinishReason::kStop);
+  total += 3;
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.back().finished, requests.size());
+  EXPECT_EQ(steps.back().total, requests.size());
+  EXPECT_EQ(steps.back().generated_tokens, total);
+  for (size_t s = 1; s < steps.size(); ++s) EXPECT_GE(steps[s].generated_tokens, steps[s - 1].generated_tokens);
+}
+
 TEST_P(GenerateAll, RequestLongerThanTheModelRefused) {
   auto net = generate_all_model(GetParam());
   GenerationRequest r{{1, std::vector<TokenId>(30, 4), 4}, {}};

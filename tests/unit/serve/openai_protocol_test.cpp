@@ -29,6 +29,8 @@ TEST(OpenAiProtocol, ParsesPromptsAndSampling) {
   EXPECT_EQ(r.sampling.seed, 9u);
   EXPECT_EQ(r.sampling.repetition_penalty, 1.2);
   EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.model, "x");  // the routes compare it with the served name
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "model": null})").model.has_value());
   EXPECT_EQ(parse_completion_request(R"({"prompt": [1, 2, 3]})").prompt_ids, (std::vector<TokenId>{1, 2, 3}));
   EXPECT_EQ(*parse_completion_request(R"({"prompt": ["one"]})").prompt_text, "one");
   EXPECT_EQ(parse_completion_request(R"({"prompt": "x"})").max_tokens, 16);
@@ -49,6 +51,7 @@ TEST(OpenAiProtocol, MistakesNameTheField) {
   EXPECT_EQ(bad_param(R"({"prompt": "x", "top_k": -1})"), "top_k");
   EXPECT_EQ(bad_param(R"({"prompt": "x", "stream": "yes"})"), "stream");
   EXPECT_EQ(bad_param(R"({"prompt": "x", "n": 2})"), "n");
+  EXPECT_EQ(bad_param(R"({"prompt": "x", "model": 7})"), "model");
   EXPECT_THROW(parse_chat_request(R"({"messages": [{"role": "user"}]})"), BadRequest);
 }
 

@@ -1,11 +1,11 @@
-// StopMatcher (serve/http/stop_matcher.h): the text before the first stop string and nothing after it, a stop
+// StopMatcher (serve/stop_matcher.h): the text before the first stop string and nothing after it, a stop
 // string split across pieces, overlapping prefixes held back only while they could still match, several stop
 // strings (the earliest match wins), and a multi-byte character split across byte-level pieces.
-#include "meshtrain/serve/http/stop_matcher.h"
+#include "meshtrain/serve/stop_matcher.h"
 
 #include <gtest/gtest.h>
 
-namespace meshtrain::serve::http {
+namespace meshtrain::serve {
 namespace {
 
 // Feeds the pieces one by one; returns what was sent, with '|' between the pieces' outputs.
@@ -71,4 +71,4 @@ TEST(StopMatcher, MultiByteCharacterSplitAcrossBytes) {
 }
 
 }  // namespace
-}  // namespace meshtrain::serve::http
+}  // namespace meshtrain::serve

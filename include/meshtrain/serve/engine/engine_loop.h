@@ -36,12 +36,15 @@ struct EngineLoopMetrics {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t requests_refused = 0;    // turned away because max_waiting requests were already waiting
+  int64_t requests_aborted = 0;    // ended unfinished because their client went away (RequestStream::cancel)
   LatencyHistogram time_to_first_token;   // submit() to the step that sampled a request's first token
   LatencyHistogram time_between_tokens;   // between the steps that sampled two consecutive tokens of a request
 };
 
 class EngineLoop {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // Starts the thread. UserError for bad scheduler options or a max_waiting under 1. At most `max_waiting`
   // requests wait for admission (queued or in the scheduler's waiting queue); submit() refuses the next ones.
   EngineLoop(model::Transformer model, GenerateOptions options, int64_t max_waiting = 256);
@@ -53,12 +56,18 @@ class EngineLoop {
   // with a `rejected` error, and one beyond max_waiting with a (not rejected) "the server is busy" error.
   std::shared_ptr<RequestStream> submit(std::vector<TokenId> prompt, int32_t max_new_tokens,
                                         const SamplingParams& sampling);
-  // Ends every open stream with an error and joins the thread. Idempotent.
-  void stop();
+  // The start of a graceful shutdown: submit() refuses every new request ("the server is shutting down") while
+  // the queued and running ones go on to their end. Idempotent.
+  void drain();
+  bool draining() const;
+  // True once every request submitted has ended (its stream finished or failed); false if `deadline` comes first.
+  bool wait_idle(Clock::time_point deadline);
+  // Ends every open stream with an error and joins the thread; returns how many requests it so ended unfinished
+  // (queued or running). Idempotent: later calls return 0.
+  int64_t stop();
   EngineLoopMetrics metrics() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Pending {
     GenerationRequest request;
     std::shared_ptr<RequestStream> stream;
@@ -73,10 +82,11 @@ class EngineLoop {
   void admit(std::vector<Pending>& incoming);
   void end_cancelled_and_stopped();  // cancelled: aborted; stopped on a stop string: finished
   void run_step();
-  void end_all(const std::string& message);
-  void snapshot_scheduler();
+  int64_t end_all(const std::string& message);  // returns how many it ended
+  void publish_open();  // streams_' size for wait_idle(); mu_ held
+  void snapshot_scheduler();  // the scheduler's figures into metrics_; mu_ held
   void time_tokens(const std::vector<SampledToken>& sampled);  // into the histograms; mu_ held
-  void forget(RequestId id);  // its stream and clock  // the scheduler's figures into metrics_; mu_ held
+  void forget(RequestId id);  // its stream and clock
 
   GenerateOptions options_;
   int64_t max_waiting_;
@@ -91,7 +101,11 @@ class EngineLoop {
   std::condition_variable cv_;
   std::vector<Pending> incoming_;
   bool stopping_ = false;
+  bool draining_ = false;
+  bool stopped_ = false;   // stop() has run
   int64_t admitting_ = 0;  // taken from incoming_, not yet in the scheduler's waiting count
+  int64_t open_ = 0;       // requests the engine thread holds (streams_), as of its last publish_open()
+  int64_t ended_at_stop_ = 0;  // streams the engine thread ended unfinished on stop()
 
   RequestId next_id_ = 1;
   EngineLoopMetrics metrics_;

@@ -3,6 +3,9 @@
 // engine thread).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "meshtrain/model/transformer.h"
@@ -17,9 +20,22 @@ struct GenerationRequest {
   SamplingParams sampling;
 };
 
+// How far a generate_all run has come, after each step.
+struct GenerateProgress {
+  size_t finished = 0;           // requests finished
+  size_t total = 0;              // requests given
+  int64_t generated_tokens = 0;  // tokens sampled so far, every request together
+};
+
 struct GenerateOptions {
   SchedulerOptions scheduler;       // the cache's size, the step budget, the batch's rows
   std::vector<TokenId> eos_tokens;  // sampling one ends a request (kStop)
+  // Called with each sampled token that is not an EOS (the request's index in `requests`, the token) before the
+  // scheduler sees it; true ends the request with that token (kStop): stop strings, which need the decoded text,
+  // end a request there instead of generating to max_new_tokens. Calls follow each request's token order.
+  std::function<bool(size_t index, TokenId token)> stop_at;
+  // Called after every step (progress display).
+  std::function<void(const GenerateProgress&)> on_step;
   bool cuda_graphs = true;          // decode steps as CUDA graphs on CUDA (EngineOptions::cuda_graphs)
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,8 @@ class RequestStream {
 
   // Reader side: blocks until a token or the end has come; returns them (finish/error set once ended).
   StreamPart next();
+  // As next(), but nullopt when nothing has come within `wait` (so the reader can look at its client meanwhile).
+  std::optional<StreamPart> next_within(std::chrono::milliseconds wait);
   void cancel() { cancelled_.store(true); }
   // The text reached one of the request's stop strings: the engine ends it with finish_reason `stop` and frees
   // its KV blocks before the next step, and samples nothing more for it.

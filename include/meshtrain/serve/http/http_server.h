@@ -1,11 +1,13 @@
 // HttpServer: HTTP/1.1 with keep-alive on Boost.Beast (docs/serving.md "meshtrain serve"). Beast parses and
 // writes the messages; this class accepts connections and hands each request to a Handler, which answers with
 // one whole response or a chunked stream (server-sent events). One thread accepts, one thread serves each
-// connection (a handler may block until its request's tokens come); stop() closes the listening socket and
-// every connection and joins them all.
+// connection (a handler may block until its request's tokens come). finish() is the graceful end (no new
+// connection, idle ones closed, responses under way completed); stop() closes the listening socket and every
+// connection at once and joins them all.
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,6 +30,9 @@ class ResponseWriter {
   // False once the client has gone away (the handler should stop producing).
   virtual bool write(const std::string& data) = 0;
   virtual void end_stream() = 0;
+  // True once the client has closed or reset the connection (looked at without blocking or reading), so a
+  // handler still waiting for tokens can give up a request whose answer nobody will read.
+  virtual bool client_gone() = 0;
 };
 
 using Handler = std::function<void(const HttpRequest&, ResponseWriter&)>;
@@ -47,7 +52,13 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const;  // the bound port
-  void stop();            // idempotent
+  // The graceful end: accepts no new connection, closes the idle keep-alive ones, and lets each handler under
+  // way finish its response (then its connection closes). Returns how many are still under way at `deadline`
+  // (0: all done). May be called again with a later deadline.
+  int64_t finish(std::chrono::steady_clock::time_point deadline);
+  // Closes the listening socket and every connection at once and joins their threads; returns how many
+  // responses it cut off mid-way. Idempotent (later calls return 0).
+  int64_t stop();
 
  private:
   struct State;

@@ -34,6 +34,7 @@ struct CompletionRequest {
   SamplingParams sampling;
   bool stream = false;
   std::vector<std::string> stop;                      // `stop`: up to 4 strings that end the generation
+  std::optional<std::string> model;                   // `model`, when given: the routes check it names theirs
 };
 
 // BadRequest naming the field for a body that is not a JSON object, a field of the wrong type, or a value out of

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace meshtrain::serve::http {
+namespace meshtrain::serve {
 
 class StopMatcher {
  public:
@@ -33,4 +33,4 @@ class StopMatcher {
   bool stopped_ = false;
 };
 
-}  // namespace meshtrain::serve::http
+}  // namespace meshtrain::serve

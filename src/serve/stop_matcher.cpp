@@ -1,9 +1,9 @@
-#include "meshtrain/serve/http/stop_matcher.h"
+#include "meshtrain/serve/stop_matcher.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace meshtrain::serve::http {
+namespace meshtrain::serve {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {
   for (std::string& s : stops)
@@ -46,4 +46,4 @@ size_t StopMatcher::partial_tail() const {
   return best;
 }
 
-}  // namespace meshtrain::serve::http
+}  // namespace meshtrain::serve
