@@ -105,8 +105,7 @@ TEST_F(DecodeGraphsGpu, EveryStepMatchesTheEagerStep) {
   PagedKvCache graph_cache(*net16_, so.num_blocks, so.block_size), eager_cache(*net16_, so.num_blocks, so.block_size),
       ref_cache(*net32_, so.num_blocks, so.block_size);
   ASSERT_TRUE(DecodeGraphs::supported(*net16_, graph_cache))
-      << "the decode kernel does not take this model (bf16, 8 query and 2 key/value heads of 64), or "
-         "decode_kernel_takes in src/serve/engine/decode_graphs.cpp does not ask it yet: nothing to capture";
+      << "the decode kernel does not take this model (bf16, 8 query and 2 key/value heads of 64): nothing to capture";
   DecodeGraphs graphs(net16_, graph_cache, decode_graph_batch_sizes(so.max_running));
   std::printf("captured %zu graphs in %.3f s\n", graphs.batch_sizes().size(), graphs.capture_seconds());
   ASSERT_EQ(graph_cache.scratch_block(), so.num_blocks);

@@ -23,20 +23,11 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/join.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/model/kernels/paged_decode.h"
 #include "meshtrain/model/paged_forward.h"
 
 namespace meshtrain::serve {
 namespace {
-
-// Whether the decode kernel takes decode queries shaped like `q` [N, H, hd] over keys `k_cache`. Without the
-// kernel every decode goes through the reference attention, which reads each chunk's host values (a replay would
-// freeze them), so nothing is captured. The kernel is not in this tree yet: once model/kernels/paged_decode.h is,
-// this becomes model::paged_decode_supported(q, k_cache), which gpu.serve.decode_graphs requires.
-bool decode_kernel_takes(const at::Tensor& q, const at::Tensor& k_cache) {
-  (void)q;
-  (void)k_cache;
-  return false;
-}
 
 std::string decode_graph_sizes_text(const std::vector<int64_t>& sizes) {
   std::vector<std::string> parts;
@@ -83,18 +74,14 @@ struct DecodeGraphs::Graphs {};
 #endif
 
 bool DecodeGraphs::supported(const model::TransformerImpl& model, PagedKvCache& cache) {
-#ifdef MESHTRAIN_WITH_CUDA
   const at::Tensor& k = cache.layers().front().k;
   if (!k.is_cuda()) return false;
   const ModelConfig& cfg = model.config();
   const int64_t hd = cfg.d_model / cfg.n_head;
   const auto& wq = model.blocks->ptr<model::BlockImpl>(0)->attn->wq->weight;  // this rank's query heads
-  return decode_kernel_takes(at::empty({1, wq.size(0) / hd, hd}, wq.options().requires_grad(false)), k);
-#else
-  (void)model;
-  (void)cache;
-  return false;
-#endif
+  // Where the kernel does not take the decodes, they go through the reference attention, which reads each chunk's
+  // host values (a replay would freeze them): nothing can be captured. False in a build without CUDA kernels.
+  return model::paged_decode_supported(at::empty({1, wq.size(0) / hd, hd}, wq.options().requires_grad(false)), k);
 }
 
 DecodeGraphs::DecodeGraphs(model::Transformer model, PagedKvCache& cache, std::vector<int64_t> batch_sizes)
