@@ -25,7 +25,8 @@ PY=$(command -v python3)
 t0=$(date +%s)
 TARGETS=()  # all
 # Serving needs the meshtrain binary and the serve GPU tests' binaries, a quarter of the tree.
-[ "$WHAT" = serve ] && TARGETS=(--target meshtrain paged_forward_gpu_tests paged_decode_gpu_tests paged_decode_bench)
+[ "$WHAT" = serve ] && TARGETS=(--target meshtrain paged_forward_gpu_tests paged_decode_gpu_tests paged_decode_bench
+                                 decode_graphs_gpu_tests)
 { cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j "$(nproc)" "${TARGETS[@]}"; } \
   > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 build_s=$(( $(date +%s) - t0 ))
