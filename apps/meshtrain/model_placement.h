@@ -1,5 +1,5 @@
-// --device and --dtype, as `meshtrain generate` takes them (and `meshtrain serve`, whose own copy is to move
-// here): where a loaded model runs and in what precision.
+// --device and --dtype, as `meshtrain generate` and `meshtrain serve` take them: where a loaded model runs and in
+// what precision.
 #pragma once
 
 #include <c10/core/TensorOptions.h>

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <torch/cuda.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "model_placement.h"
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/serve/engine/engine_loop.h"
@@ -49,25 +49,6 @@ serve::http::ModelText model_text(const cxxopts::ParseResult& r, const ckpt::Inf
     std::cerr << "meshtrain serve: /v1/chat/completions is unavailable: " << e.what() << std::endl;
   }
   return t;
-}
-
-// --device and --dtype: where the model runs and in what precision (its checkpoint's fp32 on the CPU by default).
-c10::TensorOptions model_placement(const cxxopts::ParseResult& r) {
-  const std::string dev = r["device"].as<std::string>(), dt = r["dtype"].as<std::string>();
-  MT_USER_CHECK(dev == "cpu" || dev.rfind("cuda", 0) == 0, "--device ", dev, ": expected cpu, cuda or cuda:N");
-  c10::Device device = c10::Device(c10::kCPU);
-  try {
-    device = c10::Device(dev);
-  } catch (const std::exception&) {
-    throw UserError(cat("--device ", dev, ": expected cpu, cuda or cuda:N"));
-  }
-  if (device.is_cuda()) {
-    const int n = static_cast<int>(torch::cuda::device_count());
-    MT_USER_CHECK(n > 0, "--device ", dev, ": no CUDA device is visible (use --device cpu)");
-    MT_USER_CHECK(device.index() < n, "--device ", dev, ": only ", n, " CUDA device(s) are visible");
-  }
-  MT_USER_CHECK(dt == "fp32" || dt == "bf16", "--dtype ", dt, ": expected fp32 or bf16");
-  return c10::TensorOptions().device(device).dtype(dt == "bf16" ? at::kBFloat16 : at::kFloat);
 }
 
 // The KV cache's blocks: on CUDA what kv_cache_size_on_device says (--blocks if it fits, else what
@@ -186,7 +167,8 @@ int cmd_serve(int argc, char** argv) {
   const std::string graphs = r["cuda-graphs"].as<std::string>();
   MT_USER_CHECK(graphs == "on" || graphs == "off", "--cuda-graphs ", graphs, ": expected on or off");
   gen.cuda_graphs = graphs == "on";
-  const c10::TensorOptions placement = model_placement(r);  // checked before any weight is read
+  const c10::TensorOptions placement =  // checked before any weight is read
+      placement_from_flags(r["device"].as<std::string>(), r["dtype"].as<std::string>());
   const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path);
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);
   model::Transformer net = ckpt::load_model(ck);

@@ -40,57 +40,28 @@ import time
 
 try:
     import torch
-    import transformers
-    from transformers import PreTrainedTokenizerFast
+    import transformers  # noqa: F401 -- tiny_llama.py needs it; its absence skips the test
 except ImportError as e:
     print(f"skipped: {e} (scripts/setup.sh installs transformers and tokenizers into the venv)")
     sys.exit(77)
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
-from text_support import train_tokenizer  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tiny_llama import greedy_ids, make_tiny_llama  # noqa: E402
 
 MESHTRAIN = os.path.join(BIN, "meshtrain")
 WORK = tempfile.mkdtemp(prefix="meshtrain_serve_")
-KJV = os.path.join(SRC, "data", "kjv", "kjv-genesis-2kings.txt")
 NEW_TOKENS = 16
 PROMPTS = ["And God said, Let there be light", "In the beginning", "And Moses went up", "The LORD is my",
            "Then Joseph said", "And it came to pass"]
-CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
-          " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 TIMEOUT = 120  # seconds for any one wait: generous for a loaded 2-core machine
 failures = []
 
 
-def make_model():
-    """A tiny random Llama saved with its tokenizer and chat template; returns (hf_dir, model, tokenizer)."""
-    base = train_tokenizer("llama3", KJV, os.path.join(WORK, "tok"))
-    tok = PreTrainedTokenizerFast(tokenizer_object=base, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>")
-    tok.chat_template = CHATML
-    cfg = transformers.LlamaConfig(vocab_size=base.get_vocab_size(with_added_tokens=True), hidden_size=64,
-                                   intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5,
-                                   rope_theta=10000.0, tie_word_embeddings=False,
-                                   bos_token_id=tok.convert_tokens_to_ids("<|begin_of_text|>"),
-                                   eos_token_id=tok.convert_tokens_to_ids("<|eot_id|>"))
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
-    with torch.no_grad():  # larger weights than the init, so greedy decoding is far from ties
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.2)
-    hf_dir = os.path.join(WORK, "hf")
-    model.save_pretrained(hf_dir)
-    tok.save_pretrained(hf_dir)
-    return hf_dir, model, tok
-
-
 def reference(model, tok, ids):
     """transformers' greedy reply to `ids`: (text without special tokens, finish_reason)."""
-    with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
-                             eos_token_id=model.config.eos_token_id, pad_token_id=model.config.eos_token_id)
-    new = out[0, len(ids):].tolist()
+    new = greedy_ids(model, ids, NEW_TOKENS)
     reason = "stop" if new and new[-1] == model.config.eos_token_id else "length"
     return tok.decode(new, skip_special_tokens=True), reason
 
@@ -145,7 +116,7 @@ def start_server(ckpt, extra=("--max-running", "4")):
     sys.exit(1)
 
 
-hf_dir, model, tok = make_model()
+hf_dir, model, tok = make_tiny_llama(SRC, WORK)
 ckpt = os.path.join(WORK, "imported")
 subprocess.run([MESHTRAIN, "import", hf_dir, ckpt], check=True, capture_output=True, timeout=300)
 proc, port = start_server(ckpt)

@@ -1,7 +1,7 @@
 """A tiny random Llama with a Llama-3-style tokenizer and a ChatML chat template, saved as a Hugging Face directory
 (the tokenizer trained on the repo's KJV text by tests/reference/text_support.py; nothing is downloaded), and
-transformers' greedy generate on it: the reference the serving tests compare meshtrain's tokens with. The same
-model as tests/e2e/serve_test.py builds (imported from the test's own folder)."""
+transformers' greedy generate on it: the reference the serving tests (serve_test.py, generate_batch_test.py)
+compare meshtrain's tokens with (imported from the tests' own folder)."""
 import os
 import sys
 
