@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,14 @@ def ordered(level, name):
     return all(v is not None and v >= 0 for v in ps) and ps[0] <= ps[1] <= ps[2]
 
 
+def ordered_or_none(level, name):
+    """Between-token percentiles exist only where a request's tokens came in more than one chunk: on a loaded
+    machine the server may hand over all of a short request's tokens at once (tokens in the first chunk count in
+    no gap), so a level may have no gap at all."""
+    ps = [level[f"{name}_ms_p{q}"] for q in (50, 90, 99)]
+    return all(v is None for v in ps) or ordered(level, name)
+
+
 def server_figures(port):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", "/v1/models")
@@ -90,7 +99,8 @@ def random_prompts(url):
               f"C={c}: every request ok ({lv})")
         check(lv["output_tokens"] == lv["tokens_requested"] == REQUESTS * OUTPUT_TOKENS and lv["ended_early"] == 0,
               f"C={c}: tokens counted = requests × output tokens ({lv['output_tokens']})")
-        check(all(ordered(lv, n) for n in ("ttft", "itl", "e2e")), f"C={c}: percentiles ordered ({lv})")
+        check(ordered(lv, "ttft") and ordered(lv, "e2e") and ordered_or_none(lv, "itl"),
+              f"C={c}: percentiles ordered ({lv})")
         check(lv["ttft_ms_p50"] <= lv["e2e_ms_p50"], f"C={c}: first token before the end")
         check(lv["tokens_per_s"] > 0 and lv["requests_per_s"] > 0 and lv["time_s"] > 0, f"C={c}: positive rates")
     flags = res.get("flags", {})
@@ -154,10 +164,15 @@ def main():
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=120) == 0, "the server stops with exit 0 on SIGTERM")
 
-    p = bench("--url", url, "--concurrency", "1", "--requests", "1")  # nobody listens there any more
+    # A port this test holds bound and never listens on: refused, and no other test's server can take it meanwhile.
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    p = bench("--url", f"http://127.0.0.1:{closed_port}", "--concurrency", "1", "--requests", "1")
+    closed.close()
     line = one_line(p) or ""
-    check(p.returncode == 1 and "cannot reach the server" in line and f"127.0.0.1:{port}" in line and not p.stdout,
-          f"an unreachable server: exit 1 and one line (got {p.returncode}: {p.stderr.strip()})")
+    check(p.returncode == 1 and "cannot reach the server" in line and f"127.0.0.1:{closed_port}" in line
+          and not p.stdout, f"an unreachable server: exit 1 and one line (got {p.returncode}: {p.stderr.strip()})")
 
     missing = os.path.join(WORK, "missing.jsonl")
     for flags, needle in [(["--concurrency", "0"], "--concurrency"), (["--concurrency", "1,x"], "--concurrency"),
