@@ -56,8 +56,13 @@ if res:
         check(r["output_tokens"] == 4 * 8 and r["tokens_per_s"] > 0,
               f"C={r['concurrency']}: 4 requests × 8 tokens at a positive rate ({r})")
     for r in ms.get("rows", []):
-        check(all(r[k] is not None and r[k] > 0 for k in ("ttft_ms_p50", "ttft_ms_p90", "itl_ms_p50", "itl_ms_p90"))
-              and r["ttft_ms_p50"] <= r["ttft_ms_p90"], f"C={r['concurrency']}: latency percentiles ({r})")
+        # Between-token gaps exist only where a request's tokens came in more than one chunk; a loaded machine may
+        # hand over all 8 at once, so a level may have none (both None), never one without the other.
+        itl = (r["itl_ms_p50"], r["itl_ms_p90"])
+        check(all(r[k] is not None and r[k] > 0 for k in ("ttft_ms_p50", "ttft_ms_p90"))
+              and r["ttft_ms_p50"] <= r["ttft_ms_p90"]
+              and (itl == (None, None) or (itl[0] > 0 and itl[0] <= itl[1])),
+              f"C={r['concurrency']}: latency percentiles ({r})")
     check(set(res["ratios_b_over_a"]) == {"1", "2"}, f"a B/A ratio per concurrency: {res['ratios_b_over_a']}")
     g = res.get("greedy") or {}
     check(g.get("compared") == 8 and g.get("mismatches") == 0 and g.get("first_divergence") is None,
