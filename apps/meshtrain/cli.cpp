@@ -1,11 +1,11 @@
 #include "cli.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
 
 namespace meshtrain::cli {
 
@@ -63,9 +63,11 @@ size_t parse_bytes(const std::string& flag, const std::string& v) {
 void write_json_option(const cxxopts::ParseResult& r, const std::string& text) {
   if (!r.count("json")) return;
   const std::string path = r["json"].as<std::string>();
-  std::ofstream out(path);
-  out << text;
-  MT_USER_CHECK(out, "--json: cannot write ", path);
+  try {
+    write_file_atomic(path, text);  // a run killed while writing leaves the old file or the new one, never a part
+  } catch (const std::exception&) {
+    throw UserError(cat("--json: cannot write ", path, " (its directory must exist and be writable)"));
+  }
 }
 
 }  // namespace meshtrain::cli
