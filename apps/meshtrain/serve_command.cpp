@@ -17,6 +17,7 @@
 #include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/http/http_server.h"
 #include "meshtrain/serve/http/openai_routes.h"
+#include "meshtrain/serve/offline/model_text.h"
 #include "meshtrain/text/tokenizer_files.h"
 
 namespace meshtrain::cli {
@@ -33,22 +34,18 @@ int positive_int(const cxxopts::ParseResult& r, const char* flag) {
 // The model's tokenizer, its stop tokens and its chat template, when a tokenizer.json is found (else byte-level).
 serve::http::ModelText model_text(const cxxopts::ParseResult& r, const ckpt::InferenceCheckpoint& ck,
                                   const std::string& path, std::vector<serve::TokenId>& eos) {
-  serve::http::ModelText t{.model_name = r.count("model-name") ? r["model-name"].as<std::string>()
-                                                                 : fs::path(path).lexically_normal().string(),
-                           .vocab_size = ck.config.model.vocab_size};
   const auto json = r.count("tokenizer") ? std::optional(text::tokenizer_file(r["tokenizer"].as<std::string>(),
                                                                              "--tokenizer"))
                                          : text::find_tokenizer_file(ckpt::tokenizer_dirs(ck, path));
-  if (!json) return t;
-  const std::string dir = fs::path(*json).parent_path().string();
-  t.tokenizer.emplace(text::model_tokenizer(*json, ck.config.model.vocab_size));
-  eos = text::stop_token_ids(dir, *t.tokenizer);
-  try {
-    t.chat.emplace(text::ChatTemplate::from_tokenizer_dir(dir));
-  } catch (const UserError& e) {
-    std::cerr << "meshtrain serve: /v1/chat/completions is unavailable: " << e.what() << std::endl;
-  }
-  return t;
+  serve::offline::ModelText loaded = serve::offline::load_model_text(json, ck.config.model.vocab_size);
+  if (json && !loaded.chat)
+    std::cerr << "meshtrain serve: /v1/chat/completions is unavailable: " << loaded.no_chat << std::endl;
+  eos = std::move(loaded.eos_tokens);
+  return {.model_name = r.count("model-name") ? r["model-name"].as<std::string>()
+                                              : fs::path(path).lexically_normal().string(),
+          .vocab_size = ck.config.model.vocab_size,
+          .tokenizer = std::move(loaded.tokenizer),
+          .chat = std::move(loaded.chat)};
 }
 
 // The KV cache's blocks: on CUDA what kv_cache_size_on_device says (--blocks if it fits, else what

@@ -1,4 +1,5 @@
-// ModelText: a model's text side for offline generation (docs/serving.md "Offline generation") — its tokenizer,
+// ModelText: a model's text side for offline generation (docs/serving.md "Offline generation") and for
+// `meshtrain serve`, which reads it the same way — its tokenizer,
 // end-of-text ids and chat template, read from the tokenizer.json found for the checkpoint (none: the model is
 // byte-level, one token per byte, as `meshtrain serve` and `meshtrain generate` treat it).
 #pragma once
