@@ -6,7 +6,8 @@
 # A whole check runs past ten minutes; WHAT splits it: all (suite + benchmarks), tests (the whole suite),
 # gpu (GPU-labelled tests only), bench (benchmarks only), plan (`meshtrain plan`'s predicted peak memory against
 # the measured one: scripts/bench/plan_check.py, a few minutes), serve (only the targets serving needs, its GPU
-# tests, the decode-kernel benchmark, then scripts/bench/serve_compare.py with SERVE_ARGS). BENCH_ARGS go to
+# tests, the decode-kernel benchmark, the engine-step benchmark with STEP_BENCH_ARGS, then
+# scripts/bench/serve_compare.py with SERVE_ARGS). BENCH_ARGS go to
 # train_compare.py.
 # Usage: scripts/gpu-check.sh OUT_DIR [all|tests|gpu|bench|plan|serve]
 set -uo pipefail
@@ -26,7 +27,7 @@ t0=$(date +%s)
 TARGETS=()  # all
 # Serving needs the meshtrain binary and the serve GPU tests' binaries, a quarter of the tree.
 [ "$WHAT" = serve ] && TARGETS=(--target meshtrain paged_forward_gpu_tests paged_decode_gpu_tests paged_decode_bench
-                                 decode_graphs_gpu_tests)
+                                 decode_graphs_gpu_tests serve_step_bench)
 { cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j "$(nproc)" "${TARGETS[@]}"; } \
   > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 build_s=$(( $(date +%s) - t0 ))
@@ -41,6 +42,8 @@ esac
 if [ "$WHAT" = serve ]; then
   # The decode-attention kernel against the reference paged attention (Llama 3.1 8B's attention shape, bf16).
   $BUILD/bin/paged_decode_bench "$OUT/paged_decode_bench.json" | tee "$OUT/paged_decode_bench.txt"
+  # Where one engine step's time goes (Llama 3.1 8B shape unless STEP_BENCH_ARGS say otherwise).
+  $BUILD/bin/serve_step_bench "$OUT/serve_step_bench.json" ${STEP_BENCH_ARGS:-} | tee "$OUT/serve_step_bench.txt"
   "$PY" scripts/bench/serve_compare.py $BUILD/bin "$OUT/serve" ${SERVE_ARGS:-} | tee "$OUT/serve_compare.txt"
 fi
 

@@ -38,3 +38,12 @@ meshtrain_warnings(decode_graphs_gpu_tests)
 meshtrain_use_torch(decode_graphs_gpu_tests)
 target_include_directories(decode_graphs_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 meshtrain_add_test(gpu serve decode_graphs COMMAND decode_graphs_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+
+# Where an engine step's time goes on a preset shape (default Llama 3.1 8B, bf16): the whole step and its parts
+# (step batch, graph replay, eager forward, sampler) at batch 1/8/64, the prefill step, and a kernel profile of
+# the eager and replayed steps; table + JSON. Run by scripts/gpu-check.sh's serve part, not by ctest (16 GB of
+# weights and a minute of GPU).
+add_executable(serve_step_bench ${CMAKE_CURRENT_LIST_DIR}/serve_step_bench.cpp)
+target_link_libraries(serve_step_bench PRIVATE meshtrain_serve_engine)
+meshtrain_warnings(serve_step_bench)
+meshtrain_use_torch(serve_step_bench)

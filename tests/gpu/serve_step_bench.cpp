@@ -1,0 +1,227 @@
+// Where an engine step's time goes, on a random-init model of a preset shape (bf16, CUDA): for batches of B
+// sequences decoding after a 128-token prompt, one step is timed whole (Scheduler::step + Engine::step +
+// on_tokens, what the serving loop runs) and in its parts — the step batch built and copied to the device, the
+// graph replay (copy-in included), the same forward run eagerly, the sampler — each the mean of 30 calls with the
+// device synchronised around them. The prefill step of the B prompts is timed too. The eager and replayed
+// steps of the smallest and largest batch are profiled (CUDA kernels only): kernels per step and the ten
+// kernels that take the most time. Prints tables; writes JSON to argv[1].
+//
+//   serve_step_bench OUT.json [PRESET (llama3.1-8b)] [BATCHES (1,8,64)]
+//
+// Exit code 77 without a GPU or without the CUDA kernels in the build.
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if MESHTRAIN_CUDA_KERNELS
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
+
+#include "meshtrain/core/config.h"
+#include "meshtrain/model/paged_forward.h"
+#include "meshtrain/serve/engine/engine.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/sampler.h"
+#include "meshtrain/serve/engine/step_batch.h"
+#include "meshtrain/serve/scheduler.h"
+
+using namespace meshtrain;
+using namespace meshtrain::serve;
+
+namespace {
+
+constexpr int32_t kPrompt = 128;
+constexpr int kCalls = 30;
+
+// Mean wall milliseconds of `kCalls` calls, the device idle before and synchronised after.
+double mean_ms(const std::function<void()>& call) {
+  call();
+  torch::cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) call();
+  torch::cuda::synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kCalls;
+}
+
+struct KernelTotal {
+  std::string name;
+  double ms_per_step = 0;
+  double count_per_step = 0;
+};
+
+struct Profile {
+  double kernels_per_step = 0, kernel_ms_per_step = 0;
+  std::vector<KernelTotal> top;
+};
+
+#if MESHTRAIN_CUDA_KERNELS
+// The CUDA kernels of `steps` calls of `call`, summed by name.
+Profile profile_kernels(const std::function<void()>& call, int steps) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  call();
+  torch::cuda::synchronize();
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  for (int i = 0; i < steps; ++i) call();
+  torch::cuda::synchronize();
+  const auto result = prof::disableProfiler();
+  std::map<std::string, KernelTotal> by_name;
+  Profile p;
+  for (const auto& ev : result->events()) {
+    if (ev.deviceType() != c10::DeviceType::CUDA) continue;
+    const std::string name = ev.name();
+    if (name.rfind("Memcpy", 0) == 0 || name.rfind("Memset", 0) == 0 || name.find("cuda") == 0) continue;
+    auto& t = by_name[name];
+    t.name = name.substr(0, 90);
+    t.ms_per_step += static_cast<double>(ev.durationNs()) * 1e-6 / steps;
+    t.count_per_step += 1.0 / steps;
+    p.kernels_per_step += 1.0 / steps;
+    p.kernel_ms_per_step += static_cast<double>(ev.durationNs()) * 1e-6 / steps;
+  }
+  for (auto& [_, t] : by_name) p.top.push_back(t);
+  std::sort(p.top.begin(), p.top.end(), [](const auto& a, const auto& b) { return a.ms_per_step > b.ms_per_step; });
+  if (p.top.size() > 10) p.top.resize(10);
+  return p;
+}
+#endif
+
+struct BatchRow {
+  int64_t batch = 0;
+  double prefill_ms = 0, step_ms = 0, make_batch_ms = 0, graph_ms = 0, eager_ms = 0, sample_ms = 0;
+  Profile eager_profile, graph_profile;
+};
+
+std::vector<TokenId> bench_prompt(int64_t seq, int64_t vocab) {
+  std::vector<TokenId> p;
+  for (int32_t j = 0; j < kPrompt; ++j) p.push_back(static_cast<TokenId>((seq * 7919 + j * 131 + 3) % vocab));
+  return p;
+}
+
+BatchRow bench_batch(model::Transformer net, int64_t B, bool profile) {
+  const int32_t decode_steps = 4 * kCalls + 8;
+  const int32_t per_seq = (kPrompt + decode_steps + 15) / 16 + 1;
+  const SchedulerOptions so{.num_blocks = static_cast<int32_t>(B) * per_seq + 8, .block_size = 16,
+                            .max_tokens_per_step = static_cast<int32_t>(B) * kPrompt, .max_running = static_cast<int32_t>(B)};
+  Scheduler sched(so);
+  PagedKvCache cache(*net, so.num_blocks, so.block_size);
+  Engine engine(net, cache, {.cuda_graphs = true, .cuda_graph_batch_sizes = {B}});
+  SamplingParams greedy;
+  for (int64_t i = 0; i < B; ++i) {
+    Request r{static_cast<RequestId>(i + 1), bench_prompt(i, net->config().vocab_size), decode_steps + 4};
+    sched.add(r);
+    engine.add(r, greedy);
+  }
+  auto run_step = [&] { sched.on_tokens(engine.step(sched.step(), sched)); };
+  BatchRow row{B};
+  torch::cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  run_step();  // every prompt in one prefill step
+  torch::cuda::synchronize();
+  row.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  row.step_ms = mean_ms(run_step);
+  // The parts, on one decode plan run again and again (it rewrites the same cache slots).
+  const StepPlan plan = sched.step();
+  const auto device = net->head_weight().device();
+  row.make_batch_ms = mean_ms([&] { (void)make_step_batch(plan, sched, device); });
+  const StepBatch sb = make_step_batch(plan, sched, device);
+  auto* graphs = const_cast<DecodeGraphs*>(engine.graphs());
+  if (graphs && graphs->takes(sb.batch)) row.graph_ms = mean_ms([&] { (void)graphs->run(sb.batch); });
+  row.eager_ms = mean_ms([&] { (void)model::paged_logits(*net, sb.batch, cache.layers()); });
+  const at::Tensor logits = model::paged_logits(*net, sb.batch, cache.layers());
+  std::vector<SampleRow> rows;
+  for (const Sequence* s : sb.sampling) rows.push_back({&greedy, s->tokens, s->num_generated()});
+  row.sample_ms = mean_ms([&] { (void)sample_tokens(logits, rows); });
+#if MESHTRAIN_CUDA_KERNELS
+  if (profile) {
+    row.eager_profile = profile_kernels([&] { (void)model::paged_logits(*net, sb.batch, cache.layers()); }, 5);
+    if (graphs && graphs->takes(sb.batch))
+      row.graph_profile = profile_kernels([&] { (void)graphs->run(sb.batch); }, 5);
+  }
+#else
+  (void)profile;
+#endif
+  std::vector<SampledToken> toks;
+  const auto ids = sample_tokens(logits, rows);
+  for (size_t i = 0; i < ids.size(); ++i) toks.push_back({sb.sampling[i]->request.id, ids[i], false});
+  sched.on_tokens(toks);
+  return row;
+}
+
+nlohmann::json profile_json(const Profile& p) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const auto& k : p.top) top.push_back({{"name", k.name}, {"ms", k.ms_per_step}, {"count", k.count_per_step}});
+  return {{"kernels_per_step", p.kernels_per_step}, {"kernel_ms_per_step", p.kernel_ms_per_step}, {"top", top}};
+}
+
+void print_profile(const char* what, int64_t B, const Profile& p) {
+  if (p.kernels_per_step == 0) return;
+  std::printf("\n%s step, batch %lld: %.0f kernels, %.3f ms of kernel time per step; the ten longest:\n", what,
+              static_cast<long long>(B), p.kernels_per_step, p.kernel_ms_per_step);
+  for (const auto& k : p.top) std::printf("  %8.3f ms %6.1f×  %s\n", k.ms_per_step, k.count_per_step, k.name.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if !MESHTRAIN_CUDA_KERNELS
+  std::printf("serve_step_bench: skipped (a build without the CUDA kernels)\n");
+  return 77;
+#endif
+  if (!torch::cuda::is_available()) {
+    std::printf("serve_step_bench: skipped (no GPU)\n");
+    return 77;
+  }
+  const std::string out = argc > 1 ? argv[1] : "serve_step_bench.json";
+  const std::string preset = argc > 2 ? argv[2] : "llama3.1-8b";
+  std::vector<int64_t> batches;
+  std::stringstream list(argc > 3 ? argv[3] : "1,8,64");
+  for (std::string b; std::getline(list, b, ',');) batches.push_back(std::stoll(b));
+  torch::NoGradGuard no_grad;
+  ModelConfig cfg;
+  apply_model_preset(preset, cfg);
+  cfg.max_seq_len = 1024;
+  model::Transformer net(cfg, at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16));
+  net->init_weights(0);
+  net->eval();
+  int64_t weight_bytes = 0;
+  for (const auto& p : net->parameters()) weight_bytes += p.numel() * p.element_size();
+  std::printf("serve_step_bench: %s, bf16, %.2f GB of weights, prompt %d\n\n", preset.c_str(), weight_bytes / 1e9,
+              kPrompt);
+  std::printf("| B | prefill ms | step ms | tok/s | make batch ms | graph ms | eager ms | sample ms |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::vector<BatchRow> rows;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const BatchRow r = bench_batch(net, batches[i], i == 0 || i + 1 == batches.size());
+    std::printf("| %lld | %.2f | %.3f | %.0f | %.3f | %.3f | %.3f | %.3f |\n", static_cast<long long>(r.batch),
+                r.prefill_ms, r.step_ms, 1e3 * r.batch / r.step_ms, r.make_batch_ms, r.graph_ms, r.eager_ms,
+                r.sample_ms);
+    std::fflush(stdout);
+    rows.push_back(r);
+  }
+  for (const auto& r : rows) {
+    print_profile("eager", r.batch, r.eager_profile);
+    print_profile("replayed", r.batch, r.graph_profile);
+  }
+  nlohmann::json j = {{"preset", preset}, {"dtype", "bf16"}, {"weight_bytes", weight_bytes}, {"prompt", kPrompt}};
+  for (const auto& r : rows)
+    j["rows"].push_back({{"batch", r.batch}, {"prefill_ms", r.prefill_ms}, {"step_ms", r.step_ms},
+                         {"make_batch_ms", r.make_batch_ms}, {"graph_ms", r.graph_ms}, {"eager_ms", r.eager_ms},
+                         {"sample_ms", r.sample_ms}, {"eager_profile", profile_json(r.eager_profile)},
+                         {"graph_profile", profile_json(r.graph_profile)}});
+  std::ofstream(out) << j.dump(2) << "\n";
+  return 0;
+}
