@@ -1,11 +1,13 @@
 // Paged attention: the leading decodes through the decode kernel (model/kernels/paged_decode.h) in one launch
-// where it takes the tensors, every other chunk through the reference, a gather then SDPA per chunk (correct for
-// any chunk mix, one launch per chunk).
+// where it takes the tensors; the chunks after them through flash attention's variable-length kernel in one launch
+// where the batch carries their index (model/paged_prefill_index.h) and flash runs, else through the reference, a
+// gather then SDPA per chunk (correct for any chunk mix, one launch per chunk).
 #include "meshtrain/model/paged_attention.h"
 
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/attention_backend.h"
 #include "meshtrain/model/kernels/paged_decode.h"
 
 namespace meshtrain::model {
@@ -57,6 +59,36 @@ at::Tensor paged_reference_chunks(const at::Tensor& q, const PagedLayerCache& ca
   return at::cat(outs, 0);
 }
 
+// Whether the chunks after the decodes can go through flash's variable-length kernel: their index is there, the
+// device, dtype and head size are flash's, and flash is allowed (train.attention_backend's switch).
+bool paged_varlen_runs(const at::Tensor& q, const PagedBatch& batch) {
+  return batch.prefill_context_slots.defined() && varlen_flash_runs(q.device(), q.scalar_type(), q.size(2)) &&
+         at::globalContext().userEnabledFlashSDP();
+}
+
+// Rows [first, N) of q, the chunks after the decodes, in one flash launch: each chunk's context gathered from the
+// cache (written first), its queries the last num_tokens positions of it. Flash aligns the causal mask to the
+// bottom right when a chunk has fewer queries than keys, which is exactly that; it takes fewer key heads (GQA).
+at::Tensor paged_varlen_chunks(const at::Tensor& q, const PagedLayerCache& cache, const PagedBatch& batch,
+                               int64_t first) {
+  MT_CHECK(batch.prefill_cu_queries.size(0) == static_cast<int64_t>(batch.chunks.size()) - first + 1,
+           "paged_attention: a prefill index of ", batch.prefill_cu_queries.size(0) - 1, " chunks for ",
+           batch.chunks.size() - static_cast<size_t>(first), " after the decodes");
+  const auto k = paged_slot_rows(cache.k).index_select(0, batch.prefill_context_slots).to(q.scalar_type());
+  const auto v = paged_slot_rows(cache.v).index_select(0, batch.prefill_context_slots).to(q.scalar_type());
+  return std::get<0>(at::_flash_attention_forward(
+      q.narrow(0, first, q.size(0) - first).contiguous(), k, v, batch.prefill_cu_queries, batch.prefill_cu_contexts,
+      batch.prefill_max_queries, batch.prefill_max_context, /*dropout_p=*/0.0, /*is_causal=*/true,
+      /*return_debug_mask=*/false));
+}
+
+// The chunks from `first` on (none of them decodes run by the kernel).
+at::Tensor paged_prefill_chunks(const at::Tensor& q, const PagedLayerCache& cache, const PagedBatch& batch,
+                                int64_t first) {
+  if (paged_varlen_runs(q, batch)) return paged_varlen_chunks(q, cache, batch, first);
+  return paged_reference_chunks(q, cache, batch, static_cast<size_t>(first));
+}
+
 }  // namespace
 
 void write_paged_kv(PagedLayerCache& cache, const at::Tensor& k, const at::Tensor& v, const PagedBatch& batch) {
@@ -70,7 +102,8 @@ at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, co
   const int64_t H = q.size(1), Hkv = cache.k.size(2);
   MT_CHECK(H % Hkv == 0, "paged_attention: ", H, " query heads over ", Hkv, " key/value heads");
   const int64_t nd = batch.num_decodes;
-  if (nd == 0 || !paged_decode_supported(q, cache.k)) return paged_reference_chunks(q, cache, batch, 0);
+  if (nd == 0) return paged_prefill_chunks(q, cache, batch, 0);
+  if (!paged_decode_supported(q, cache.k)) return paged_reference_chunks(q, cache, batch, 0);
   MT_CHECK(nd <= q.size(0) && nd <= batch.block_tables.size(0) && batch.context_lens.defined() &&
                batch.context_lens.size(0) >= nd,
            "paged_attention: ", nd, " decodes in a batch of ", q.size(0), " rows, ", batch.block_tables.size(0),
@@ -84,7 +117,7 @@ at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, co
   auto y = paged_decode_attention(q.narrow(0, 0, nd), cache.k, cache.v, tables, lens);
   // An all-decode batch (a captured graph's) reads nothing of the host-side chunk list.
   if (nd == q.size(0)) return y;
-  return at::cat({y, paged_reference_chunks(q, cache, batch, static_cast<size_t>(nd))}, 0);
+  return at::cat({y, paged_prefill_chunks(q, cache, batch, nd)}, 0);
 }
 
 }  // namespace meshtrain::model

@@ -2,12 +2,15 @@
 // the unit test (tests/unit/serve/paged_forward_test.cpp) against the plain full-sequence forward, both measured
 // against the fp32 forward on the GPU. The paged logits may be no further from fp32 than bf16 rounding puts the
 // plain bf16 forward (twice its error, plus a small floor), and fp32 paged must equal fp32 plain. The steps'
-// single-token chunks lead their batches, so they go through the decode kernel (model/kernels/paged_decode.h).
+// single-token chunks lead their batches, so they go through the decode kernel (model/kernels/paged_decode.h); the
+// chunks after them go through the reference and, given their index (model/paged_prefill_index.h), through flash's
+// variable-length kernel (bf16; fp32 stays on the reference).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/model/kernels/paged_decode.h"
@@ -41,9 +44,11 @@ TEST_P(PagedForwardGpu, LogitsWithinBf16OfTheFullForward) {
                                               at::empty({1, 16, cfg.n_kv_head, hd}, opts)))
         << "the decode kernel does not take this model's heads (" << hd << " wide) in " << dtype;
   }
-  for (const int64_t bs : {16, 12}) {
-    const auto run16 = testing_support::run_paged_chunks(*net16, bs, lengths, cuts, 5);
-    const auto run32 = testing_support::run_paged_chunks(*net32, bs, lengths, cuts, 5);
+  for (const auto& [bs, varlen] : std::vector<std::pair<int64_t, bool>>{{16, false}, {12, false}, {16, true},
+                                                                        {12, true}}) {
+    SCOPED_TRACE(varlen ? "prefill chunks through flash's variable-length kernel" : "prefill chunks through the reference");
+    const auto run16 = testing_support::run_paged_chunks(*net16, bs, lengths, cuts, 5, varlen);
+    const auto run32 = testing_support::run_paged_chunks(*net32, bs, lengths, cuts, 5, varlen);
     EXPECT_EQ(run16.decodes, 3) << "steps 0, 1 and 3 each lead with one single-token chunk";
     for (size_t i = 0; i < lengths.size(); ++i) {
       const auto tokens = run16.tokens[i].view({1, -1}).cuda();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "meshtrain/model/paged_forward.h"
+#include "meshtrain/model/paged_prefill_index.h"
 
 namespace meshtrain::testing_support {
 
@@ -27,9 +28,11 @@ struct PagedPiece {
 };
 
 // The ragged batch of `pieces` on `device`, every row's logits asked for. Its leading single-token pieces are
-// its decodes (num_decodes), which go through the decode kernel where one exists.
+// its decodes (num_decodes), which go through the decode kernel where one exists; with `prefill_index` the
+// pieces after them carry the index flash's variable-length kernel reads (model/paged_prefill_index.h).
 inline model::PagedBatch paged_test_batch(const std::vector<PagedSeq>& seqs, const std::vector<PagedPiece>& pieces,
-                                          int64_t bs, const at::Device& device = at::kCPU) {
+                                          int64_t bs, const at::Device& device = at::kCPU,
+                                          bool prefill_index = false) {
   std::vector<int64_t> tokens, positions, slots;
   std::vector<int32_t> tables, context_lens;
   size_t max_blocks = 0;
@@ -56,6 +59,11 @@ inline model::PagedBatch paged_test_batch(const std::vector<PagedSeq>& seqs, con
   b.block_tables = dev32(tables).view({static_cast<int64_t>(pieces.size()), -1});
   b.context_lens = dev32(context_lens);
   b.sample_rows = at::arange(static_cast<int64_t>(tokens.size()), at::TensorOptions(at::kLong).device(device));
+  if (prefill_index)
+    model::set_paged_prefill_index(
+        b, model::paged_prefill_index(b.chunks, static_cast<size_t>(b.num_decodes), tables,
+                                      static_cast<int64_t>(max_blocks), bs),
+        device);
   return b;
 }
 
@@ -71,7 +79,8 @@ struct PagedRun {
 // of `bs` tokens are handed out in reverse order, round robin between the sequences, so no sequence's blocks are
 // contiguous or in order.
 inline PagedRun run_paged_chunks(model::TransformerImpl& net, int64_t bs, const std::vector<int64_t>& lengths,
-                                 const std::vector<std::vector<int64_t>>& cuts, uint64_t seed) {
+                                 const std::vector<std::vector<int64_t>>& cuts, uint64_t seed,
+                                 bool prefill_index = false) {
   const auto device = net.head_weight().device();
   at::manual_seed(seed);
   std::vector<PagedSeq> seqs(lengths.size());
@@ -99,7 +108,7 @@ inline PagedRun run_paged_chunks(model::TransformerImpl& net, int64_t bs, const 
     for (size_t i = 0; i < seqs.size(); ++i)
       if (step < cuts[i].size()) pieces.push_back({i, done[i], cuts[i][step]});
     std::stable_partition(pieces.begin(), pieces.end(), [](const PagedPiece& p) { return p.num_tokens == 1; });
-    const auto batch = paged_test_batch(seqs, pieces, bs, device);
+    const auto batch = paged_test_batch(seqs, pieces, bs, device, prefill_index);
     run.decodes += batch.num_decodes;
     const auto logits = model::paged_logits(net, batch, cache).cpu();
     for (size_t p = 0; p < pieces.size(); ++p) {

@@ -39,6 +39,15 @@ struct PagedBatch {
   // every row is a decode, attention reads only the tensors, never `chunks`.
   int64_t num_decodes = 0;
   std::vector<PagedChunk> chunks;  // [C], on the host: the reference attention loops over them
+  // Optional, for the chunks after the decodes (P of them): on CUDA in bf16/fp16, flash attention's
+  // variable-length kernel attends all of them in one launch per layer, reading each one's context through these
+  // (model/paged_prefill_index.h makes them). Where they are undefined, or flash cannot run, each chunk goes
+  // through the reference.
+  at::Tensor prefill_context_slots;  // [Σ context_len] int64: each prefill chunk's context slots, end to end
+  at::Tensor prefill_cu_queries;     // [P + 1] int32: each chunk's first row counted from row num_decodes, then the total
+  at::Tensor prefill_cu_contexts;    // [P + 1] int32: each chunk's first entry in prefill_context_slots, then the total
+  int64_t prefill_max_queries = 0;   // the longest prefill chunk
+  int64_t prefill_max_context = 0;   // the longest prefill chunk's context
 };
 
 }  // namespace meshtrain::model

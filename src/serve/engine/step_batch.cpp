@@ -1,20 +1,53 @@
-// Built on the host as flat vectors, then one copy per tensor to the device.
+// Built on the host as flat vectors, packed into one staging buffer (pinned on CUDA) and copied to the device in one
+// asynchronous copy: a step's batch is a dozen small arrays, and a copy each from pageable memory would wait on the
+// device a dozen times a step.
 #include "meshtrain/serve/engine/step_batch.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
+
+#include "meshtrain/model/paged_prefill_index.h"
 
 namespace meshtrain::serve {
 namespace {
 
-at::Tensor step_batch_tensor(const std::vector<int64_t>& v, const at::Device& device) {
-  return at::tensor(v, at::kLong).to(device);
-}
+// Arrays of int64 and int32 laid end to end in one byte buffer, each at an 8-byte boundary, then copied to the
+// device at once; each array becomes a view of the device copy.
+class StepUpload {
+ public:
+  size_t add(const void* data, size_t bytes) {
+    const size_t at = (size_ + 7) / 8 * 8;
+    parts_.push_back({data, bytes, at});
+    size_ = at + bytes;
+    return parts_.size() - 1;
+  }
+  void copy_to(const at::Device& device) {
+    auto host = at::empty({static_cast<int64_t>(std::max<size_t>(size_, 8))},
+                          at::TensorOptions().dtype(at::kByte).pinned_memory(device.is_cuda()));
+    for (const Part& p : parts_)
+      if (p.bytes > 0) std::memcpy(host.data_ptr<uint8_t>() + p.at, p.data, p.bytes);
+    on_device_ = device.is_cuda() ? host.to(device, /*non_blocking=*/true) : host;
+  }
+  at::Tensor view(size_t part, at::ScalarType dtype) const {
+    const Part& p = parts_[part];
+    return on_device_.narrow(0, static_cast<int64_t>(p.at), static_cast<int64_t>(p.bytes)).view(dtype);
+  }
 
-// int32 on the device (block ids and context lengths: what the decode kernel reads).
-at::Tensor step_batch_int32(const std::vector<int32_t>& v, const at::Device& device) {
-  return at::tensor(v, at::kInt).to(device);
+ private:
+  struct Part {
+    const void* data;
+    size_t bytes, at;
+  };
+  std::vector<Part> parts_;
+  size_t size_ = 0;
+  at::Tensor on_device_;
+};
+
+template <typename T>
+size_t add_vector(StepUpload& up, const std::vector<T>& v) {
+  return up.add(v.data(), v.size() * sizeof(T));
 }
 
 }  // namespace
@@ -50,13 +83,32 @@ StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, cons
     const auto& blocks = chunk_seqs[c]->table.blocks();
     std::copy(blocks.begin(), blocks.end(), tables.begin() + static_cast<std::ptrdiff_t>(c * max_blocks));
   }
-  out.batch.tokens = step_batch_tensor(tokens, device);
-  out.batch.positions = step_batch_tensor(positions, device);
-  out.batch.slots = step_batch_tensor(slots, device);
-  out.batch.block_tables = step_batch_int32(tables, device).view({static_cast<int64_t>(chunk_seqs.size()), -1});
-  out.batch.sample_rows = step_batch_tensor(sample_rows, device);
-  out.batch.context_lens = step_batch_int32(context_lens, device);
   out.batch.num_decodes = static_cast<int64_t>(plan.decodes.size());
+  const bool prefills = !plan.prefills.empty();
+  const model::PagedPrefillIndex index =
+      prefills ? model::paged_prefill_index(out.batch.chunks, plan.decodes.size(), tables,
+                                            static_cast<int64_t>(max_blocks), scheduler.options().block_size)
+               : model::PagedPrefillIndex{};
+  StepUpload up;
+  const size_t i_tokens = add_vector(up, tokens), i_positions = add_vector(up, positions),
+               i_slots = add_vector(up, slots), i_samples = add_vector(up, sample_rows),
+               i_tables = add_vector(up, tables), i_lens = add_vector(up, context_lens),
+               i_ctx = add_vector(up, index.context_slots), i_cuq = add_vector(up, index.cu_queries),
+               i_cuk = add_vector(up, index.cu_contexts);
+  up.copy_to(device);
+  out.batch.tokens = up.view(i_tokens, at::kLong);
+  out.batch.positions = up.view(i_positions, at::kLong);
+  out.batch.slots = up.view(i_slots, at::kLong);
+  out.batch.sample_rows = up.view(i_samples, at::kLong);
+  out.batch.block_tables = up.view(i_tables, at::kInt).view({static_cast<int64_t>(chunk_seqs.size()), -1});
+  out.batch.context_lens = up.view(i_lens, at::kInt);
+  if (prefills) {
+    out.batch.prefill_context_slots = up.view(i_ctx, at::kLong);
+    out.batch.prefill_cu_queries = up.view(i_cuq, at::kInt);
+    out.batch.prefill_cu_contexts = up.view(i_cuk, at::kInt);
+    out.batch.prefill_max_queries = index.max_queries;
+    out.batch.prefill_max_context = index.max_context;
+  }
   return out;
 }
 

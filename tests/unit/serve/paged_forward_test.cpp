@@ -9,6 +9,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/paged_forward.h"
+#include "meshtrain/model/paged_prefill_index.h"
 #include "support/paged_test_batch.h"
 #include "support/tiny_model.h"
 
@@ -25,6 +26,21 @@ model::Transformer paged_forward_model(const std::string& family) {
   net->init_weights(11);
   net->eval();
   return net;
+}
+
+// The prefill index lists each chunk's whole context through its own block-table row, skips the decodes, and
+// counts queries and contexts from zero.
+TEST(PagedPrefillIndex, ListsEachChunksContextThroughItsBlocks) {
+  const std::vector<model::PagedChunk> chunks = {{0, 1, 9}, {1, 3, 5}, {4, 2, 2}};  // a decode, then two chunks
+  const std::vector<int32_t> tables = {7, 2, 0, 4, 1, 0, 3, 0, 0};                // rows of 3 blocks of 4 slots
+  const auto idx = model::paged_prefill_index(chunks, 1, tables, 3, 4);
+  EXPECT_EQ(idx.context_slots, (std::vector<int64_t>{16, 17, 18, 19, 4, 12, 13}));
+  EXPECT_EQ(idx.cu_queries, (std::vector<int32_t>{0, 3, 5}));
+  EXPECT_EQ(idx.cu_contexts, (std::vector<int32_t>{0, 5, 7}));
+  EXPECT_EQ(idx.max_queries, 3);
+  EXPECT_EQ(idx.max_context, 5);
+  EXPECT_THROW(model::paged_prefill_index(std::vector<model::PagedChunk>{{0, 4, 13}}, 0, tables, 3, 4), Error)
+      << "13 positions need 4 blocks of 4, the row has 3";
 }
 
 class PagedForward : public ::testing::TestWithParam<std::string> {};
