@@ -133,7 +133,7 @@ int cmd_generate(int argc, char** argv) {
       "blocks", "with --input: KV cache blocks", cxxopts::value<int64_t>()->default_value("256"))(
       "block-size", "with --input: tokens per KV block", cxxopts::value<int64_t>()->default_value("16"))(
       "max-step-tokens", "with --input: tokens per engine step (a decode counts 1, a prefill chunk its length)",
-      cxxopts::value<int64_t>()->default_value("512"))(
+      cxxopts::value<int64_t>()->default_value("2048"))(
       "h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");

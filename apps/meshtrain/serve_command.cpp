@@ -132,7 +132,7 @@ int cmd_serve(int argc, char** argv) {
       "max-waiting", "requests waiting for admission at most; more get 503",
       cxxopts::value<int64_t>()->default_value("256"))(
       "max-step-tokens", "tokens per engine step (a decode counts 1, a prefill chunk its length)",
-      cxxopts::value<int64_t>()->default_value("512"))(
+      cxxopts::value<int64_t>()->default_value("2048"))(
       "tokenizer", "tokenizer.json, or a directory holding it (default: found beside the checkpoint)",
       cxxopts::value<std::string>())("model-name", "the model's name in the API (default: the CHECKPOINT path)",
                                      cxxopts::value<std::string>())(

@@ -120,6 +120,7 @@ BatchRow bench_batch(model::Transformer net, int64_t B, bool profile) {
   PagedKvCache cache(*net, so.num_blocks, so.block_size);
   Engine engine(net, cache, {.cuda_graphs = true, .cuda_graph_batch_sizes = {B}});
   SamplingParams greedy;
+  greedy.temperature = 0;  // as meshtrain bench serve asks
   for (int64_t i = 0; i < B; ++i) {
     Request r{static_cast<RequestId>(i + 1), bench_prompt(i, net->config().vocab_size), decode_steps + 4};
     sched.add(r);

@@ -1,8 +1,10 @@
 #include "meshtrain/serve/engine/engine_loop.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/log.h"
 
 namespace meshtrain::serve {
 
@@ -13,7 +15,28 @@ EngineLoop::EngineLoop(model::Transformer model, GenerateOptions options, int64_
   cache_ = std::make_unique<PagedKvCache>(*model_, options_.scheduler.num_blocks, options_.scheduler.block_size);
   engine_ = std::make_unique<Engine>(model_, *cache_, engine_options(options_));
   metrics_.blocks_total = metrics_.blocks_free = options_.scheduler.num_blocks;
+  if (model_->head_weight().is_cuda()) warm_up();
   thread_ = std::thread([this] { run(); });
+}
+
+void EngineLoop::warm_up() {
+  const auto t0 = Clock::now();
+  const SchedulerOptions& so = options_.scheduler;
+  const int64_t fits = std::min<int64_t>({so.max_tokens_per_step, model_->config().max_seq_len - 1,
+                                          static_cast<int64_t>(so.num_blocks - 1) * so.block_size});
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  for (const int64_t n : {std::min<int64_t>(so.block_size + 1, fits), fits}) {
+    if (n < 1) continue;
+    const Request r{next_id_++, std::vector<TokenId>(static_cast<size_t>(n), 0), 2};
+    engine_->add(r, greedy);
+    scheduler_->add(r);
+    while (scheduler_->has_work())
+      for (const Finished& f : scheduler_->on_tokens(engine_->step(scheduler_->step(), *scheduler_)))
+        engine_->remove(f.id);
+  }
+  log::info("engine warmed up in %.2f s (a short prompt and one of %lld tokens)",
+            std::chrono::duration<double>(Clock::now() - t0).count(), static_cast<long long>(fits));
 }
 
 EngineLoop::~EngineLoop() { stop(); }

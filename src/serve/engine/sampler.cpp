@@ -44,6 +44,12 @@ void apply_repetition_penalty(at::Tensor& logits, std::span<const SampleRow> row
   logits.scatter_(1, idx, at::where(seen > 0, seen / pen, seen * pen));
 }
 
+// The step's one device-to-host copy.
+std::vector<TokenId> sampled_to_host(const at::Tensor& chosen) {
+  const auto host = chosen.to(at::kCPU, at::kLong).contiguous();
+  return {host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()};
+}
+
 }  // namespace
 
 void check_sampling_params(RequestId id, const SamplingParams& p) {
@@ -64,6 +70,10 @@ std::vector<TokenId> sample_tokens(const at::Tensor& logits_in, std::span<const 
   MT_CHECK(logits_in.dim() == 2 && logits_in.size(0) == static_cast<int64_t>(rows.size()),
            "sample_tokens: logits ", logits_in.sizes(), " for ", rows.size(), " rows");
   if (rows.empty()) return {};
+  const bool plain_greedy = std::all_of(rows.begin(), rows.end(), [](const SampleRow& r) {
+    return r.params->greedy() && r.params->repetition_penalty == 1.0;
+  });
+  if (plain_greedy) return sampled_to_host(logits_in.argmax(-1));  // the common case: no copy of the logits
   auto logits = logits_in.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);  // [B, V], ours to change
   const int64_t V = logits.size(1);
   if (any_row(rows, [](const SamplingParams& p) { return p.repetition_penalty != 1.0; }))
@@ -96,8 +106,7 @@ std::vector<TokenId> sample_tokens(const at::Tensor& logits_in, std::span<const 
     });
     chosen = at::where(greedy.squeeze(1) > 0, chosen, drawn);
   }
-  const auto host = chosen.to(at::kCPU, at::kLong).contiguous();  // the step's one device-to-host copy
-  return {host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()};
+  return sampled_to_host(chosen);
 }
 
 }  // namespace meshtrain::serve

@@ -47,6 +47,7 @@ class EngineLoop {
 
   // Starts the thread. UserError for bad scheduler options or a max_waiting under 1. At most `max_waiting`
   // requests wait for admission (queued or in the scheduler's waiting queue); submit() refuses the next ones.
+  // On CUDA, runs warm-up requests first (warm_up()), so the first client does not pay for the GPU's set-up.
   EngineLoop(model::Transformer model, GenerateOptions options, int64_t max_waiting = 256);
   ~EngineLoop();  // stop()
   EngineLoop(const EngineLoop&) = delete;
@@ -78,6 +79,11 @@ class EngineLoop {
     Clock::time_point submitted;
     std::optional<Clock::time_point> last_token;
   };
+  // Two requests of its own through the engine before any client's (CUDA only): a short prompt and one of a
+  // whole step's tokens, each prefilled and decoded once. CUDA loads kernels on first use and cuBLAS and flash
+  // attention set up per shape; without this the first requests' time to first token carries that (a fifth of
+  // a second on an 8B model). Their blocks are freed; the scheduler's step count includes their steps.
+  void warm_up();
   void run();
   void admit(std::vector<Pending>& incoming);
   void end_cancelled_and_stopped();  // cancelled: aborted; stopped on a stop string: finished
