@@ -10,15 +10,10 @@
 //   running maximum (online softmax, fp32, base 2 with log2(e) folded into the query's scale), and every
 //   group adds probability × value into its fp32 accumulator. The running maximum is the CTA's, not a
 //   group's, so the groups' accumulators add up plainly at the end.
-// - Split-K: the grid has `splits` CTAs per (sequence, head group), a count from the shape, never the values, so
-//   that a captured graph replays with any lengths. Each sequence cuts its own context into equal runs of at
-//   least kMinSplitTokens, as many as it can up to `splits` (so a short context at batch 1 still spreads over
-//   many SMs, and every live split has the same work). One split writes the normalised output directly;
-//   several write (max, sum, unnormalised output) in fp32 and a second kernel combines them. A split the
-//   sequence leaves idle writes the neutral partial (max −inf, sum 0, output 0), so the combine never reads
-//   garbage.
-// - The next tile's keys and values are loaded while the current tile's scores and softmax are worked out, so
-//   the loads of one tile overlap the barriers and arithmetic of the one before.
+// - Split-K: the context is cut into `splits` equal runs (from the shape, never the values, so a captured
+//   graph replays with any lengths). One split writes the normalised output directly; several write
+//   (max, sum, unnormalised output) in fp32 and a second kernel combines them. A split past a sequence's
+//   context writes the neutral partial (max −inf, sum 0, output 0), so the combine never reads garbage.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,7 +30,7 @@ constexpr int kThreads = 128;  // 4 warps a CTA
 constexpr int kWarps = kThreads / 32;
 constexpr int kTokensPerGroup = 4;  // tokens whose keys and values one thread group has in flight per tile
 constexpr int kMaxGroup = 8;        // query heads a CTA holds (q and the accumulator are registers per head)
-constexpr int kMinSplitTokens = 32;  // a tile or two: shorter runs spend more on the combine than they save
+constexpr int64_t kMinSplitTokens = 128;  // shorter splits spend more on the combine than they save
 constexpr int64_t kMaxSplits = 64;
 constexpr int kCtasPerSm = 4;  // about what fits at once; the split count aims for this many per SM
 constexpr float kLog2e = 1.4426950408889634f;
@@ -83,8 +78,8 @@ __device__ inline DecodePartials<F> decode_partials(F* scratch, const PagedDecod
 }
 
 // Grid (splits, H_kv · chunks, B): CTA (split, kvh · chunks + chunk, b) takes query heads
-// [kvh · G + chunk · GT, + GT) ∩ kvh's group of G, over run `split` of row b's context [0, context_lens[b]) cut
-// into decode_live_splits() equal runs.
+// [kvh · G + chunk · GT, + GT) ∩ kvh's group of G, over positions [split · split_tokens, + split_tokens) ∩
+// [0, context_lens[b]).
 template <typename T, int HD, int GT>
 __global__ void __launch_bounds__(kThreads)
     paged_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
@@ -110,10 +105,8 @@ __global__ void __launch_bounds__(kThreads)
   // length reads no entry past the row; 0 (a padding row) gives an empty split everywhere, hence zeros.
   const int max_tokens = static_cast<int>(s.max_blocks * s.block_size);
   const int ctx = max(0, min(context_lens[b], max_tokens));
-  const int live = max(1, min(static_cast<int>(s.splits), (ctx + kMinSplitTokens - 1) / kMinSplitTokens));
-  const int run = (ctx + live - 1) / live;
-  const int t0 = min(ctx, split * run);
-  const int t1 = min(ctx, t0 + run);
+  const int t0 = split * static_cast<int>(s.split_tokens);
+  const int t1 = min(ctx, t0 + static_cast<int>(s.split_tokens));
 
   // Stores head (head0 + g)'s element d: unnormalised output o with its (max, sum) m and l.
   auto store = [&](int g, int d, float o, float m, float l) {
@@ -166,8 +159,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int j = 0; j < kVec; ++j) zero.v[j] = from_float<T>(0.f);
 
-  // 1. Keys and values of the group's tokens tile + u·kGroups + grp (adjacent groups read adjacent slots).
-  auto load_tile = [&](int tile, Vec<T, kVec>* kv, Vec<T, kVec>* vv) {
+  for (int tile = t0; tile < t1; tile += kTile) {
+    // 1. Keys and values of the group's tokens tile + u·kGroups + grp (adjacent groups read adjacent slots).
+    Vec<T, kVec> kv[kTokensPerGroup], vv[kTokensPerGroup];
 #pragma unroll
     for (int u = 0; u < kTokensPerGroup; ++u) {
       const int t = tile + u * kGroups + grp;
@@ -181,16 +175,6 @@ __global__ void __launch_bounds__(kThreads)
         vv[u] = zero;
       }
     }
-  };
-  Vec<T, kVec> kv[kTokensPerGroup], vv[kTokensPerGroup], next_k[kTokensPerGroup], next_v[kTokensPerGroup];
-  load_tile(t0, next_k, next_v);
-  for (int tile = t0; tile < t1; tile += kTile) {
-#pragma unroll
-    for (int u = 0; u < kTokensPerGroup; ++u) {
-      kv[u] = next_k[u];
-      vv[u] = next_v[u];
-    }
-    if (tile + kTile < t1) load_tile(tile + kTile, next_k, next_v);  // in flight while this tile is worked on
     // 2. Scores: each thread's partial dot product, summed over the group's kTpt lanes (an aligned run of a
     //    warp, so xor offsets below kTpt stay inside it). Every lane takes part, masked tokens included.
 #pragma unroll
@@ -343,7 +327,7 @@ LaunchError decode_shape_error(const PagedDecodeShape& s, const T* q, const T* k
   if (s.B > 65535 || s.Hkv * ((s.H / s.Hkv + kMaxGroup - 1) / kMaxGroup) > 65535)
     return "paged decode: batch or head count past the grid's limit (65535)";
   if (s.max_blocks * s.block_size >= (int64_t{1} << 30)) return "paged decode: block-table rows too long";
-  if (s.splits < 1) return "paged decode: shape not planned (plan_paged_decode)";
+  if (s.splits < 1 || s.split_tokens < 1) return "paged decode: shape not planned (plan_paged_decode)";
   const bool strides_ok = s.q_stride[0] % n == 0 && s.q_stride[1] % n == 0 && s.cache_stride[0] % n == 0 &&
                           s.cache_stride[1] % n == 0 && s.cache_stride[2] % n == 0;
   if (!strides_ok || !aligned(q, 16) || !aligned(k, 16) || !aligned(v, 16))
@@ -359,7 +343,10 @@ void plan_paged_decode(PagedDecodeShape& s, int num_sms) {
   const int64_t max_tokens = s.max_blocks * s.block_size;
   const int64_t by_length = (max_tokens + kMinSplitTokens - 1) / kMinSplitTokens;
   const int64_t by_fill = (int64_t{kCtasPerSm} * std::max(num_sms, 1) + ctas - 1) / ctas;
-  s.splits = std::clamp(std::min(by_length, by_fill), int64_t{1}, kMaxSplits);
+  const int64_t splits = std::clamp(std::min(by_length, by_fill), int64_t{1}, kMaxSplits);
+  // Equal runs; the count recomputed so that no split starts past max_tokens.
+  s.split_tokens = std::max<int64_t>(1, (max_tokens + splits - 1) / splits);
+  s.splits = std::max<int64_t>(1, (max_tokens + s.split_tokens - 1) / s.split_tokens);
 }
 
 int64_t paged_decode_scratch_floats(const PagedDecodeShape& s) {
