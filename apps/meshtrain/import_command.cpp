@@ -31,7 +31,7 @@ int cmd_import(int argc, char** argv) {
               static_cast<long long>(res.tensors), res.checkpoint.c_str(), res.config_yaml.c_str());
   std::string copied;
   for (const auto& f : res.tokenizer_files) copied += (copied.empty() ? "" : ", ") + f;
-  if (!copied.empty()) std::printf("tokenizer files copied beside it: %s\n", copied.c_str());
+  if (!copied.empty()) std::printf("tokenizer files beside it: %s\n", copied.c_str());
   return 0;
 }
 

@@ -49,6 +49,19 @@ GgmlTypeInfo ggml_type_info(GgmlType t) {
   return *info;
 }
 
+std::string ggml_type_name(uint32_t id) {
+  if (auto t = ggml_type_info(id)) return t->name;
+  // ggml's other types (ggml.h enum ggml_type), which meshtrain does not read.
+  static const std::pair<uint32_t, const char*> kOthers[] = {
+      {9, "Q8_1"},   {15, "Q8_K"},    {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"},
+      {20, "IQ4_NL"}, {21, "IQ3_S"},  {22, "IQ2_S"},   {23, "IQ4_XS"}, {24, "I8"},      {25, "I16"},
+      {26, "I32"},   {27, "I64"},     {28, "F64"},     {29, "IQ1_M"},  {34, "TQ1_0"},   {35, "TQ2_0"},
+      {39, "MXFP4"}};
+  for (const auto& [n, name] : kOthers)
+    if (n == id) return name;
+  return "unknown";
+}
+
 std::string ggml_readable_type_names() {
   std::string s;
   for (const GgmlTypeInfo& t : kGgmlTypes) s += (s.empty() ? "" : ", ") + std::string(t.name);

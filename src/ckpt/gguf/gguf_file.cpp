@@ -144,8 +144,8 @@ GgufReader::GgufReader(const std::string& path) : path_(path), in_(path, std::io
     for (uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(static_cast<int64_t>(c.pod<uint64_t>("a tensor dimension")));
     const auto type = c.pod<uint32_t>("a tensor type");
     const auto info = ggml_type_info(type);
-    MT_USER_CHECK(info, path, ": tensor '", t.name, "' has ggml type ", type,
-                  ", which meshtrain cannot dequantize (valid: ", ggml_readable_type_names(), ")");
+    MT_USER_CHECK(info, path, ": tensor '", t.name, "' has ggml type ", type, " (", ggml_type_name(type),
+                  "), which meshtrain cannot dequantize (valid: ", ggml_readable_type_names(), ")");
     t.type = info->type;
     MT_USER_CHECK(t.ne[0] % info->block == 0 && t.numel() >= 0, path, ": tensor '", t.name, "' rows of ", t.ne[0],
                   " values are not whole ", info->name, " blocks of ", info->block);

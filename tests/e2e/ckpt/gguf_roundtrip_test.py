@@ -9,7 +9,8 @@ own `gguf` Python package and transformers' GGUF loader (which dequantizes with 
           transformers loads the f32 file with logits equal to meshtrain's (the q/k permutation right) and
           every other type's with logits equal to meshtrain's on the same file imported back (one
           dequantization); transformers' tokenizer from the file encodes as the original. A wider model
-          (d_model 256, 8 layers) gets the K-quants themselves and llama.cpp's use_more_bits layers.
+          (d_model 256, 8 layers) gets the K-quants themselves and llama.cpp's use_more_bits layers; a LoRA
+          checkpoint exports merged.
   import  export → import: f32 exact, f16/bf16 equal to the weights rounded so, the block types within
           their error; `generate --chat` on the imported model prints what it prints on the original (the
           tokenizer and chat template carried); a file written by gguf.GGUFWriter as a third party would (Q4_1,
@@ -165,10 +166,10 @@ def check_file(path, cfg, typ, tok):
     tj = json.loads(tok.backend_tokenizer.to_str())
     merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
     check(field(r, "tokenizer.ggml.merges") == merges, f"{typ}: tokenizer.ggml.merges in rank order")
-    special = {a["id"] for a in tj["added_tokens"] if a["special"]}
+    added = {a["id"]: 3 if a["special"] else 4 for a in tj["added_tokens"]}  # control, user-defined
     types = field(r, "tokenizer.ggml.token_type")
-    check(all(types[i] == (3 if i in special else 1) for i in range(len(vocab))),
-          f"{typ}: token types: control for the special tokens, normal for the rest")
+    check(types == [added.get(i, 1) if i < len(vocab) else 5 for i in range(cfg["vocab"])],
+          f"{typ}: token types: control for special added tokens, user-defined for the others, normal for the rest")
     got = {t.name: (t.shape.tolist(), T(t.tensor_type)) for t in r.tensors}
     exp = expected_tensors(cfg, typ)
     diff = {n: (got.get(n), exp.get(n)) for n in set(got) | set(exp) if got.get(n) != exp.get(n)}
@@ -241,6 +242,19 @@ for typ in ("q4_k_m", "q4_0"):
     check(d <= ATOL, f"wide {typ}: transformers on the file = meshtrain on it imported (max |diff| {d:.2e})")
 
 
+# A LoRA checkpoint exports merged (W + alpha/r · B A): transformers on its f32 file = meshtrain on the checkpoint.
+lora = os.path.join(WORK, "lora")
+sh(DRIVER, "init", lora, "5", "model.family=llama", f"model.vocab_size={V}", "model.n_layer=2", "model.n_head=4",
+   "model.n_kv_head=2", "model.d_model=64", "model.d_ff=128", "model.max_seq_len=64", "model.rope_theta=10000",
+   "model.norm_eps=1e-5", "model.lora_rank=4", "model.lora_alpha=8")
+path = os.path.join(WORK, "lora-f32.gguf")
+sh(MESHTRAIN, "export", lora, "--gguf", path, "--type", "f32", "--tokenizer", hf_dir)
+n = len(gguf.GGUFReader(path).tensors)
+d = max_diff(theirs_gguf(path), ours(lora))
+check(d <= ATOL and n == 21, f"LoRA checkpoint exported merged: {n} tensors, transformers' logits = meshtrain's "
+                             f"(max |diff| {d:.2e})")
+
+
 def permute(w, n_head):
     """convert_hf_to_gguf.py's LlamaModel.permute."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -256,7 +270,7 @@ def third_party(path, arch="llama"):
     w.add_feed_forward_length(c.intermediate_size)
     w.add_head_count(c.num_attention_heads)
     w.add_head_count_kv(c.num_key_value_heads)
-    w.add_rope_freq_base(c.rope_theta)
+    w.add_rope_freq_base(10000.0)  # make_tiny_llama's rope_theta
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
     w.add_tokenizer_model("gpt2")
@@ -324,7 +338,7 @@ odd = os.path.join(WORK, "iq4.gguf")
 def raw_odd_type(path):
     """A file with one IQ4_NL tensor (raw bytes: the package reads but does not write that type)."""
     w = gguf.GGUFWriter(path, "llama")
-    w.add_tensor("token_embd.weight", np.zeros((4, 18), dtype=np.uint8), raw_shape=(4, 32), raw_dtype=T.IQ4_NL)
+    w.add_tensor("token_embd.weight", np.zeros((4, 18), dtype=np.uint8), raw_dtype=T.IQ4_NL)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -332,7 +346,8 @@ def raw_odd_type(path):
 
 
 raw_odd_type(odd)
-refused("unsupported_type", odd, f"ggml type {int(T.IQ4_NL)}, which meshtrain cannot dequantize")
+refused("unsupported_type", odd, f"tensor 'token_embd.weight' has ggml type {int(T.IQ4_NL)} (IQ4_NL), which "
+        "meshtrain cannot dequantize (valid: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)")
 qwen = os.path.join(WORK, "qwen.gguf")
 third_party(qwen, arch="qwen2")
 refused("architecture", qwen, "general.architecture 'qwen2' is not supported (valid: llama)")

@@ -30,6 +30,8 @@ struct GgmlTypeInfo {
 // The type numbered `id` in a file, or nullopt for one meshtrain does not read (IQ*, TQ*, Q8_1, …).
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
 GgmlTypeInfo ggml_type_info(GgmlType t);
+// The name of any type ggml numbers ("IQ4_NL" for 20), read or not, or "unknown": for error messages.
+std::string ggml_type_name(uint32_t id);
 // "F32, F16, …": the types meshtrain reads, for error messages.
 std::string ggml_readable_type_names();
 // The type named `name` (case-insensitive: "q8_0"), or nullopt.
