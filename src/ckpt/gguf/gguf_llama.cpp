@@ -41,9 +41,9 @@ std::pair<std::string, int64_t> gguf_name_of(const std::string& hf) {
 }
 
 // The key under the architecture's prefix: "llama.context_length".
-std::string key(const char* k) { return std::string("llama.") + k; }
+std::string llama_key(const char* k) { return std::string("llama.") + k; }
 
-int64_t positive(const GgufReader& r, const std::string& k) {
+int64_t positive_key(const GgufReader& r, const std::string& k) {
   const int64_t v = r.integer(k);
   MT_USER_CHECK(v > 0, r.path(), ": metadata key '", k, "' is ", v, " (must be > 0)");
   return v;
@@ -79,19 +79,19 @@ Metadata llama_metadata(const ModelConfig& m, const std::string& name, uint32_t 
   return {{"general.architecture", string_value("llama")},
           {"general.type", string_value("model")},
           {"general.name", string_value(name)},
-          {key("block_count"), u32_value(static_cast<uint64_t>(m.n_layer))},
-          {key("context_length"), u32_value(static_cast<uint64_t>(m.max_seq_len))},
-          {key("embedding_length"), u32_value(static_cast<uint64_t>(m.d_model))},
-          {key("feed_forward_length"), u32_value(static_cast<uint64_t>(m.d_ff))},
-          {key("attention.head_count"), u32_value(static_cast<uint64_t>(m.n_head))},
-          {key("attention.head_count_kv"), u32_value(static_cast<uint64_t>(m.n_kv_head))},
-          {key("rope.freq_base"), f32_value(m.rope_theta)},
-          {key("attention.layer_norm_rms_epsilon"), f32_value(m.norm_eps)},
-          {key("attention.key_length"), u32_value(static_cast<uint64_t>(head_dim))},
-          {key("attention.value_length"), u32_value(static_cast<uint64_t>(head_dim))},
+          {llama_key("block_count"), u32_value(static_cast<uint64_t>(m.n_layer))},
+          {llama_key("context_length"), u32_value(static_cast<uint64_t>(m.max_seq_len))},
+          {llama_key("embedding_length"), u32_value(static_cast<uint64_t>(m.d_model))},
+          {llama_key("feed_forward_length"), u32_value(static_cast<uint64_t>(m.d_ff))},
+          {llama_key("attention.head_count"), u32_value(static_cast<uint64_t>(m.n_head))},
+          {llama_key("attention.head_count_kv"), u32_value(static_cast<uint64_t>(m.n_kv_head))},
+          {llama_key("rope.freq_base"), f32_value(m.rope_theta)},
+          {llama_key("attention.layer_norm_rms_epsilon"), f32_value(m.norm_eps)},
+          {llama_key("attention.key_length"), u32_value(static_cast<uint64_t>(head_dim))},
+          {llama_key("attention.value_length"), u32_value(static_cast<uint64_t>(head_dim))},
           {"general.file_type", u32_value(file_type)},
-          {key("vocab_size"), u32_value(static_cast<uint64_t>(m.vocab_size))},
-          {key("rope.dimension_count"), u32_value(static_cast<uint64_t>(head_dim))},
+          {llama_key("vocab_size"), u32_value(static_cast<uint64_t>(m.vocab_size))},
+          {llama_key("rope.dimension_count"), u32_value(static_cast<uint64_t>(head_dim))},
           {"general.quantization_version", u32_value(2)}};
 }
 
@@ -110,28 +110,28 @@ ModelConfig llama_config_from_gguf(const GgufReader& r) {
   const std::string arch = r.string("general.architecture");
   MT_USER_CHECK(arch == "llama", r.path(), ": general.architecture '", arch,
                 "' is not supported (valid: llama)");
-  MT_USER_CHECK(!r.has(key("expert_count")) || r.integer(key("expert_count")) == 0, r.path(), ": llama.expert_count ",
-                r.has(key("expert_count")) ? r.integer(key("expert_count")) : 0,
+  MT_USER_CHECK(!r.has(llama_key("expert_count")) || r.integer(llama_key("expert_count")) == 0, r.path(), ": llama.expert_count ",
+                r.has(llama_key("expert_count")) ? r.integer(llama_key("expert_count")) : 0,
                 ": a mixture of experts is not supported (meshtrain's Llama is dense)");
-  MT_USER_CHECK(!r.has(key("rope.scaling.type")) || r.string(key("rope.scaling.type")) == "none", r.path(),
-                ": llama.rope.scaling.type '", r.has(key("rope.scaling.type")) ? r.string(key("rope.scaling.type")) : "",
+  MT_USER_CHECK(!r.has(llama_key("rope.scaling.type")) || r.string(llama_key("rope.scaling.type")) == "none", r.path(),
+                ": llama.rope.scaling.type '", r.has(llama_key("rope.scaling.type")) ? r.string(llama_key("rope.scaling.type")) : "",
                 "' is not supported (meshtrain applies Llama 3.1's scaling, carried as rope_freqs.weight, or none)");
   ModelConfig m;
   m.family = Family::llama;
-  m.n_layer = positive(r, key("block_count"));
-  m.d_model = positive(r, key("embedding_length"));
-  m.d_ff = positive(r, key("feed_forward_length"));
-  m.n_head = positive(r, key("attention.head_count"));
-  m.n_kv_head = r.has(key("attention.head_count_kv")) ? positive(r, key("attention.head_count_kv")) : m.n_head;
-  m.max_seq_len = positive(r, key("context_length"));
-  m.norm_eps = r.number(key("attention.layer_norm_rms_epsilon"));
-  m.rope_theta = r.has(key("rope.freq_base")) ? r.number(key("rope.freq_base")) : 10000.0;
+  m.n_layer = positive_key(r, llama_key("block_count"));
+  m.d_model = positive_key(r, llama_key("embedding_length"));
+  m.d_ff = positive_key(r, llama_key("feed_forward_length"));
+  m.n_head = positive_key(r, llama_key("attention.head_count"));
+  m.n_kv_head = r.has(llama_key("attention.head_count_kv")) ? positive_key(r, llama_key("attention.head_count_kv")) : m.n_head;
+  m.max_seq_len = positive_key(r, llama_key("context_length"));
+  m.norm_eps = r.number(llama_key("attention.layer_norm_rms_epsilon"));
+  m.rope_theta = r.has(llama_key("rope.freq_base")) ? r.number(llama_key("rope.freq_base")) : 10000.0;
   m.dropout = 0.0;
   MT_USER_CHECK(m.d_model % m.n_head == 0 && m.n_head % m.n_kv_head == 0, r.path(), ": embedding_length ", m.d_model,
                 ", head_count ", m.n_head, " and head_count_kv ", m.n_kv_head, " do not divide");
   const int64_t head_dim = m.d_model / m.n_head;
   for (const char* k : {"rope.dimension_count", "attention.key_length", "attention.value_length"})
-    MT_USER_CHECK(!r.has(key(k)) || r.integer(key(k)) == head_dim, r.path(), ": llama.", k, " ", r.integer(key(k)),
+    MT_USER_CHECK(!r.has(llama_key(k)) || r.integer(llama_key(k)) == head_dim, r.path(), ": llama.", k, " ", r.integer(llama_key(k)),
                   " differs from embedding_length / head_count (", head_dim, "); meshtrain does not model that");
   const TensorInfo* embd = r.find("token_embd.weight");
   MT_USER_CHECK(embd && embd->ne.size() == 2, r.path(), ": tensor 'token_embd.weight' is missing or not 2-D");

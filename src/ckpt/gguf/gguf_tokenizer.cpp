@@ -64,7 +64,7 @@ bool adds_bos(const json& pp) {
 }
 
 // tokenizer_config.json's chat template: a string, or a list of {name, template} (the one named "default").
-std::string chat_template(const fs::path& dir) {
+std::string config_chat_template(const fs::path& dir) {
   if (fs::is_regular_file(dir / "chat_template.jinja")) {
     std::ifstream in(dir / "chat_template.jinja");
     std::stringstream s;
@@ -134,7 +134,7 @@ Metadata tokenizer_metadata(const std::string& tokenizer_json, const ModelConfig
     if (const int64_t eos = id_of(m.eos_token_id, "eos_token"); eos >= 0)
       md.push_back({"tokenizer.ggml.eos_token_id", u32_value(static_cast<uint64_t>(eos))});
     md.push_back({"tokenizer.ggml.add_bos_token", bool_value(adds_bos(tok.value("post_processor", json())))});
-    if (const std::string t = chat_template(dir); !t.empty()) md.push_back({"tokenizer.chat_template", string_value(t)});
+    if (const std::string t = config_chat_template(dir); !t.empty()) md.push_back({"tokenizer.chat_template", string_value(t)});
     return md;
   } catch (const json::exception& e) {
     throw UserError(cat(tokenizer_json, ": ", e.what()));

@@ -242,16 +242,18 @@ for typ in ("q4_k_m", "q4_0"):
     check(d <= ATOL, f"wide {typ}: transformers on the file = meshtrain on it imported (max |diff| {d:.2e})")
 
 
-# A LoRA checkpoint exports merged (W + alpha/r · B A): transformers on its f32 file = meshtrain on the checkpoint.
+# A LoRA checkpoint exports merged (W + alpha/r · B A), here with tied embeddings (token_embd is the head):
+# transformers on its f32 file = meshtrain on the checkpoint.
 lora = os.path.join(WORK, "lora")
 sh(DRIVER, "init", lora, "5", "model.family=llama", f"model.vocab_size={V}", "model.n_layer=2", "model.n_head=4",
    "model.n_kv_head=2", "model.d_model=64", "model.d_ff=128", "model.max_seq_len=64", "model.rope_theta=10000",
-   "model.norm_eps=1e-5", "model.lora_rank=4", "model.lora_alpha=8")
+   "model.norm_eps=1e-5", "model.tie_embeddings=true", "model.lora_rank=4", "model.lora_alpha=8")
 path = os.path.join(WORK, "lora-f32.gguf")
 sh(MESHTRAIN, "export", lora, "--gguf", path, "--type", "f32", "--tokenizer", hf_dir)
 n = len(gguf.GGUFReader(path).tensors)
 d = max_diff(theirs_gguf(path), ours(lora))
-check(d <= ATOL and n == 21, f"LoRA checkpoint exported merged: {n} tensors, transformers' logits = meshtrain's "
+check(d <= ATOL and n == 20, f"LoRA checkpoint (tied) exported merged: {n} tensors, no adapters, no output.weight; "
+                             f"transformers' logits = meshtrain's "
                              f"(max |diff| {d:.2e})")
 
 
