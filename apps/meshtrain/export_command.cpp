@@ -64,6 +64,8 @@ int cmd_export(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   const auto args = strings(r, "args");
   if (r.count("gguf")) return export_gguf_file(r, args);
+  MT_USER_CHECK(!r.count("type") && !r.count("tokenizer"), "meshtrain export: --type and --tokenizer go with --gguf "
+                "OUT.gguf (the Hugging Face export takes --dtype and copies no tokenizer)");
   MT_USER_CHECK(args.size() == 2, "meshtrain export: expected CHECKPOINT and OUT_DIR, got ", args.size(),
                 " arguments (see --help)");
   MT_USER_CHECK(r.count("format") && r["format"].as<std::string>() == "hf",

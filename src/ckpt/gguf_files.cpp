@@ -34,7 +34,8 @@ std::string export_tokenizer(const InferenceCheckpoint& ck, const std::string& g
   const auto dirs = tokenizer_dirs(ck, "");
   if (auto f = text::find_tokenizer_file(dirs)) return *f;
   std::string looked;
-  for (const auto& d : dirs) looked += (looked.empty() ? "" : ", ") + d;
+  for (const auto& d : dirs)
+    if (!d.empty()) looked += (looked.empty() ? "" : ", ") + d;
   throw UserError(cat("export --gguf: no tokenizer.json beside ", ck.dir, " (looked in ", looked,
                       "); a GGUF file carries its tokenizer: pass --tokenizer FILE_OR_DIR"));
 }
@@ -72,6 +73,7 @@ GgufExportResult export_gguf(const std::string& checkpoint, const std::string& o
                          const auto* p = reinterpret_cast<const uint8_t*>(factors.data());
                          return std::vector<uint8_t>(p, p + factors.size() * sizeof(float));
                        }});
+    ++res.types["F32"];
   }
   uint64_t total = 0;
   for (const gguf::LlamaTensorName& t : gguf::llama_tensor_names(m)) {

@@ -14,7 +14,8 @@ own `gguf` Python package and transformers' GGUF loader (which dequantizes with 
   import  export → import: f32 exact, f16/bf16 equal to the weights rounded so, the block types within
           their error; `generate --chat` on the imported model prints what it prints on the original (the
           tokenizer and chat template carried); a file written by gguf.GGUFWriter as a third party would (Q4_1,
-          Q5_1, Q8_0, F16 tensors, tied embeddings) imports with logits equal to transformers' on it.
+          Q5_1, Q8_0, F16 tensors, tied embeddings) imports with logits equal to transformers' on it; one with a
+          SentencePiece vocabulary imports its weights with one warning; progress lines both ways.
   errors  a truncated file, a wrong magic, an unsupported tensor type, a non-Llama architecture: exit 2, one
           line naming the file and the fault, no output directory.
 Exit 77 (skipped) without torch / transformers / gguf.
@@ -263,7 +264,7 @@ def permute(w, n_head):
 
 
 # A third party's file: gguf.GGUFWriter, as convert_hf_to_gguf.py writes, tied embeddings, mixed tensor types.
-def third_party(path, arch="llama"):
+def third_party(path, arch="llama", tokenizer_model="gpt2"):
     c = hf_model.config
     w = gguf.GGUFWriter(path, arch)
     w.add_context_length(c.max_position_embeddings)
@@ -275,7 +276,7 @@ def third_party(path, arch="llama"):
     w.add_rope_freq_base(10000.0)  # make_tiny_llama's rope_theta
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
-    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_model(tokenizer_model)
     w.add_tokenizer_pre("llama-bpe")
     w.add_token_list([t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])])
     tj = json.loads(tok.backend_tokenizer.to_str())
@@ -314,6 +315,26 @@ sh(MESHTRAIN, "import", tp, out)
 d = max_diff(theirs_gguf(tp), ours(out))
 check(d <= ATOL, f"a gguf.GGUFWriter file (Q4_1, Q5_1, Q8_0, F16, BF16, Q5_0; tied) imports: logits = transformers' "
                  f"(max |diff| {d:.2e})")
+
+# A SentencePiece vocabulary (Llama 2, Mistral files): the weights import, the tokenizer is not carried, one warning.
+spm = os.path.join(WORK, "spm.gguf")
+third_party(spm, tokenizer_model="llama")
+out = os.path.join(WORK, "spm-ck")
+r = sh(MESHTRAIN, "import", spm, out)
+warned = [ln for ln in r.stderr.splitlines() if "tokenizer is not carried" in ln]
+check(len(warned) == 1 and spm in warned[0] and "tokenizer.ggml.model 'llama'" in warned[0]
+      and not os.path.exists(os.path.join(out, "tokenizer.json")) and max_diff(theirs_gguf(spm), ours(out)) <= ATOL,
+      f"a SentencePiece file imports its weights with one warning: {warned}")
+
+# Progress lines (thresholds lowered to 0 through the environment, as tests/e2e/ckpt/load_progress_test.py does).
+env = dict(os.environ, MESHTRAIN_PROGRESS_AFTER_S="0", MESHTRAIN_PROGRESS_EVERY_S="0")
+r = subprocess.run([MESHTRAIN, "export", wide, "--gguf", os.path.join(WORK, "progress.gguf"), "--type", "q8_0",
+                    "--tokenizer", hf_dir], capture_output=True, text=True, env=env, timeout=600)
+r2 = subprocess.run([MESHTRAIN, "import", os.path.join(WORK, "progress.gguf"), os.path.join(WORK, "progress-ck")],
+                    capture_output=True, text=True, env=env, timeout=600)
+lines = r.stdout + r.stderr + r2.stdout + r2.stderr
+check(r.returncode == 0 and r2.returncode == 0 and "export: quantize + write" in lines and "import: dequantize" in lines,
+      "progress lines: export: quantize + write, import: dequantize")
 
 
 # Bad inputs: exit 2, one line naming the file and the fault, nothing written.
@@ -356,6 +377,19 @@ refused("architecture", qwen, "general.architecture 'qwen2' is not supported (va
 
 r = sh(MESHTRAIN, "export", ck, "--gguf", os.path.join(WORK, "x.gguf"), "--type", "q3_k", expect=2)
 check("--type: given 'q3_k'; valid: f32, f16, bf16, q8_0, q4_0, q4_k_m" in r.stderr, f"export --type q3_k: {r.stderr.strip()}")
+r = sh(MESHTRAIN, "export", ck, "--format", "hf", os.path.join(WORK, "hfx"), "--type", "q8_0", expect=2)
+check("--type and --tokenizer go with --gguf OUT.gguf" in r.stderr and not os.path.exists(os.path.join(WORK, "hfx")),
+      f"export --format hf --type: {r.stderr.strip()}")
+r = sh(MESHTRAIN, "export", wide, "--gguf", os.path.join(WORK, "y.gguf"), expect=2)
+check("no tokenizer.json beside" in r.stderr and "pass --tokenizer FILE_OR_DIR" in r.stderr,
+      f"export --gguf of a checkpoint without a tokenizer: {r.stderr.strip()}")
+gpt2 = os.path.join(WORK, "gpt2")
+sh(DRIVER, "init", gpt2, "1", "model.family=gpt2", "model.vocab_size=256", "model.n_layer=1", "model.n_head=2",
+   "model.d_model=32", "model.max_seq_len=16")
+r = sh(MESHTRAIN, "export", gpt2, "--gguf", os.path.join(WORK, "y.gguf"), "--tokenizer", hf_dir, expect=2)
+check("cannot be exported as GGUF (valid: llama" in r.stderr, f"export --gguf of a GPT-2: {r.stderr.strip()}")
+r = sh(MESHTRAIN, "export", wide.replace("wide", "nowhere"), "--gguf", os.path.join(WORK, "y.gguf"), expect=2)
+check(not os.path.exists(os.path.join(WORK, "y.gguf")), f"export of a missing checkpoint: {r.stderr.strip()}")
 
 if failures:
     print(f"{len(failures)} failure(s)")
