@@ -10,6 +10,7 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/hf_convert.h"
+#include "meshtrain/ckpt/imported_checkpoint.h"
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/ckpt/lora_export.h"
 #include "meshtrain/ckpt/safetensors.h"
@@ -142,31 +143,9 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir) {
   std::vector<std::string> paths;
   for (const auto& f : files) paths.push_back((dir / f).string());
   const auto hf = read_safetensors(paths, "import: read");
-  auto ours = from_hf_tensors(cfg.model, hf, hf_dir);
-
-  // fp32: meshtrain trains on fp32 master weights whatever the file's dtype.
-  std::map<std::string, at::Tensor> tensors;
-  for (auto& [name, t] : ours) tensors["model." + name] = t.to(at::kFloat).contiguous();
+  const auto ours = from_hf_tensors(cfg.model, hf, hf_dir);
   cfg.source = (dir / "config.json").string();
-  Config saved = cfg;
-  saved.checkpoint.init_from = fs::absolute(out_dir).string();
-  resolve(cfg, 1);
-  const nlohmann::json cfg_json = nlohmann::json::parse(to_json(cfg));
-  CheckpointManager m(out_dir, 0, nullptr);
-  m.show_progress("import: write");
-  ImportResult res;
-  res.checkpoint = m.save(0, tensors, {{"config", cfg_json}, {"imported_from", fs::absolute(dir).string()}});
-  res.config_yaml = (fs::path(out_dir) / "config.yaml").string();
-  // Only what the HF model determines, and its weights as init_from: resolved values (parallel.dp,
-  // checkpoint.dir, …) would pin this machine's world size and run directory on every later run.
-  write_text(res.config_yaml,
-             cat("# Imported from ", fs::absolute(dir).string(), " by `meshtrain import`: the model section is what\n"
-                 "# that model determines and checkpoint.init_from its weights; every other key keeps meshtrain's\n"
-                 "# default (docs/config.md) until you uncomment it here or pass --set section.key=value.\n"
-                 "# Training needs data.train at least.\n",
-                 to_yaml_template(saved, {"model", "checkpoint.init_from"})));
-  res.family = cfg.model.family;
-  res.tensors = static_cast<int64_t>(tensors.size());
+  ImportResult res = write_imported_checkpoint(cfg, ours, out_dir, fs::absolute(dir).string());
   res.tokenizer_files = copy_tokenizer_files(dir, out_dir);
   return res;
 }

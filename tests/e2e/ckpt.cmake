@@ -94,3 +94,14 @@ meshtrain_add_test(e2e ckpt checkpoint_paths
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/checkpoint_paths_test.py ${MESHTRAIN_BIN}
           ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 300)
+# GGUF (llama.cpp) export and import against the `gguf` package and transformers' GGUF loader
+# (tests/e2e/ckpt/gguf_roundtrip_test.py): keys, tensor names/types, logits, tokenizer, round trips, bad files.
+meshtrain_add_test(e2e ckpt gguf_roundtrip
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/gguf_roundtrip_test.py ${MESHTRAIN_BIN}
+          $<TARGET_FILE:ckpt_logits_driver> ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+# The exported file loaded by llama.cpp itself (llama-cpp-python); skipped where the package is absent.
+meshtrain_add_test(e2e ckpt llama_cpp
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/llama_cpp_test.py ${MESHTRAIN_BIN}
+          $<TARGET_FILE:ckpt_logits_driver> ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -14,3 +14,13 @@ foreach(variant gpt2_tied gpt2_untied llama_mha_tied llama_gqa_untied llama_rope
             --driver $<TARGET_FILE:reference_driver> --variant ${variant}
     PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
+# GGUF's block formats (ckpt/gguf/ggml_types.h) against llama.cpp's own `gguf` Python package: dequantizing bit
+# for bit on blocks the package made (or random bytes where it only reads a type), quantizing bit for bit where
+# the package quantizes as ggml does and within the type's error elsewhere. Exit 77 without gguf/numpy.
+add_executable(gguf_quant_driver ${CMAKE_CURRENT_LIST_DIR}/gguf_quant_driver.cpp)
+target_link_libraries(gguf_quant_driver PRIVATE meshtrain_ckpt)
+meshtrain_warnings(gguf_quant_driver)
+meshtrain_use_torch(gguf_quant_driver)
+meshtrain_add_test(reference ckpt gguf_quants
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/gguf_quants_test.py $<TARGET_FILE:gguf_quant_driver>
+  PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
