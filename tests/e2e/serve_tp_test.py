@@ -24,6 +24,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -323,6 +324,7 @@ check("kill -9 of rank 1: meshrun exits non-zero", code not in (0, None), f"exit
 check("kill -9 of rank 1: the root cause names rank 1", "rank 1" in tp.text(), tp.text())
 check("kill -9 of rank 1: no worker left", gone(workers.values()), f"{workers}")
 
+shutil.rmtree(WORK, ignore_errors=True)
 if failures:
     print(f"{len(failures)} failure(s):\n" + "\n".join(failures))
     sys.exit(1)
