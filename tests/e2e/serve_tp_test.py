@@ -14,6 +14,7 @@ real worker processes on the CPU backend, against the single process (docs/servi
   - SIGTERM to meshrun with a stream in flight: the stream finishes whole, rank 0 drains and stops the others
     (no failure reported), meshrun exits with 128 + SIGTERM as for any job it was told to stop (docs/launcher.md)
     and no worker is left; SIGTERM to rank 0 alone: the job exits 0;
+  - a port already taken: rank 0, the only rank that binds, exits 2 with its one line, and so does meshrun;
   - kill -9 of rank 1: meshrun tears the group down and exits non-zero, no worker left.
 Every wait has a deadline; loopback only.
 
@@ -26,6 +27,7 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -313,6 +315,17 @@ os.kill(workers[0], signal.SIGTERM)
 code = tp.wait()
 check("SIGTERM to rank 0: the job exits 0", code == 0, f"exit {code}\n{tp.text()}")
 check("SIGTERM to rank 0: no worker left", gone(workers.values()), f"{workers}")
+
+# The port taken: rank 0 (the only one that binds) exits 2 with its one line, and so does the job.
+with socket.socket() as taken:
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    r = subprocess.run(meshrun(2, "serve", llama, "--port", str(port)), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+said = r.stdout + r.stderr
+check("port taken under meshrun: exit 2 naming the port", r.returncode == 2 and
+      f"[rank 0]: meshtrain: error: cannot listen on 127.0.0.1:{port}" in said, f"exit {r.returncode}\n{said}")
 
 # kill -9 of rank 1: meshrun tears the group down and fails.
 tp = Server(meshrun(2, *SERVE))

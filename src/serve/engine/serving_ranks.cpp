@@ -18,8 +18,11 @@ c10::Device serving_rank_device(const c10::Device& given, const comm::WorldInfo&
   if (!given.is_cuda()) return given;
   MT_USER_CHECK(!given.has_index(), "--device ", given.str(), ": under meshrun every rank takes its own GPU; give "
                 "--device cuda (rank r on cuda:LOCAL_RANK)");
-  return comm::rank_cuda_device(CommBackend::automatic, world.local_rank,
-                                static_cast<int>(torch::cuda::device_count()), "--device");
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  MT_USER_CHECK(!comm::nccl_built() || world.local_rank < gpus, "--device cuda under meshrun: local rank ",
+                world.local_rank, " has no GPU of its own (", gpus, " visible); tensor-parallel serving takes one GPU "
+                "per rank (NCCL): run at most ", gpus, " ranks per node");
+  return comm::rank_cuda_device(CommBackend::automatic, world.local_rank, gpus, "--device");
 }
 
 // This rank's share of the model: built on the meta device, cut by the trainer's TP layers, given empty host
