@@ -1,6 +1,7 @@
 // meshtrain generate CHECKPOINT [--prompt TEXT] [--chat] [--tokenizer DIR|FILE] …: sample text from a checkpoint
 // (train/generate_text.h); with --input FILE --output FILE, every prompt of a JSONL file at once through the
-// serving engine (serve/offline/batch_generation.h, docs/serving.md "Offline generation").
+// serving engine (serve/offline/batch_generation.h, docs/serving.md "Offline generation"); under meshrun with the
+// model split over the ranks by tensor parallelism (serve/engine/serving_ranks.h), rank 0 writing the output.
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/serving_ranks.h"
 #include "meshtrain/serve/offline/batch_generation.h"
 #include "meshtrain/serve/offline/generation_progress.h"
 #include "meshtrain/text/tokenizer_files.h"
@@ -82,12 +85,20 @@ int generate_file(const cxxopts::ParseResult& r, const std::string& checkpoint, 
       lines, model_text, input,
       {.vocab_size = ck.config.model.vocab_size, .max_seq_len = ck.config.model.max_seq_len,
        .cache_tokens = int64_t{gen.scheduler.num_blocks} * gen.scheduler.block_size});
-  model::Transformer net = ckpt::load_model(ck);
-  net->to(placement.device(), placement.dtype().toScalarType());  // the engine follows the weights
+  const serve::ServingRanks ranks = serve::join_serving_ranks(
+      placement, std::chrono::milliseconds(static_cast<int64_t>(ck.config.parallel.timeout_s * 1000)));
+  model::Transformer net = serve::load_serving_model(ck, ranks);  // the engine follows the weights
+  if (!ranks.leader()) {  // a tensor-parallel rank: its share of each step rank 0 leads, until rank 0 is done
+    serve::PagedKvCache cache(*net, gen.scheduler.num_blocks, gen.scheduler.block_size);
+    ranks.steps->follow(*net, cache);
+    return 0;
+  }
+  gen.tp = ranks.steps;
   serve::offline::GenerationProgress progress(std::cerr, isatty(STDERR_FILENO) == 1);
   serve::GenerateProgress last{.total = lines.size()};
   gen.on_step = [&](const serve::GenerateProgress& p) { progress.update(last = p); };
   const std::string out = serve::offline::generate_batch(net, lines, requests, model_text, gen);
+  if (ranks.steps) ranks.steps->stop();  // every request finished: the other ranks leave their loops
   progress.finish(last);
   write_file_atomic(output, out);
   std::cerr << "meshtrain generate: wrote " << lines.size() << " lines to " << output << std::endl;

@@ -1,6 +1,8 @@
 // meshtrain serve CHECKPOINT [--host H] [--port P] …: an OpenAI-compatible HTTP server over the serving engine
 // (docs/serving.md "meshtrain serve"). One engine thread runs the scheduler and the model step by step; the
-// HTTP server hands it requests and streams their tokens back. SIGINT or SIGTERM drains it (exit 0).
+// HTTP server hands it requests and streams their tokens back. SIGINT or SIGTERM drains it (exit 0). Under meshrun
+// every worker is a tensor-parallel rank (serve/engine/serving_ranks.h): rank 0 serves HTTP and leads each step,
+// the others follow until rank 0 stops them.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -15,6 +17,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/serve/engine/engine_loop.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/serving_ranks.h"
 #include "meshtrain/serve/http/http_server.h"
 #include "meshtrain/serve/http/openai_routes.h"
 #include "meshtrain/serve/offline/model_text.h"
@@ -49,20 +52,28 @@ serve::http::ModelText model_text(const cxxopts::ParseResult& r, const ckpt::Inf
 }
 
 // The KV cache's blocks: on CUDA what kv_cache_size_on_device says (--blocks if it fits, else what
-// --gpu-memory-fraction leaves), on the CPU --blocks. One line says how many, what they hold and where the number
-// came from. `blocks` and `fraction` are the flags' values, checked.
+// --gpu-memory-fraction leaves), on the CPU --blocks. Under tensor parallelism a block holds the rank's share of
+// the heads, and every rank takes the fewest any rank can hold. One line (rank 0's) says how many, what they hold
+// and where the number came from. `blocks` and `fraction` are the flags' values, checked.
 int kv_blocks(const cxxopts::ParseResult& r, int64_t blocks, double fraction, const ModelConfig& m,
-              const c10::TensorOptions& placement, const serve::SchedulerOptions& s) {
+              const serve::ServingRanks& ranks, const serve::SchedulerOptions& s) {
+  const c10::TensorOptions& placement = ranks.placement;
   const auto dtype_bytes = static_cast<int64_t>(placement.dtype().itemsize());
-  const int64_t block_bytes = serve::kv_block_bytes(m, s.block_size, dtype_bytes);
+  const int64_t block_bytes = serve::kv_block_bytes(m, s.block_size, dtype_bytes, ranks.tp());
   serve::KvCacheSize size{blocks, r.count("blocks") ? "--blocks" : "--blocks' default on the CPU"};
   if (placement.device().is_cuda())
     size = serve::kv_cache_size_on_device(
         serve::device_free_bytes(placement.device()), fraction,
-        serve::step_workspace_bytes(m, s.max_tokens_per_step, s.max_running, dtype_bytes), block_bytes,
+        serve::step_workspace_bytes(m, s.max_tokens_per_step, s.max_running, dtype_bytes, ranks.tp()), block_bytes,
         r.count("blocks") ? std::optional<int64_t>(blocks) : std::nullopt);
+  const int64_t agreed = ranks.min_over_ranks(size.num_blocks);
+  if (agreed < size.num_blocks) size.source += cat(" (", size.num_blocks, " here; the fewest of the ", ranks.tp(),
+                                                   " tensor-parallel ranks)");
+  size.num_blocks = agreed;
+  if (!ranks.leader()) return static_cast<int>(size.num_blocks);
   std::cout << "meshtrain serve: KV cache: " << size.num_blocks << " blocks of " << s.block_size << " tokens ("
             << size.num_blocks * s.block_size << " tokens), " << serve::memory_text(size.num_blocks * block_bytes)
+            << (ranks.tp() > 1 ? cat(" per rank (", ranks.tp(), " tensor-parallel ranks)") : std::string())
             << ", from " << size.source << std::endl;
   return static_cast<int>(size.num_blocks);
 }
@@ -105,6 +116,14 @@ int drain_and_stop(serve::EngineLoop& engine, serve::http::HttpServer& server, c
   return 1;
 }
 
+// A tensor-parallel rank other than 0: its share of every step rank 0 leads, until rank 0 stops (after its drain).
+// SIGINT and SIGTERM (meshrun forwards them to every rank) stay blocked: rank 0's drain decides when this ends.
+int follow_leader(model::TransformerImpl& net, const serve::SchedulerOptions& s, serve::TensorParallelSteps& steps) {
+  serve::PagedKvCache cache(net, s.num_blocks, s.block_size);
+  steps.follow(net, cache);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -143,6 +162,9 @@ int cmd_serve(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("fp32"))(
       "cuda-graphs", "replay decode steps as CUDA graphs on a GPU: on or off",
       cxxopts::value<std::string>()->default_value("on"))(
+      "tp-timeout", "under meshrun: seconds a collective of the tensor-parallel ranks may take before it is an "
+      "error (an idle rank 0 sends a heartbeat every quarter of it); default: the checkpoint's parallel.timeout_s",
+      cxxopts::value<double>())(
       "h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
@@ -167,10 +189,15 @@ int cmd_serve(int argc, char** argv) {
   const c10::TensorOptions placement =  // checked before any weight is read
       placement_from_flags(r["device"].as<std::string>(), r["dtype"].as<std::string>());
   const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path);
+  const double tp_timeout = r.count("tp-timeout") ? r["tp-timeout"].as<double>() : ck.config.parallel.timeout_s;
+  MT_USER_CHECK(tp_timeout >= 0.1, "--tp-timeout ", tp_timeout, ": must be at least 0.1 seconds");
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);
-  model::Transformer net = ckpt::load_model(ck);
-  net->to(placement.device(), placement.dtype().toScalarType());  // the engine follows the weights (paged_kv_cache.h)
-  gen.scheduler.num_blocks = kv_blocks(r, blocks, fraction, ck.config.model, placement, gen.scheduler);
+  const serve::ServingRanks ranks =
+      serve::join_serving_ranks(placement, std::chrono::milliseconds(static_cast<int64_t>(tp_timeout * 1000)));
+  model::Transformer net = serve::load_serving_model(ck, ranks);  // the engine follows the weights
+  gen.scheduler.num_blocks = kv_blocks(r, blocks, fraction, ck.config.model, ranks, gen.scheduler);
+  if (!ranks.leader()) return follow_leader(*net, gen.scheduler, *ranks.steps);
+  gen.tp = ranks.steps;
   serve::EngineLoop engine(std::move(net), gen, max_waiting);
   serve::http::OpenAiRoutes routes(engine, std::move(model_files));
   serve::http::HttpServer server({.host = r["host"].as<std::string>(), .port = static_cast<uint16_t>(port),
@@ -185,7 +212,9 @@ int cmd_serve(int argc, char** argv) {
   std::cout << "meshtrain serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining: new requests get "
             << "503, those in flight finish (at most --drain-timeout " << drain_timeout
             << " s; a second SIGINT or SIGTERM stops at once)" << std::endl;
-  return drain_and_stop(engine, server, stop_signals, std::chrono::seconds(drain_timeout));
+  const int code = drain_and_stop(engine, server, stop_signals, std::chrono::seconds(drain_timeout));
+  if (ranks.steps) ranks.steps->stop();  // the engine thread has ended: the other ranks leave their loops
+  return code;
 }
 
 }  // namespace meshtrain::cli

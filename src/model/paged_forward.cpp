@@ -84,8 +84,7 @@ at::Tensor paged_logits(TransformerImpl& model, const PagedBatch& batch, std::ve
   for (size_t i = 0; i < model.blocks->size(); ++i)
     x = paged_block(*model.blocks->ptr<BlockImpl>(i), x, cos, sin, cache[i], batch, hd);
   auto h = model.final_norm->forward(x).squeeze(0).index_select(0, batch.sample_rows);  // [S, D]
-  auto logits = model.lm_head ? model.lm_head->forward(h) : at::linear(h, model.tok_embed->weight);
-  return logits.to(at::kFloat);
+  return model.head_logits(h).to(at::kFloat);  // under tensor parallelism: every rank's vocabulary rows gathered
 }
 
 }  // namespace meshtrain::model

@@ -143,9 +143,12 @@ at::Tensor TransformerImpl::head_loss(const at::Tensor& x, const at::Tensor& tar
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, KVCache* cache) {
-  auto h = hidden(tokens, cache);
+  return head_logits(hidden(tokens, cache));  // [B, T, V]
+}
+
+at::Tensor TransformerImpl::head_logits(const at::Tensor& h) {
   if (hooks_.logits) return hooks_.logits(h);
-  return lm_head ? lm_head->forward(h) : at::linear(h, tok_embed->weight);  // [B, T, V]
+  return lm_head ? lm_head->forward(h) : at::linear(h, tok_embed->weight);
 }
 
 at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets, const Documents* docs) {

@@ -78,6 +78,12 @@ meshtrain_add_test(e2e serve drain
 meshtrain_add_test(e2e serve generate_batch
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generate_batch_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# Tensor-parallel serving: meshrun --nproc-per-node 2 --no-python meshtrain generate|serve on the CPU backend against
+# the single process (greedy ids, Llama and GPT-2; an httpx client, whole and streamed); TP 3 refused in one line;
+# SIGTERM drains every rank; kill -9 of a rank fails the job; no worker left.
+meshtrain_add_test(e2e serve tp
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_tp_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
 # scripts/bench/serve_compare.py (meshtrain serve vs transformers generate) on the CPU with a tiny model: both
 # sides run, the JSON holds both, fp32 greedy tokens equal; bad flags are one line and exit 2.
 meshtrain_add_test(e2e serve bench_smoke

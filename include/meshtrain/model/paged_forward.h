@@ -19,8 +19,10 @@ namespace meshtrain::model {
 std::vector<PagedLayerCache> make_paged_cache(const TransformerImpl& model, int64_t num_blocks, int64_t block_size);
 
 // Logits [S, V] (fp32) of `batch.sample_rows`, after writing every token's keys and values into `cache` (one
-// entry per layer). Needs the whole model (no pipeline stage) without tensor-parallel hooks; runs without
-// gradients, in eval mode semantics (no dropout).
+// entry per layer). Needs the whole model (no pipeline stage); runs without gradients, in eval mode semantics (no
+// dropout). A tensor-parallel model (parallel/tp/) runs its share of the heads and the MLP over its heads' part of
+// the cache, and its head's vocabulary shards are gathered (TransformerImpl::head_logits): every rank of the group
+// calls it with the same batch, and every rank gets the full logits.
 at::Tensor paged_logits(TransformerImpl& model, const PagedBatch& batch, std::vector<PagedLayerCache>& cache);
 
 }  // namespace meshtrain::model

@@ -66,6 +66,10 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets);
   const ModelSpan& span() const { return span_; }
 
+  // The output head on the final norm's output h: [..., D] → logits over the full vocabulary [..., V] (the
+  // weights' dtype). Through the logits hook where one is set: tensor parallelism gathers its vocabulary shards
+  // there, a collective every rank of the group calls.
+  at::Tensor head_logits(const at::Tensor& h);
   // The output projection's weight [V, D]: lm_head's, or the token embedding when tied.
   const at::Tensor& head_weight() const { return lm_head ? lm_head->weight : tok_embed->weight; }
   // Mean next-token cross-entropy (fp32) of logits(tokens) against targets [B, T], over the targets that are

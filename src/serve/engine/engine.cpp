@@ -7,12 +7,15 @@
 #include "meshtrain/model/paged_forward.h"
 #include "meshtrain/serve/engine/sampler.h"
 #include "meshtrain/serve/engine/step_batch.h"
+#include "meshtrain/serve/engine/tp_steps.h"
 
 namespace meshtrain::serve {
 
 Engine::Engine(model::Transformer model, PagedKvCache& cache, EngineOptions options)
     : model_(std::move(model)), cache_(cache), options_(std::move(options)) {
-  if (!options_.cuda_graphs || !model_->head_weight().is_cuda()) return;
+  // Under tensor parallelism a step is collectives between the layers: no graphs (a host-staged backend cannot
+  // be captured).
+  if (!options_.cuda_graphs || !model_->head_weight().is_cuda() || options_.tp) return;
   if (DecodeGraphs::supported(*model_, cache_)) {
     graphs_ = std::make_unique<DecodeGraphs>(model_, cache_, options_.cuda_graph_batch_sizes);
   } else {
@@ -39,7 +42,9 @@ void Engine::remove(RequestId id) { params_.erase(id); }
 
 std::vector<SampledToken> Engine::step(const StepPlan& plan, const Scheduler& scheduler) {
   if (plan.empty()) return {};
-  const StepBatch sb = make_step_batch(plan, scheduler, model_->head_weight().device());
+  const at::Device device = model_->head_weight().device();
+  const StepBatch sb = options_.tp ? options_.tp->lead(plan, scheduler, device)  // the same batch on every rank
+                                   : make_step_batch(plan, scheduler, device);
   const auto logits = graphs_ && graphs_->takes(sb.batch)
                           ? graphs_->run(sb.batch)
                           : model::paged_logits(*model_, sb.batch, cache_.layers());  // [S, V]

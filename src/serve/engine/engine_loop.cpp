@@ -1,10 +1,13 @@
 #include "meshtrain/serve/engine/engine_loop.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
+#include <iostream>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/serve/engine/tp_steps.h"
 
 namespace meshtrain::serve {
 
@@ -97,21 +100,26 @@ EngineLoopMetrics EngineLoop::metrics() const {
 void EngineLoop::run() {
   for (;;) {
     std::vector<Pending> incoming;
+    bool idle = false;
     {
       std::unique_lock lock(mu_);
-      // Wake for new requests, for a stop, or at once while requests run (a cancel is seen between steps).
-      cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || scheduler_->has_work(); });
+      idle = !wait_for_work(lock);  // idle: nothing queued and no stop either
       if (stopping_) break;
       incoming.swap(incoming_);
       admitting_ = static_cast<int64_t>(incoming.size());
     }
     try {
+      if (idle) {
+        options_.tp->idle();  // nothing to run for a while: the other ranks hear so before their wait times out
+        continue;
+      }
       admit(incoming);
       end_cancelled_and_stopped();
       if (scheduler_->has_work()) run_step();
       std::lock_guard lock(mu_);
       publish_open();
     } catch (const std::exception& e) {
+      if (options_.tp) abandon_group(e.what());
       // A step failed (not a request's fault): its requests cannot go on; the loop serves the next ones.
       end_all(cat("the engine failed: ", e.what()));
       scheduler_ = std::make_unique<Scheduler>(options_.scheduler);
@@ -127,6 +135,23 @@ void EngineLoop::run() {
   ended_at_stop_ = static_cast<int64_t>(incoming_.size()) + end_all("the server is shutting down");
   incoming_.clear();
   publish_open();
+}
+
+void EngineLoop::abandon_group(const std::string& what) {
+  // The other ranks may be inside a collective this rank will never join, or gone: no step can run again. Exiting
+  // non-zero makes meshrun stop the whole group and report it; the clients' connections close.
+  std::cerr << "meshtrain serve: a tensor-parallel step failed, the group cannot go on: " << what << std::endl;
+  std::_Exit(1);
+}
+
+bool EngineLoop::wait_for_work(std::unique_lock<std::mutex>& lock) {
+  // Wake for new requests, for a stop, or at once while requests run (a cancel is seen between steps).
+  const auto ready = [&] { return stopping_ || !incoming_.empty() || scheduler_->has_work(); };
+  if (!options_.tp) {
+    cv_.wait(lock, ready);
+    return true;
+  }
+  return cv_.wait_for(lock, options_.tp->heartbeat(), ready);
 }
 
 void EngineLoop::admit(std::vector<Pending>& incoming) {

@@ -11,7 +11,8 @@ namespace meshtrain::serve {
 EngineOptions engine_options(const GenerateOptions& options) {
   return {.eos_tokens = options.eos_tokens,
           .cuda_graphs = options.cuda_graphs,
-          .cuda_graph_batch_sizes = decode_graph_batch_sizes(options.scheduler.max_running)};
+          .cuda_graph_batch_sizes = decode_graph_batch_sizes(options.scheduler.max_running),
+          .tp = options.tp};
 }
 
 std::vector<GenerationResult> generate_all(model::Transformer& model, const std::vector<GenerationRequest>& requests,

@@ -31,26 +31,27 @@ int64_t PagedKvCache::bytes() const {
   return n;
 }
 
-int64_t kv_block_bytes(const ModelConfig& m, int64_t block_size, int64_t dtype_bytes) {
+int64_t kv_block_bytes(const ModelConfig& m, int64_t block_size, int64_t dtype_bytes, int64_t tp) {
   const int64_t head_dim = m.d_model / m.n_head;
-  const int64_t kv_heads = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+  const int64_t kv_heads = (m.n_kv_head > 0 ? m.n_kv_head : m.n_head) / tp;
   return 2 * m.n_layer * kv_heads * head_dim * block_size * dtype_bytes;
 }
 
 int64_t step_workspace_bytes(const ModelConfig& m, int64_t max_step_tokens, int64_t max_running,
-                             int64_t dtype_bytes) {
+                             int64_t dtype_bytes, int64_t tp) {
   constexpr int64_t kFp32 = 4;
   const int64_t hd = m.d_model / m.n_head;
-  const int64_t kv_heads = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
-  const int64_t d_ff = m.d_ff > 0 ? m.d_ff : 4 * m.d_model;
+  const int64_t n_head = m.n_head / tp;  // this rank's query heads, key/value heads and MLP width
+  const int64_t kv_heads = (m.n_kv_head > 0 ? m.n_kv_head : m.n_head) / tp;
+  const int64_t d_ff = (m.d_ff > 0 ? m.d_ff : 4 * m.d_model) / tp;
   const int64_t tokens = max_step_tokens, context = m.max_seq_len;
   // One layer at a time: the residual stream, its norm, q/k/v, the attention output, and the MLP's up, gate
   // and activation (the next layer reuses what this one freed).
-  const int64_t layer = tokens * (4 * m.d_model + 3 * d_ff + (m.n_head + 2 * kv_heads) * hd) * dtype_bytes;
+  const int64_t layer = tokens * (4 * m.d_model + 3 * d_ff + (n_head + 2 * kv_heads) * hd) * dtype_bytes;
   // The largest chunk: a context's keys and values gathered and repeated for every query head, and the
   // attention scores of the chunk's queries over it in fp32 (SDPA's math path on the CPU).
   const int64_t chunk = std::min(tokens, context);
-  const int64_t attention = 2 * context * m.n_head * hd * dtype_bytes + m.n_head * chunk * context * kFp32;
+  const int64_t attention = 2 * context * n_head * hd * dtype_bytes + n_head * chunk * context * kFp32;
   // The sampling rows' logits: the head's output, then the sampler's fp32 logits, sorted copy, probabilities
   // and cumulative sum.
   const int64_t logits = max_running * m.vocab_size * (dtype_bytes + 4 * kFp32);

@@ -32,6 +32,12 @@ TEST(KvCacheSizing, BlockBytesAreKeysAndValuesOfEveryLayer) {
   EXPECT_EQ(kv_block_bytes(mha, 16, 4), 524288 * 4 * 2);
 }
 
+TEST(KvCacheSizing, TensorParallelRanksHoldTheirShareOfTheHeads) {
+  // 8 key/value heads over 2 ranks: each block holds 4 heads per rank, half the bytes; over 8 ranks one head.
+  EXPECT_EQ(kv_block_bytes(llama_1b(), 16, 2, 2), 524288 / 2);
+  EXPECT_EQ(kv_block_bytes(llama_1b(), 16, 2, 8), 524288 / 8);
+}
+
 TEST(KvCacheSizing, BlocksAreWhatTheFractionLeavesAfterTheWorkspace) {
   constexpr int64_t kGiB = int64_t{1} << 30;
   // 10 GiB free × 0.9 = 9 GiB, less 1 GiB of workspace: 8 GiB, 16384 blocks of 512 KiB; a byte less is one
@@ -59,6 +65,11 @@ TEST(KvCacheSizing, WorkspaceIsTheLargestStepsActivationsAttentionAndLogits) {
   EXPECT_EQ(step_workspace_bytes(m, 32, 8, 4), 98304 + 131072 + 160000);
   // A chunk never spans more than the model's context.
   EXPECT_EQ(step_workspace_bytes(m, 512, 8, 4) - step_workspace_bytes(m, 256, 8, 4), 256 * 768 * 4);
+  // One of 2 tensor-parallel ranks: 2 query heads, 1 key/value head and 64 of the MLP's width; the residual
+  // stream and the gathered logits whole:
+  //   one layer   32 · (4·64 + 3·64 + (2 + 2·1)·16) · 4 = 32 · 512 · 4    =  65536
+  //   attention   2 · 128 · 2 · 16 · 4 + 2 · 32 · 128 · 4                  =  65536
+  EXPECT_EQ(step_workspace_bytes(m, 32, 8, 4, 2), 65536 + 65536 + 160000);
 }
 
 std::string user_error(const std::function<void()>& f) {

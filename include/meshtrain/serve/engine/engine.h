@@ -4,7 +4,7 @@
 // Scheduler::on_tokens, an EOS id marked `stop`. The engine keeps each request's sampling settings; the blocks
 // are the scheduler's. On CUDA, decode-only steps replay CUDA graphs captured when the engine is made
 // (serve/engine/decode_graphs.h); steps with prefill chunks, larger than the largest size, or on the CPU run
-// eagerly.
+// eagerly. Under tensor parallelism (EngineOptions::tp) rank 0's engine broadcasts each step's batch first.
 //
 //   Scheduler sched(opts);  PagedKvCache cache(*model, opts.num_blocks, opts.block_size);
 //   Engine engine(model, cache, {.eos_tokens = {2}});
@@ -24,6 +24,8 @@
 
 namespace meshtrain::serve {
 
+class TensorParallelSteps;  // serve/engine/tp_steps.h
+
 struct EngineOptions {
   std::vector<TokenId> eos_tokens;  // sampling one of these ends the sequence (kStop); the token is kept
   // Decode-only steps replayed as CUDA graphs where the model is on CUDA and the decode kernel takes it
@@ -32,6 +34,9 @@ struct EngineOptions {
   // The batch sizes captured, ascending: a decode step of b rows replays the smallest size ≥ b; one of more rows
   // than the largest runs eagerly. The scheduler's max_running should be the largest.
   std::vector<int64_t> cuda_graph_batch_sizes = decode_graph_batch_sizes(SchedulerOptions{}.max_running);
+  // Rank 0 of a tensor-parallel group: each step's batch is broadcast to the other ranks, which run the forward
+  // with it (TensorParallelSteps::follow), and every step runs eagerly. Null: one process.
+  std::shared_ptr<TensorParallelSteps> tp;
 };
 
 class Engine {

@@ -2,7 +2,8 @@
 // submit requests through a queue; between two steps the loop admits them to the Scheduler and the Engine,
 // ends the cancelled ones and those whose text reached a stop string, then runs one step and hands each sampled
 // token to its request's RequestStream. Requests therefore join and leave the running batch at every step
-// (continuous batching).
+// (continuous batching). Under tensor parallelism (GenerateOptions::tp) this is rank 0's loop: its engine
+// broadcasts each step, and an idle loop broadcasts a heartbeat (serve/engine/tp_steps.h).
 #pragma once
 
 #include <chrono>
@@ -85,6 +86,10 @@ class EngineLoop {
   // a second on an 8B model). Their blocks are freed; the scheduler's step count includes their steps.
   void warm_up();
   void run();
+  // Waits until there is work or a stop; false when, under tensor parallelism, the heartbeat's time passed first.
+  bool wait_for_work(std::unique_lock<std::mutex>& lock);
+  // Under tensor parallelism a failed step or heartbeat leaves the ranks out of step: one line on stderr, exit 1.
+  [[noreturn]] static void abandon_group(const std::string& what);
   void admit(std::vector<Pending>& incoming);
   void end_cancelled_and_stopped();  // cancelled: aborted; stopped on a stop string: finished
   void run_step();

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "meshtrain/model/transformer.h"
@@ -37,9 +38,12 @@ struct GenerateOptions {
   // Called after every step (progress display).
   std::function<void(const GenerateProgress&)> on_step;
   bool cuda_graphs = true;          // decode steps as CUDA graphs on CUDA (EngineOptions::cuda_graphs)
+  // Rank 0 of a tensor-parallel group (EngineOptions::tp): the other ranks follow each step. Null: one process.
+  std::shared_ptr<TensorParallelSteps> tp;
 };
 
-// The engine's options for `options`: its EOS ids, and graphs of 1, 2, 4, … up to the scheduler's max_running.
+// The engine's options for `options`: its EOS ids, graphs of 1, 2, 4, … up to the scheduler's max_running, its
+// tensor-parallel group.
 EngineOptions engine_options(const GenerateOptions& options);
 
 struct GenerationResult {

@@ -40,15 +40,17 @@ class PagedKvCache {
   std::vector<model::PagedLayerCache> layers_;
 };
 
-// One block's keys and values over every layer: 2 · layers · H_kv · head_dim · block_size · dtype bytes.
-int64_t kv_block_bytes(const ModelConfig& m, int64_t block_size, int64_t dtype_bytes);
+// One block's keys and values over every layer: 2 · layers · H_kv · head_dim · block_size · dtype bytes; with
+// tensor parallelism over `tp` ranks, one rank's share (H_kv / tp heads).
+int64_t kv_block_bytes(const ModelConfig& m, int64_t block_size, int64_t dtype_bytes, int64_t tp = 1);
 
 // The transient memory of the largest step beside the cache (an upper estimate for the ATen reference path):
 // the activations of `max_step_tokens` tokens through one layer, the largest chunk's attention over a context of
 // model.max_seq_len (its keys and values gathered for every query head, and fp32 scores), and the logits of
-// `max_running` sampling rows with the sampler's fp32 copies.
+// `max_running` sampling rows with the sampler's fp32 copies. With tensor parallelism over `tp` ranks, one rank's:
+// its heads and its share of the MLP (the residual stream and the gathered logits are whole on every rank).
 int64_t step_workspace_bytes(const ModelConfig& m, int64_t max_step_tokens, int64_t max_running,
-                             int64_t dtype_bytes);
+                             int64_t dtype_bytes, int64_t tp = 1);
 
 // floor((free_bytes × fraction − workspace_bytes) / block_bytes), at least 0.
 int64_t kv_blocks_for_memory(int64_t free_bytes, double fraction, int64_t workspace_bytes, int64_t block_bytes);
