@@ -6,11 +6,12 @@
 #include <limits>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/paged_prefill_index.h"
 
 namespace meshtrain::serve {
 namespace {
 
-constexpr int64_t kPackedCounts = 5;  // N, C, S, num_decodes, B
+constexpr int64_t kPackedCounts = 6;  // N, C, S, num_decodes, B, block size
 
 int32_t packed_int(int64_t v, const char* what) {
   MT_CHECK(v >= 0 && v <= std::numeric_limits<int32_t>::max(), "pack_step: ", what, " ", v, " does not fit int32");
@@ -57,7 +58,8 @@ PackedStep pack_step(const StepPlan& plan, const Scheduler& scheduler) {
   const auto C = static_cast<int64_t>(chunk_seqs.size()), B = static_cast<int64_t>(max_blocks);
   const auto N = static_cast<int64_t>(tokens.size()), S = static_cast<int64_t>(sample_rows.size());
   out.data = {packed_int(N, "tokens"), packed_int(C, "chunks"), packed_int(S, "sample rows"),
-              packed_int(static_cast<int64_t>(plan.decodes.size()), "decodes"), packed_int(B, "blocks")};
+              packed_int(static_cast<int64_t>(plan.decodes.size()), "decodes"), packed_int(B, "blocks"),
+              packed_int(scheduler.options().block_size, "block size")};
   out.data.reserve(static_cast<size_t>(packed_step_size(N, C, S, B)));
   for (const auto* v : {&tokens, &positions, &slots, &query_start, &num_tokens, &context_len})
     out.data.insert(out.data.end(), v->begin(), v->end());
@@ -71,10 +73,11 @@ PackedStep pack_step(const StepPlan& plan, const Scheduler& scheduler) {
 
 model::PagedBatch unpack_step(std::span<const int32_t> data, const at::Device& device) {
   MT_CHECK(static_cast<int64_t>(data.size()) >= kPackedCounts, "unpack_step: ", data.size(), " ints, no header");
-  const int64_t N = data[0], C = data[1], S = data[2], D = data[3], B = data[4];
-  MT_CHECK(N >= 0 && C >= 0 && S >= 0 && D >= 0 && D <= C && B >= 1 &&
+  const int64_t N = data[0], C = data[1], S = data[2], D = data[3], B = data[4], block_size = data[5];
+  MT_CHECK(N >= 0 && C >= 0 && S >= 0 && D >= 0 && D <= C && B >= 1 && block_size >= 1 &&
                static_cast<int64_t>(data.size()) == packed_step_size(N, C, S, B),
-           "unpack_step: ", data.size(), " ints for N ", N, ", C ", C, ", S ", S, ", decodes ", D, ", B ", B);
+           "unpack_step: ", data.size(), " ints for N ", N, ", C ", C, ", S ", S, ", decodes ", D, ", B ", B,
+           ", block size ", block_size);
   model::PagedBatch batch;
   int64_t next = kPackedCounts;  // the first int not read yet
   const auto run = [&](int64_t n, at::ScalarType dtype) {
@@ -91,9 +94,13 @@ model::PagedBatch unpack_step(std::span<const int32_t> data, const at::Device& d
                             data[static_cast<size_t>(chunk_info + 2 * C + c)]});
   next += 2 * C;
   batch.context_lens = run(C, at::kInt);
+  const std::span<const int32_t> tables = data.subspan(static_cast<size_t>(next), static_cast<size_t>(C * B));
   batch.block_tables = run(C * B, at::kInt).view({C, B});
   batch.sample_rows = run(S, at::kLong);
   batch.num_decodes = D;
+  if (D < C)  // prefill chunks: their index for flash's variable-length kernel, as make_step_batch gives it
+    model::set_paged_prefill_index(
+        batch, model::paged_prefill_index(batch.chunks, static_cast<size_t>(D), tables, B, block_size), device);
   return batch;
 }
 

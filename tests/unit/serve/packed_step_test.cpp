@@ -24,6 +24,17 @@ void expect_same_batch(const model::PagedBatch& a, const model::PagedBatch& b) {
     EXPECT_TRUE(at::equal(x, y)) << x << "\nvs\n" << y;
   }
   EXPECT_EQ(a.num_decodes, b.num_decodes);
+  // The prefill chunks' index (flash's variable-length kernel), present exactly when there are prefill chunks.
+  EXPECT_EQ(a.prefill_context_slots.defined(), b.prefill_context_slots.defined());
+  if (a.prefill_context_slots.defined() && b.prefill_context_slots.defined()) {
+    for (const auto& [x, y] : std::vector<std::pair<at::Tensor, at::Tensor>>{
+             {a.prefill_context_slots, b.prefill_context_slots},
+             {a.prefill_cu_queries, b.prefill_cu_queries},
+             {a.prefill_cu_contexts, b.prefill_cu_contexts}})
+      EXPECT_TRUE(x.scalar_type() == y.scalar_type() && at::equal(x, y)) << x << "\nvs\n" << y;
+    EXPECT_EQ(a.prefill_max_queries, b.prefill_max_queries);
+    EXPECT_EQ(a.prefill_max_context, b.prefill_max_context);
+  }
   ASSERT_EQ(a.chunks.size(), b.chunks.size());
   for (size_t c = 0; c < a.chunks.size(); ++c) {
     EXPECT_EQ(a.chunks[c].query_start, b.chunks[c].query_start);
@@ -49,10 +60,10 @@ TEST(PackedStep, RoundTripIsMakeStepBatch) {
     const model::PagedBatch unpacked = unpack_step(packed.data, at::kCPU);
     expect_same_batch(unpacked, made.batch);
     EXPECT_EQ(packed.sampling, made.sampling);
-    // 5 counts, 3 ints per token and per chunk, a table row per chunk, one int per sampling row.
+    // 6 counts, 3 ints per token and per chunk, a table row per chunk, one int per sampling row.
     const auto C = static_cast<int64_t>(made.batch.chunks.size());
     EXPECT_EQ(static_cast<int64_t>(packed.data.size()),
-              5 + 3 * made.batch.tokens.numel() + 3 * C + made.batch.block_tables.numel() +
+              6 + 3 * made.batch.tokens.numel() + 3 * C + made.batch.block_tables.numel() +
                   made.batch.sample_rows.numel());
     EXPECT_EQ(static_cast<int64_t>(packed.data.size()),
               packed_step_size(made.batch.tokens.numel(), C, made.batch.sample_rows.numel(),
@@ -77,7 +88,7 @@ TEST(PackedStep, LayoutOfOneDecode) {
   const auto& blocks = sched.sequence(7).table.blocks();
   ASSERT_EQ(blocks.size(), 2u);
   const int32_t slot = blocks[1] * 2 + 1;  // position 3: block 1, offset 1
-  const std::vector<int32_t> want = {1, 1, 1, 1, 2,  // N, C, S, decodes, B
+  const std::vector<int32_t> want = {1, 1, 1, 1, 2, 2,  // N, C, S, decodes, B, block size
                                      1003, 3, slot,  // token, position, slot
                                      0, 1, 4,        // query start, tokens, context length
                                      blocks[0], blocks[1], 0};  // table row, sample row
