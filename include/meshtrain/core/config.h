@@ -51,7 +51,8 @@ using StringList = std::vector<std::string>;
     "lora_rank")                                                                                             \
   F(double, lora_dropout, 0.0, "Dropout probability on the LoRA adapters' input while training (0 disables)") \
   F(StringList, lora_targets, (StringList{"q", "k", "v", "o", "gate", "up", "down"}), "Projections that get "  \
-    "LoRA adapters (llama), each of q, k, v, o (attention) and gate, up, down (MLP)")
+    "LoRA adapters (llama), each of q, k, v, o (attention) and gate, up, down (MLP); PEFT's names q_proj … " \
+    "down_proj are taken too")
 
 #define MT_PARALLEL_FIELDS(F)                                                                                \
   F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \
