@@ -620,7 +620,7 @@ double TrainingRun::evaluate() {
   net_->eval();
   val_loader_->reset();
   const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
-  const double loss = validation_loss(*par_, *val_loader_, n, w_.device, w_.comm.get());
+  const double loss = validation_loss(*par_, *val_loader_, n, w_.device, w_.comm.get()).loss;
   net_->train();
   return loss;
 }
