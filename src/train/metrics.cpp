@@ -31,10 +31,11 @@ MetricsLog::~MetricsLog() {
   if (f_) std::fclose(f_);
 }
 
-void MetricsLog::write(const nlohmann::json& record) {
+void MetricsLog::write(const nlohmann::json& record, const std::vector<std::pair<std::string, std::string>>& texts) {
   if (tensorboard_) {
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     tensorboard_->add_record(record, now);
+    for (const auto& [tag, text] : texts) tensorboard_->add_text(record.value("step", int64_t{0}), tag, text, now);
   }
   if (!f_) return;
   const std::string line = record.dump() + "\n";

@@ -32,7 +32,7 @@ work = tempfile.mkdtemp(prefix="meshtrain_tp_e2e_")
 prefix = prepare_kjv(meshtrain, src, work)
 common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin",
           "--set=model.n_layer=2", "--set=model.d_model=128", f"--set=model.max_seq_len={SEQ}",
-          f"--set=train.steps={STEPS}", "--set=logging.every=1", "--set=train.eval_every=0",
+          f"--set=train.steps={STEPS}", "--set=logging.every=1", f"--set=train.eval_every={STEPS}",
           "--set=train.eval_batches=2", "--set=train.sample_tokens=16", "--set=checkpoint.every=0",
           "--set=checkpoint.save_final=false", "--set=schedule.warmup_steps=2"]
 
