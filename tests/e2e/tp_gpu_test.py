@@ -62,7 +62,7 @@ out = run([meshrun, "--standalone", "--nproc-per-node", "2", config, *common, "-
 recs = metrics(bf)
 loss = [r["loss"] for r in recs if "loss" in r]
 assert loss[-1] < loss[0] - 1.0, f"bf16 TP loss did not fall: {loss}"
-assert any("val_loss" in r for r in recs) and "sample (temperature 0.8, top-k 40):" in out
+assert any("val_loss" in r for r in recs) and f"sample at step {STEPS} (temperature 0.8, top-k 40):" in out
 
 shutil.rmtree(work)
 print("tensor parallelism on GPUs: ok")

@@ -61,7 +61,7 @@ for name in ("tp2_sp", "dp2_tp2"):
     want = STEPS * 8 * SEQ
     assert last["tokens"] == want, f"{name}: {last['tokens']} tokens after {STEPS} steps, want {want}"
     assert any("val_loss" in r for r in recs), f"{name}: no validation loss"
-    assert "sample (temperature 0.8, top-k 40):" in outs[name], f"{name}: no sample printed"
+    assert f"sample at step {STEPS} (temperature 0.8, top-k 40):" in outs[name], f"{name}: no sample printed"
 
 sums = dict(re.findall(r"\[rank (\d)\]: .*parameter checksum ([0-9a-f]{8}) after step", outs["dp2_tp2"]))
 assert set(sums) == {"0", "1", "2", "3"}, f"expected a checksum line from every rank, got {sums}"
