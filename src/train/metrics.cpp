@@ -38,7 +38,8 @@ void MetricsLog::write(const nlohmann::json& record, const std::vector<std::pair
     for (const auto& [tag, text] : texts) tensorboard_->add_text(record.value("step", int64_t{0}), tag, text, now);
   }
   if (!f_) return;
-  const std::string line = record.dump() + "\n";
+  // Invalid UTF-8 (a byte-level model's sample cut inside a character) becomes U+FFFD, never an exception.
+  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::fwrite(line.data(), 1, line.size(), f_);
   std::fflush(f_);
 }

@@ -6,6 +6,7 @@
 #include "meshtrain/core/join.h"
 #include "meshtrain/data/byte_tokens.h"
 #include "meshtrain/text/tokenizer_files.h"
+#include "meshtrain/text/unicode.h"
 
 namespace fs = std::filesystem;
 
@@ -56,7 +57,9 @@ std::vector<int64_t> SampleText::prompt_ids(const std::string& prompt) const {
 }
 
 std::string SampleText::decode(const std::vector<int64_t>& ids) const {
-  return tok_ ? tok_->decode(ids) : data::decode_bytes(ids);
+  // Byte-level samples may stop inside a character, or a small model may emit invalid sequences: U+FFFD for
+  // those, so the text is valid UTF-8 for the log, the metrics' JSON and TensorBoard.
+  return tok_ ? tok_->decode(ids) : text::utf8_lossy(data::decode_bytes(ids));
 }
 
 }  // namespace meshtrain::train

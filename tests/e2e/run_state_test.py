@@ -6,7 +6,8 @@ workers, on a tiny byte-level GPT over the KJV shards):
               is refused — by `meshtrain train` and by meshrun before any worker starts — with exit 2 and one line
               naming both ways on (checkpoint.resume=auto, another train.out_dir or --overwrite); nothing in the
               directory changes. `--overwrite` starts afresh and says what it removed: every step is in
-              metrics.jsonl once, no checkpoint of the first run is left.
+              metrics.jsonl once, no checkpoint of the first run is left. Its byte-level end-of-run sample, no
+              valid UTF-8, reaches metrics.jsonl with U+FFFD for the invalid bytes (the run does not fail on it).
   world size  a checkpoint of 2 data-parallel ranks (micro-batch 4: a global batch of 8) resumed by one process
               keeps the global batch: train.grad_accum 1 → 2, said in one line; the tokens per step stay 8
               windows and steps 3-4 lose what the 2-rank run lost (the same windows, another reduction order).
@@ -88,11 +89,15 @@ def out_dir_case():
               f"out_dir: {name}: one line naming the run and both choices: {lines}")
         check("[rank" not in log and "step      1" not in log, f"out_dir: {name}: no worker started")
         check(snapshot(d) == before, f"out_dir: {name}: nothing in the directory changed")
-    rc, log = train(d, "train.steps=3", "checkpoint.every=3", nproc=2, flags=["--overwrite"])
+    rc, log = train(d, "train.steps=3", "checkpoint.every=3", "train.sample_tokens=64", nproc=2, flags=["--overwrite"])
     check(rc == 0, "out_dir: --overwrite under meshrun exits 0")
+    # A byte-level model's sample is no valid UTF-8: its bytes are replaced (U+FFFD), never a crash of the run.
+    samples = [s for r in metrics(d) if "samples" in r for s in r["samples"]]
+    check(len(samples) == 1 and "\ufffd" in samples[0]["text"] and samples[0]["prompt"] == "And God said",
+          f"samples: the byte-level sample in metrics.jsonl, invalid bytes replaced: {samples}")
     check(re.search(r"starting afresh in .*again: removed the previous run's .*step_00000001.*metrics\.jsonl", log)
           is not None, "out_dir: --overwrite says what it removed")
-    steps = [r["step"] for r in metrics(d) if "loss" in r]
+    steps = [r["step"] for r in metrics(d) if "loss" in r and "samples" not in r]
     check(steps == [1, 2, 3], f"out_dir: every step in metrics.jsonl once after --overwrite: {steps}")
     ckpts = sorted(e for e in os.listdir(os.path.join(d, "checkpoints")) if e.startswith("step_"))
     check(ckpts == ["step_00000003"], f"out_dir: only the new run's checkpoints: {ckpts}")

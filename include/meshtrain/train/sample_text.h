@@ -27,6 +27,7 @@ class SampleText {
   // The prompt's tokens: the chat template's rendering (instruction data with a template) or the plain text
   // with the tokenizer's special tokens, as transformers encodes it; its bytes without a tokenizer.
   std::vector<int64_t> prompt_ids(const std::string& prompt) const;
+  // Valid UTF-8 always (invalid bytes of a byte-level sample become U+FFFD).
   std::string decode(const std::vector<int64_t>& ids) const;
   // The ids that end a sample (the tokenizer's end-of-text ids); none byte-level.
   const std::vector<int64_t>& stop_tokens() const { return stop_; }
