@@ -67,7 +67,7 @@ nlohmann::json batch_record(const Config& given, int64_t global_batch) {
 }
 
 BatchDecision keep_global_batch_for(const Config& cfg, int64_t data_ranks, const std::string& dir,
-                                const ckpt::CheckpointMeta& meta) {
+                                     const ckpt::CheckpointMeta& meta) {
   const SavedBatch was = saved_batch(dir, meta);
   const int64_t mbs = cfg.train.micro_batch_size, accum = cfg.train.grad_accum;
   BatchDecision d{accum, ""};

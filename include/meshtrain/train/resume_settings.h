@@ -30,8 +30,8 @@ std::optional<std::string> first_resume_checkpoint(const Config& cfg);
 // The config `dir`'s meta.json records (ckpt/recorded_config.h), or nullopt where it records none (format 1).
 std::optional<Config> recorded_config_if_any(const std::string& dir, const ckpt::CheckpointMeta& meta);
 
-// state.batch for a checkpoint: the global batch and the micro_batch_size and grad_accum the run was given
-// (`given`: before any derivation) at `data_ranks`.
+// state.batch for a checkpoint: the run's global batch, and the micro_batch_size and grad_accum it was given
+// (`given`: before any derivation).
 nlohmann::json batch_record(const Config& given, int64_t global_batch);
 
 struct BatchDecision {
@@ -42,7 +42,7 @@ struct BatchDecision {
 // The accumulation that keeps the checkpoint's global batch at `data_ranks` (see above). UserError naming the
 // checkpoint, both global batches and their factors when none does.
 BatchDecision keep_global_batch_for(const Config& cfg, int64_t data_ranks, const std::string& dir,
-                                const ckpt::CheckpointMeta& meta);
+                                     const ckpt::CheckpointMeta& meta);
 
 // "" when train.steps, optimizer.lr and the schedule section equal the saved run's (`saved`: its recorded
 // config), else the line that says the schedule is re-derived: the settings that changed and the learning rate
