@@ -11,7 +11,9 @@ mkdir -p runs/quickstart/data
 if [ ! -f runs/quickstart/data/kjv_train.bin ]; then
   build/bin/meshtrain prepare data/kjv/kjv-genesis-2kings.txt --out runs/quickstart/data/kjv --val-fraction 0.05
 fi
-build/bin/meshrun --nproc-per-node 2 configs/quickstart.yaml "$@"
+# --overwrite: a second quickstart starts its run afresh (on purpose: the log says what it removed) rather
+# than stop at the first run's checkpoints; --set checkpoint.resume=auto continues them instead.
+build/bin/meshrun --nproc-per-node 2 configs/quickstart.yaml --overwrite "$@"
 echo
 echo "quickstart: metrics in runs/quickstart/metrics.jsonl, checkpoints in runs/quickstart/checkpoints/"
 echo "quickstart: sample again with  build/bin/meshtrain generate runs/quickstart/checkpoints --prompt 'And Moses'"

@@ -9,6 +9,7 @@
 #include "meshtrain/ckpt/hf_files.h"
 #include "meshtrain/ckpt/lora_export.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/join.h"
 
 namespace meshtrain::cli {
 
@@ -83,6 +84,11 @@ int cmd_export(int argc, char** argv) {
                              {.dtype = r["dtype"].as<std::string>(), .max_shard_bytes = shard, .base = base});
   std::printf("wrote %s: %lld tensors, %.1f MB in %d file(s)\n", args[1].c_str(), static_cast<long long>(res.tensors),
               static_cast<double>(res.bytes) / 1e6, res.files);
+  if (res.tokenizer_files.empty())
+    std::printf("no tokenizer.json beside the checkpoint, its run or the model it started from: the export has "
+                "no tokenizer (copy the model's tokenizer files into %s)\n", args[1].c_str());
+  else
+    std::printf("tokenizer files copied: %s\n", join(res.tokenizer_files, ", ").c_str());
   return 0;
 }
 

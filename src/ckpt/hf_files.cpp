@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
@@ -55,6 +56,13 @@ std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::pa
     copied.push_back(name);
   }
   return copied;
+}
+
+// The first of the model's tokenizer directories (inference_checkpoint.h tokenizer_dirs) holding a tokenizer.json.
+std::optional<fs::path> tokenizer_source(const InferenceCheckpoint& ck, const std::string& base) {
+  for (const std::string& d : tokenizer_dirs(ck, base))
+    if (!d.empty() && fs::is_regular_file(fs::path(d) / "tokenizer.json")) return fs::path(d);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -110,6 +118,9 @@ ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir
   }
   progress.finish();
   write_text(fs::path(out_dir) / "config.json", hf_config_from(cfg.model, hf_dtype_name(dt)).dump(2) + "\n");
+  // The tokenizer, chat template and generation settings import kept (or the run's own copies), so that
+  // AutoTokenizer.from_pretrained(out_dir) works as AutoModelForCausalLM's does.
+  if (const auto from = tokenizer_source(ck, opts.base)) res.tokenizer_files = copy_tokenizer_files(*from, out_dir);
   return res;
 }
 

@@ -24,9 +24,11 @@ std::vector<LoraTarget> lora_targets(const ModelConfig& m) {
   if (m.lora_rank == 0) return out;
   const std::string given = format_field_value(m.lora_targets);
   const std::string valid = cat("; valid projections among ", join_spellings(enum_spellings<LoraTarget>()),
-                                " (e.g. [q, v] or q,v)");
+                                " (e.g. [q, v] or q,v; PEFT's q_proj … down_proj too)");
   for (const std::string& name : m.lora_targets) {
-    const std::optional<LoraTarget> t = enum_from<LoraTarget>(name);
+    // PEFT's target_modules spell them q_proj … down_proj (Llama's module names): the same projections.
+    const bool peft = name.size() > 5 && name.compare(name.size() - 5, 5, "_proj") == 0;
+    const std::optional<LoraTarget> t = enum_from<LoraTarget>(peft ? name.substr(0, name.size() - 5) : name);
     MT_USER_CHECK(t, "model.lora_targets: given ", given, " ('", name, "' is no projection)", valid);
     MT_USER_CHECK(std::find(out.begin(), out.end(), *t) == out.end(), "model.lora_targets: given ", given, " ('",
                   name, "' twice)", valid);

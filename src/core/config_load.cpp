@@ -329,10 +329,15 @@ std::vector<Assignment> read_json(const std::string& text, const std::string& na
 // ---- overrides -------------------------------------------------------------------------------------------
 
 // A list from --set: a YAML flow sequence ("[a, b]") or one comma-separated string ("a.*,b.*", also when it is
-// no plain YAML scalar, as "*.bin,x" is not).
+// no plain YAML scalar, as "*.bin,x" is not). Text that opens a flow sequence but is none ("[a, b", "[a?, b]")
+// is refused: split at its commas it would become items holding the brackets.
 FieldValue list_override(const std::string& origin, const FieldInfo& f, const std::string& raw, bool parsed,
-                         const YAML::Node& node) {
+                         const YAML::Node& node, const std::string& parse_error) {
   if (parsed && node.IsSequence()) return list_from_yaml(origin, f, node);
+  if (!raw.empty() && raw.front() == '[')
+    throw UserError(cat(origin, ": ", f.path(), ": not a YAML flow list (", parse_error.empty() ? "not a sequence"
+                        : parse_error, "); valid: [a, b], items quoted where they hold ',', ':', '?', '#', '[' or ']' "
+                        "(['Who made the light?', b]), or a,b"));
   if (parsed && node.IsScalar()) return split_field_list(node.Scalar());
   if (parsed && node.IsNull() && is_null_literal(raw)) return StringList{};
   return split_field_list(raw);
@@ -358,17 +363,19 @@ Assignment read_override(const std::string& ov) {
 
   YAML::Node node;
   bool parsed = true;
+  std::string parse_error;
   try {
     node = YAML::Load(raw);
-  } catch (const YAML::Exception&) {
+  } catch (const YAML::Exception& e) {
     parsed = false;
+    parse_error = e.msg;
   }
   if (f.type == FieldType::String) {
     if (parsed && node.IsScalar()) return {&f, node.Scalar(), origin};
     if (parsed && node.IsNull() && is_null_literal(raw)) return {&f, std::string(), origin};
     return {&f, raw, origin};  // "*.bin", "a: b", "#tag": the text as typed
   }
-  if (f.type == FieldType::List) return {&f, list_override(origin, f, raw, parsed, node), origin};
+  if (f.type == FieldType::List) return {&f, list_override(origin, f, raw, parsed, node, parse_error), origin};
   if (!parsed || !node.IsScalar()) {
     if (f.type == FieldType::Enum) refused_value(origin, f, raw);
     wrong_type(origin, f, cat("'", raw, "'"));

@@ -52,6 +52,7 @@ const Bound kBounds[] = {
   {"schedule.decay_fraction", 0, false, 1, false},
   {"train.steps", 1, false},            {"train.micro_batch_size", 1, false}, {"train.grad_accum", 1, false},
   {"train.eval_every", 0, false},       {"train.eval_batches", 1, false},   {"train.sample_tokens", 0, false},
+  {"train.sample_every", 0, false},
   {"train.threads", 0, false},         {"train.loss_chunk_mb", 0, false},  {"train.max_nonfinite_steps", 1, false},
   {"train.profile_steps", 0, false},   {"train.profile_start", 0, false},
   {"checkpoint.every", 0, false},       {"checkpoint.keep", 0, false},

@@ -10,6 +10,7 @@
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/nccl_env.h"
+#include "meshtrain/core/run_dir.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/signal_names.h"
@@ -144,18 +145,21 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
 
 void validate_config_program(LaunchPlan& plan) {
   if (plan.kind != ProgramKind::Config) return;
-  // command = {meshtrain, "train", CONFIG, args...}; the trainer accepts `--set k=v` and `--set=k=v`.
+  // command = {meshtrain, "train", CONFIG, args...}; the trainer accepts `--set k=v`, `--set=k=v` and
+  // `--overwrite`.
   std::vector<std::string> sets;
   for (size_t i = 3; i < plan.command.size(); ++i) {
     const std::string& a = plan.command[i];
     if (a == "--set" && i + 1 < plan.command.size()) sets.push_back(plan.command[++i]);
     else if (a.rfind("--set=", 0) == 0) sets.push_back(a.substr(6));
+    else if (a == "--overwrite") sets.push_back("train.overwrite=true");  // the trainer's own flag for it
   }
   const int world = plan.nnodes * plan.nproc_per_node;
   Config cfg = load_config(plan.command[2], sets);
   resolve(cfg, world);
   validate(cfg, world);
   check_inputs_exist(cfg);
+  check_fresh_start(cfg);
   plan.worker_env = parse_nccl_env(cfg.comm.nccl_env, cat(plan.command[2], ": comm.nccl_env"));
   if (!plan.worker_env.empty()) {
     std::string set;

@@ -63,7 +63,7 @@ class Evaluator {
   int data_ranks() const { return w_.data_ranks; }
 
   // Validation's loss (train/validation_loss.h) of `n` micro-batches of `loader`, in the training precision.
-  double mean_loss(data::DataLoader& loader, int64_t n) {
+  HeldOutLoss mean_loss(data::DataLoader& loader, int64_t n) {
     return validation_loss(*par_, loader, n, w_.device, w_.comm.get());
   }
 
@@ -100,7 +100,9 @@ EvalResult run_eval(const EvalOptions& opts) {
                 ev.data_ranks(), " data-parallel rank(s)); valid 1 … ", available, ", or 0 for all");
   r.step = ck.meta.step;
   r.batches = opts.batches > 0 ? opts.batches : available;
-  r.loss = ev.mean_loss(loader, r.batches);
+  const HeldOutLoss held_out = ev.mean_loss(loader, r.batches);
+  r.loss = held_out.loss;
+  r.tokens = held_out.tokens;
   MT_USER_CHECK(r.loss >= 0, "--data: '", opts.data, "' has no target the loss counts in ", r.batches,
                 " micro-batch(es) per rank (every one masked)");
   r.perplexity = std::exp(r.loss);
@@ -108,23 +110,32 @@ EvalResult run_eval(const EvalOptions& opts) {
   r.seq_len = cfg.data.seq_len;
   r.data_ranks = ev.data_ranks();
   r.world_size = world.world_size;
-  r.tokens = r.batches * r.micro_batch_size * r.seq_len * r.data_ranks;
+  r.window_tokens = r.batches * r.micro_batch_size * r.seq_len * r.data_ranks;
   return r;
 }
 
 std::string eval_summary(const EvalResult& r, const std::string& data) {
-  return log::sprintf("%s (step %lld) on %s: loss %.6f | perplexity %.4f | %lld tokens (%lld batches × %lld × %lld "
-                      "per rank × %d data rank(s))",
+  return log::sprintf("%s (step %lld) on %s: loss %.6f | perplexity %.4f | %lld tokens counted by the loss, of "
+                      "%lld in the windows (%lld batches × %lld × %lld per rank × %d data rank(s))",
                       r.checkpoint.c_str(), static_cast<long long>(r.step), data.c_str(), r.loss, r.perplexity,
-                      static_cast<long long>(r.tokens), static_cast<long long>(r.batches),
+                      static_cast<long long>(r.tokens), static_cast<long long>(r.window_tokens),
+                      static_cast<long long>(r.batches),
                       static_cast<long long>(r.micro_batch_size), static_cast<long long>(r.seq_len), r.data_ranks);
 }
 
 std::string eval_json(const EvalResult& r, const std::string& data) {
-  nlohmann::ordered_json j = {{"checkpoint", r.checkpoint}, {"step", r.step},       {"data", data},
-                              {"loss", r.loss},             {"perplexity", r.perplexity}, {"tokens", r.tokens},
-                              {"batches", r.batches},       {"micro_batch_size", r.micro_batch_size},
-                              {"seq_len", r.seq_len},       {"data_ranks", r.data_ranks}, {"world_size", r.world_size}};
+  nlohmann::ordered_json j = {{"checkpoint", r.checkpoint},
+                              {"step", r.step},
+                              {"data", data},
+                              {"loss", r.loss},
+                              {"perplexity", r.perplexity},
+                              {"tokens", r.tokens},
+                              {"window_tokens", r.window_tokens},
+                              {"batches", r.batches},
+                              {"micro_batch_size", r.micro_batch_size},
+                              {"seq_len", r.seq_len},
+                              {"data_ranks", r.data_ranks},
+                              {"world_size", r.world_size}};
   return j.dump();
 }
 

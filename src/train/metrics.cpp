@@ -31,13 +31,15 @@ MetricsLog::~MetricsLog() {
   if (f_) std::fclose(f_);
 }
 
-void MetricsLog::write(const nlohmann::json& record) {
+void MetricsLog::write(const nlohmann::json& record, const std::vector<std::pair<std::string, std::string>>& texts) {
   if (tensorboard_) {
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     tensorboard_->add_record(record, now);
+    for (const auto& [tag, text] : texts) tensorboard_->add_text(record.value("step", int64_t{0}), tag, text, now);
   }
   if (!f_) return;
-  const std::string line = record.dump() + "\n";
+  // Invalid UTF-8 (a byte-level model's sample cut inside a character) becomes U+FFFD, never an exception.
+  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::fwrite(line.data(), 1, line.size(), f_);
   std::fflush(f_);
 }

@@ -107,7 +107,26 @@ void TensorBoardWriter::add_scalars(int64_t step, const std::vector<std::pair<st
 
 void TensorBoardWriter::add_record(const nlohmann::json& record, double wall_time) {
   if (!record.contains("step")) return;
-  add_scalars(record["step"].get<int64_t>(), tensorboard_scalars(record), wall_time);
+  const auto scalars = tensorboard_scalars(record);
+  if (!scalars.empty()) add_scalars(record["step"].get<int64_t>(), scalars, wall_time);
+}
+
+void TensorBoardWriter::add_text(int64_t step, const std::string& tag, const std::string& text, double wall_time) {
+  std::string tensor;  // a scalar string tensor: no dimensions in its (empty) shape
+  put_key(tensor, 1, 0);
+  put_varint(tensor, 7);  // DT_STRING
+  put_bytes(tensor, 2, "");
+  put_bytes(tensor, 8, text);
+  std::string plugin, metadata, value, summary;
+  put_bytes(plugin, 1, "text");
+  put_bytes(metadata, 1, plugin);
+  put_bytes(value, 1, tag);
+  put_bytes(value, 8, tensor);
+  put_bytes(value, 9, metadata);
+  put_bytes(summary, 1, value);
+  std::string e = event_header(wall_time, step);
+  put_bytes(e, 5, summary);
+  write_record(e);
 }
 
 void TensorBoardWriter::write_record(const std::string& data) {

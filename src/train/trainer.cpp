@@ -32,18 +32,23 @@
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fs.h"
+#include "meshtrain/core/join.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/core/model_size.h"
-#include "meshtrain/data/byte_tokens.h"
+#include "meshtrain/core/run_dir.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/linear/lora_linear.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
+#include "meshtrain/parallel/trainable_policy.h"
 #include "meshtrain/plan/memory_model.h"
 #include "meshtrain/train/attention_setup.h"
 #include "meshtrain/train/optimizer.h"
+#include "meshtrain/train/resume_settings.h"
+#include "meshtrain/train/sample_text.h"
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/cuda_graph_step.h"
 #include "meshtrain/train/lora_base.h"
@@ -92,6 +97,16 @@ uint32_t parameter_checksum(const std::vector<ShardedTensor>& params) {
   return crc;
 }
 
+// Parameters of the whole model (before tensor parallelism) that train: all but those the trainable policy
+// freezes (train.freeze; with LoRA every base parameter).
+int64_t count_trainable(const Config& cfg, model::TransformerImpl& net) {
+  const auto policy = parallel::TrainablePolicy::from_config(cfg);
+  int64_t n = 0;
+  for (const auto& p : net.named_parameters())
+    if (policy.trains(p.key())) n += p.value().numel();
+  return n;
+}
+
 // Logging and threads first (the set-up logs), then the device, communicator and mesh.
 WorkerSetup start_worker(const Config& cfg) {
   const comm::WorldInfo world = comm::world_info_from_env();
@@ -108,8 +123,16 @@ class TrainingRun {
   TrainResult run();
 
  private:
+  // train.overwrite on a fresh start: rank 0 removes the previous run's checkpoints and metrics before anything
+  // is written; the other ranks wait for it (collective).
+  void start_afresh_if_asked();
+  // A resume keeps the checkpoint's global batch where the data-parallel width changed (train/resume_settings.h):
+  // cfg_.train.grad_accum derived, or UserError.
+  void keep_global_batch();
   void setup_model_and_optimizer();
   void setup_data();
+  // " (1792 trainable, 0.144%: LoRA rank 4)" where fewer than all parameters train, else "".
+  std::string trainable_note() const;
   // The device's peak since the first step began (CPU: the max RSS of the whole run).
   int64_t step_peak_bytes() const { return peak_memory_bytes(w_.cuda, w_.device.index()); }
   void resume_if_asked();
@@ -152,8 +175,8 @@ class TrainingRun {
   // device finished (evaluation, a checkpoint, the last step, the end of the profiled steps), the optimizer
   // decides on the device, and another skipped update cannot reach train.max_nonfinite_steps here.
   bool may_overlap(int64_t step) const;
-  // Whether the run evaluates (train.eval_every, and at the end) / saves a checkpoint (checkpoint.every; at the
-  // end checkpoint.save_final) after `done` steps.
+  // Whether the run evaluates (every train.eval_every steps and at the end; never when it is 0) / saves a
+  // checkpoint (checkpoint.every; at the end checkpoint.save_final) after `done` steps.
   bool evaluates_after(int64_t done) const;
   bool saves_after(int64_t done) const;
   // Waits for q's device work (with `whole_device`, every stream's, as before a checkpoint), then its timing,
@@ -186,11 +209,16 @@ class TrainingRun {
   std::vector<std::pair<std::string, std::vector<double>>> layout_metrics_over_ranks();
   // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
   int agreed_stop_signal();
-  // The end-of-training sample; every rank calls it (the layout's generation scope is collective), rank 0
-  // prints it.
-  void sample();
+  // Whether the run samples after `done` steps before its end (train.sample_every; the end's sample follows the
+  // loop, after the last checkpoint).
+  bool samples_after(int64_t done) const;
+  // The samples of train.sample_prompts after `done` steps, through the model's tokenizer (train/sample_text.h);
+  // every rank calls it (the layout's generation scope is collective), rank 0 logs them and writes them to the
+  // metrics (`samples`) and TensorBoard (text).
+  void sample(int64_t done);
 
-  const Config& cfg_;
+  Config cfg_;      // the run's config; a resume at another width may derive its train.grad_accum
+  Config given_;    // as the run was given it: what its checkpoints record as the batch settings (state.batch)
   WorkerSetup w_;  // device, communicator, mesh and data rank (train/worker_setup.h)
   model::Transformer net_{nullptr};
   std::unique_ptr<parallel::ParallelModel> par_;  // the model as the layout runs it (parallel/parallelize.h)
@@ -206,7 +234,9 @@ class TrainingRun {
   std::unique_ptr<StepProfiler> profiler_;  // train.profile_steps: records a few steps (train/step_profiler.h)
   std::unique_ptr<StepTelemetry> telemetry_;  // every rank's times and GPU readings at each logged step
   StopSignals stop_signals_;
+  std::optional<SampleText> sample_text_;  // with train.sample_tokens > 0: prompts → tokens → text
   int64_t start_step_ = 0, tokens_per_step_ = 0, num_params_ = 0;
+  int64_t trainable_params_ = 0;  // of num_params_, those that train (LoRA's adapters, all but train.freeze's)
   int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
   double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
   int64_t planned_peak_bytes_ = 0;  // what `meshtrain plan` predicts for this rank's peak (CUDA only; 0 = none)
@@ -215,11 +245,20 @@ class TrainingRun {
   TrainResult result_;
 };
 
-TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
+TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), given_(cfg), w_(start_worker(cfg)) {
+  start_afresh_if_asked();
+  keep_global_batch();
   setup_model_and_optimizer();
   setup_data();
   // Packed documents: shards with document boundaries (their flag sidecars) and data.packing.
   setup_attention_backend(cfg_, w_.device, w_.bf16, train_loader_ && train_loader_->masks_targets() && cfg.data.packing);
+  if (cfg_.train.sample_tokens > 0) {
+    sample_text_.emplace(SampleText::for_run(cfg_, train_loader_ && train_loader_->masks_targets()));
+    const std::string when =
+        cfg_.train.sample_every > 0 ? cat(" every ", cfg_.train.sample_every, " steps and") : std::string();
+    log::progress("samples of %lld tokens%s at the end, through %s", static_cast<long long>(cfg_.train.sample_tokens),
+                  when.c_str(), sample_text_->describe().c_str());
+  }
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, w_.comm);
   resume_if_asked();
   par_->broadcast_parameters();
@@ -244,17 +283,50 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), w_(start_worker(cfg)) {
       cfg.train.profile_dir.empty() ? cfg.train.out_dir + "/profile" : cfg.train.profile_dir, w_.world.rank, w_.cuda,
       w_.device.index());
   // Tokens the whole job consumes per step: each data-parallel rank's batches (tp ranks share theirs).
-  tokens_per_step_ = cfg.train.micro_batch_size * cfg.data.seq_len * cfg.train.grad_accum * w_.data_ranks;
+  tokens_per_step_ = cfg_.train.micro_batch_size * cfg_.data.seq_len * cfg_.train.grad_accum * w_.data_ranks;
   peak_flops_ = device_peak_flops(w_.cuda, w_.device.index());
-  log::progress("model %s: %.2fM parameters, %lld layers, d_model %lld | %s %s | world %d%s | %lld tokens/step | "
+  log::progress("model %s: %.2fM parameters%s, %lld layers, d_model %lld | %s %s | world %d%s | %lld tokens/step | "
                 "train %s",
                 enum_c_str(cfg.model.family), static_cast<double>(num_params_) / 1e6,
+                trainable_note().c_str(),
                 static_cast<long long>(cfg.model.n_layer), static_cast<long long>(cfg.model.d_model),
                 w_.device.str().c_str(), w_.bf16 ? "bf16" : "fp32", w_.world.world_size,
                 w_.mesh ? (" | mesh " + w_.mesh->shape().describe()).c_str() : "", static_cast<long long>(tokens_per_step_),
                 train_loader_ ? log::sprintf("%lld tokens (%lld windows)", static_cast<long long>(train_loader_->num_tokens()),
                                              static_cast<long long>(train_loader_->num_windows())).c_str()
                               : "on synthetic tokens");
+}
+
+std::string TrainingRun::trainable_note() const {
+  if (trainable_params_ == num_params_) return "";
+  const std::string lora = cfg_.model.lora_rank > 0 ? cat(": LoRA rank ", cfg_.model.lora_rank) : std::string();
+  return log::sprintf(" (%lld trainable, %.3g%%%s)", static_cast<long long>(trainable_params_),
+                      100.0 * static_cast<double>(trainable_params_) / static_cast<double>(num_params_), lora.c_str());
+}
+
+void TrainingRun::start_afresh_if_asked() {
+  if (!cfg_.train.overwrite || cfg_.checkpoint.resume != "none") return;
+  if (w_.world.rank == 0) {
+    std::vector<std::string> removed;
+    for (const auto& path : previous_run_files(cfg_)) {
+      remove_tree(path);
+      removed.push_back(std::filesystem::path(path).filename().string());
+    }
+    if (!removed.empty())
+      log::progress("train.overwrite: starting afresh in %s: removed the previous run's %s",
+                    cfg_.train.out_dir.c_str(), join(removed, ", ").c_str());
+  }
+  if (w_.comm) w_.comm->barrier();  // nobody writes into the directory before it is cleared
+}
+
+void TrainingRun::keep_global_batch() {
+  const auto dir = first_resume_checkpoint(cfg_);
+  if (!dir) return;
+  const BatchDecision d = keep_global_batch_for(cfg_, w_.data_ranks, *dir, ckpt::read_meta(*dir));
+  if (!d.note.empty()) log::progress("%s", d.note.c_str());
+  if (d.grad_accum == cfg_.train.grad_accum) return;
+  cfg_.train.grad_accum = d.grad_accum;
+  validate(cfg_, w_.world.world_size);  // the derived accumulation must suit the layout (pipeline micro-batches)
 }
 
 void TrainingRun::setup_model_and_optimizer() {
@@ -266,6 +338,7 @@ void TrainingRun::setup_model_and_optimizer() {
   net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
   // Counted on the whole model, before tensor parallelism leaves this rank its blocks only.
   num_params_ = net_->num_params();
+  trainable_params_ = count_trainable(cfg_, *net_);
   flops_per_token_ = 3.0 * net_->flops_per_token(cfg_.data.seq_len);
   par_ = parallel::parallelize(net_, w_.groups(), cfg_, w_.device);
   net_->train();
@@ -342,6 +415,10 @@ void TrainingRun::resume_if_asked() {
       log::progress("resumed from %s at step %lld (saved by %d rank(s): %s)", dir.c_str(),
                     static_cast<long long>(start_step_), meta.world_size,
                     meta.mesh.value("layout", std::string("?")).c_str());
+      if (const auto saved = recorded_config_if_any(dir, meta)) {
+        const std::string note = schedule_change_note(*saved, cfg_, start_step_);
+        if (!note.empty()) log::progress("%s", note.c_str());
+      }
       return;
     }
     log::warn("checkpoint.resume=auto: skipping %s: %s", dir.c_str(),
@@ -620,7 +697,7 @@ double TrainingRun::evaluate() {
   net_->eval();
   val_loader_->reset();
   const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
-  const double loss = validation_loss(*par_, *val_loader_, n, w_.device, w_.comm.get());
+  const double loss = validation_loss(*par_, *val_loader_, n, w_.device, w_.comm.get()).loss;
   net_->train();
   return loss;
 }
@@ -652,6 +729,8 @@ void TrainingRun::save(int64_t step) {
   info.mesh = {{"layout", par_->describe()}, {"world_size", w_.world.world_size}};
   info.state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}}, {"step", step}};
   if (cfg_.model.lora_rank > 0) info.state["lora"] = lora_record(cfg_);  // the base the adapters belong to
+  // The batch the run was given, so that a resume at another width keeps its global batch (resume_settings.h).
+  info.state["batch"] = batch_record(given_, cfg_.train.micro_batch_size * cfg_.train.grad_accum * w_.data_ranks);
   // Copied to host here; written and committed by a background thread while training goes on.
   const auto stats = ckpts_->save_async(step, blocks, info);
   log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing %.1f MB from this "
@@ -677,15 +756,36 @@ void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTens
                       latest ? *latest : std::string("none"), " (lower optimizer.lr or set optimizer.grad_clip)"));
 }
 
-void TrainingRun::sample() {
+void TrainingRun::sample(int64_t done) {
+  opt_->settle();  // the samples are the parameters' after this step
   // Full parameters and plain TP while generating (collective: every rank); under TP every rank generates.
   const auto scope = par_->generation_scope();
   if (w_.world.rank != 0 && !scope.every_rank_generates()) return;
-  const auto prompt = data::encode_bytes(cfg_.train.sample_prompt.empty() ? "\n" : cfg_.train.sample_prompt);
-  model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
-                          .seed = static_cast<uint64_t>(cfg_.train.seed)};
-  auto out = model::generate(net_, prompt, so);
-  log::progress("sample (temperature 0.8, top-k 40):\n%s", data::decode_bytes(out).c_str());
+  std::vector<std::string> prompts = cfg_.train.sample_prompts;
+  if (prompts.empty()) prompts.push_back(cfg_.train.sample_prompt);
+  nlohmann::json samples = nlohmann::json::array();
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int64_t> ids = sample_text_->prompt_ids(prompts[i]);
+    std::vector<int64_t> reply;
+    // Its own generator per prompt (model::generate): the training streams are untouched, so a resumed run
+    // samples and trains as an uninterrupted one.
+    model::SampleOptions so{.max_new_tokens = cfg_.train.sample_tokens, .temperature = 0.8, .top_k = 40,
+                            .seed = static_cast<uint64_t>(cfg_.train.seed) + i,
+                            .stop_tokens = sample_text_->stop_tokens(),
+                            .on_token = [&](int64_t id) { reply.push_back(id); }};
+    model::generate(net_, ids, so);
+    const std::string text = sample_text_->decode(reply);
+    // A plain prompt is continued: shown with it. A chat prompt is answered: the reply alone.
+    const std::string shown = sample_text_->chat() ? text : prompts[i] + text;
+    log::progress("sample%s at step %lld (temperature 0.8, top-k 40):\n%s",
+                  prompts.size() > 1 ? log::sprintf(" %zu/%zu", i + 1, prompts.size()).c_str() : "",
+                  static_cast<long long>(done), shown.c_str());
+    samples.push_back({{"prompt", prompts[i]}, {"text", text}});
+    texts.emplace_back(prompts.size() > 1 ? log::sprintf("samples/%zu", i + 1) : "samples",
+                       cat("**", prompts[i], "**", text));
+  }
+  metrics_->write({{"step", done}, {"samples", samples}}, texts);
 }
 
 TrainingRun::QueuedStep TrainingRun::queue_step(int64_t step) {
@@ -712,7 +812,13 @@ TrainingRun::QueuedStep TrainingRun::queue_step(int64_t step) {
 }
 
 bool TrainingRun::evaluates_after(int64_t done) const {
-  return (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0) || done == cfg_.train.steps;
+  // 0 disables validation, the end of the run's included.
+  return cfg_.train.eval_every > 0 && (done % cfg_.train.eval_every == 0 || done == cfg_.train.steps);
+}
+
+bool TrainingRun::samples_after(int64_t done) const {
+  return cfg_.train.sample_tokens > 0 && cfg_.train.sample_every > 0 && done % cfg_.train.sample_every == 0 &&
+         done < cfg_.train.steps;
 }
 
 bool TrainingRun::saves_after(int64_t done) const {
@@ -724,7 +830,7 @@ bool TrainingRun::may_overlap(int64_t step) const {
   const int64_t done = step + 1;
   // On the CPU the step has run by now and only its bookkeeping moves, which keeps one code path for both.
   return opt_->steps_on_device() && !graph_step_ && done < cfg_.train.steps && !evaluates_after(done) &&
-         !saves_after(done) &&
+         !saves_after(done) && !samples_after(done) &&
          !profiler_->ends_at(step) && nonfinite_streak_ + 1 < cfg_.train.max_nonfinite_steps;
 }
 
@@ -769,6 +875,7 @@ bool TrainingRun::end_of_step(int64_t step, int sig) {
       metrics_->write({{"step", done}, {"val_loss", val}});
     }
   }
+  if (samples_after(done)) sample(done);
   const bool saved = saves_after(done);
   if (saved) save(done);
   if (sig == 0 || last) return true;
@@ -809,7 +916,7 @@ TrainResult TrainingRun::run() {
   // Every rank prints its own: data-parallel replicas must hold bit-identical parameters (shards: its own).
   log::info("parameter checksum %08x after step %lld", result_.param_checksum,
             static_cast<long long>(result_.steps_done));
-  if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) sample();  // every rank: see sample()
+  if (cfg_.train.sample_tokens > 0 && result_.stop_signal == 0) sample(result_.steps_done);  // every rank
   if (w_.comm) w_.comm->barrier();
   return result_;
 }

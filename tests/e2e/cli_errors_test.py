@@ -16,7 +16,7 @@ meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "me
 work = tempfile.mkdtemp(prefix="meshtrain_cli_")
 data = os.path.join(work, "tokens.bin")
 with open(data, "wb") as f:
-    f.write(bytes(4096))  # raw uint16 tokens: enough for a valid config
+    f.write(bytes(16384))  # raw uint16 tokens: a valid config's one step (8 windows of 257) fits, 31 times
 
 
 def write(name, text):

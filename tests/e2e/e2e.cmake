@@ -94,3 +94,9 @@ meshtrain_add_test(e2e serve bench_smoke
 meshtrain_add_test(e2e serve bench_serve
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/bench_serve_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# No silent state changes between runs of one directory (tests/e2e/run_state_test.py): a fresh run over a previous
+# one refused (or --overwrite), the global batch kept across world sizes, a re-derived schedule said, eval_every 0
+# and a data.val too small for one step.
+meshtrain_add_test(e2e train run_state
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/run_state_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 600)

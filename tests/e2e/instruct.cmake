@@ -16,3 +16,10 @@ meshtrain_add_test(e2e train lora_finetune
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/lora_finetune_test.py
           ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   LABELS ckpt PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# A fine-tune's text (tests/e2e/instruct/finetune_text_test.py): samples through the model's tokenizer and chat
+# template during training, LoRA's trainable count, the merged export's tokenizer loaded by AutoTokenizer, eval's
+# counted tokens. Skipped (77) without transformers, tokenizers or tensorboard.
+meshtrain_add_test(e2e train finetune_text
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/finetune_text_test.py
+          ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  LABELS ckpt PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -37,7 +37,7 @@ def losses(out_dir):
 
 prefix = prepare_kjv(meshtrain, src, work)
 common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin",
-          f"--set=train.steps={STEPS}", "--set=logging.every=1", "--set=train.eval_every=0",
+          f"--set=train.steps={STEPS}", "--set=logging.every=1", f"--set=train.eval_every={STEPS}",
           "--set=train.eval_batches=2", "--set=train.sample_tokens=16", "--set=checkpoint.every=6"]
 
 # Two workers under meshrun.

@@ -37,7 +37,7 @@ work = tempfile.mkdtemp(prefix="meshtrain_tp_gpu_")
 prefix = prepare_kjv(meshtrain, src, work)
 common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin", "--set=train.device=cuda",
           f"--set=model.max_seq_len={SEQ}", f"--set=train.steps={STEPS}", "--set=logging.every=1",
-          "--set=train.eval_every=0", "--set=train.eval_batches=2", "--set=train.sample_tokens=32",
+          f"--set=train.eval_every={STEPS}", "--set=train.eval_batches=2", "--set=train.sample_tokens=32",
           "--set=checkpoint.every=0", "--set=checkpoint.save_final=false", "--set=train.micro_batch_size=8"]
 fp32 = ["--set=train.dtype=fp32"]
 
@@ -62,7 +62,7 @@ out = run([meshrun, "--standalone", "--nproc-per-node", "2", config, *common, "-
 recs = metrics(bf)
 loss = [r["loss"] for r in recs if "loss" in r]
 assert loss[-1] < loss[0] - 1.0, f"bf16 TP loss did not fall: {loss}"
-assert any("val_loss" in r for r in recs) and "sample (temperature 0.8, top-k 40):" in out
+assert any("val_loss" in r for r in recs) and f"sample at step {STEPS} (temperature 0.8, top-k 40):" in out
 
 shutil.rmtree(work)
 print("tensor parallelism on GPUs: ok")

@@ -32,7 +32,7 @@ work = tempfile.mkdtemp(prefix="meshtrain_tp_e2e_")
 prefix = prepare_kjv(meshtrain, src, work)
 common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.bin",
           "--set=model.n_layer=2", "--set=model.d_model=128", f"--set=model.max_seq_len={SEQ}",
-          f"--set=train.steps={STEPS}", "--set=logging.every=1", "--set=train.eval_every=0",
+          f"--set=train.steps={STEPS}", "--set=logging.every=1", f"--set=train.eval_every={STEPS}",
           "--set=train.eval_batches=2", "--set=train.sample_tokens=16", "--set=checkpoint.every=0",
           "--set=checkpoint.save_final=false", "--set=schedule.warmup_steps=2"]
 
@@ -61,7 +61,7 @@ for name in ("tp2_sp", "dp2_tp2"):
     want = STEPS * 8 * SEQ
     assert last["tokens"] == want, f"{name}: {last['tokens']} tokens after {STEPS} steps, want {want}"
     assert any("val_loss" in r for r in recs), f"{name}: no validation loss"
-    assert "sample (temperature 0.8, top-k 40):" in outs[name], f"{name}: no sample printed"
+    assert f"sample at step {STEPS} (temperature 0.8, top-k 40):" in outs[name], f"{name}: no sample printed"
 
 sums = dict(re.findall(r"\[rank (\d)\]: .*parameter checksum ([0-9a-f]{8}) after step", outs["dp2_tp2"]))
 assert set(sums) == {"0", "1", "2", "3"}, f"expected a checksum line from every rank, got {sums}"

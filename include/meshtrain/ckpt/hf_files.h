@@ -21,10 +21,14 @@ struct ExportResult {
   int files = 0;
   uint64_t bytes = 0;
   int64_t tensors = 0;
+  std::vector<std::string> tokenizer_files;  // copied into the export (tokenizer.json, …); none where none was found
 };
 
 // Reads only the model tensors ("model.*") of the checkpoint, whatever layout saved them (and, for an
-// adapters-only LoRA checkpoint, its base's).
+// adapters-only LoRA checkpoint, its base's). The tokenizer files (tokenizer.json, tokenizer_config.json with the
+// chat template, special_tokens_map.json, generation_config.json, chat_template.jinja) are copied from the first
+// of the model's tokenizer directories that has a tokenizer.json (inference_checkpoint.h tokenizer_dirs: --base,
+// the step directory, the run directory, the imported-from directory, checkpoint.init_from).
 ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts);
 
 struct ImportResult {

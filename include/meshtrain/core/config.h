@@ -51,7 +51,8 @@ using StringList = std::vector<std::string>;
     "lora_rank")                                                                                             \
   F(double, lora_dropout, 0.0, "Dropout probability on the LoRA adapters' input while training (0 disables)") \
   F(StringList, lora_targets, (StringList{"q", "k", "v", "o", "gate", "up", "down"}), "Projections that get "  \
-    "LoRA adapters (llama), each of q, k, v, o (attention) and gate, up, down (MLP)")
+    "LoRA adapters (llama), each of q, k, v, o (attention) and gate, up, down (MLP); PEFT's names q_proj … " \
+    "down_proj are taken too")
 
 #define MT_PARALLEL_FIELDS(F)                                                                                \
   F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \
@@ -185,14 +186,23 @@ using StringList = std::vector<std::string>;
   F(int64_t, eval_batches, 8, "Micro-batches per validation")                                                \
   F(int64_t, max_nonfinite_steps, 3, "Steps in a row whose loss or gradient norm is inf/nan (their update is "  \
     "skipped, counted in the metrics' skipped_steps) before the run stops with an error")                     \
-  F(int64_t, sample_tokens, 0, "Tokens of text generated at the end of training; 0 disables")               \
-  F(std::string, sample_prompt, "", "Prompt for the end-of-training sample")                                \
+  F(int64_t, sample_tokens, 0, "Tokens generated per sample (at the end of training, and every "             \
+    "train.sample_every steps); 0 disables samples")                                                         \
+  F(int64_t, sample_every, 0, "Samples every N steps too (with train.sample_tokens > 0), into the log, the "   \
+    "metrics (`samples`) and TensorBoard (text); 0 = only at the end")                                       \
+  F(std::string, sample_prompt, "", "Prompt of the samples when train.sample_prompts is empty")               \
+  F(StringList, sample_prompts, {}, "Prompts sampled, one sample each, through the model's tokenizer.json "   \
+    "(found in train.out_dir or checkpoint.init_from: what `meshtrain import` copies; byte-level without one) " \
+    "and, for instruction data (shards with loss masks), its chat template; empty = [train.sample_prompt]")  \
   F(int64_t, threads, 0, "CPU threads per worker for intra-op parallelism; 0 = torch default")              \
   F(int64_t, profile_steps, 0, "Steps recorded by the profiler (CPU ops, CUDA kernels): a Chrome/Perfetto "    \
     "trace per rank and a table of the top kernels by step phase (docs/profiling.md); 0 = off")              \
   F(int64_t, profile_start, 5, "First profiled step (0-based; the first steps pay for warm-up)")            \
   F(std::string, profile_dir, "", "Where profiles go; empty = <train.out_dir>/profile")                     \
-  F(std::string, out_dir, "runs/default", "Run directory: metrics, logs and (by default) checkpoints")
+  F(std::string, out_dir, "runs/default", "Run directory: metrics, logs and (by default) checkpoints")       \
+  F(bool, overwrite, false, "A run starting at step 0 (checkpoint.resume: none) where checkpoint.dir holds "   \
+    "checkpoints or the metrics file has records: true removes them first (and says so); false refuses the "   \
+    "run, naming them (`meshtrain train --overwrite` / `meshrun … CONFIG --overwrite` set it)")
 
 #define MT_CHECKPOINT_FIELDS(F)                                                                              \
   F(std::string, dir, "", "Checkpoint directory; empty = <train.out_dir>/checkpoints")                       \
@@ -270,8 +280,10 @@ Config parse_config(const std::string& text, const std::string& name, bool json,
 // ("dp(2) × tp(4) = 8 ≠ world size 6").
 void validate(const Config& cfg, int world_size);
 
-// The input files a run reads exist: data.train (and data.val if set) match at least one file. Throws
-// UserError "FILE: data.train: 'PATTERN' matches no file". Paths are relative to the working directory.
+// The input files a run reads exist: data.train (and data.val if set) match at least one file, and (cfg resolved
+// for its world size) their sizes allow the windows of one step: micro_batch_size × data-parallel ranks (data.val
+// only where train.eval_every > 0). Throws UserError "FILE: data.train: 'PATTERN' matches no file" or "… holds
+// at most N windows …; one step needs …". Paths are relative to the working directory.
 void check_inputs_exist(const Config& cfg);
 
 // Fills derived values: model preset fields already applied; parallel.dp when 0, data.seq_len when 0,

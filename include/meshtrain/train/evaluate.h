@@ -31,7 +31,8 @@ struct EvalResult {
   int64_t step = 0;        // the step that saved it
   double loss = 0;         // mean cross-entropy per token (nats)
   double perplexity = 0;   // exp(loss)
-  int64_t tokens = 0;      // target tokens evaluated, all ranks
+  int64_t tokens = 0;         // targets the loss counted (unmasked: loss masks and document starts), all ranks
+  int64_t window_tokens = 0;  // tokens in the windows evaluated (batches × micro_batch_size × seq_len × ranks)
   int64_t batches = 0;     // micro-batches per data-parallel rank
   int64_t micro_batch_size = 0, seq_len = 0;
   int data_ranks = 1, world_size = 1;

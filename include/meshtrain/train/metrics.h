@@ -10,6 +10,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "meshtrain/train/tensorboard_writer.h"
 
@@ -24,7 +26,8 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
-  void write(const nlohmann::json& record);
+  // `texts` (tag, text) go to TensorBoard's text tab at the record's step (the record holds them for the JSONL).
+  void write(const nlohmann::json& record, const std::vector<std::pair<std::string, std::string>>& texts = {});
   const std::string& path() const { return path_; }
 
  private:

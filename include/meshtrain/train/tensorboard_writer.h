@@ -6,6 +6,10 @@
 // and each record's data an Event protobuf (tensorflow/core/util/event.proto), encoded by hand:
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
 //   Summary { repeated Value value = 1; }   Value { string tag = 1; float simple_value = 2; }
+// Text (TensorBoard's text plugin) is a Value holding a string tensor instead of simple_value:
+//   Value { string tag = 1; TensorProto tensor = 8; SummaryMetadata metadata = 9; }
+//   TensorProto { DataType dtype = 1 (DT_STRING = 7); TensorShapeProto tensor_shape = 2; bytes string_val = 8; }
+//   SummaryMetadata { PluginData plugin_data = 1; }   PluginData { string plugin_name = 1 ("text"); }
 // The first record carries file_version "brain.Event:2", as TensorFlow's writer does.
 //
 // Crash safety: each record reaches the file in one write(2) on an O_APPEND descriptor, so a killed process
@@ -34,6 +38,8 @@ class TensorBoardWriter {
   // Every number in `record` (a metrics JSONL line) except "step", nested objects and arrays flattened into
   // slash-separated tags ("gpu/3/power_w"); booleans count as 0/1, strings are left out.
   void add_record(const nlohmann::json& record, double wall_time);
+  // One event at `step` holding `text` under `tag` for TensorBoard's text tab (Markdown).
+  void add_text(int64_t step, const std::string& tag, const std::string& text, double wall_time);
 
   const std::string& path() const { return path_; }
 

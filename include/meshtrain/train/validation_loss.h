@@ -3,7 +3,7 @@
 // micro-batch's unmasked targets, so instruction shards with loss masks give the mean per assistant token,
 // not a mean of per-batch or per-rank means. Plain shards count every target alike.
 //
-//   double val = validation_loss(par, loader, n, w.device, w.comm.get());   // −1: no counted target anywhere
+//   const HeldOutLoss v = validation_loss(par, loader, n, w.device, w.comm.get());   // v.loss −1: nothing counted
 #pragma once
 
 #include <c10/core/Device.h>
@@ -16,9 +16,14 @@
 
 namespace meshtrain::train {
 
+struct HeldOutLoss {
+  double loss = -1;     // mean cross-entropy per counted target (nats); −1 when no target counted anywhere
+  int64_t tokens = 0;   // the targets counted, over every rank (unmasked ones: the loss's own tokens)
+};
+
 // Collective over `comm` when it is not null (every rank calls it; every rank returns the same value). Runs
 // the model's eval_loss under the caller's grad mode and precision.
-double validation_loss(parallel::ParallelModel& par, data::DataLoader& loader, int64_t n, const c10::Device& device,
-                       comm::Communicator* comm);
+HeldOutLoss validation_loss(parallel::ParallelModel& par, data::DataLoader& loader, int64_t n,
+                            const c10::Device& device, comm::Communicator* comm);
 
 }  // namespace meshtrain::train

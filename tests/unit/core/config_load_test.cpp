@@ -388,6 +388,14 @@ TEST(ConfigLoad, ListsFromSequencesAndCommaStrings) {
   EXPECT_EQ(yaml("", {"model.lora_targets=q,v"}).model.lora_targets, (StringList{"q", "v"}));
   EXPECT_EQ(yaml("model:\n  lora_targets: [q, v, down]\n").model.lora_targets, (StringList{"q", "v", "down"}));
   EXPECT_EQ(Config{}.model.lora_targets, (StringList{"q", "k", "v", "o", "gate", "up", "down"}));
+  // PEFT's target_modules names, as a YAML flow list from --set: the same projections.
+  Config peft = yaml("model:\n  family: llama\n  lora_rank: 4\n", {"model.lora_targets=[q_proj,v_proj]"});
+  EXPECT_EQ(peft.model.lora_targets, (StringList{"q_proj", "v_proj"}));
+  EXPECT_EQ(lora_targets(peft.model), (std::vector<LoraTarget>{LoraTarget::q, LoraTarget::v}));
+  // Text that opens a flow list but is none is refused, never split at its commas with the brackets kept.
+  EXPECT_ERROR(yaml("", {"train.freeze=[a, b"}), "--set train.freeze=[a, b: train.freeze: not a YAML flow list (");
+  EXPECT_ERROR(yaml("", {"train.freeze=[blocks.0.*?, b]"}), "not a YAML flow list");
+  EXPECT_EQ(yaml("", {"train.freeze=['blocks.0.*?', 'a: b']"}).train.freeze, (StringList{"blocks.0.*?", "a: b"}));
   // Items are strings; anything else is a wrong type.
   EXPECT_ERROR(yaml("train:\n  freeze: [[a]]\n"), "train.freeze: expected a list of strings (a sequence, or one "
                                                    "comma-separated string), got a sequence holding a sequence");

@@ -213,13 +213,13 @@ TEST(LaunchPlan, MoreWorkersThanGpusNeedsTheCpuBackend) {
   // A config that does not ask for the CPU backend: refused on a node with 2 GPUs.
   auto dir = testing_support::temp_dir("gpu_per_worker");
   auto data = dir / "train.bin";
-  std::ofstream(data) << "x";
+  std::ofstream(data) << std::string(2 * (4 * 256 + 1), 'x');  // uint16 tokens: one step of 4 ranks × 1 window
   auto fake_meshtrain = dir / "meshtrain";  // make_launch_plan only checks that it is executable
   std::ofstream(fake_meshtrain) << "#!/bin/sh\n";
   std::filesystem::permissions(fake_meshtrain, std::filesystem::perms::owner_all);
   const std::string bin = dir.string();
   auto cfg = dir / "gpu.yaml";
-  std::ofstream(cfg) << "data:\n  train: " << data.string() << "\ntrain:\n  steps: 1\n";
+  std::ofstream(cfg) << "data:\n  train: " << data.string() << "\ntrain:\n  steps: 1\n  micro_batch_size: 1\n";
   auto plan = make_launch_plan(parse({"--nproc-per-node", "4", cfg.string()}), bin, 2, 2);
   std::string msg = testing_support::user_error([&] { validate_config_program(plan); });
   EXPECT_NE(msg.find("--nproc-per-node 4 starts more workers than the 2 GPU(s) visible"), std::string::npos) << msg;
