@@ -19,12 +19,13 @@ int cmd_plan(int argc, char** argv) {
                      "FSDP units, activations with and without checkpointing, logits/loss, communication buffers, "
                      "CUDA context, allocator slack) and step time (FLOPs at the measured MFU for the shape, plus "
                      "communication over NVLink / the network, overlap stated) for CONFIG's layout; with --search "
-                     "every layout of the GPUs, fastest first, the ones that do not fit marked. docs/plan.md has "
-                     "the formulae.");
+                     "every layout of the GPUs, those that fit first (fastest first), then those that do not. GPU "
+                     "runs only: a train.device: cpu config is refused. docs/plan.md has the formulae.");
   o.add_options()("gpus", "GPUs of the job (all nodes)", cxxopts::value<int64_t>()->default_value("1"))(
       "nodes", "nodes they sit on (GPUs per node = gpus / nodes)", cxxopts::value<int64_t>()->default_value("1"))(
       "gpu", gpus_help, cxxopts::value<std::string>()->default_value("h200-141gb"))(
-      "search", "every layout (pp × dp × fsdp × tp, ZeRO stage, activation checkpointing) sorted by step time")(
+      "search", "every layout (pp × dp × fsdp × tp, ZeRO stage, activation checkpointing; LoRA and offload as the "
+      "config sets them): those that fit first, each part sorted by step time")(
       "mfu", "measured MFU table (JSON, as scripts/bench/plan_check.py writes it) instead of the built-in one",
       cxxopts::value<std::string>())(
       "json", "print JSON instead of the table")(

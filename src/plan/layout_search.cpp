@@ -26,14 +26,31 @@ std::string describe(const Config& cfg, int64_t gpus) {
 
 bool divides(int64_t a, int64_t b) { return b > 0 && a % b == 0; }
 
+// The planner's figures are a GPU's (CUDA context, NCCL, bf16 autocast, a GPU's peak FLOP/s); a config that
+// trains on the CPU would get them presented as its own, so it is refused with the way to plan it for GPUs.
+void require_gpu_config(const Config& cfg) {
+  MT_USER_CHECK(cfg.train.device != TrainDevice::cpu, "meshtrain plan: ",
+                cfg.source.empty() ? "the config" : cfg.source,
+                " sets train.device: cpu; the planner models GPU layouts only (memory and step time on --gpu), "
+                "not a CPU run; valid: train.device auto or cuda (e.g. --set train.device=cuda to plan it for GPUs)");
+}
+
+// Pipeline layouts are planned, with what the model leaves out said in the row.
+const char* const kPipelineNote =
+    "pp: 1F1B over grad_accum micro-batches; stage-to-stage transfers not timed; memory an upper bound "
+    "(first stage's activations + last stage's head on one rank)";
+
 }  // namespace
 
 PlanRow plan_layout(Config cfg, const PlanOptions& opts, const MfuTable& mfu) {
+  require_gpu_config(cfg);
   MT_USER_CHECK(opts.gpus >= 1 && opts.nodes >= 1 && opts.gpus % opts.nodes == 0, "--gpus ", opts.gpus,
                 " over --nodes ", opts.nodes, ": valid: GPUs ≥ 1, a multiple of the node count");
   const GpuSpec gpu = gpu_spec(opts.gpu);
   const int64_t pp_real = cfg.parallel.pp;
-  cfg.parallel.pp = 1;  // validate() refuses pp > 1 until pipeline parallelism exists; planned all the same
+  // Resolved and validated as one stage of gpus / pp ranks: the planner models a pipeline by its own rules
+  // (held_microbatches(), the bubble), so the pipeline's run-time rules (pp_microbatches) do not enter here.
+  cfg.parallel.pp = 1;
   const ParallelConfig& p = cfg.parallel;
   const int64_t need = std::max<int64_t>(pp_real, 1) * p.fsdp * p.tp * std::max<int64_t>(p.dp, 1);
   MT_USER_CHECK(opts.gpus % need == 0, "--gpus ", opts.gpus, ": ", cfg.source.empty() ? "the config" : cfg.source,
@@ -45,11 +62,12 @@ PlanRow plan_layout(Config cfg, const PlanOptions& opts, const MfuTable& mfu) {
   cfg.parallel.pp = pp_real;
   PlanRow row{describe(cfg, opts.gpus), cfg, estimate_memory(cfg, opts.gpus, gpu),
               estimate_step_time(cfg, opts.gpus, opts.nodes, gpu, mfu), ""};
-  if (pp_real > 1) row.note = "pipeline parallelism is not built yet (1F1B assumed)";
+  if (pp_real > 1) row.note = kPipelineNote;
   return row;
 }
 
 std::vector<PlanRow> search_layouts(const Config& cfg, const PlanOptions& opts, const MfuTable& mfu) {
+  require_gpu_config(cfg);
   const ModelConfig& m = cfg.model;
   const int64_t G = opts.gpus, per_node = G / std::max<int64_t>(opts.nodes, 1);
   // Every layout trains the config's global batch (sequences per step over its data ranks), so their step times
@@ -90,8 +108,11 @@ std::vector<PlanRow> search_layouts(const Config& cfg, const PlanOptions& opts, 
       }
     }
   }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const PlanRow& a, const PlanRow& b) { return a.time.step_s < b.time.step_s; });
+  // A layout that does not fit is no choice, however fast: those that fit come first, fastest first.
+  std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
+    if (a.memory.fits != b.memory.fits) return a.memory.fits;
+    return a.time.step_s < b.time.step_s;
+  });
   return rows;
 }
 

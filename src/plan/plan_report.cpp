@@ -82,12 +82,26 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
 }
 
 std::string search_table(const std::vector<PlanRow>& rows, const PlanOptions& o) {
-  std::string s = "layouts of " + std::to_string(o.gpus) + " × " + o.gpu + ", fastest first\n";
-  char buf[256];
+  std::string s = "layouts of " + std::to_string(o.gpus) + " × " + o.gpu + ": those that fit, fastest first";
+  if (!rows.empty()) {
+    // The searched choices are the mesh, the ZeRO stage and activation checkpointing; the rest is the config's.
+    const Config& c = rows.front().cfg;
+    s += std::string("; activation checkpointing on and off; LoRA ") +
+         (c.model.lora_rank > 0 ? "rank " + std::to_string(c.model.lora_rank) : std::string("off")) +
+         " and optimizer offload " + (c.optimizer.offload == OptimizerOffload::cpu ? "cpu" : "off") +
+         " as the config sets them";
+  }
+  s += "\n";
+  char buf[512];
   std::snprintf(buf, sizeof buf, "  %-32s %10s %12s %12s %8s  %s\n", "layout", "step s", "tokens/s", "peak GiB",
                 "fits", "note");
   s += buf;
+  bool separated = false;
   for (const auto& r : rows) {
+    if (!r.memory.fits && !separated) {
+      separated = true;
+      s += "  -- these do not fit the GPU's " + gib(rows.back().memory.device_memory) + ", fastest first --\n";
+    }
     std::snprintf(buf, sizeof buf, "  %-32s %10.3f %12.0f %12.2f %8s  %s\n", r.layout.c_str(), r.time.step_s,
                   r.time.tokens_per_s, static_cast<double>(r.memory.device_total) / (1 << 30),
                   r.memory.fits ? "yes" : "NO", r.note.c_str());
@@ -106,6 +120,7 @@ std::string plan_json(const std::vector<PlanRow>& rows, const PlanOptions& o) {
                       {"exposed_s", c.exposed_s}, {"overlap", c.overlap}});
     j["layouts"].push_back(
         {{"layout", r.layout},
+         {"fits", m.fits},
          {"note", r.note},
          {"parallel", {{"dp", r.cfg.parallel.dp}, {"fsdp", r.cfg.parallel.fsdp}, {"tp", r.cfg.parallel.tp},
                        {"pp", r.cfg.parallel.pp}, {"zero_stage", r.cfg.parallel.zero_stage},

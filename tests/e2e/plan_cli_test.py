@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""`meshtrain plan` as a user runs it: the table for a config's layout, --json, --search (every layout, fastest
-first, the ones that do not fit marked; 100,000 layers within a minute), and a wrong flag as one line with exit
-code 2.
+"""`meshtrain plan` as a user runs it: the table for a config's layout, --json, --search (every layout, those
+that fit first, fastest first, the ones that do not fit after a separator, marked; 100,000 layers within a
+minute), a train.device: cpu config and a wrong flag as one line with exit code 2.
 Usage: plan_cli_test.py BIN_DIR SOURCE_DIR
 """
 import json
@@ -45,11 +45,33 @@ check("json: fits an H200", lay["memory"]["fits"], lay["memory"])
 p = run(cfg, "--gpus", "8", "--gpu", "a100-40gb", "--search", "--json")
 rows = json.loads(p.stdout)["layouts"]
 check("search: several layouts", len(rows) > 10, len(rows))
-check("search: sorted by step time", all(a["time"]["step_s"] <= b["time"]["step_s"] for a, b in zip(rows, rows[1:])))
+check("search: every row has fits", all(r["fits"] == r["memory"]["fits"] for r in rows))
+check("search: those that fit first", all(a["fits"] or not b["fits"] for a, b in zip(rows, rows[1:])))
+check("search: sorted by step time within fitting and not fitting",
+      all(a["time"]["step_s"] <= b["time"]["step_s"] for a, b in zip(rows, rows[1:]) if a["fits"] == b["fits"]))
 check("search: some fit an A100 40GB, some do not",
       any(r["memory"]["fits"] for r in rows) and not all(r["memory"]["fits"] for r in rows))
 p = run(cfg, "--gpus", "8", "--search")
 check("search table marks layouts that do not fit", " NO " in p.stdout, p.stdout[:2000])
+check("search table: no stale pipeline text", "not built" not in p.stdout, p.stdout[:2000])
+
+# 70B LoRA on 8 H100-80GB: faster layouts that do not fit exist; the first row fits, those that do not follow
+# after a separator line.
+lora = os.path.join(src, "configs", "node8", "llama3.1-70b-lora-fsdp8.yaml")
+p = run(lora, "--gpus", "8", "--gpu", "h100-80gb", "--search")
+body = p.stdout.splitlines()[2:]
+sep = next((i for i, l in enumerate(body) if "do not fit" in l), -1)
+check("70B LoRA search: exit 0, first row fits, a separator, then only NO rows",
+      p.returncode == 0 and sep > 0 and all(" yes " in l for l in body[:sep])
+      and len(body) > sep + 1 and all(" NO " in l for l in body[sep + 1:]), p.stdout[:3000])
+check("70B LoRA search: LoRA and offload stated as the config's", "LoRA rank 16" in p.stdout
+      and "offload off as the config sets them" in p.stdout, p.stdout[:300])
+
+# A config that trains on the CPU: one line naming train.device, exit 2, no GPU figures.
+p = run(cfg, "--gpus", "8", "--set", "train.device=cpu")
+lines = p.stderr.strip().splitlines()
+check("train.device cpu: exit 2, one line naming train.device, nothing on stdout",
+      p.returncode == 2 and len(lines) == 1 and "train.device: cpu" in lines[0] and p.stdout == "", p.stderr)
 
 # 100,000 layers: the planner's sums fold runs of like blocks, so the search takes about a second, as for 32
 # (it once walked every layer of every layout: 636 s). 60 s is a wide margin on a loaded machine.

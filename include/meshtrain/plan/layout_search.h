@@ -1,8 +1,10 @@
 // LayoutSearch: the planner's answer for one layout (memory and step time) and for every layout of the mesh
 // that divides the GPUs — pp × dp × fsdp × tp = GPUs with tp inside a node and dividing the heads and d_ff,
 // pp dividing the layers; each data-parallel shape as DDP, ZeRO-1, ZeRO-2 or FSDP (HSDP where dp and fsdp are
-// both > 1); with and without activation checkpointing — sorted by predicted step time. Every layout trains the
-// config's global batch (micro-batch × grad_accum × data ranks): train.grad_accum is set per layout.
+// both > 1); with and without activation checkpointing; LoRA and optimizer offload as the config sets them —
+// those that fit first, each part sorted by predicted step time. Every layout trains the config's global batch
+// (micro-batch × grad_accum × data ranks): train.grad_accum is set per layout. A config with
+// train.device: cpu is refused (UserError): the figures are a GPU's.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +29,13 @@ struct PlanRow {
   Config cfg;          // resolved for the GPUs
   MemoryEstimate memory;
   StepTime time;
-  std::string note;    // why a layout cannot run today (pipeline parallelism is not built yet)
+  std::string note;    // what the plan of this layout does not model (pipeline stage transfers)
 };
 
 // The layout `cfg` asks for (resolved here for opts.gpus).
 PlanRow plan_layout(Config cfg, const PlanOptions& opts, const MfuTable& mfu);
-// Every layout of the GPUs, fastest first (those that do not fit included, marked by memory.fits).
+// Every layout of the GPUs: those that fit fastest first, then those that do not (memory.fits false), fastest
+// first.
 std::vector<PlanRow> search_layouts(const Config& cfg, const PlanOptions& opts, const MfuTable& mfu);
 
 }  // namespace meshtrain::plan

@@ -11,9 +11,10 @@ namespace meshtrain::plan {
 
 // Memory items, activations per block with and without checkpointing, step time and communication.
 std::string layout_table(const PlanRow& row, const PlanOptions& opts);
-// One line per layout, fastest first, with "does not fit" where it does not.
+// One line per layout in search_layouts()'s order: those that fit, then a separator line and those that do
+// not (marked NO); the header names the searched choices and the config's LoRA and offload.
 std::string search_table(const std::vector<PlanRow>& rows, const PlanOptions& opts);
-// {"gpu":…, "gpus":…, "layouts":[{layout, memory{…}, time{…}, fits}, …]} (pretty-printed).
+// {"gpu":…, "gpus":…, "layouts":[{layout, fits, note, memory{…}, time{…}}, …]} (pretty-printed).
 std::string plan_json(const std::vector<PlanRow>& rows, const PlanOptions& opts);
 
 }  // namespace meshtrain::plan

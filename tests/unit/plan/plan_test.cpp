@@ -2,6 +2,7 @@
 // (docs/PERFORMANCE.md), and its parameter table against core's parameter count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -425,7 +426,13 @@ TEST(LayoutSearch, EveryDivisorLayoutSortedByTime) {
   Config c = bench("llama3.1-8b", 1, 2048, 0);
   const auto rows = search_layouts(c, {.gpus = 8, .nodes = 1, .gpu = "h200-141gb"}, MfuTable::builtin());
   ASSERT_FALSE(rows.empty());
-  for (size_t i = 1; i < rows.size(); ++i) EXPECT_LE(rows[i - 1].time.step_s, rows[i].time.step_s);
+  // Those that fit first, fastest first; then those that do not, fastest first.
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_FALSE(!rows[i - 1].memory.fits && rows[i].memory.fits) << rows[i].layout << " fits, after one that does not";
+    if (rows[i - 1].memory.fits == rows[i].memory.fits) {
+      EXPECT_LE(rows[i - 1].time.step_s, rows[i].time.step_s);
+    }
+  }
   bool fits = false, ddp_without_ac = false;
   for (const auto& r : rows) {
     fits = fits || r.memory.fits;
@@ -433,4 +440,54 @@ TEST(LayoutSearch, EveryDivisorLayoutSortedByTime) {
   }
   EXPECT_TRUE(fits);
   EXPECT_TRUE(ddp_without_ac);
+}
+
+// 70B LoRA on 8 H100-80GB, 32 sequences a step (configs/node8/llama3.1-70b-lora-fsdp8.yaml's batch): the
+// fastest layouts do not fit; the first row is one that does.
+TEST(LayoutSearch, FittingLayoutsComeFirst) {
+  Config c = bench("llama3.1-70b", 1, 4096, 0);
+  c.model.lora_rank = 16;
+  c.train.grad_accum = 32;
+  const auto rows = search_layouts(c, {.gpus = 8, .nodes = 1, .gpu = "h100-80gb"}, MfuTable::builtin());
+  ASSERT_FALSE(rows.empty());
+  EXPECT_TRUE(rows.front().memory.fits) << rows.front().layout;
+  EXPECT_FALSE(rows.back().memory.fits) << rows.back().layout;
+  double fastest = rows.front().time.step_s;
+  for (const auto& r : rows) fastest = std::min(fastest, r.time.step_s);
+  EXPECT_LT(fastest, rows.front().time.step_s) << "a faster layout that does not fit exists, listed after";
+}
+
+// Pipeline parallelism exists (docs/parallel.md): its rows say what the plan leaves out, not that it is missing.
+TEST(LayoutSearch, PipelineRowsSayWhatIsNotModelled) {
+  Config c = bench("llama3.1-8b", 1, 2048, 0);
+  const auto rows = search_layouts(c, {.gpus = 8, .nodes = 1, .gpu = "h200-141gb"}, MfuTable::builtin());
+  int pipelines = 0;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.note.find("not built"), std::string::npos) << r.note;
+    if (r.cfg.parallel.pp > 1) {
+      ++pipelines;
+      EXPECT_NE(r.note.find("stage-to-stage transfers not timed"), std::string::npos) << r.note;
+      EXPECT_GT(r.time.bubble_s, 0) << r.layout;
+    }
+  }
+  EXPECT_GT(pipelines, 0);
+}
+
+// A CPU run's config gets no GPU figures as its own: one line naming train.device and what is valid.
+TEST(LayoutSearch, CpuConfigRefused) {
+  Config c = bench("llama3.1-8b", 1, 2048, 2);
+  c.train.device = TrainDevice::cpu;
+  const PlanOptions o{.gpus = 1, .nodes = 1, .gpu = "h200-141gb"};
+  for (int search = 0; search < 2; ++search) {
+    try {
+      if (search) search_layouts(c, o, MfuTable::builtin());
+      else plan_layout(c, o, MfuTable::builtin());
+      ADD_FAILURE() << "a train.device: cpu config was planned";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("train.device: cpu"), std::string::npos) << what;
+      EXPECT_NE(what.find("valid: train.device auto or cuda"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
 }
