@@ -85,7 +85,7 @@ for what, path, extra, fragment in cases:
     check(f"meshtrain config / {what}", [meshtrain, "config", path, *extra], fragment)
     check(f"meshtrain train / {what}", [meshtrain, "train", path, *extra], fragment)
     if what != "bad extension":  # meshrun, like torchrun, runs any other file as a Python script
-        check(f"meshrun / {what}", [meshrun, "--nproc-per-node", "2", path, *extra], fragment)
+        check(f"meshrun / {what}", [meshrun, "--standalone", "--nproc-per-node", "2", path, *extra], fragment)
 
 
 def check_runtime(label, cmd, fragment, env=None):
@@ -160,13 +160,13 @@ no_gpu = dict(os.environ, CUDA_VISIBLE_DEVICES="")
 graph = ["--set", "train.cuda_graph=on", "--set", "train.device=auto", *tiny]
 check_runtime("meshtrain train / cuda graph without a GPU", [meshtrain, "train", good, *graph],
               "train.cuda_graph: given on with the device cpu; valid off, or on with a CUDA device", env=no_gpu)
-p = subprocess.run([meshrun, "--nproc-per-node", "2", good, *graph], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+p = subprocess.run([meshrun, "--standalone", "--nproc-per-node", "2", good, *graph], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                    text=True, timeout=300, env=no_gpu)
 if p.returncode != 2 or "train.cuda_graph: given on with the layout 'ddp over 2 rank(s)" not in p.stderr:
     print(p.stderr)
     failures.append("meshrun / cuda graph under ddp")
 
-check("meshrun / world size arithmetic", [meshrun, "--nproc-per-node", "3", good, "--set", "parallel.tp=2"],
+check("meshrun / world size arithmetic", [meshrun, "--standalone", "--nproc-per-node", "3", good, "--set", "parallel.tp=2"],
       "world size 3 is not divisible by pp(1) × fsdp(1) × tp(2) = 2")
 p = subprocess.run([meshtrain, "--help"], stdout=subprocess.PIPE, text=True)
 if p.returncode != 0 or "train CONFIG" not in p.stdout:

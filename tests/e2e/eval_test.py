@@ -74,15 +74,15 @@ text = run([meshtrain, "eval", f"{one}/checkpoints", "--data", val, "--batches",
 assert "(step 8) on" in text and "perplexity" in text and "256 tokens" in text, text
 
 two = os.path.join(work, "two")
-run([meshrun, "--nproc-per-node", "2", config, f"--set=train.out_dir={two}"])
-r = eval_json([meshrun, "--nproc-per-node", "2", "--no-python", meshtrain, "eval", f"{two}/checkpoints",
+run([meshrun, "--standalone", "--nproc-per-node", "2", config, f"--set=train.out_dir={two}"])
+r = eval_json([meshrun, "--standalone", "--nproc-per-node", "2", "--no-python", meshtrain, "eval", f"{two}/checkpoints",
                "--data", val, "--batches", str(EVAL_BATCHES), "--json"])
 expect_close("meshrun 2 ranks", r["loss"], last_val_loss(two), 1e-6)
 assert r["data_ranks"] == 2 and r["tokens"] == 2 * EVAL_BATCHES * 4 * 32, r
 # Rank r of a step takes windows [r·B, (r+1)·B): one process over twice the batches reads the same windows.
 r = eval_json([meshtrain, "eval", f"{two}/checkpoints", "--data", val, "--batches", str(2 * EVAL_BATCHES), "--json"])
 expect_close("dp 2 checkpoint in one process", r["loss"], last_val_loss(two), 1e-5)
-r = eval_json([meshrun, "--nproc-per-node", "2", "--no-python", meshtrain, "eval", f"{one}/checkpoints",
+r = eval_json([meshrun, "--standalone", "--nproc-per-node", "2", "--no-python", meshtrain, "eval", f"{one}/checkpoints",
                "--data", val, "--batches", str(EVAL_BATCHES // 2), "--set", "parallel.fsdp=2", "--json"])
 expect_close("one-process checkpoint under FSDP 2", r["loss"], last_val_loss(one), 1e-5)
 

@@ -42,7 +42,7 @@ common = [f"--set=data.train={prefix}_train.bin", f"--set=data.val={prefix}_val.
 
 # Two workers under meshrun.
 dp_dir = os.path.join(work, "dp")
-out = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={dp_dir}"])
+out = run([meshrun, "--standalone", "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={dp_dir}"])
 sums = dict(re.findall(r"\[rank (\d)\]: .*parameter checksum ([0-9a-f]{8}) after step", out))
 assert set(sums) == {"0", "1"}, f"expected a checksum line from both ranks, got {sums}"
 assert sums["0"] == sums["1"], f"ranks diverged: rank 0 {sums['0']} vs rank 1 {sums['1']}"
@@ -57,7 +57,7 @@ assert os.path.exists(os.path.join(ckpt, f"step_{6:08d}", "meta.json"))
 # Exact resume: restarting from the step-6 checkpoint reproduces steps 7..12 bit for bit (losses as logged,
 # and the final parameter checksum).
 rs_dir = os.path.join(work, "resumed")
-out_rs = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={rs_dir}",
+out_rs = run([meshrun, "--standalone", "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={rs_dir}",
               f"--set=checkpoint.resume={ckpt}/step_{6:08d}"])
 rs_loss, _ = losses(rs_dir)
 assert rs_loss == dp_loss[6:], f"resumed losses {rs_loss} differ from the uninterrupted run's {dp_loss[6:]}"
@@ -92,7 +92,7 @@ print(f"max |loss - baseline|: {drift:.2e}")
 assert drift < 0.05, f"loss curve departs from the baseline {base}: {dp_loss}"
 
 # Resume: a new run of 4 more steps starts from the latest checkpoint.
-out = run([meshrun, "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={dp_dir}",
+out = run([meshrun, "--standalone", "--nproc-per-node", "2", config, *common, f"--set=train.out_dir={dp_dir}",
            f"--set=train.steps={STEPS + 4}", "--set=checkpoint.resume=auto"])
 assert f"resumed from {ckpt}/step_{STEPS:08d} at step {STEPS}" in out, "did not resume"
 more, _ = losses(dp_dir)

@@ -115,7 +115,7 @@ def main():
     for packing in (True, False):
         cfg = config(os.path.join(work, f"sft_{packing}.yaml"), prefix, packing)
         two, one = os.path.join(work, f"two_{packing}"), os.path.join(work, f"one_{packing}")
-        run([meshrun, "--nproc-per-node", "2", cfg, f"--set=train.out_dir={two}", "--set=train.grad_accum=2",
+        run([meshrun, "--standalone", "--nproc-per-node", "2", cfg, f"--set=train.out_dir={two}", "--set=train.grad_accum=2",
              "--set=train.micro_batch_size=1"])
         run([meshtrain, "train", cfg, f"--set=train.out_dir={one}", "--set=train.micro_batch_size=4",
              f"--set=train.steps={COMPARED}"])
@@ -132,7 +132,7 @@ def main():
                                ("fsdp 2 + checkpointing", ["parallel.fsdp=2", "train.micro_batch_size=2",
                                                            "train.activation_checkpointing=true"])):
                 d = os.path.join(work, name.split()[0])
-                run([meshrun, "--nproc-per-node", "2", cfg, f"--set=train.out_dir={d}", f"--set=train.steps={COMPARED}",
+                run([meshrun, "--standalone", "--nproc-per-node", "2", cfg, f"--set=train.out_dir={d}", f"--set=train.steps={COMPARED}",
                      *[f"--set={s}" for s in sets]])
                 c = losses(d)
                 check(len(c) == COMPARED and all(abs(x - y) <= 2e-5 * abs(y) for x, y in zip(c, b)),

@@ -131,13 +131,13 @@ def main():
 
     full_dir, half_dir = os.path.join(work, "full"), os.path.join(work, "half")
     cfg = config(os.path.join(work, "lora.yaml"), base_ck, prefix, full_dir, STEPS)
-    run([meshrun, "--nproc-per-node", "2", cfg])
+    run([meshrun, "--standalone", "--nproc-per-node", "2", cfg])
     full = losses(full_dir)
     check(len(full) == STEPS, f"{len(full)} step losses logged")
 
     # Exact resume: 2 × HALF steps through a checkpoint equal the first 2 × HALF of the straight run.
-    run([meshrun, "--nproc-per-node", "2", cfg, f"--set=train.out_dir={half_dir}", f"--set=train.steps={HALF}"])
-    run([meshrun, "--nproc-per-node", "2", cfg, f"--set=train.out_dir={half_dir}", f"--set=train.steps={2 * HALF}",
+    run([meshrun, "--standalone", "--nproc-per-node", "2", cfg, f"--set=train.out_dir={half_dir}", f"--set=train.steps={HALF}"])
+    run([meshrun, "--standalone", "--nproc-per-node", "2", cfg, f"--set=train.out_dir={half_dir}", f"--set=train.steps={2 * HALF}",
          "--set=checkpoint.resume=auto"])
     resumed = losses(half_dir)
     check(resumed == full[:2 * HALF], f"resumed at step {HALF}: {resumed[HALF:]} = straight {full[HALF:2 * HALF]}")
