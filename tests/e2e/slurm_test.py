@@ -174,8 +174,11 @@ finally:
     for pid_file in (os.path.join(d, "log", "srun.pids") for d in os.listdir(root)):
         for pid in read_lines(os.path.join(root, pid_file)) or []:
             try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    ours = b"fakebin/srun" in f.read()
+                if ours:
+                    os.kill(int(pid), signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError):
                 pass
     shutil.rmtree(root, ignore_errors=True)
 if failures:
