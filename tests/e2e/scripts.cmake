@@ -13,3 +13,9 @@ meshtrain_add_test(e2e core setup_errors
 meshtrain_add_test(e2e train kernel_kinds
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/kernel_kinds_test.py ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 120)
+# scripts/slurm/*.sbatch against a fake srun and scontrol on PATH that record their arguments: srun gets
+# --cpus-per-task and meshrun by absolute path; SIGTERM/SIGUSR1 to preemptible.sbatch reaches srun and ends in
+# `scontrol requeue <job id>` and exit 0, a failed requeue in a non-zero exit (tests/e2e/slurm_test.py).
+meshtrain_add_test(e2e launch slurm_scripts
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/slurm_test.py ${CMAKE_SOURCE_DIR} ${MESHTRAIN_BIN}
+  PROPERTIES TIMEOUT 300)
