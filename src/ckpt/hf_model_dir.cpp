@@ -190,8 +190,9 @@ void HfModelDir::check_model(const ModelConfig& m, const std::string& what) cons
     else return cat(v);
   };
   const auto differ = [&](const char* key, const auto& ours, const auto& theirs) {
-    MT_USER_CHECK(ours == theirs, what, " ", dir_, ": model.", key, " is ", text(ours), " but ", config_file_, " gives ",
-                  text(theirs), "; valid ", text(theirs), " (`meshtrain import` writes the model section a run from it needs)");
+    MT_USER_CHECK(ours == theirs, what, " ", dir_, ": model.", key, " is ", text(ours), " but ", config_file_,
+                  " gives ", text(theirs), "; valid ", text(theirs),
+                  " (`meshtrain import` writes the model section a run from it needs)");
   };
   differ("family", m.family, h.family);
   differ("vocab_size", m.vocab_size, h.vocab_size);

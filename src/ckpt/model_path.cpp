@@ -21,8 +21,8 @@ ModelPath locate_model(const std::string& given, const std::string& what) {
   if (HfModelDir::holds_hf_model(given)) return {given, true};
   throw UserError(cat(what.empty() ? "" : what + " ", given, ": neither a meshtrain checkpoint (meta.json, or `latest` "
                       "naming a step directory) nor a Hugging Face model directory (config.json and "
-                      "model.safetensors or model.safetensors.index.json, beside tokenizer.json); an org/name "
-                      "is looked up in the Hugging Face cache (", hf_hub_cache_dir(), ")"));
+                      "model.safetensors or model.safetensors.index.json, the tokenizer files beside them); an "
+                      "org/name is looked up in the Hugging Face cache (", hf_hub_cache_dir(), ")"));
 }
 
 std::string model_files_dir(const std::string& given) {

@@ -8,6 +8,7 @@ fp32) and a tiny GPT-2 (Conv1D's transposed, fused tensors); a fake Hub cache bu
 Hub lays them out (blobs/, snapshots/<rev>/ links into them, refs/main). For each of import / directory / org/name:
   - generate --prompt and --chat: the same text (the chat template from the same directory);
   - generate --input: the same token ids per line (the serving engine);
+  - export org/name --format hf: the directory's tensors and tokenizer back;
   - eval --json: the same loss; the org/name under tensor parallelism 2 and the GPT-2 directory under FSDP 2
     (each rank reads only its rows) within 1e-5 of the imported checkpoint in one process;
   - serve org/name: starts, lists the model by its id, a greedy completion equals generate --input's text;
@@ -57,7 +58,8 @@ def mt(*args, timeout=300):
 
 
 def ok_out(p, what):
-    check(p.returncode == 0, f"{what}: exit 0" + ("" if p.returncode == 0 else f" (exit {p.returncode}: {p.stderr[-1500:]})"))
+    failed = "" if p.returncode == 0 else f" (exit {p.returncode}: {p.stderr[-1500:]})"
+    check(p.returncode == 0, f"{what}: exit 0{failed}")
     return p.stdout
 
 
@@ -146,6 +148,15 @@ def main():
         check(chats[name] == chats["import"] and chats[name].strip(), f"generate --chat {name} = import")
         check([g["token_ids"] for g in lines[name]] == [g["token_ids"] for g in lines["import"]] and
               len(lines[name]) == len(prompts), f"generate --input {name}: token ids = import's")
+
+    # export org/name: the directory's own tensors and tokenizer written back.
+    exported = os.path.join(WORK, "exported")
+    ok_out(mt("export", HUB_ID, "--format", "hf", exported), "export org/name --format hf")
+    from safetensors.torch import load_file
+    a = load_file(os.path.join(hf_dir, "model.safetensors"))
+    b = load_file(os.path.join(exported, "model.safetensors")) if os.path.isdir(exported) else {}
+    check(sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
+          and os.path.isfile(os.path.join(exported, "tokenizer.json")), "export org/name: the directory's tensors")
 
     # serve org/name: its id as the model's name, a greedy completion as the engine's file run gave.
     server = Server(MESHTRAIN, HUB_ID, ["--max-running", "2"])

@@ -179,7 +179,8 @@ TEST(HfModelDir, OpensForInferenceInPlace) {
   EXPECT_EQ(ck.config.model.n_kv_head, 2);
   EXPECT_EQ(ck.config.train.micro_batch_size, 3);
   model::Transformer net = ckpt::load_model(ck);
-  for (const auto& item : net->named_parameters()) EXPECT_TRUE(at::equal(item.value(), ours.at(item.key()))) << item.key();
+  for (const auto& item : net->named_parameters())
+    EXPECT_TRUE(at::equal(item.value(), ours.at(item.key()))) << item.key();
   EXPECT_EQ(ckpt::tokenizer_dirs(ck, dir.string())[1], dir.string());
 }
 
@@ -242,7 +243,8 @@ TEST(HfHubCache, ResolvesOrgNameOfflineThroughRefsMain) {
         h("HOME", (root / "user").string());
     EXPECT_EQ(ckpt::hf_hub_cache_dir(), (root / "user" / ".cache" / "huggingface" / "hub").string());
   }
-  for (const char* id : {"org/name", "meta-llama/Llama-3.2-1B", "a_b/c.d"}) EXPECT_TRUE(ckpt::is_hub_model_id(id)) << id;
+  for (const char* id : {"org/name", "meta-llama/Llama-3.2-1B", "a_b/c.d"})
+    EXPECT_TRUE(ckpt::is_hub_model_id(id)) << id;
   for (const char* id : {"name", "/abs/path", "a/b/c", "./x", "../x", "org/", "/x", "org/.hidden", "o rg/x"})
     EXPECT_FALSE(ckpt::is_hub_model_id(id)) << id;
 }
@@ -269,7 +271,8 @@ TEST(ModelPath, TellsCheckpointsHfDirectoriesAndHubIdsApart) {
   EXPECT_EQ(ckpt::model_files_dir("org/tiny"), snap.string());
   EXPECT_EQ(ckpt::model_files_dir("org/absent"), "org/absent");
   EXPECT_FALSE(ckpt::locate_model((root / "missing").string(), "").hugging_face);
-  const std::string neither = user_error([&] { ckpt::locate_model((root / "empty").string(), "checkpoint.init_from"); });
+  const std::string neither =
+      user_error([&] { ckpt::locate_model((root / "empty").string(), "checkpoint.init_from"); });
   EXPECT_EQ(neither.rfind("checkpoint.init_from " + (root / "empty").string() + ": neither a meshtrain checkpoint "
                           "(meta.json, or `latest` naming a step directory) nor a Hugging Face model directory "
                           "(config.json and model.safetensors", 0), 0u) << neither;
