@@ -53,12 +53,15 @@ std::vector<std::string> safetensors_files(const fs::path& dir) {
   return {(dir / "model.safetensors").string()};
 }
 
-// One block's read: the rows [first, first + rows) of the HF tensor into `staged`, then its part copied out.
+// One block's read: the rows [first, first + rows) of the HF tensor into `staged`, then its part copied out —
+// or, where those rows are the block itself (Llama's dim-0 blocks in the file's dtype, in host memory), straight
+// into it, as a checkpoint load reads a block that matches (checkpoint_reader.h).
 struct RowRead {
   ShardedTensor* block;
   const HfTensorName* row;
   size_t part;
-  at::Tensor staged;  // [rows, HF shape[1:]…] in the file's dtype
+  at::Tensor staged;  // [rows, HF shape[1:]…] in the file's dtype; the block's `local` itself when `direct`
+  bool direct = false;
 };
 
 // The rows of the HF tensor that hold `b` (part `part` of `row`): Llama's tensors and GPT-2's biases keep
@@ -86,12 +89,24 @@ void read_rows(std::vector<RowRead>& batch, std::vector<ReadRange>& ranges, Prog
   ReadOptions opts = ReadOptions::from_env();
   opts.progress = &progress;
   read_ranges(ranges, opts);
-  for (RowRead& r : batch) r.block->local.copy_(block_of(r));
+  for (RowRead& r : batch)
+    if (!r.direct) r.block->local.copy_(block_of(r));
   batch.clear();
   ranges.clear();
 }
 
 constexpr uint64_t kStageBytes = 1ull << 30;  // staged rows held at once
+
+// Where block `b` (part `part` of `row`) is read to: its own storage where the rows are exactly it, else a
+// staging tensor of the rows.
+RowRead plan_row_read(ShardedTensor& b, const HfTensorName& row, size_t part, const TensorEntry& entry) {
+  const at::ScalarType saved = dtype_from_safetensors(entry.dtype);
+  std::vector<int64_t> shape = entry.shape;
+  shape[0] = hf_rows(b, row, part).second;
+  const bool direct = !row.transposed && b.local.is_cpu() && b.local.is_contiguous() &&
+                      b.local.scalar_type() == saved && b.local.sizes().vec() == shape;
+  return {&b, &row, part, direct ? b.local : at::empty(shape, at::TensorOptions().dtype(saved)), direct};
+}
 
 }  // namespace
 
@@ -140,13 +155,8 @@ void HfModelDir::load(std::vector<ShardedTensor>& wanted, const std::string& wha
       throw IncompatibleCheckpoint(cat(where, ": tensor '", b.name, "' has shape ", shape_text(row->shape),
                                        " there, the current run needs ", shape_text(b.global_shape)));
     if (b.local.numel() == 0) continue;
-    const Located& at_file = tensors_.at(row->hf);
-    const auto [first, rows] = hf_rows(b, *row, part);
-    std::vector<int64_t> shape = at_file.entry.shape;
-    shape[0] = rows;
-    at::Tensor staged = at::empty(shape, at::TensorOptions().dtype(dtype_from_safetensors(at_file.entry.dtype)));
-    total += static_cast<uint64_t>(staged.numel()) * staged.element_size();
-    reads.push_back({&b, row, part, staged});
+    reads.push_back(plan_row_read(b, *row, part, tensors_.at(row->hf).entry));
+    total += static_cast<uint64_t>(reads.back().staged.numel()) * reads.back().staged.element_size();
   }
   ProgressMeter progress("load " + fs::path(dir_).filename().string(), total);
   std::vector<RowRead> batch;
@@ -158,8 +168,8 @@ void HfModelDir::load(std::vector<ShardedTensor>& wanted, const std::string& wha
     const uint64_t row_bytes = r.staged.size(0) > 0 ? bytes / static_cast<uint64_t>(r.staged.size(0)) : 0;
     const auto first = static_cast<uint64_t>(hf_rows(*r.block, *r.row, r.part).first);
     ranges.push_back({at_file.file, at_file.entry.begin + first * row_bytes, bytes, r.staged.data_ptr(), r.row->hf});
+    staged_bytes += r.direct ? 0 : bytes;
     batch.push_back(std::move(r));
-    staged_bytes += bytes;
     if (staged_bytes >= kStageBytes) {
       read_rows(batch, ranges, progress);
       staged_bytes = 0;

@@ -16,7 +16,7 @@ Hub lays them out (blobs/, snapshots/<rev>/ links into them, refs/main). For eac
     tokenizer files copied to train.out_dir.
 Mistakes, exit 2 and one line: a directory that is neither a checkpoint nor a Hugging Face model (the line lists
 what was expected); an org/name the cache lacks (the line names where it looked) for generate, eval and
-init_from; an init_from whose model section differs from config.json's.
+init_from; an init_from whose model section differs from config.json's; LoRA over one (import it first).
 
     hf_dirs_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 failure, 77 skipped (no torch / transformers / tokenizers).
@@ -227,6 +227,9 @@ def main():
     p = train(config, prefix, os.path.join(WORK, "bad2"), hf_dir, "model.n_kv_head=4")
     one_line("init_from a directory of another model", p, ["checkpoint.init_from", "model.n_kv_head is 4",
                                                             "config.json gives 2"], logs=True)
+    p = train(config, prefix, os.path.join(WORK, "bad3"), HUB_ID, "model.lora_rank=4")
+    one_line("LoRA over a Hugging Face directory", p, ["checkpoint.init_from meshtest/tiny-llama",
+                                                       "LoRA (model.lora_rank 4)", "meshtrain import"], logs=True)
 
 
 run_checked(main, check, WORK)
