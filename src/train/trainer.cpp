@@ -499,7 +499,7 @@ void TrainingRun::init_from_hf(const std::string& dir, std::vector<ShardedTensor
   hf.check_model(cfg_.model, "checkpoint.init_from");
   hf.load(model, "checkpoint.init_from");
   // The tokenizer, chat template and generation settings beside the run's outputs, as `meshtrain import` puts
-  // them beside its checkpoint: samples, generate and export of this run's checkpoints find them there.
+  // them beside its checkpoint: the run's outputs carry them even where the directory (or the cache) moves.
   std::vector<std::string> copied;
   if (w_.world.rank == 0) {
     std::filesystem::create_directories(cfg_.train.out_dir);
