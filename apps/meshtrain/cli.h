@@ -15,6 +15,14 @@
 
 namespace meshtrain::cli {
 
+// What a model argument may be (generate, eval, serve, export; ckpt/model_path.h), for their --help.
+inline constexpr const char* kModelArgumentHelp =
+    " CHECKPOINT is a meshtrain checkpoint (a step directory or the directory holding `latest`), a Hugging Face "
+    "model directory (config.json, model.safetensors or model.safetensors.index.json and its shards, tokenizer.json, "
+    "tokenizer_config.json, generation_config.json: read in place, nothing converted on disk), or org/name from the "
+    "local Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub; refs/main names the "
+    "snapshot; nothing is downloaded).";
+
 // Parses argv; on --help prints the options and exits 0.
 cxxopts::ParseResult parse(cxxopts::Options& o, int argc, char** argv);
 

@@ -13,13 +13,13 @@ namespace meshtrain::cli {
 
 int cmd_eval(int argc, char** argv) {
   cxxopts::Options o("meshtrain eval",
-                     "Evaluate a checkpoint on token shards: mean cross-entropy loss (nats per token), perplexity "
+                     std::string("Evaluate a checkpoint on token shards: mean cross-entropy loss (nats per token), perplexity "
                      "and the tokens evaluated. The windows are read in order, split over data-parallel ranks and "
                      "averaged as the trainer's validation does: --data = the run's data.val with --batches = "
                      "train.eval_batches reproduces its last val_loss. Micro-batch size, sequence length, dtype "
                      "and data format are the checkpoint's config (override with --set). Under meshrun every rank "
                      "holds the whole model unless --set parallel.fsdp=N or parallel.tp=N shards it; any layout "
-                     "reads any checkpoint.");
+                     "reads any checkpoint." + std::string(kModelArgumentHelp)));
   o.add_options()("data", "token shards to evaluate on: a file or a glob (required)", cxxopts::value<std::string>())(
       "batches", "micro-batches per data-parallel rank; 0 = every whole batch of the data",
       cxxopts::value<int64_t>()->default_value("0"))("json", "print the result as one JSON object")(

@@ -37,7 +37,7 @@ int export_gguf_file(const cxxopts::ParseResult& r, const std::vector<std::strin
 
 int cmd_export(int argc, char** argv) {
   cxxopts::Options o("meshtrain export",
-                     "Write a checkpoint (any layout) as a Hugging Face model directory: config.json + "
+                     std::string("Write a checkpoint (any layout) as a Hugging Face model directory: config.json + "
                      "model.safetensors, or model-0000K-of-0000N.safetensors + model.safetensors.index.json above "
                      "--max-shard-size. Loadable by transformers (LlamaForCausalLM, GPT2LMHeadModel), vLLM, TGI. "
                      "A LoRA checkpoint (model.lora_rank > 0) is written merged (W + alpha/r · B A); with "
@@ -46,7 +46,8 @@ int cmd_export(int argc, char** argv) {
                      "checkpoint.init_from saves only its adapters: the merged export reads the base from the "
                      "path its meta.json records, or from --base. With --gguf OUT.gguf instead of --format hf: one "
                      "llama.cpp / Ollama file (Llama only): the architecture keys, the tokenizer and chat template "
-                     "(--tokenizer, default the tokenizer.json beside the checkpoint), the weights as --type.");
+                     "(--tokenizer, default the tokenizer.json beside the checkpoint), the weights as --type." +
+                         std::string(kModelArgumentHelp)));
   o.add_options()("format", "output format; valid: hf", cxxopts::value<std::string>())(
       "gguf", "write one GGUF file here instead (llama.cpp, Ollama; Llama only)", cxxopts::value<std::string>())(
       "type", "--gguf tensor type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (docs/checkpoints.md \"GGUF\")",

@@ -109,7 +109,7 @@ int generate_file(const cxxopts::ParseResult& r, const std::string& checkpoint, 
 
 int cmd_generate(int argc, char** argv) {
   cxxopts::Options o("meshtrain generate",
-                     "Sample text from a checkpoint. With the model's tokenizer.json (found beside the checkpoint, "
+                     std::string("Sample text from a checkpoint. With the model's tokenizer.json (found beside the checkpoint, "
                      "in the Hugging Face directory it was imported from, or given by --tokenizer) the prompt is "
                      "BPE-encoded and the reply streamed as it is sampled, ending at the model's end-of-text "
                      "token; without one the model is byte-level (one token per byte). With --input FILE "
@@ -117,7 +117,8 @@ int cmd_generate(int argc, char** argv) {
                      "{\"messages\": [{\"role\", \"content\"}]}, optional \"id\", \"max_tokens\", \"temperature\", "
                      "\"top_p\", \"top_k\", \"seed\", \"repetition_penalty\", \"stop\") generated at once through "
                      "the serving engine; FILE gets one JSON line per input line, in order: id, index, text, "
-                     "token_ids, finish_reason, usage. The sampling flags are the defaults of the lines.");
+                     "token_ids, finish_reason, usage. The sampling flags are the defaults of the lines." +
+                         std::string(kModelArgumentHelp)));
   o.add_options()("prompt", "text to continue (with --chat: the user's message)",
                   cxxopts::value<std::string>()->default_value("\n"))(
       "chat", "format the prompt with the model's chat template (tokenizer_config.json) and print the reply")(

@@ -16,7 +16,9 @@ int cmd_import(int argc, char** argv) {
                      "Turn a Hugging Face Llama or GPT-2 model directory (config.json + safetensors) into a "
                      "meshtrain checkpoint (fp32 weights) and a config YAML to fine-tune or sample from. A GGUF file (llama.cpp, "
                      "Ollama; llama architecture, any of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K-Q6_K) is "
-                     "dequantized, its tokenizer and chat template written beside the checkpoint.");
+                     "dequantized, its tokenizer and chat template written beside the checkpoint. HF_DIR may be org/name from "
+                     "the local Hugging Face cache (offline; generate, eval, serve and checkpoint.init_from read such "
+                     "a directory in place, without importing it).");
   o.add_options()("h,help", "show this help")("args", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"args"});
   o.positional_help("HF_DIR|FILE.gguf OUT_DIR");

@@ -135,9 +135,10 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   cxxopts::Options o("meshtrain serve",
-                     "Serve a checkpoint over HTTP with OpenAI's API: /v1/completions, /v1/chat/completions, "
+                     std::string("Serve a checkpoint over HTTP with OpenAI's API: /v1/completions, /v1/chat/completions, "
                      "/v1/models, /health, /metrics. Prints the address it listens on; SIGINT or SIGTERM drains it "
-                     "(new requests get 503, those in flight finish), a second one stops it at once.");
+                     "(new requests get 503, those in flight finish), a second one stops it at once." +
+                         std::string(kModelArgumentHelp)));
   o.add_options()("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))(
       "port", "port to listen on; 0 = a free one (printed)", cxxopts::value<int64_t>()->default_value("8000"))(
       "blocks", "KV cache blocks; not given: on CUDA what --gpu-memory-fraction leaves, on the CPU the default",

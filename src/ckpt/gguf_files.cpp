@@ -60,7 +60,7 @@ GgufExportResult export_gguf(const std::string& checkpoint, const std::string& o
   gguf::Metadata md = gguf::llama_metadata(m, fs::path(out_path).stem().string(), type.file_type);
   for (auto& kv : gguf::tokenizer_metadata(res.tokenizer, m)) md.push_back(std::move(kv));
 
-  auto model = load_full_with_base(ck.dir, "model.", opts.base, "--base DIR");
+  auto model = load_model_tensors(ck, opts.base);
   MT_USER_CHECK(!model.empty(), ck.dir, ": no model.* tensors (not a meshtrain training checkpoint?)");
   std::map<std::string, at::Tensor> ours;
   for (auto& [name, t] : model) ours[name.substr(6)] = t;

@@ -204,23 +204,45 @@ std::map<std::string, at::Tensor> to_hf_tensors(const ModelConfig& m, const std:
   return hf;
 }
 
+std::string hf_table_name(const ModelConfig& m, const std::string& file_name) {
+  std::string n = file_name;
+  if (m.family == Family::gpt2 && n.rfind("transformer.", 0) != 0 && n != "lm_head.weight") n = "transformer." + n;
+  auto ends = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
+  if (ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq")) return "";
+  // A tied model's file may still carry lm_head.weight (a copy of the embedding): not a separate weight.
+  if (m.tie_embeddings && n == "lm_head.weight") return "";
+  return n;
+}
+
+void check_hf_tensors(const ModelConfig& m, const std::map<std::string, std::vector<int64_t>>& shapes_in,
+                      const std::string& where) {
+  auto shapes = shapes_in;
+  for (const HfTensorName& row : hf_name_table(m)) {
+    const auto it = shapes.find(row.hf);
+    MT_USER_CHECK(it != shapes.end(), where, ": tensor '", row.hf, "' is missing");
+    const std::vector<int64_t> want = hf_shape(row);
+    MT_USER_CHECK(it->second == want, where, ": tensor '", row.hf, "' has shape ", at::IntArrayRef(it->second),
+                  ", the config needs ", at::IntArrayRef(want));
+    shapes.erase(it);
+  }
+  MT_USER_CHECK(shapes.empty(), where, ": tensor '", shapes.begin()->first, "' is not a ", m.family,
+                " weight meshtrain knows (", shapes.size(), " unexpected)");
+}
+
 std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& hf_in,
                                                   const std::string& where) {
   std::map<std::string, at::Tensor> hf;
-  // Normalise: GPT-2 files from the Hub lack the "transformer." prefix that save_pretrained writes; the
-  // causal-mask buffers and cached RoPE frequencies are not weights.
+  std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& [name, t] : hf_in) {
-    std::string n = name;
-    if (m.family == Family::gpt2 && n.rfind("transformer.", 0) != 0 && n != "lm_head.weight") n = "transformer." + n;
-    auto ends = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
-    if (ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq")) continue;
+    const std::string n = hf_table_name(m, name);
+    if (n.empty()) continue;
     hf[n] = t;
+    shapes[n] = t.sizes().vec();
   }
-  // A tied model's file may still carry lm_head.weight (a copy of the embedding): not a separate weight.
-  if (m.tie_embeddings) hf.erase("lm_head.weight");
+  check_hf_tensors(m, shapes, where);
   std::map<std::string, at::Tensor> ours;
   for (const HfTensorName& row : hf_name_table(m)) {
-    at::Tensor t = take(hf, row.hf, hf_shape(row), where);
+    at::Tensor t = hf.at(row.hf);
     if (row.transposed) t = t.t();
     if (row.ours.size() == 1) {
       ours[row.ours[0]] = row.transposed ? t.contiguous() : t;
@@ -230,8 +252,6 @@ std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const st
     for (size_t j = 0; j < row.ours.size(); ++j)
       ours[row.ours[j]] = t.narrow(0, static_cast<int64_t>(j) * n, n).contiguous();
   }
-  MT_USER_CHECK(hf.empty(), where, ": tensor '", hf.begin()->first, "' is not a ", m.family,
-                " weight meshtrain knows (", hf.size(), " unexpected)");
   return ours;
 }
 

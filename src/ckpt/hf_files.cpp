@@ -5,12 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <set>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
 #include "meshtrain/ckpt/hf_convert.h"
+#include "meshtrain/ckpt/hf_hub_cache.h"
+#include "meshtrain/ckpt/hf_model_dir.h"
 #include "meshtrain/ckpt/imported_checkpoint.h"
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/ckpt/lora_export.h"
@@ -42,8 +43,17 @@ std::string hf_dtype_name(at::ScalarType t) {
   return t == at::kBFloat16 ? "bfloat16" : t == at::kHalf ? "float16" : "float32";
 }
 
-// Copies the tokenizer files `from` has into `to`, each through a temporary name (never half a file).
-std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::path& to) {
+// The first of the model's tokenizer directories (inference_checkpoint.h tokenizer_dirs) holding a tokenizer.json.
+std::optional<fs::path> tokenizer_source(const InferenceCheckpoint& ck, const std::string& base) {
+  for (const std::string& d : tokenizer_dirs(ck, base))
+    if (!d.empty() && fs::is_regular_file(fs::path(d) / "tokenizer.json")) return fs::path(d);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> copy_tokenizer_files(const std::string& from_dir, const std::string& to_dir) {
+  const fs::path from = from_dir, to = to_dir;
   std::vector<std::string> copied;
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                            "generation_config.json", "chat_template.jinja"}) {
@@ -58,18 +68,9 @@ std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::pa
   return copied;
 }
 
-// The first of the model's tokenizer directories (inference_checkpoint.h tokenizer_dirs) holding a tokenizer.json.
-std::optional<fs::path> tokenizer_source(const InferenceCheckpoint& ck, const std::string& base) {
-  for (const std::string& d : tokenizer_dirs(ck, base))
-    if (!d.empty() && fs::is_regular_file(fs::path(d) / "tokenizer.json")) return fs::path(d);
-  return std::nullopt;
-}
-
-}  // namespace
-
 ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir, const ExportOptions& opts) {
   const InferenceCheckpoint ck = open_for_inference(checkpoint);  // the architecture known before any read
-  auto model = load_full_with_base(ck.dir, "model.", opts.base, "--base DIR");
+  auto model = load_model_tensors(ck, opts.base);
   MT_USER_CHECK(!model.empty(), ck.dir, ": no model.* tensors (not a meshtrain training checkpoint?)");
   Config cfg = ck.config;
   resolve(cfg, 1);
@@ -125,37 +126,14 @@ ExportResult export_hf(const std::string& checkpoint, const std::string& out_dir
 }
 
 ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir) {
-  const fs::path dir = hf_dir;
-  std::ifstream cin(dir / "config.json");
-  MT_USER_CHECK(cin, (dir / "config.json").string(), ": not found (expected a Hugging Face model directory)");
-  nlohmann::json hfc;
-  try {
-    cin >> hfc;
-  } catch (const std::exception& e) {
-    throw UserError(cat((dir / "config.json").string(), ": ", e.what()));
-  }
+  // The directory, or the Hub cache's snapshot of an org/name; config.json and every header checked first.
+  const std::string dir = fs::exists(hf_dir) || !is_hub_model_id(hf_dir) ? hf_dir : hub_snapshot(hf_dir, "");
+  const HfModelDir hf(dir);
   Config cfg;
-  cfg.model = model_config_from_hf(hfc, (dir / "config.json").string());
-
-  std::vector<std::string> files;
-  if (fs::exists(dir / "model.safetensors.index.json")) {
-    std::ifstream in(dir / "model.safetensors.index.json");
-    nlohmann::json index;
-    in >> index;
-    std::set<std::string> unique;
-    for (const auto& [name, f] : index.at("weight_map").items()) unique.insert(f.get<std::string>());
-    files.assign(unique.begin(), unique.end());
-  } else {
-    MT_USER_CHECK(fs::exists(dir / "model.safetensors"), hf_dir,
-                  ": no model.safetensors or model.safetensors.index.json (only safetensors weights are read; "
-                  "convert pytorch_model.bin with transformers' save_pretrained(safe_serialization=True))");
-    files.push_back("model.safetensors");
-  }
-  std::vector<std::string> paths;
-  for (const auto& f : files) paths.push_back((dir / f).string());
-  const auto hf = read_safetensors(paths, "import: read");
-  const auto ours = from_hf_tensors(cfg.model, hf, hf_dir);
-  cfg.source = (dir / "config.json").string();
+  cfg.model = hf.model();
+  const auto tensors = read_safetensors(hf.weight_files(), "import: read");
+  const auto ours = from_hf_tensors(cfg.model, tensors, dir);
+  cfg.source = hf.config_file();
   ImportResult res = write_imported_checkpoint(cfg, ours, out_dir, fs::absolute(dir).string());
   res.tokenizer_files = copy_tokenizer_files(dir, out_dir);
   return res;

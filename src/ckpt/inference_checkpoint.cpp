@@ -9,6 +9,7 @@
 #include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/lora_export.h"
+#include "meshtrain/ckpt/model_path.h"
 #include "meshtrain/ckpt/recorded_config.h"
 #include "meshtrain/core/error.h"
 
@@ -18,14 +19,30 @@ namespace meshtrain::ckpt {
 
 InferenceCheckpoint open_for_inference(const std::string& path, const std::vector<std::string>& overrides) {
   InferenceCheckpoint ck;
-  ck.dir = resolve_checkpoint_dir(path);
+  const ModelPath located = locate_model(path, "");
+  if (located.hugging_face) {
+    ck.hf = std::make_shared<const HfModelDir>(located.dir);
+    ck.dir = located.dir;
+    // The model config.json describes, every other key meshtrain's default: what `meshtrain import` records.
+    Config described;
+    described.model = ck.hf->model();
+    ck.config = parse_config(to_json(described), ck.hf->config_file(), /*json=*/true, overrides);
+    return ck;
+  }
+  ck.dir = resolve_checkpoint_dir(located.dir);
   ck.meta = read_meta(ck.dir);
   ck.config = recorded_config(ck.dir, ck.meta, overrides);
   return ck;
 }
 
 void load_model_weights(const InferenceCheckpoint& ck, std::vector<ShardedTensor>& wanted) {
+  if (ck.hf) return ck.hf->load(wanted);
   load_with_base(ck.dir, wanted);  // an adapters-only LoRA checkpoint: its base from the recorded path
+}
+
+std::map<std::string, at::Tensor> load_model_tensors(const InferenceCheckpoint& ck, const std::string& base) {
+  if (ck.hf) return ck.hf->read_model();
+  return load_full_with_base(ck.dir, "model.", base, "--base DIR");
 }
 
 namespace {
@@ -64,8 +81,9 @@ model::Transformer load_model(const InferenceCheckpoint& ck) {
 }
 
 std::vector<std::string> tokenizer_dirs(const InferenceCheckpoint& ck, const std::string& given) {
-  return {given, ck.dir, fs::path(ck.dir).parent_path().string(), ck.meta.state.value("imported_from", std::string()),
-          ck.config.checkpoint.init_from};
+  // A run started from a Hub id recorded the id: its snapshot holds the files.
+  return {model_files_dir(given), ck.dir, fs::path(ck.dir).parent_path().string(),
+          ck.meta.state.value("imported_from", std::string()), model_files_dir(ck.config.checkpoint.init_from)};
 }
 
 }  // namespace meshtrain::ckpt

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "meshtrain/ckpt/model_path.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/join.h"
 #include "meshtrain/data/byte_tokens.h"
@@ -18,8 +19,9 @@ namespace {
 std::vector<std::string> run_tokenizer_dirs(const Config& cfg) {
   std::vector<std::string> dirs{cfg.train.out_dir};
   if (!cfg.checkpoint.init_from.empty()) {
-    dirs.push_back(cfg.checkpoint.init_from);
-    dirs.push_back(fs::path(cfg.checkpoint.init_from).parent_path().string());
+    const std::string from = ckpt::model_files_dir(cfg.checkpoint.init_from);  // a Hub id: its snapshot
+    dirs.push_back(from);
+    dirs.push_back(fs::path(from).parent_path().string());
   }
   return dirs;
 }

@@ -23,6 +23,9 @@
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
+#include "meshtrain/ckpt/hf_files.h"
+#include "meshtrain/ckpt/hf_model_dir.h"
+#include "meshtrain/ckpt/model_path.h"
 #include "meshtrain/ckpt/replica_writers.h"
 #include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
@@ -202,6 +205,9 @@ class TrainingRun {
   void save(int64_t step);
   // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
   void init_from_weights();
+  // checkpoint.init_from naming a Hugging Face directory (or a Hub id's snapshot): `model` read from its
+  // safetensors, the model section checked against its config.json, the tokenizer files copied to train.out_dir.
+  void init_from_hf(const std::string& dir, std::vector<ShardedTensor>& model);
   // This rank's generators, as checkpoints save and restore them.
   RngStreams rng_streams() const;
   double mean_over_ranks(double v);
@@ -469,6 +475,8 @@ void TrainingRun::init_from_weights() {
   if (cfg_.checkpoint.init_from.empty()) return;
   // Weights only: the optimizer state, step, data position and RNG start fresh (fine-tuning).
   auto model = model_blocks(*par_, opt_.get());
+  const ckpt::ModelPath located = ckpt::locate_model(cfg_.checkpoint.init_from, "checkpoint.init_from");
+  if (located.hugging_face) return init_from_hf(located.dir, model);
   // LoRA from a base model's checkpoint: it has no adapters, which keep their initial values (B = 0: the
   // adapted model starts equal to its base). From a LoRA checkpoint, its adapters are taken too (and from an
   // adapters-only one, the base it names).
@@ -479,6 +487,27 @@ void TrainingRun::init_from_weights() {
   const auto ck = ckpt::load_with_base(cfg_.checkpoint.init_from, model);
   log::progress("initialised the model from %s (%zu tensors; step %lld there); optimizer state fresh, step 0",
                 ck.path.c_str(), model.size(), static_cast<long long>(ck.meta.step));
+}
+
+void TrainingRun::init_from_hf(const std::string& dir, std::vector<ShardedTensor>& model) {
+  // A LoRA run's checkpoints name their frozen base by a meshtrain checkpoint's id (train/lora_base.h).
+  MT_USER_CHECK(cfg_.model.lora_rank == 0, "checkpoint.init_from ", cfg_.checkpoint.init_from, ": a Hugging Face "
+                "model directory, but LoRA (model.lora_rank ", cfg_.model.lora_rank, ") reads its frozen base from a "
+                "meshtrain checkpoint; valid: `meshtrain import ", cfg_.checkpoint.init_from, " OUT`, then "
+                "checkpoint.init_from=OUT");
+  const ckpt::HfModelDir hf(dir);
+  hf.check_model(cfg_.model, "checkpoint.init_from");
+  hf.load(model, "checkpoint.init_from");
+  // The tokenizer, chat template and generation settings beside the run's outputs, as `meshtrain import` puts
+  // them beside its checkpoint: the run's outputs carry them even where the directory (or the cache) moves.
+  std::vector<std::string> copied;
+  if (w_.world.rank == 0) {
+    std::filesystem::create_directories(cfg_.train.out_dir);
+    copied = ckpt::copy_tokenizer_files(dir, cfg_.train.out_dir);
+  }
+  log::progress("initialised the model from the Hugging Face directory %s (%zu tensors%s); optimizer state fresh, "
+                "step 0", dir.c_str(), model.size(),
+                copied.empty() ? "" : cat("; ", join(copied, ", "), " copied to ", cfg_.train.out_dir).c_str());
 }
 
 RngStreams TrainingRun::rng_streams() const {

@@ -105,3 +105,8 @@ meshtrain_add_test(e2e ckpt llama_cpp
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/llama_cpp_test.py ${MESHTRAIN_BIN}
           $<TARGET_FILE:ckpt_logits_driver> ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# Hugging Face directories and Hub cache ids read in place by generate, eval, serve and checkpoint.init_from,
+# against `meshtrain import` first (tests/e2e/ckpt/hf_dirs_test.py); the mistakes in one line.
+meshtrain_add_test(e2e ckpt hf_dirs
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/hf_dirs_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)

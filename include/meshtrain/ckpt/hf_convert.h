@@ -32,6 +32,14 @@ ModelConfig model_config_from_hf(const nlohmann::json& hf, const std::string& wh
 
 // meshtrain parameter names (no "model." prefix) → HF names and layouts.
 std::map<std::string, at::Tensor> to_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& ours);
+// The name a tensor of a Hugging Face file goes by in the family's table (hf_name_table.h): GPT-2 files from the
+// Hub lack the "transformer." prefix save_pretrained writes. "" for a tensor that is not a weight: the causal-mask
+// buffers, cached RoPE frequencies, a tied model's copy of the embedding as lm_head.weight.
+std::string hf_table_name(const ModelConfig& m, const std::string& file_name);
+// UserError naming `where` unless `shapes` (table names → shapes, hf_table_name's) holds every weight of `m`'s
+// table with its shape and nothing else: what an import and a directory opened in place both check first.
+void check_hf_tensors(const ModelConfig& m, const std::map<std::string, std::vector<int64_t>>& shapes,
+                      const std::string& where);
 // HF tensors → meshtrain parameters; UserError naming `where` for a missing, mis-shaped or unknown tensor.
 std::map<std::string, at::Tensor> from_hf_tensors(const ModelConfig& m, const std::map<std::string, at::Tensor>& hf,
                                                   const std::string& where);

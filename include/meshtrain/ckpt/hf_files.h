@@ -44,6 +44,12 @@ struct ImportResult {
 // checkpoint.init_from = <out>, every other key a commented template (no resolved world size or run paths).
 // The tokenizer files the directory has (tokenizer.json, tokenizer_config.json, generation_config.json, …)
 // are copied into <out>, where `meshtrain generate` and fine-tuning runs started from it find them.
+// `hf_dir` may be an org/name the Hub cache holds (hf_hub_cache.h).
 ImportResult import_hf(const std::string& hf_dir, const std::string& out_dir);
+
+// Copies the tokenizer files `from` has (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+// generation_config.json, chat_template.jinja) into `to`, each through a temporary name (never half a file);
+// returns the names copied.
+std::vector<std::string> copy_tokenizer_files(const std::string& from, const std::string& to);
 
 }  // namespace meshtrain::ckpt

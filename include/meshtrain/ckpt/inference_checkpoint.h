@@ -1,7 +1,9 @@
-// A checkpoint opened for inference — `meshtrain generate`, `eval` and `export` read a checkpoint the same
-// way: the step directory a path or its `latest` names, its meta.json, the config it recorded (both places
+// A checkpoint opened for inference — `meshtrain generate`, `eval`, `serve` and `export` read a checkpoint the
+// same way: the step directory a path or its `latest` names, its meta.json, the config it recorded (both places
 // it has lived: recorded_config.h), then the model's weights only (never the optimizer state), an
 // adapters-only LoRA checkpoint's frozen base from the path it recorded (adapter_checkpoint.h).
+// A Hugging Face model directory, or an `org/name` the Hub cache holds (model_path.h), opens the same way: its
+// config.json is the recorded config, its safetensors the weights (hf_model_dir.h), nothing converted on disk.
 //
 //   const auto ck = ckpt::open_for_inference(path);      // errors in meta.json or its config: before any read
 //   model::Transformer net = ckpt::load_model(ck);       // the whole model in this process, on the CPU
@@ -12,10 +14,13 @@
 // and hands its blocks to load_model_weights.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "meshtrain/ckpt/checkpoint_meta.h"
+#include "meshtrain/ckpt/hf_model_dir.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/model/transformer.h"
@@ -23,18 +28,25 @@
 namespace meshtrain::ckpt {
 
 struct InferenceCheckpoint {
-  std::string dir;      // the step directory (resolve_checkpoint_dir)
-  CheckpointMeta meta;  // its meta.json
-  Config config;        // what it recorded, the caller's overrides applied; not resolved
+  std::string dir;      // the step directory (resolve_checkpoint_dir), or the Hugging Face directory
+  CheckpointMeta meta;  // its meta.json (a Hugging Face directory's: step 0, no tensors)
+  Config config;        // what it recorded (config.json's model), the caller's overrides applied; not resolved
+  std::shared_ptr<const HfModelDir> hf;  // set for a Hugging Face directory: the weights are read from it
 };
 
-// `path`: a step directory or a directory holding `latest`. `overrides` ("section.key=value") go on top of
-// the recorded config. UserError naming meta.json for a damaged file or no recorded config.
+// `path`: a step directory, a directory holding `latest`, a Hugging Face model directory or an `org/name` in
+// the Hub cache (model_path.h). `overrides` ("section.key=value") go on top of the recorded config. UserError
+// naming meta.json (or config.json) for a damaged file or no recorded config, or the path for none of these.
 InferenceCheckpoint open_for_inference(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Fills `wanted` ("model."-prefixed blocks of any layout) from the checkpoint, and from the recorded base for
-// what an adapters-only LoRA checkpoint does not hold. UserError naming a tensor meta.json lacks.
+// what an adapters-only LoRA checkpoint does not hold (or from the Hugging Face directory's safetensors).
+// UserError naming a tensor meta.json (or the directory) lacks.
 void load_model_weights(const InferenceCheckpoint& ck, std::vector<ShardedTensor>& wanted);
+
+// Every model tensor whole ("model."-prefixed, CPU, the saved dtype): the checkpoint's, an adapters-only one's
+// base from `base` (`--base DIR`) or the path it recorded, or the Hugging Face directory's. What export reads.
+std::map<std::string, at::Tensor> load_model_tensors(const InferenceCheckpoint& ck, const std::string& base);
 
 // The whole model built from the recorded config on the CPU, its weights loaded, in eval mode. A LoRA
 // checkpoint's adapters come folded into their weights (ckpt/lora_export.h merge_lora): the model returned has
@@ -42,8 +54,9 @@ void load_model_weights(const InferenceCheckpoint& ck, std::vector<ShardedTensor
 model::Transformer load_model(const InferenceCheckpoint& ck);
 
 // Where the model's tokenizer files may be, in the order to look: `given` (the path the user named), the step
-// directory, the run directory above it, the Hugging Face directory it was imported from and the checkpoint
-// its run started from (`meshtrain import` copies the tokenizer files beside the checkpoint it writes).
+// directory (or the Hugging Face directory itself), the run directory above it, the Hugging Face directory it
+// was imported from and the checkpoint its run started from (`meshtrain import` copies the tokenizer files
+// beside the checkpoint it writes); a Hub id among them stands for its snapshot in the cache.
 std::vector<std::string> tokenizer_dirs(const InferenceCheckpoint& ck, const std::string& given);
 
 }  // namespace meshtrain::ckpt

@@ -210,9 +210,11 @@ using StringList = std::vector<std::string>;
   F(int64_t, keep, 3, "Keep the newest K checkpoints; 0 keeps all")                                          \
   F(std::string, resume, "none", "Resume from; one of: none | auto (the newest usable checkpoint in "       \
     "checkpoint.dir; a fresh start only where it holds none) | a checkpoint path")                           \
-  F(std::string, init_from, "", "Fine-tuning: the model's weights from this checkpoint (e.g. made by "      \
-    "`meshtrain import` of a Hugging Face model, or any layout's training checkpoint) at step 0, with fresh "  \
-    "optimizer state; ignored when a resume finds a checkpoint; empty = seeded initialisation")              \
+  F(std::string, init_from, "", "Fine-tuning: the model's weights at step 0, with fresh optimizer state, "  \
+    "from this checkpoint (any layout's training checkpoint, or what `meshtrain import` wrote), a Hugging "    \
+    "Face model directory read in place (config.json + safetensors; the model section must describe its "    \
+    "model; its tokenizer files are copied to train.out_dir) or an org/name in the local Hugging Face cache "  \
+    "(offline); ignored when a resume finds a checkpoint; empty = seeded initialisation")                    \
   F(bool, save_final, true, "Save a checkpoint when training ends")
 
 #define MT_LOGGING_FIELDS(F)                                                                                 \
