@@ -12,7 +12,7 @@
 
 namespace meshtrain::text::jinja {
 
-const Value& Args::get(size_t i, const char* name, const Value& fallback) const {
+Value Args::get(size_t i, const char* name, const Value& fallback) const {
   if (i < positional.size()) return positional[i];
   for (const auto& [k, v] : named)
     if (k == name) return v;
@@ -270,7 +270,7 @@ bool is_lower(const std::string& s, bool upper) {
 }
 
 const std::map<std::string, Test>& tests() {
-  static const auto arg = [](const Args& a) -> const Value& { return a.get(0, "other", undefined()); };
+  static const auto arg = [](const Args& a) -> Value { return a.get(0, "other", undefined()); };
   static const Test eq = [](const Value& v, const Args& a, const std::string&) { return v == arg(a); };
   static const Test ne = [](const Value& v, const Args& a, const std::string&) { return v != arg(a); };
   static const std::map<std::string, Test> table = {
@@ -339,7 +339,7 @@ const std::map<std::string, Method>& string_methods() {
        }},
       {"count", [](const Value& v, const Args& a, const std::string& w) {
          const std::string& s = self_str(v, w);
-         const std::string& sub = need_string(a.get(0, "sub", undefined()), ".count()", w);
+         const std::string sub = need_string(a.get(0, "sub", undefined()), ".count()", w);
          int64_t n = 0;
          if (sub.empty()) return Value(static_cast<int64_t>(code_points(s).size()) + 1);
          for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;

@@ -25,8 +25,9 @@ struct Args {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> named;
 
-  // Argument `i` (or keyword `name`), or `fallback` when neither is given.
-  const Value& get(size_t i, const char* name, const Value& fallback) const;
+  // Argument `i` (or keyword `name`), or `fallback` when neither is given (a copy: the fallback is often a
+  // temporary).
+  Value get(size_t i, const char* name, const Value& fallback) const;
 };
 
 bool known_filter(const std::string& name);

@@ -5,6 +5,10 @@
 namespace meshtrain::text {
 
 std::string StreamDecoder::step(int64_t id) {
+  if (pieces_) {
+    const std::optional<std::string> t = tok_.token_string(id, skip_special_);
+    return t ? pieces_->push(*t) : std::string();
+  }
   pending_ += tok_.token_bytes(id, skip_special_);
   // Hand out everything up to an unfinished sequence at the end (one that more bytes could complete).
   size_t cut = pending_.size();
@@ -23,6 +27,7 @@ std::string StreamDecoder::step(int64_t id) {
 }
 
 std::string StreamDecoder::finish() {
+  if (pieces_) return pieces_->finish();
   std::string out = utf8_lossy(pending_);
   pending_.clear();
   return out;

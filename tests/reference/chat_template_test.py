@@ -34,6 +34,11 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from text_support import train_tokenizer  # noqa: E402
 
+# The {% generation %} template instruction data is prepared with in the e2e tests (scripts/prepare_instruct.py
+# marks the assistant's span from it): `generate --chat` on such a model renders it.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "instruct"))
+from tiny_tokenizer import GENERATION  # noqa: E402
+
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
           " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
@@ -113,7 +118,8 @@ BUILTINS = """{%- set ns = namespace(users=0, last='') %}
 {{- '|' ~ (scoped is defined) }}
 {%- if add_generation_prompt %}{{ '|gen' }}{% endif %}
 """
-TEMPLATES = {"chatml": CHATML, "llama3": LLAMA3, "multiline": MULTILINE, "blocks": BLOCKS, "builtins": BUILTINS}
+TEMPLATES = {"chatml": CHATML, "llama3": LLAMA3, "multiline": MULTILINE, "blocks": BLOCKS, "builtins": BUILTINS,
+             "generation": GENERATION}
 UNSUPPORTED = {
     "macro": ("{% macro f(x) %}{{ x }}{% endmacro %}{{ f(1) }}", "'{% macro %}'"),
     "break": ("{% for m in messages %}{% break %}{% endfor %}", "'{% break %}'"),
