@@ -7,6 +7,7 @@
 #include <map>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/text/normalizer.h"
 #include "meshtrain/text/unicode.h"
 #include "python_json.h"
 
@@ -63,17 +64,10 @@ std::string titled(const std::string& s) {
   return out;
 }
 
-std::string replaced(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
-  if (from.empty()) builtin_fail("replace", "an empty pattern is not supported");
-  std::string out;
-  size_t pos = 0;
-  for (int64_t n = 0; count < 0 || n < count; ++n) {
-    const size_t hit = s.find(from, pos);
-    if (hit == std::string::npos) break;
-    out.append(s, pos, hit - pos).append(to);
-    pos = hit + from.size();
-  }
-  return out.append(s, pos);
+std::string replaced(const std::string& s, const std::string& from, const std::string& to, int64_t count,
+                     const std::string& where) {
+  if (from.empty()) builtin_fail(where, "replace with an empty pattern is not supported");
+  return replace_literal(s, from, to, static_cast<long>(count));
 }
 
 // Python's str.split: on `sep`, or on runs of white space (empty pieces dropped) when it is none.
@@ -249,7 +243,7 @@ const std::map<std::string, Filter>& filters() {
        }},
       {"replace", [](const Value& v, const Args& a, const std::string& w) {
          return Value(replaced(need_string(v, "replace", w), need_string(a.get(0, "old", undefined()), "replace", w),
-                               need_string(a.get(1, "new", undefined()), "replace", w), a.get(2, "count", Value(-1)).get<int64_t>()));
+                               need_string(a.get(1, "new", undefined()), "replace", w), need_int(a.get(2, "count", Value(-1)), "replace", w), w));
        }},
       {"select", [](const Value& v, const Args& a, const std::string& w) { return select_items(v, a, false, true, w); }},
       {"reject", [](const Value& v, const Args& a, const std::string& w) { return select_items(v, a, false, false, w); }},
@@ -330,7 +324,7 @@ const std::map<std::string, Method>& string_methods() {
        }},
       {"replace", [](const Value& v, const Args& a, const std::string& w) {
          return Value(replaced(self_str(v, w), need_string(a.get(0, "old", undefined()), ".replace()", w),
-                               need_string(a.get(1, "new", undefined()), ".replace()", w), need_int(a.get(2, "count", Value(-1)), ".replace()", w)));
+                               need_string(a.get(1, "new", undefined()), ".replace()", w), need_int(a.get(2, "count", Value(-1)), ".replace()", w), w));
        }},
       {"find", [](const Value& v, const Args& a, const std::string& w) {
          const std::string& s = self_str(v, w);

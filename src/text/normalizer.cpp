@@ -2,6 +2,18 @@
 
 namespace meshtrain::text {
 
+std::string replace_literal(std::string_view text, std::string_view pattern, std::string_view content, long count) {
+  std::string out;
+  size_t pos = 0;
+  for (long n = 0; !pattern.empty() && (count < 0 || n < count); ++n) {
+    const size_t hit = text.find(pattern, pos);
+    if (hit == std::string_view::npos) break;
+    out.append(text, pos, hit - pos).append(content);
+    pos = hit + pattern.size();
+  }
+  return out.append(text.substr(pos));
+}
+
 std::string normalize(std::string_view text, const std::vector<NormalizeStep>& steps) {
   std::string s(text);
   for (const NormalizeStep& step : steps) {
@@ -9,13 +21,7 @@ std::string normalize(std::string_view text, const std::vector<NormalizeStep>& s
       if (!s.empty()) s.insert(0, step.content);  // `tokenizers` prepends nothing to an empty string
       continue;
     }
-    std::string out;
-    size_t pos = 0;
-    for (size_t hit; !step.pattern.empty() && (hit = s.find(step.pattern, pos)) != std::string::npos;) {
-      out.append(s, pos, hit - pos).append(step.content);
-      pos = hit + step.pattern.size();
-    }
-    s = out.append(s, pos);
+    s = replace_literal(s, step.pattern, step.content);
   }
   return s;
 }

@@ -1,5 +1,6 @@
 #include "meshtrain/text/piece_decoder.h"
 
+#include "meshtrain/text/normalizer.h"
 #include "meshtrain/text/unicode.h"
 
 namespace meshtrain::text {
@@ -16,14 +17,6 @@ int byte_token(std::string_view t) {
     v = v * 16 + d;
   }
   return v;
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  if (from.empty()) return s;
-  std::string out;
-  size_t pos = 0;
-  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) out.append(s, pos, hit - pos).append(to);
-  return out.append(s, pos);
 }
 
 bool valid_utf8(std::string_view s) {
@@ -67,8 +60,8 @@ std::string PieceDecoder::flush_bytes() {
 
 std::string PieceDecoder::push(std::string_view token) {
   std::string t(token);
-  for (const auto& [from, to] : steps_.replace) t = replace_all(std::move(t), from, to);
-  if (!steps_.metaspace.empty()) t = replace_all(std::move(t), steps_.metaspace, index_ == 0 && steps_.metaspace_drop_first ? "" : " ");
+  for (const auto& [from, to] : steps_.replace) t = replace_literal(t, from, to);
+  if (!steps_.metaspace.empty()) t = replace_literal(t, steps_.metaspace, index_ == 0 && steps_.metaspace_drop_first ? "" : " ");
   ++index_;
   if (steps_.byte_fallback) {
     if (const int b = byte_token(t); b >= 0) {

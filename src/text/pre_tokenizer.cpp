@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshtrain/text/byte_level.h"
+#include "meshtrain/text/normalizer.h"
 
 namespace meshtrain::text {
 
@@ -34,11 +35,7 @@ void split_literal(const std::string& p, const std::string& lit, PreTokenizeStep
 }
 
 void metaspace(std::string p, const PreTokenizeStep& s, bool at_start, Pieces& out) {
-  std::string replaced;
-  for (char c : p) {
-    if (c == ' ') replaced += s.literal;
-    else replaced += c;
-  }
+  std::string replaced = replace_literal(p, " ", s.literal);
   const bool starts = replaced.rfind(s.literal, 0) == 0;
   if (!replaced.empty() && !starts &&
       (s.prepend == PreTokenizeStep::Prepend::Always || (s.prepend == PreTokenizeStep::Prepend::First && at_start)))

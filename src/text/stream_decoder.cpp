@@ -26,6 +26,13 @@ std::string StreamDecoder::step(int64_t id) {
   return out;
 }
 
+void StreamDecoder::continue_after(const std::vector<int64_t>& ids) {
+  for (int64_t id : ids) step(id);
+  // What the prompt still held back belongs to the prompt, which was printed whole.
+  pending_.clear();
+  if (pieces_) pieces_->finish();
+}
+
 std::string StreamDecoder::finish() {
   if (pieces_) return pieces_->finish();
   std::string out = utf8_lossy(pending_);

@@ -18,7 +18,8 @@ SentencePiece-style tokenizers (BPE over characters with byte_fallback, Llama 2'
                    Mistral (legacy)
   mistral          no normalizer, Metaspace(prepend_scheme "first", split false), the same decoder: the
                    converter's non-legacy output
-  gemma            normalizer Replace(" ", "▁") only, decoder Replace, ByteFallback, Fuse (no prefix, no strip)
+  gemma            normalizer Replace(" ", "▁") only, a literal Split(" ", MergedWithPrevious), decoder Replace,
+                   ByteFallback, Fuse (no prefix, no strip)
   metaspace_split  Metaspace(prepend_scheme "always", split true) and the Metaspace decoder (no byte fallback
                    in the decoder: a <0xNN> token decodes as its text)
 """
@@ -86,6 +87,8 @@ def _sentencepiece_style(style: str, tok: Tokenizer) -> None:
                                          decoders.Strip(" ", 1, 0)])
     elif style == "gemma":
         tok.normalizer = normalizers.Replace(" ", "▁")
+        # Gemma's file carries this Split; after the normalizer no space is left for it to find.
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
         tok.decoder = sp_decoder
     else:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)

@@ -16,6 +16,10 @@ struct NormalizeStep {
   std::string content;  // Prepend: what is put first; Replace: what replaces the pattern
 };
 
+// Replace's rule, which the Replace decoder and Python's str.replace share: each non-overlapping match of
+// `pattern` (non-empty), left to right, replaced by `content`; at most `count` of them when it is ≥ 0.
+std::string replace_literal(std::string_view text, std::string_view pattern, std::string_view content, long count = -1);
+
 // `text` through `steps` in order; no steps: `text` as it is.
 std::string normalize(std::string_view text, const std::vector<NormalizeStep>& steps);
 

@@ -31,7 +31,7 @@ class PieceDecoder {
 
   // The text that `token` (a token's string, special tokens already left out) makes final.
   std::string push(std::string_view token);
-  // What is still held back (a run of byte tokens).
+  // What is still held back (a run of byte tokens); the decoder may go on after it.
   std::string finish();
 
  private:

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshtrain/text/tokenizer.h"
 
@@ -23,6 +24,9 @@ class StreamDecoder {
 
   // The text that token `id` completes (possibly empty).
   std::string step(int64_t id);
+  // Goes on from `ids` (a prompt already printed) without handing out their text: what follows is decoded
+  // as the rest of one sequence, not as its start (a SentencePiece-style decoder strips the start's space).
+  void continue_after(const std::vector<int64_t>& ids);
   // Whatever is still held back (an unfinished sequence), replaced by U+FFFD.
   std::string finish();
 

@@ -182,6 +182,17 @@ TEST(Tokenizer, SentencePieceStreamHoldsAByteRunUntilItEnds) {
   EXPECT_EQ(s.finish(), "\xEF\xBF\xBD");
 }
 
+TEST(Tokenizer, AStreamAfterAPromptDecodesItsRestNotAStart) {
+  const Tokenizer t = Tokenizer::from_json_text(sp_tokenizer_json().dump(), "sp.json");
+  StreamDecoder fresh(t);
+  EXPECT_EQ(fresh.step(263), "hi");  // the text's start: Strip takes the space
+  StreamDecoder after(t);
+  after.continue_after({1, 263});  // "<s> hi" already printed
+  EXPECT_EQ(after.step(263), " hi");
+  EXPECT_EQ(after.finish(), "");
+  EXPECT_EQ(t.decode({1, 263}) + " hi", t.decode({1, 263, 263}));
+}
+
 TEST(Tokenizer, MetaspacePrependsOnlyAtTheInputsStartAndSplits) {
   json j = sp_tokenizer_json();
   j["normalizer"] = nullptr;
