@@ -10,7 +10,9 @@ arithmetic, raise_exception). For every conversation both sides must give the sa
 A template transformers refuses through raise_exception must fail in meshtrain too, and templates with
 constructs outside the subset must fail with one line naming the construct.
 
-Usage: chat_template_test.py --driver PATH/text_driver --kjv FILE
+With --fixtures DIR it checks the models' own templates instead (chat_template_models.py).
+
+Usage: chat_template_test.py --driver PATH/text_driver --kjv FILE [--fixtures tests/fixtures/chat_templates]
 Exit 0 pass, 1 mismatch, 77 skipped (no tokenizers / transformers / jinja2).
 """
 from __future__ import annotations
@@ -86,7 +88,7 @@ BLOCKS = """{% for message in messages %}
 {# a comment line #}
 {% if add_generation_prompt %}[ASSISTANT]{% endif %}
 """
-# The constructs of the models' own templates (tests/fixtures/chat_templates, chat_template_models_test.py)
+# The constructs of the models' own templates (tests/fixtures/chat_templates, chat_template_models.py)
 # one by one, where a conversation reaches each of them: namespace() and `set ns.x`, tojson (unicode, escapes,
 # indent, sort_keys), items / .items() with unpacking, a for loop's `if`, selectattr / rejectattr / select /
 # reject / map / join / list / first / last / default, split, replace, strip with characters, slices with a
@@ -165,7 +167,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--driver", required=True)
     ap.add_argument("--kjv", required=True)
+    ap.add_argument("--fixtures", help="the models' templates (tests/fixtures/chat_templates): check those instead")
     args = ap.parse_args()
+    if args.fixtures:
+        from chat_template_models import check_models
+        return check_models(args.driver, args.kjv, args.fixtures, run_driver)
     failures, checks = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         base = train_tokenizer("llama3", args.kjv, os.path.join(tmp, "base"))

@@ -17,7 +17,7 @@ meshtrain_add_test(reference text chat_template
           --driver $<TARGET_FILE:text_driver> --kjv ${CMAKE_SOURCE_DIR}/data/kjv/kjv-genesis-2kings.txt
   PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 meshtrain_add_test(reference text chat_template_models
-  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/chat_template_models_test.py
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/chat_template_test.py
           --driver $<TARGET_FILE:text_driver> --kjv ${CMAKE_SOURCE_DIR}/data/kjv/kjv-genesis-2kings.txt
           --fixtures ${CMAKE_SOURCE_DIR}/tests/fixtures/chat_templates
   PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The chat templates that models ship (tests/fixtures/chat_templates/*.jinja: Llama 3.1 and 3.2, Qwen 2.5 and
 3, Mistral v0.1 and v0.3, Gemma 2 and 3, SmolLM and SmolLM2) rendered by meshtrain (C++, text_driver) and by
 transformers' apply_chat_template: the same text and the same ids for every conversation (with and without a
@@ -10,31 +9,19 @@ with the template's message.
 A Llama-3-style tokenizer is trained here on the KJV text (text_support.train_tokenizer, nothing downloaded)
 and saved by transformers' save_pretrained with each template and the model's own bos/eos token strings.
 
-Usage: chat_template_models_test.py --driver PATH/text_driver --kjv FILE --fixtures DIR
-Exit 0 pass, 1 mismatch, 77 skipped (no tokenizers / transformers / jinja2).
+chat_template_test.py --fixtures DIR runs it (that script checks the packages are there first).
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import glob
-import json
 import os
-import subprocess
-import sys
 import tempfile
 
-try:
-    import jinja2
-    import tokenizers  # noqa: F401
-    from transformers import PreTrainedTokenizerFast
-except ImportError as e:  # pragma: no cover
-    print(f"SKIP: the chat-template test needs tokenizers, transformers and jinja2 in {sys.executable}: {e}")
-    sys.exit(77)
+import jinja2
+from transformers import PreTrainedTokenizerFast
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from text_support import train_tokenizer  # noqa: E402
+from text_support import train_tokenizer
 
 # The bos / eos strings of each model's tokenizer_config.json (by the fixture's name).
 SPECIALS = {
@@ -77,16 +64,6 @@ def reference(tok, template: str, conv: list, gen: bool) -> dict:
     return {"text": text, "ids": list(ids)}
 
 
-def run_driver(driver: str, d: str, conv: list, gen: bool) -> dict:
-    req, out = os.path.join(d, "request.json"), os.path.join(d, "out.json")
-    with open(req, "w", encoding="utf-8") as f:
-        json.dump({"conversations": [conv], "add_generation_prompt": gen}, f)
-    subprocess.run([driver, "chat", d, req, out], check=True)
-    with open(out, encoding="utf-8") as f:
-        got = json.load(f)
-    return got if "error" in got else {"text": got["rendered"][0], "ids": got["ids"][0]}
-
-
 def compare(name: str, i: int, gen: bool, want: dict, got: dict) -> str | None:
     where = f"{name} conversation {i} (generation prompt {gen})"
     if "error" in want:
@@ -102,19 +79,15 @@ def compare(name: str, i: int, gen: bool, want: dict, got: dict) -> str | None:
     return None
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--driver", required=True)
-    ap.add_argument("--kjv", required=True)
-    ap.add_argument("--fixtures", required=True)
-    args = ap.parse_args()
-    fixtures = sorted(glob.glob(os.path.join(args.fixtures, "*.jinja")))
+def check_models(driver: str, kjv: str, fixtures_dir: str, run_driver) -> int:
+    """`run_driver(driver, dir, conversations, gen)`: text_driver's answer for the conversations."""
+    fixtures = sorted(glob.glob(os.path.join(fixtures_dir, "*.jinja")))
     if len(fixtures) < 10:
-        print(f"expected the ten model templates in {args.fixtures}, found {len(fixtures)}")
+        print(f"expected the ten model templates in {fixtures_dir}, found {len(fixtures)}")
         return 1
     failures, checks, raised = [], 0, 0
     with tempfile.TemporaryDirectory() as tmp:
-        base = train_tokenizer("llama3", args.kjv, os.path.join(tmp, "base"))
+        base = train_tokenizer("llama3", kjv, os.path.join(tmp, "base"))
         for path in fixtures:
             name = os.path.basename(path)[:-len(".jinja")]
             with open(path, encoding="utf-8") as f:
@@ -130,7 +103,8 @@ def main() -> int:
                     # midnight is not compared.
                     day = datetime.datetime.now().strftime("%d %b %Y")
                     want = reference(tok, template, conv, gen)
-                    got = run_driver(args.driver, d, conv, gen)
+                    got = run_driver(driver, d, [conv], gen)
+                    got = got if "error" in got else {"text": got["rendered"][0], "ids": got["ids"][0]}
                     if datetime.datetime.now().strftime("%d %b %Y") != day:
                         continue
                     checks += 1
@@ -142,7 +116,3 @@ def main() -> int:
     for f in failures[:20]:
         print("  " + f)
     return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
