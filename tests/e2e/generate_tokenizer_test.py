@@ -42,7 +42,9 @@ MESHTRAIN = os.path.join(BIN, "meshtrain")
 WORK = tempfile.mkdtemp(prefix="meshtrain_generate_")
 KJV = os.path.join(SRC, "data", "kjv", "kjv-genesis-2kings.txt")
 NEW_TOKENS = 24
-PROMPT = "And God said, Let there be light: 中文 😀"
+# Ends on a word: with Llama 2's byte fallback the emoji is a run of byte tokens, which a reply starting with
+# byte tokens would extend when transformers decodes the whole sequence.
+PROMPT = "And God said, Let there be light: 中文 😀 and there was light"
 SYSTEM = "Answer as the King James Version would."
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
           " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
@@ -55,7 +57,9 @@ failures = []
 
 
 def meshtrain(*args, expect=0):
-    r = subprocess.run([MESHTRAIN, *args], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([MESHTRAIN, *args], capture_output=True, timeout=300)
+    # Decoded by hand: text mode would turn a sampled "\r" into "\n" (universal newlines).
+    r.stdout, r.stderr = (b.decode("utf-8", "surrogateescape") for b in (r.stdout, r.stderr))
     if r.returncode != expect:
         print(f"FAIL: meshtrain {' '.join(args)}: exit {r.returncode}, expected {expect}\n{r.stdout}\n{r.stderr}")
         sys.exit(1)
