@@ -33,17 +33,18 @@ size_t strip_right(std::string_view s, size_t stop) {
 
 }  // namespace
 
-AddedTokens::AddedTokens(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
+AddedTokens::AddedTokens(std::vector<AddedToken> tokens, const std::vector<NormalizeStep>& normalize)
+    : tokens_(std::move(tokens)) {
   for (size_t i = 0; i < tokens_.size(); ++i) {
     by_id_[tokens_[i].id] = i;
-    if (tokens_[i].content.empty()) continue;
+    match_.push_back(tokens_[i].normalized ? text::normalize(tokens_[i].content, normalize) : tokens_[i].content);
+    if (match_[i].empty()) continue;
     Index& index = tokens_[i].normalized ? normalized_ : raw_;
-    index[static_cast<unsigned char>(tokens_[i].content[0])].push_back(i);
+    index[static_cast<unsigned char>(match_[i][0])].push_back(i);
   }
   for (Index* index : {&raw_, &normalized_})
     for (auto& [_, list] : *index)
-      std::stable_sort(list.begin(), list.end(),
-                       [&](size_t a, size_t b) { return tokens_[a].content.size() > tokens_[b].content.size(); });
+      std::stable_sort(list.begin(), list.end(), [&](size_t a, size_t b) { return match_[a].size() > match_[b].size(); });
 }
 
 const AddedToken* AddedTokens::by_id(int64_t id) const {
@@ -63,7 +64,7 @@ void AddedTokens::split_pass(const Index& index, std::string_view text, std::vec
     const AddedToken* hit = nullptr;
     if (auto it = index.find(static_cast<unsigned char>(text[i])); it != index.end())
       for (size_t k : it->second)
-        if (text.compare(i, tokens_[k].content.size(), tokens_[k].content) == 0) {
+        if (text.compare(i, match_[k].size(), match_[k]) == 0) {
           hit = &tokens_[k];
           break;
         }
@@ -71,7 +72,7 @@ void AddedTokens::split_pass(const Index& index, std::string_view text, std::vec
       ++i;
       continue;
     }
-    size_t start = i, stop = i + hit->content.size();
+    size_t start = i, stop = i + matched(*hit).size();
     i = stop;  // the search goes on after this match whether or not it is used
     if (hit->single_word && (ends_with_word(text.substr(0, start)) || starts_with_word(text.substr(stop))))
       continue;
@@ -82,6 +83,19 @@ void AddedTokens::split_pass(const Index& index, std::string_view text, std::vec
     done = stop;
   }
   if (done < text.size()) out.push_back({std::nullopt, text.substr(done)});
+}
+
+std::vector<TextPiece> AddedTokens::split_raw(std::string_view text) const {
+  std::vector<TextPiece> out;
+  split_pass(raw_, text, out);
+  return out;
+}
+
+std::vector<TextPiece> AddedTokens::split_normalized(std::string_view text) const {
+  std::vector<TextPiece> out;
+  if (normalized_.empty()) out.push_back({std::nullopt, text});
+  else split_pass(normalized_, text, out);
+  return out;
 }
 
 std::vector<TextPiece> AddedTokens::split(std::string_view text) const {

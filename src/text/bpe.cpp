@@ -1,5 +1,6 @@
 #include "meshtrain/text/bpe.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "meshtrain/core/error.h"
@@ -8,8 +9,13 @@
 namespace meshtrain::text {
 
 Bpe::Bpe(std::unordered_map<std::string, int64_t> vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-         bool ignore_merges, std::optional<int64_t> unk)
-    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges), unk_(unk) {
+         bool ignore_merges, std::optional<int64_t> unk, bool byte_fallback, bool fuse_unk)
+    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges), unk_(unk), byte_fallback_(byte_fallback), fuse_unk_(fuse_unk) {
+  for (int b = 0; b < 256; ++b) {
+    static const char* hex = "0123456789ABCDEF";
+    auto it = vocab_.find(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">");
+    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
+  }
   merges_.reserve(merges.size());
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& [a, b] = merges[r];
@@ -26,6 +32,30 @@ const Bpe::Merge* Bpe::find_merge(int64_t a, int64_t b) const {
   return it == merges_.end() ? nullptr : &it->second;
 }
 
+std::vector<int64_t> Bpe::initial_symbols(std::string_view word) const {
+  std::vector<int64_t> ids;
+  bool unk_pending = false;  // an unknown token not added yet (fuse_unk extends it)
+  for (const CodePoint& c : decode_utf8(word)) {
+    const std::string_view ch = word.substr(c.offset, c.size);
+    if (auto it = vocab_.find(std::string(ch)); it != vocab_.end()) {
+      if (unk_pending) ids.push_back(*unk_);
+      unk_pending = false;
+      ids.push_back(it->second);
+      continue;
+    }
+    if (byte_fallback_ && std::all_of(ch.begin(), ch.end(), [&](char b) { return byte_ids_[static_cast<unsigned char>(b)] >= 0; })) {
+      // As `tokenizers` does, the bytes go in before an unknown token still pending.
+      for (char b : ch) ids.push_back(byte_ids_[static_cast<unsigned char>(b)]);
+      continue;
+    }
+    if (!unk_) continue;  // no unknown token: the character is dropped
+    if (unk_pending && !fuse_unk_) ids.push_back(*unk_);
+    unk_pending = true;
+  }
+  if (unk_pending) ids.push_back(*unk_);
+  return ids;
+}
+
 void Bpe::encode(std::string_view word, std::vector<int64_t>& out) const {
   if (ignore_merges_) {
     if (auto it = vocab_.find(std::string(word)); it != vocab_.end()) {
@@ -39,11 +69,7 @@ void Bpe::encode(std::string_view word, std::vector<int64_t>& out) const {
     int prev, next;
   };
   std::vector<Symbol> sym;
-  for (const CodePoint& c : decode_utf8(word)) {
-    auto it = vocab_.find(std::string(word.substr(c.offset, c.size)));
-    if (it == vocab_.end() && !unk_) continue;  // no unknown token: the character is dropped
-    sym.push_back({it == vocab_.end() ? *unk_ : it->second, static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1});
-  }
+  for (int64_t id : initial_symbols(word)) sym.push_back({id, static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1});
   if (sym.empty()) return;
   sym.back().next = -1;
   // Candidate merges (rank, position): lowest rank first, leftmost first among equals; an entry is stale when

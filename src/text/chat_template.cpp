@@ -68,10 +68,12 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::string& dir) {
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  json vars = json::object();
-  vars["messages"] = json::array();
+  jinja::Value vars = jinja::Value::object();
+  vars["messages"] = jinja::Value::array();
   for (const ChatMessage& m : messages) vars["messages"].push_back({{"role", m.role}, {"content", m.content}});
   vars["add_generation_prompt"] = add_generation_prompt;
+  vars["tools"] = nullptr;  // transformers passes both, as None, when the caller gives none
+  vars["documents"] = nullptr;
   for (const auto& [k, v] : special_tokens_) vars[k] = v;
   return tmpl_->render(vars);
 }

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "jinja_builtins.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::text::jinja {
@@ -201,24 +202,26 @@ ExprPtr ExprParser::unary() {
   return postfix(primary());
 }
 
-std::vector<ExprPtr> ExprParser::call_args() {
-  std::vector<ExprPtr> args;
+void ExprParser::call_args(Expr& call) {
   while (!accept(")")) {
-    if (peek().kind == Token::Kind::Name && peek(1).text == "=") unsupported("a keyword argument ('" + peek().text + "=')");
-    args.push_back(expression());
+    if (peek().kind == Token::Kind::Name && peek(1).text == "=") {
+      std::string key = name();
+      expect("=");
+      call.kwargs.emplace_back(std::move(key), expression());
+    } else {
+      if (!call.kwargs.empty()) unsupported("a positional argument after a keyword argument");
+      call.args.push_back(expression());
+    }
     if (!accept(",")) {
       expect(")");
       break;
     }
   }
-  return args;
 }
 
+ExprPtr ExprParser::iterable() { return or_expr(); }
+
 ExprPtr ExprParser::postfix(ExprPtr e) {
-  static const std::vector<std::string> kFilters = {"trim", "length", "lower", "upper", "string"};
-  static const std::vector<std::string> kTests = {"defined", "undefined", "none", "string", "number"};
-  static const std::vector<std::string> kMethods = {"strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith"};
-  const auto known = [](const std::vector<std::string>& v, const std::string& n) { return std::find(v.begin(), v.end(), n) != v.end(); };
   for (;;) {
     if (accept(".")) {
       std::string attr = name();
@@ -226,38 +229,48 @@ ExprPtr ExprParser::postfix(ExprPtr e) {
         e = node(Expr::Kind::Attr, attr, list(std::move(e)));
         continue;
       }
-      if (!known(kMethods, attr)) unsupported("the method '." + attr + "()'");
-      auto args = call_args();
-      args.insert(args.begin(), std::move(e));
-      e = node(Expr::Kind::Method, attr, std::move(args));
+      if (!known_method(attr)) unsupported("the method '." + attr + "()'");
+      e = node(Expr::Kind::Method, attr, list(std::move(e)));
+      call_args(*e);
     } else if (accept("[")) {
-      ExprPtr a = peek().text == ":" ? nullptr : expression();
-      if (!accept(":")) {
-        expect("]");
-        e = node(Expr::Kind::Index, "", list(std::move(e), std::move(a)));
-        continue;
-      }
-      ExprPtr b = peek().text == "]" ? nullptr : expression();
-      if (peek().text == ":") unsupported("a slice step ('[a:b:c]')");
-      expect("]");
-      e = node(Expr::Kind::Slice, "", list(std::move(e), std::move(a), std::move(b)));
+      e = subscript(std::move(e));
     } else if (accept("|")) {
       const std::string f = name();
-      if (!known(kFilters, f)) unsupported("the filter '" + f + "'");
-      if (accept("(")) unsupported("arguments to the filter '" + f + "'");
+      if (!known_filter(f)) unsupported("the filter '" + f + "'");
       e = node(Expr::Kind::Filter, f, list(std::move(e)));
+      if (accept("(")) call_args(*e);
     } else if (accept("is")) {
       const bool neg = accept("not");
-      const std::string t = name();
-      if (!known(kTests, t)) unsupported("the test 'is " + t + "'");
+      const std::string t = peek().kind == Token::Kind::Op && (peek().text == "==" || peek().text == "!=") ? toks_[pos_++].text : name();
+      if (!known_test(t)) unsupported("the test 'is " + t + "'");
       e = node(Expr::Kind::Test, t, list(std::move(e)));
       e->negated = neg;
+      if (accept("(")) call_args(*e);
+      else if (peek().kind == Token::Kind::String || peek().kind == Token::Kind::Number) e->args.push_back(primary());
     } else if (peek().text == "(") {
-      unsupported("a call of something other than raise_exception");
+      unsupported("a call of something other than a known function or method");
     } else {
       return e;
     }
   }
+}
+
+// After '[': an index `[i]` or a slice `[a:b]`, `[a:b:c]` (each bound may be left out).
+ExprPtr ExprParser::subscript(ExprPtr e) {
+  const auto bound = [&](std::initializer_list<const char*> ends) -> ExprPtr {
+    for (const char* end : ends)
+      if (peek().text == end && peek().kind == Token::Kind::Op) return nullptr;
+    return expression();
+  };
+  ExprPtr a = bound({":"});
+  if (!accept(":")) {
+    expect("]");
+    return node(Expr::Kind::Index, "", list(std::move(e), std::move(a)));
+  }
+  ExprPtr b = bound({":", "]"});
+  ExprPtr step = accept(":") ? bound({"]"}) : nullptr;
+  expect("]");
+  return node(Expr::Kind::Slice, "", list(std::move(e), std::move(a), std::move(b), std::move(step)));
 }
 
 ExprPtr ExprParser::primary() {
@@ -302,8 +315,10 @@ ExprPtr ExprParser::primary() {
   if (t.text == "false" || t.text == "False") return lit(false);
   if (t.text == "none" || t.text == "None") return lit(nullptr);
   if (accept("(")) {
-    if (t.text != "raise_exception") unsupported("the function '" + t.text + "()'");
-    return node(Expr::Kind::Call, t.text, call_args());
+    if (!known_function(t.text)) unsupported("the function '" + t.text + "()'");
+    auto call = node(Expr::Kind::Call, t.text);
+    call_args(*call);
+    return call;
   }
   return node(Expr::Kind::Name, t.text);
 }
@@ -323,28 +338,12 @@ struct Eval {
     return v.type_name();
   }
 
-  const std::string& str(const Value& v, const char* what) const {
-    if (!v.is_string()) fail(cat(what, " needs a string, got ", kind_of(v)));
-    return v.get_ref<const std::string&>();
-  }
-
   int64_t integer(const Value& v, const char* what) const {
     if (!v.is_number_integer() && !v.is_number_unsigned()) fail(cat(what, " needs an integer, got ", kind_of(v)));
     return v.get<int64_t>();
   }
 
-  static std::string strip(std::string s, bool left, bool right) {
-    const auto ws = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
-    if (right) while (!s.empty() && ws(s.back())) s.pop_back();
-    if (left) s.erase(s.begin(), std::find_if(s.begin(), s.end(), [&](char c) { return !ws(c); }));
-    return s;
-  }
-
-  static std::string cased(std::string s, bool upper) {
-    for (char& c : s) c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
-    return s;
-  }
-
+  // Python indexes a string by code point.
   Value member(const Value& obj, const Value& key) const {
     if (obj.is_discarded()) fail("a member of an undefined value");
     if (obj.is_object()) {
@@ -352,37 +351,46 @@ struct Eval {
       auto it = obj.find(key.get<std::string>());
       return it == obj.end() ? undefined() : *it;
     }
-    if (obj.is_array() || obj.is_string()) {
-      if (!key.is_number_integer()) return undefined();
-      const int64_t n = obj.is_array() ? static_cast<int64_t>(obj.size()) : static_cast<int64_t>(obj.get_ref<const std::string&>().size());
-      int64_t i = key.get<int64_t>();
-      if (i < 0) i += n;
-      if (i < 0 || i >= n) return undefined();
-      return obj.is_array() ? obj[static_cast<size_t>(i)] : Value(std::string(1, obj.get_ref<const std::string&>()[static_cast<size_t>(i)]));
-    }
-    return undefined();
+    if (!(obj.is_array() || obj.is_string()) || !key.is_number_integer()) return undefined();
+    const std::vector<std::string> chars = obj.is_string() ? code_points(obj.get<std::string>()) : std::vector<std::string>();
+    const int64_t n = obj.is_array() ? static_cast<int64_t>(obj.size()) : static_cast<int64_t>(chars.size());
+    int64_t i = key.get<int64_t>();
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return undefined();
+    return obj.is_array() ? obj[static_cast<size_t>(i)] : Value(chars[static_cast<size_t>(i)]);
   }
 
-  Value slice(const Value& obj, const Expr* a, const Expr* b) const {
+  // Python's slice semantics, a negative step included.
+  Value slice(const Value& obj, const Expr* a, const Expr* b, const Expr* c) const {
     if (!obj.is_array() && !obj.is_string()) fail(cat("slicing needs a list or string, got ", kind_of(obj)));
-    const int64_t n = obj.is_array() ? static_cast<int64_t>(obj.size()) : static_cast<int64_t>(obj.get_ref<const std::string&>().size());
+    const std::vector<std::string> chars = obj.is_string() ? code_points(obj.get<std::string>()) : std::vector<std::string>();
+    const int64_t n = obj.is_array() ? static_cast<int64_t>(obj.size()) : static_cast<int64_t>(chars.size());
+    const int64_t step = c ? integer(eval(*c), "a slice step") : 1;
+    if (step == 0) fail("a slice step of 0");
     auto bound = [&](const Expr* e, int64_t dflt) {
       if (!e) return dflt;
       int64_t i = integer(eval(*e), "a slice bound");
       if (i < 0) i += n;
-      return std::clamp<int64_t>(i, 0, n);
+      return step > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
     };
-    const int64_t lo = bound(a, 0), hi = std::max(lo, bound(b, n));
-    if (obj.is_string()) return obj.get_ref<const std::string&>().substr(static_cast<size_t>(lo), static_cast<size_t>(hi - lo));
+    const int64_t lo = bound(a, step > 0 ? 0 : n - 1), hi = bound(b, step > 0 ? n : -1);
     Value out = Value::array();
-    for (int64_t i = lo; i < hi; ++i) out.push_back(obj[static_cast<size_t>(i)]);
-    return out;
+    std::string text;
+    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+      if (obj.is_string()) text += chars[static_cast<size_t>(i)];
+      else out.push_back(obj[static_cast<size_t>(i)]);
+    }
+    return obj.is_string() ? Value(text) : out;
   }
 
   bool contains(const Value& hay, const Value& needle) const {
-    if (hay.is_string()) return hay.get_ref<const std::string&>().find(str(needle, "'in' on a string")) != std::string::npos;
+    if (hay.is_string()) {
+      if (!needle.is_string()) fail(cat("'in' on a string needs a string, got ", kind_of(needle)));
+      return hay.get_ref<const std::string&>().find(needle.get_ref<const std::string&>()) != std::string::npos;
+    }
     if (hay.is_array()) return std::find(hay.begin(), hay.end(), needle) != hay.end();
     if (hay.is_object()) return needle.is_string() && hay.contains(needle.get<std::string>());
+    if (hay.is_discarded()) return false;  // Jinja's Undefined is an empty container
     fail(cat("'in' needs a string, list or mapping, got ", kind_of(hay)));
   }
 
@@ -413,56 +421,38 @@ struct Eval {
     fail(cat("the operator '", op, "' on integers (true division gives a float)"));
   }
 
-  Value filter(const std::string& f, const Value& v) const {
-    if (f == "trim") return strip(str(v, "trim"), true, true);
-    if (f == "lower" || f == "upper") return cased(str(v, f.c_str()), f == "upper");
-    if (f == "string") return v.is_string() ? v : Value(to_output(v, where));
-    // length
-    if (v.is_string()) return static_cast<int64_t>(v.get_ref<const std::string&>().size());
-    if (v.is_array() || v.is_object()) return static_cast<int64_t>(v.size());
-    fail(cat("length of ", kind_of(v)));
+  // A global function is defined as a name too (`strftime_now is defined`); a variable of that name wins.
+  Value name(const std::string& n) const {
+    Value v = scope.lookup(n);
+    if (is_undefined(v) && known_function(n)) return "<built-in function " + n + ">";
+    return v;
   }
 
-  Value test(const std::string& t, const Value& v) const {
-    if (t == "defined") return !v.is_discarded();
-    if (t == "undefined") return v.is_discarded();
-    if (t == "none") return v.is_null();
-    if (t == "string") return v.is_string();
-    return v.is_number();
-  }
-
-  Value method(const Expr& e) const {
-    const Value self = eval(*e.args[0]);
-    const std::string& s = str(self, ("." + e.text + "()").c_str());
-    const size_t nargs = e.args.size() - 1;
-    if (e.text == "startswith" || e.text == "endswith") {
-      if (nargs != 1) fail(cat(".", e.text, "() takes one argument"));
-      const Value arg = eval(*e.args[1]);
-      const std::string& p = str(arg, e.text.c_str());
-      return e.text == "startswith" ? s.rfind(p, 0) == 0 : (s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0);
-    }
-    if (nargs != 0) fail(cat(".", e.text, "() with arguments is not supported"));
-    if (e.text == "lower" || e.text == "upper") return cased(s, e.text == "upper");
-    return strip(s, e.text != "rstrip", e.text != "lstrip");
+  // The arguments of a call, filter, test or method, from `first` on.
+  Args arguments(const Expr& e, size_t first) const {
+    Args out;
+    for (size_t i = first; i < e.args.size(); ++i) out.positional.push_back(eval(*e.args[i]));
+    for (const auto& [k, v] : e.kwargs) out.named.emplace_back(k, eval(*v));
+    return out;
   }
 
   Value eval(const Expr& e) const {
     switch (e.kind) {
       case Expr::Kind::Literal: return e.value;
-      case Expr::Kind::Name: return scope.lookup(e.text);
+      case Expr::Kind::Name: return name(e.text);
       case Expr::Kind::Attr: return member(eval(*e.args[0]), e.text);
       case Expr::Kind::Index: return member(eval(*e.args[0]), eval(*e.args[1]));
-      case Expr::Kind::Slice: return slice(eval(*e.args[0]), e.args[1].get(), e.args[2].get());
+      case Expr::Kind::Slice: return slice(eval(*e.args[0]), e.args[1].get(), e.args[2].get(), e.args[3].get());
       case Expr::Kind::Not: return !truthy(eval(*e.args[0]));
       case Expr::Kind::Neg: return -integer(eval(*e.args[0]), "'-'");
       case Expr::Kind::And: { Value a = eval(*e.args[0]); return truthy(a) ? eval(*e.args[1]) : a; }
       case Expr::Kind::Or: { Value a = eval(*e.args[0]); return truthy(a) ? a : eval(*e.args[1]); }
       case Expr::Kind::Cond: return truthy(eval(*e.args[0])) ? eval(*e.args[1]) : eval(*e.args[2]);
       case Expr::Kind::Binary: return binary(e.text, eval(*e.args[0]), eval(*e.args[1]));
-      case Expr::Kind::Filter: return filter(e.text, eval(*e.args[0]));
-      case Expr::Kind::Test: return test(e.text, eval(*e.args[0])).get<bool>() != e.negated;
-      case Expr::Kind::Method: return method(e);
-      case Expr::Kind::Call: fail(cat("the template raised: ", e.args.empty() ? std::string() : to_output(eval(*e.args[0]), where)));
+      case Expr::Kind::Filter: return apply_filter(e.text, eval(*e.args[0]), arguments(e, 1), where);
+      case Expr::Kind::Test: return apply_test(e.text, eval(*e.args[0]), arguments(e, 1), where) != e.negated;
+      case Expr::Kind::Method: return call_method(e.text, eval(*e.args[0]), arguments(e, 1), where);
+      case Expr::Kind::Call: return call_function(e.text, arguments(e, 0), where);
       case Expr::Kind::List: {
         Value out = Value::array();
         for (const auto& a : e.args) out.push_back(eval(*a));

@@ -1,10 +1,11 @@
 // Expressions of the Jinja subset chat templates use (private to the text room; the statement layer is
-// jinja_template.h): literals, names, `.attr` / `[index]` / `[a:b]`, + - * / // % ~, comparisons, `in`,
-// and/or/not, `x if c else y`, the filters trim/length/lower/upper/string, the tests defined/undefined/none/
-// string/number, raise_exception(msg) and the string methods strip/lstrip/rstrip/lower/upper/startswith/
-// endswith. Anything else is a UserError naming the construct when the template is parsed.
+// jinja_template.h): literals, lists, names, `.attr` / `[index]` / `[a:b:c]`, + - * / // % ~, comparisons,
+// `in`, and/or/not, `x if c else y`, keyword arguments, and the filters, tests, methods and functions of
+// jinja_builtins.h. Anything else (dict literals, tuples, float literals, an unknown filter, …) is a
+// UserError naming the construct when the template is parsed.
 //
-// Values are nlohmann::json; Jinja's "undefined" is a json of type discarded.
+// Values are nlohmann::ordered_json (a mapping keeps its keys' order, as a Python dict does, for `tojson` and
+// `items`); Jinja's "undefined" is a value of type discarded.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,7 +17,7 @@
 
 namespace meshtrain::text::jinja {
 
-using Value = nlohmann::json;
+using Value = nlohmann::ordered_json;
 
 Value undefined();
 bool is_undefined(const Value& v);
@@ -40,7 +41,8 @@ struct Expr {
   Kind kind;
   std::string text;           // name, attribute, operator, filter / test / function / method
   Value value;                // a literal
-  std::vector<ExprPtr> args;  // operands (nullptr: an omitted slice bound)
+  std::vector<ExprPtr> args;  // operands (nullptr: an omitted slice bound); a call's positional arguments
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;  // a call's keyword arguments
   bool negated = false;       // `is not`
 };
 
@@ -56,6 +58,8 @@ class ExprParser {
  public:
   ExprParser(std::vector<Token> tokens, std::string where) : toks_(std::move(tokens)), where_(std::move(where)) {}
   ExprPtr expression();
+  // An expression without a trailing `if … else …` (a for loop's iterable, which a filter `if` may follow).
+  ExprPtr iterable();
   const Token& peek(size_t ahead = 0) const;
   bool accept(std::string_view text);  // consumes the token when it is `text` (an operator or a keyword)
   void expect(std::string_view text);
@@ -74,8 +78,9 @@ class ExprParser {
   ExprPtr product();
   ExprPtr unary();
   ExprPtr postfix(ExprPtr e);
+  ExprPtr subscript(ExprPtr e);
   ExprPtr primary();
-  std::vector<ExprPtr> call_args();
+  void call_args(Expr& call);  // after '(': appends the arguments to call.args / call.kwargs
 
   std::vector<Token> toks_;
   size_t pos_ = 0;

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "jinja_builtins.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::text::jinja {
@@ -9,11 +10,17 @@ namespace meshtrain::text::jinja {
 using NodeList = std::vector<std::unique_ptr<Template::Node>>;
 
 struct Template::Node {
-  enum class Kind { Text, Output, If, For, Set } kind;
-  std::string text;                                      // Text: the text; For / Set: the variable
-  ExprPtr expr;                                          // Output / For (the iterable) / Set
+  // SetAttr: `set ns.attr = …` (a namespace's attribute); SetBlock: `{% set x %}…{% endset %}`;
+  // Generation: transformers' `{% generation %}…{% endgeneration %}`, which renders its body (the markers
+  // only matter when transformers is asked for the assistant-token mask, which inference never is).
+  enum class Kind { Text, Output, If, For, Set, SetAttr, SetBlock, Generation } kind;
+  std::string text;                                      // Text: the text; Set / SetAttr / SetBlock: the variable
+  std::string attr;                                      // SetAttr: the attribute
+  std::vector<std::string> targets;                      // For: the loop variable(s) (`for k, v in …` unpacks)
+  ExprPtr expr;                                          // Output / For (the iterable) / Set / SetAttr
+  ExprPtr filter;                                        // For: `for x in xs if cond` (nullptr: none)
   std::vector<std::pair<ExprPtr, NodeList>> branches;    // If: (condition, body) for if and each elif
-  NodeList body, else_body;                              // For: body and else; If: else
+  NodeList body, else_body;                              // For: body and else; If: else; SetBlock / Generation: body
 };
 
 namespace {
@@ -123,6 +130,7 @@ class Parser {
       if (kw == "if") out.push_back(parse_if(p));
       else if (kw == "for") out.push_back(parse_for(p));
       else if (kw == "set") out.push_back(parse_set(p));
+      else if (kw == "generation") out.push_back(parse_generation(p));
       else p.unsupported("the statement '{% " + kw + " %}'" + (kw.rfind("end", 0) == 0 || kw == "else" || kw == "elif" ? " here (unbalanced)" : ""));
     }
     MT_USER_CHECK(stops.empty(), where_, ": the template ends inside a block (expected {% ", stops.back(), " %})");
@@ -165,10 +173,11 @@ class Parser {
   std::unique_ptr<Template::Node> parse_for(ExprParser& p) {
     auto n = std::make_unique<Template::Node>();
     n->kind = Template::Node::Kind::For;
-    n->text = p.name();
-    if (p.peek().text == ",") p.unsupported("unpacking in a for loop ('for a, b in …')");
+    do n->targets.push_back(p.name());
+    while (p.accept(","));
     p.expect("in");
-    n->expr = p.expression();
+    n->expr = p.iterable();
+    if (p.accept("if")) n->filter = p.iterable();
     if (p.peek().text == "recursive") p.unsupported("a recursive loop");
     finish(p);
     std::string stop;
@@ -185,12 +194,31 @@ class Parser {
     auto n = std::make_unique<Template::Node>();
     n->kind = Template::Node::Kind::Set;
     n->text = p.name();
-    if (p.peek().text == ".") p.unsupported("assigning to an attribute ('set ns.x = …', namespace objects)");
+    if (p.accept(".")) {
+      n->kind = Template::Node::Kind::SetAttr;
+      n->attr = p.name();
+    }
     if (p.peek().text == ",") p.unsupported("unpacking in set ('set a, b = …')");
-    if (p.at_end()) p.unsupported("a block set ('{% set x %}…{% endset %}')");
+    if (p.at_end() && n->kind == Template::Node::Kind::Set) {
+      n->kind = Template::Node::Kind::SetBlock;
+      std::string stop;
+      n->body = parse_body({"endset"}, stop);
+      finish(*last_);
+      return n;
+    }
     p.expect("=");
     n->expr = p.expression();
     finish(p);
+    return n;
+  }
+
+  std::unique_ptr<Template::Node> parse_generation(ExprParser& p) {
+    auto n = std::make_unique<Template::Node>();
+    n->kind = Template::Node::Kind::Generation;
+    finish(p);
+    std::string stop;
+    n->body = parse_body({"endgeneration"}, stop);
+    finish(*last_);
     return n;
   }
 
@@ -210,6 +238,17 @@ class Frames : public Scope {
     return undefined();
   }
   void set(const std::string& name, Value v) { frames_.back()[name] = std::move(v); }
+  // `set ns.attr = v`: the namespace is changed where it was made, so the change outlives a loop iteration.
+  void set_attr(const std::string& name, const std::string& attr, Value v, const std::string& where) {
+    for (auto it = frames_.rbegin(); it != frames_.rend(); ++it)
+      if (auto f = it->find(name); f != it->end()) {
+        MT_USER_CHECK(f->is_object(), where, ": 'set ", name, ".", attr, "' on a ", f->type_name(),
+                      " (only a namespace() takes attributes)");
+        (*f)[attr] = std::move(v);
+        return;
+      }
+    MT_USER_CHECK(false, where, ": 'set ", name, ".", attr, "' but '", name, "' is not defined");
+  }
   void push() { frames_.push_back(Value::object()); }
   void pop() { frames_.pop_back(); }
 
@@ -219,11 +258,38 @@ class Frames : public Scope {
 
 void render_nodes(const NodeList& nodes, Frames& frames, std::string& out, const std::string& where);
 
+// What a for loop walks: a list's items, a mapping's keys, a string's characters; undefined and none are
+// empty (none, which Jinja would refuse, as before).
+Value loop_items(const Value& v, const std::string& where) {
+  if (v.is_array() || is_undefined(v) || v.is_null()) return v.is_array() ? v : Value::array();
+  MT_USER_CHECK(v.is_object() || v.is_string(), where, ": a for loop over ", v.type_name());
+  return apply_filter("list", v, Args{}, where);
+}
+
+void bind_targets(const Template::Node& n, const Value& item, Frames& frames, const std::string& where) {
+  if (n.targets.size() == 1) {
+    frames.set(n.targets[0], item);
+    return;
+  }
+  MT_USER_CHECK(item.is_array() && item.size() == n.targets.size(), where, ": 'for ", n.targets[0],
+                ", … in' unpacks ", n.targets.size(), " values but an item has ",
+                item.is_array() ? std::to_string(item.size()) : std::string("none (not a list)"));
+  for (size_t k = 0; k < n.targets.size(); ++k) frames.set(n.targets[k], item[k]);
+}
+
 void render_for(const Template::Node& n, Frames& frames, std::string& out, const std::string& where) {
-  const Value items = evaluate(*n.expr, frames, where);
-  MT_USER_CHECK(items.is_array() || is_undefined(items) || items.is_null(), where, ": a for loop over ",
-                items.type_name(), " (only lists are supported)");
-  const size_t len = items.is_array() ? items.size() : 0;
+  Value items = loop_items(evaluate(*n.expr, frames, where), where);
+  if (n.filter) {  // `for x in xs if cond`: the loop (and loop.length) sees only the items that pass
+    Value kept = Value::array();
+    for (const Value& item : items) {
+      frames.push();
+      bind_targets(n, item, frames, where);
+      if (truthy(evaluate(*n.filter, frames, where))) kept.push_back(item);
+      frames.pop();
+    }
+    items = std::move(kept);
+  }
+  const size_t len = items.size();
   if (len == 0) {
     render_nodes(n.else_body, frames, out, where);
     return;
@@ -232,11 +298,23 @@ void render_for(const Template::Node& n, Frames& frames, std::string& out, const
     frames.push();  // Jinja: names set inside a loop body do not outlive the iteration
     const auto ii = static_cast<int64_t>(i), nn = static_cast<int64_t>(len);
     frames.set("loop", {{"index", ii + 1}, {"index0", ii}, {"first", i == 0}, {"last", i + 1 == len},
-                        {"length", nn}, {"revindex", nn - ii}, {"revindex0", nn - ii - 1}});
-    frames.set(n.text, items[i]);
+                        {"length", nn}, {"revindex", nn - ii}, {"revindex0", nn - ii - 1},
+                        {"previtem", i > 0 ? items[i - 1] : undefined()},
+                        {"nextitem", i + 1 < len ? items[i + 1] : undefined()}});
+    bind_targets(n, items[i], frames, where);
     render_nodes(n.body, frames, out, where);
     frames.pop();
   }
+}
+
+void render_if(const Template::Node& n, Frames& frames, std::string& out, const std::string& where) {
+  const NodeList* chosen = &n.else_body;
+  for (const auto& [cond, body] : n.branches)
+    if (truthy(evaluate(*cond, frames, where))) {
+      chosen = &body;
+      break;
+    }
+  render_nodes(*chosen, frames, out, where);
 }
 
 void render_nodes(const NodeList& nodes, Frames& frames, std::string& out, const std::string& where) {
@@ -245,17 +323,20 @@ void render_nodes(const NodeList& nodes, Frames& frames, std::string& out, const
       case Template::Node::Kind::Text: out += n->text; break;
       case Template::Node::Kind::Output: out += to_output(evaluate(*n->expr, frames, where), where); break;
       case Template::Node::Kind::Set: frames.set(n->text, evaluate(*n->expr, frames, where)); break;
-      case Template::Node::Kind::For: render_for(*n, frames, out, where); break;
-      case Template::Node::Kind::If: {
-        const NodeList* chosen = &n->else_body;
-        for (const auto& [cond, body] : n->branches)
-          if (truthy(evaluate(*cond, frames, where))) {
-            chosen = &body;
-            break;
-          }
-        render_nodes(*chosen, frames, out, where);
+      case Template::Node::Kind::SetAttr: frames.set_attr(n->text, n->attr, evaluate(*n->expr, frames, where), where); break;
+      case Template::Node::Kind::SetBlock: {
+        std::string captured;
+        render_nodes(n->body, frames, captured, where);
+        frames.set(n->text, captured);
         break;
       }
+      case Template::Node::Kind::Generation:  // a call block in Jinja: its body has a scope of its own
+        frames.push();
+        render_nodes(n->body, frames, out, where);
+        frames.pop();
+        break;
+      case Template::Node::Kind::For: render_for(*n, frames, out, where); break;
+      case Template::Node::Kind::If: render_if(*n, frames, out, where); break;
     }
   }
 }

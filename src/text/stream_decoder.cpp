@@ -5,6 +5,10 @@
 namespace meshtrain::text {
 
 std::string StreamDecoder::step(int64_t id) {
+  if (pieces_) {
+    const std::optional<std::string> t = tok_.token_string(id, skip_special_);
+    return t ? pieces_->push(*t) : std::string();
+  }
   pending_ += tok_.token_bytes(id, skip_special_);
   // Hand out everything up to an unfinished sequence at the end (one that more bytes could complete).
   size_t cut = pending_.size();
@@ -22,7 +26,15 @@ std::string StreamDecoder::step(int64_t id) {
   return out;
 }
 
+void StreamDecoder::continue_after(const std::vector<int64_t>& ids) {
+  for (int64_t id : ids) step(id);
+  // What the prompt still held back belongs to the prompt, which was printed whole.
+  pending_.clear();
+  if (pieces_) pieces_->finish();
+}
+
 std::string StreamDecoder::finish() {
+  if (pieces_) return pieces_->finish();
   std::string out = utf8_lossy(pending_);
   pending_.clear();
   return out;

@@ -49,7 +49,10 @@ void sample_text(model::Transformer& net, const text::Tokenizer& tok, const std:
   model::SampleOptions sample = opts.sample;
   sample.stop_tokens = text::stop_token_ids(dir, tok);
   text::StreamDecoder decoder(tok);
-  if (!opts.chat) out << tok.decode(ids) << std::flush;
+  if (!opts.chat) {
+    out << tok.decode(ids) << std::flush;
+    decoder.continue_after(ids);  // the reply goes on from the prompt (no start-of-text space stripped)
+  }
   sample.on_token = [&](int64_t id) { out << decoder.step(id) << std::flush; };
   model::generate(net, ids, sample);
   out << decoder.finish() << std::endl;

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """`meshtrain generate` with a model's own tokenizer, against transformers on the same model.
 
-For a Llama model with a Llama-3-style tokenizer and a GPT-2 model with a GPT-2 tokenizer (both tokenizers
-trained here on the KJV text by tests/reference/text_support.py, the models tiny and random; nothing is
-downloaded): transformers saves the model, the tokenizer and a chat template into one directory,
+For a Llama model with a Llama-3-style tokenizer, a Llama model with a Llama-2-style (SentencePiece, byte
+fallback) tokenizer and Mistral v0.3's chat template, and a GPT-2 model with a GPT-2 tokenizer (the
+tokenizers trained here on the KJV text by tests/reference/text_support.py, the models tiny and random;
+nothing is downloaded): transformers saves the model, the tokenizer and a chat template into one directory,
 `meshtrain import` copies the tokenizer files beside the checkpoint, and `meshtrain generate --temperature 0`
 must print exactly the text transformers' greedy generate gives (prompt encoded with the tokenizer's special
-tokens, reply ended by the end-of-text token, decoded without special tokens), for a plain prompt, for
+tokens, reply ended by the end-of-text token, decoded without special tokens; a plain prompt's reply decoded
+as the rest of the prompt's sequence, so Llama 2's decoder keeps the space between them), for a plain prompt, for
 --chat (the template rendered by meshtrain), and for --chat --system. Then the mistakes: a chat template
 outside the supported subset refuses --chat in one line (a plain prompt still works), --tokenizer at a missing
 path, a tokenizer larger than the model's vocabulary — exit code 2, one line each.
@@ -33,11 +35,16 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 from text_support import train_tokenizer  # noqa: E402
 
+with open(os.path.join(SRC, "tests", "fixtures", "chat_templates", "mistral-v0.3.jinja"), encoding="utf-8") as f:
+    MISTRAL = f.read()
+
 MESHTRAIN = os.path.join(BIN, "meshtrain")
 WORK = tempfile.mkdtemp(prefix="meshtrain_generate_")
 KJV = os.path.join(SRC, "data", "kjv", "kjv-genesis-2kings.txt")
 NEW_TOKENS = 24
-PROMPT = "And God said, Let there be light: 中文 😀"
+# Ends on a word: with Llama 2's byte fallback the emoji is a run of byte tokens, which a reply starting with
+# byte tokens would extend when transformers decodes the whole sequence.
+PROMPT = "And God said, Let there be light: 中文 😀 and there was light"
 SYSTEM = "Answer as the King James Version would."
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
           " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
@@ -50,20 +57,27 @@ failures = []
 
 
 def meshtrain(*args, expect=0):
-    r = subprocess.run([MESHTRAIN, *args], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([MESHTRAIN, *args], capture_output=True, timeout=300)
+    # Decoded by hand: text mode would turn a sampled "\r" into "\n" (universal newlines).
+    r.stdout, r.stderr = (b.decode("utf-8", "surrogateescape") for b in (r.stdout, r.stderr))
     if r.returncode != expect:
         print(f"FAIL: meshtrain {' '.join(args)}: exit {r.returncode}, expected {expect}\n{r.stdout}\n{r.stderr}")
         sys.exit(1)
     return r
 
 
+# Each style's end and start tokens and chat template.
+SPECIALS = {"llama3": ("<|eot_id|>", "<|begin_of_text|>", LLAMA3), "llama2": ("</s>", "<s>", MISTRAL),
+            "gpt2": ("<|endoftext|>", "<|endoftext|>", CHATML)}
+
+
 def make_model(style, family):
     """A tiny random model saved with its tokenizer and chat template; returns (hf_dir, model, tokenizer)."""
     base = train_tokenizer(style, KJV, os.path.join(WORK, style + "_tok"))
     llama = family == "llama"
-    eos, bos = ("<|eot_id|>", "<|begin_of_text|>") if llama else ("<|endoftext|>", "<|endoftext|>")
+    eos, bos, template = SPECIALS[style]
     tok = PreTrainedTokenizerFast(tokenizer_object=base, bos_token=bos, eos_token=eos)
-    tok.chat_template = LLAMA3 if llama else CHATML
+    tok.chat_template = template
     vocab = base.get_vocab_size(with_added_tokens=True)
     ids = dict(bos_token_id=tok.convert_tokens_to_ids(bos), eos_token_id=tok.convert_tokens_to_ids(eos))
     cfg = (transformers.LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -75,17 +89,22 @@ def make_model(style, family):
     with torch.no_grad():  # larger weights than the init, so greedy decoding is far from ties
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.2)
-    hf_dir = os.path.join(WORK, family + "_hf")
+    hf_dir = os.path.join(WORK, style + "_hf")
     model.save_pretrained(hf_dir)
     tok.save_pretrained(hf_dir)
     return hf_dir, model, tok
 
 
-def reference(model, tok, ids):
-    """transformers' greedy reply to `ids`, decoded without special tokens."""
+def reference(model, tok, ids, after_prompt=False):
+    """transformers' greedy reply to `ids`, decoded without special tokens: alone, or (`after_prompt`) as what
+    the reply adds to the prompt's text when the whole sequence is decoded."""
     with torch.no_grad():
         out = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
                              eos_token_id=model.config.eos_token_id, pad_token_id=model.config.eos_token_id)
+    if after_prompt:
+        prompt, whole = tok.decode(ids, skip_special_tokens=True), tok.decode(out[0].tolist(), skip_special_tokens=True)
+        assert whole.startswith(prompt), (prompt, whole)
+        return whole[len(prompt):]
     return tok.decode(out[0, len(ids):].tolist(), skip_special_tokens=True)
 
 
@@ -101,27 +120,27 @@ def chat_ids(tok, messages):
     return list(ids if isinstance(ids, list) else ids["input_ids"])
 
 
-for style, family in (("llama3", "llama"), ("gpt2", "gpt2")):
+for style, family in (("llama3", "llama"), ("llama2", "llama"), ("gpt2", "gpt2")):
     hf_dir, model, tok = make_model(style, family)
-    out = os.path.join(WORK, family + "_imported")
+    out = os.path.join(WORK, style + "_imported")
     r = meshtrain("import", hf_dir, out)
     assert "tokenizer.json" in r.stdout and os.path.exists(os.path.join(out, "tokenizer.json")), r.stdout
     greedy = ["--temperature", "0", "--tokens", str(NEW_TOKENS)]
     plain_ids = tok(PROMPT)["input_ids"]
-    want = tok.decode(plain_ids, skip_special_tokens=True) + reference(model, tok, plain_ids)
-    check(f"{family} plain prompt", meshtrain("generate", out, "--prompt", PROMPT, *greedy).stdout[:-1], want)
+    want = tok.decode(plain_ids, skip_special_tokens=True) + reference(model, tok, plain_ids, after_prompt=True)
+    check(f"{style} plain prompt", meshtrain("generate", out, "--prompt", PROMPT, *greedy).stdout[:-1], want)
     user = [{"role": "user", "content": PROMPT}]
-    check(f"{family} --chat", meshtrain("generate", out, "--prompt", PROMPT, "--chat", *greedy).stdout[:-1],
+    check(f"{style} --chat", meshtrain("generate", out, "--prompt", PROMPT, "--chat", *greedy).stdout[:-1],
           reference(model, tok, chat_ids(tok, user)))
     both = [{"role": "system", "content": SYSTEM}] + user
-    check(f"{family} --chat --system",
+    check(f"{style} --chat --system",
           meshtrain("generate", out, "--prompt", PROMPT, "--chat", "--system", SYSTEM, *greedy).stdout[:-1],
           reference(model, tok, chat_ids(tok, both)))
     # The tokenizer found through --tokenizer when the checkpoint has none beside it.
-    bare = os.path.join(WORK, family + "_bare")
+    bare = os.path.join(WORK, style + "_bare")
     shutil.copytree(out, bare, ignore=shutil.ignore_patterns("tokenizer*", "chat_template.jinja", "special_tokens_map.json"))
-    check(f"{family} --tokenizer DIR", meshtrain("generate", bare, "--prompt", PROMPT, "--tokenizer", hf_dir,
-                                                 *greedy).stdout[:-1], want)
+    check(f"{style} --tokenizer DIR", meshtrain("generate", bare, "--prompt", PROMPT, "--tokenizer", hf_dir,
+                                                *greedy).stdout[:-1], want)
 
 
 def one_line_error(name, r, *fragments):
@@ -134,17 +153,17 @@ def one_line_error(name, r, *fragments):
 
 # A template outside the subset: --chat refused in one line, a plain prompt still works.
 odd = os.path.join(WORK, "odd_tokenizer")
-shutil.copytree(os.path.join(WORK, "llama_hf"), odd)
+shutil.copytree(os.path.join(WORK, "llama3_hf"), odd)
 with open(os.path.join(odd, "chat_template.jinja"), "w") as f:
-    f.write("{{ messages | tojson }}")
-llama_out = os.path.join(WORK, "llama_imported")
+    f.write("{% macro turn(m) %}{{ m.content }}{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}")
+llama_out = os.path.join(WORK, "llama3_imported")
 one_line_error("unsupported template", meshtrain("generate", llama_out, "--chat", "--tokenizer", odd, expect=2),
-               "filter 'tojson'", "--chat is unavailable", "chat_template.jinja")
+               "'{% macro %}'", "--chat is unavailable", "chat_template.jinja")
 meshtrain("generate", llama_out, "--tokenizer", odd, "--tokens", "2")
 one_line_error("missing --tokenizer", meshtrain("generate", llama_out, "--tokenizer", os.path.join(WORK, "nope"),
                                                  expect=2), "--tokenizer", "no such file or directory")
 one_line_error("tokenizer larger than the vocabulary",
-               meshtrain("generate", os.path.join(WORK, "gpt2_imported"), "--tokenizer", os.path.join(WORK, "llama_hf"),
+               meshtrain("generate", os.path.join(WORK, "gpt2_imported"), "--tokenizer", os.path.join(WORK, "llama3_hf"),
                          expect=2), "the tokenizer has", "the model's vocabulary is")
 one_line_error("--system without --chat", meshtrain("generate", llama_out, "--system", "x", expect=2), "--system")
 

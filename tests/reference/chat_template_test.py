@@ -10,7 +10,9 @@ arithmetic, raise_exception). For every conversation both sides must give the sa
 A template transformers refuses through raise_exception must fail in meshtrain too, and templates with
 constructs outside the subset must fail with one line naming the construct.
 
-Usage: chat_template_test.py --driver PATH/text_driver --kjv FILE
+With --fixtures DIR it checks the models' own templates instead (chat_template_models.py).
+
+Usage: chat_template_test.py --driver PATH/text_driver --kjv FILE [--fixtures tests/fixtures/chat_templates]
 Exit 0 pass, 1 mismatch, 77 skipped (no tokenizers / transformers / jinja2).
 """
 from __future__ import annotations
@@ -33,6 +35,11 @@ except ImportError as e:  # pragma: no cover
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from text_support import train_tokenizer  # noqa: E402
+
+# The {% generation %} template instruction data is prepared with in the e2e tests (scripts/prepare_instruct.py
+# marks the assistant's span from it): `generate --chat` on such a model renders it.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "instruct"))
+from tiny_tokenizer import GENERATION  # noqa: E402
 
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
           " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
@@ -81,14 +88,47 @@ BLOCKS = """{% for message in messages %}
 {# a comment line #}
 {% if add_generation_prompt %}[ASSISTANT]{% endif %}
 """
-TEMPLATES = {"chatml": CHATML, "llama3": LLAMA3, "multiline": MULTILINE, "blocks": BLOCKS}
+# The constructs of the models' own templates (tests/fixtures/chat_templates, chat_template_models.py)
+# one by one, where a conversation reaches each of them: namespace() and `set ns.x`, tojson (unicode, escapes,
+# indent, sort_keys), items / .items() with unpacking, a for loop's `if`, selectattr / rejectattr / select /
+# reject / map / join / list / first / last / default, split, replace, strip with characters, slices with a
+# step, previtem / nextitem, a block set, range, dict(), strftime_now as a defined name, is mapping /
+# iterable / sequence / string / false, and {% generation %} markers, which render their body.
+BUILTINS = """{%- set ns = namespace(users=0, last='') %}
+{%- for m in messages %}
+    {%- if m.role == 'user' %}{% set ns.users = ns.users + 1 %}{% set ns.last = m.content %}{% endif %}
+{%- endfor %}
+{{- ns.users ~ ' users, last ' ~ ns.last | tojson }}
+{{- '|' ~ messages | tojson }}
+{{- '|' ~ messages[0] | tojson(indent=2) }}
+{{- '|' ~ messages[-1] | tojson(indent=4, sort_keys=true) }}
+{%- for k, v in messages[0] | items %}{{ '|' ~ k ~ '=' ~ v | length }}{% endfor %}
+{%- for k, v in messages[0].items() if k != 'role' %}{{ '|only ' ~ k ~ ' of ' ~ loop.length }}{% endfor %}
+{{- '|' ~ messages | selectattr('role', 'equalto', 'user') | map(attribute='content') | map('trim') | join(', ') }}
+{{- '|' ~ messages | rejectattr('role', 'equalto', 'user') | list | length }}
+{{- '|' ~ ['a', 'b', 'a'] | reject('equalto', 'a') | first ~ (['x'] | select | list | last) }}
+{{- '|' ~ (messages[0].missing | default('none given')) ~ messages[0].get('role') ~ messages[0].get('x', 'X') }}
+{{- '|' ~ messages[0].content.split() | join('+') ~ '|' ~ 'a,b,,c'.split(',') | length ~ 'a b c'.split(' ', 1)[1] }}
+{{- '|' ~ messages[-1].content.replace(' ', '_') ~ '|' ~ '\n\nx \n'.strip('\n') ~ '|' ~ 'xxhixx'.rstrip('x').lstrip('x') }}
+{{- '|' ~ messages[::-1] | map(attribute='role') | join(',') ~ '|' ~ 'héllo😀'[::2] ~ 'héllo'[1:-1] ~ 'héllo' | length }}
+{%- for m in messages %}{% if loop.previtem is defined %}{{ '|' ~ loop.previtem.role ~ '>' ~ m.role }}{% endif %}{% if loop.nextitem is undefined %}{{ '|end' }}{% endif %}{% endfor %}
+{%- set block %}{{ messages | length }} turns{% endset %}
+{{- '|' ~ block ~ '|' ~ range(3) | join ~ range(1, 7, 2) | join(',') ~ dict(a=1) | tojson }}
+{{- '|' ~ (strftime_now is defined) ~ (messages[0] is mapping) ~ (messages is iterable) ~ (none is iterable) ~ (messages is sequence) ~ (false is false) ~ (0 is false) }}
+{{- '|' ~ 'Hello World'.title() ~ 'hello'.capitalize() ~ 'ab'.upper() ~ ('abc'.startswith('a')) ~ 'banana'.count('a') ~ 'banana'.find('n') }}
+{%- for m in messages %}{% generation %}{{ '|' ~ m.role }}{% set scoped = 1 %}{% endgeneration %}{% endfor %}
+{{- '|' ~ (scoped is defined) }}
+{%- if add_generation_prompt %}{{ '|gen' }}{% endif %}
+"""
+TEMPLATES = {"chatml": CHATML, "llama3": LLAMA3, "multiline": MULTILINE, "blocks": BLOCKS, "builtins": BUILTINS,
+             "generation": GENERATION}
 UNSUPPORTED = {
-    "namespace": ("{% set ns = namespace(found=false) %}{% for m in messages %}{{ m.content }}{% endfor %}",
-                  "namespace"),
-    "tojson": "{{ messages | tojson }}",
-    "macro": "{% macro f(x) %}{{ x }}{% endmacro %}{{ f(1) }}",
-    "unpack": "{% for k, v in messages[0] | items %}{{ k }}{% endfor %}",
-    "generation": "{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}",
+    "macro": ("{% macro f(x) %}{{ x }}{% endmacro %}{{ f(1) }}", "'{% macro %}'"),
+    "break": ("{% for m in messages %}{% break %}{% endfor %}", "'{% break %}'"),
+    "dict literal": "{{ {'a': 1} | tojson }}",
+    "tuple": "{% for a, b in [(1, 2)] %}{{ a }}{% endfor %}",
+    "wordwrap": ("{{ messages[0].content | wordwrap(5) }}", "filter 'wordwrap'"),
+    "format": ("{{ '%s'.format(1) }}", "method '.format()'"),
 }
 
 CONVERSATIONS = [
@@ -100,6 +140,9 @@ CONVERSATIONS = [
      {"role": "assistant", "content": "He went up 3 mountains."}, {"role": "user", "content": "and?"}],
     [{"role": "system", "content": "Only a system message (the for loop's else)."}],
 ]
+# `tojson` of a conversation holds its unicode and escapes as Python's json.dumps writes them.
+CONVERSATIONS.append([{"role": "user", "content": 'Quote " back\\slash \t tab \x01 ctl, é 中 😀'},
+                      {"role": "assistant", "content": ""}])
 BAD_CONVERSATION = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
 
 
@@ -124,7 +167,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--driver", required=True)
     ap.add_argument("--kjv", required=True)
+    ap.add_argument("--fixtures", help="the models' templates (tests/fixtures/chat_templates): check those instead")
     args = ap.parse_args()
+    if args.fixtures:
+        from chat_template_models import check_models
+        return check_models(args.driver, args.kjv, args.fixtures, run_driver)
     failures, checks = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         base = train_tokenizer("llama3", args.kjv, os.path.join(tmp, "base"))

@@ -9,13 +9,29 @@ that merges inside multi-byte characters exist) with each style's real pre-token
                      Llama 3's special tokens, an lstrip/rstrip added token and a single_word one
   qwen2              llama3 with Qwen 2's regex (single digits), without ignore_merges
 It writes tokenizer.json into out_dir and returns the tokenizers.Tokenizer.
+
+SentencePiece-style tokenizers (BPE over characters with byte_fallback, Llama 2's vocabulary layout: <unk>
+<s> </s>, then the 256 byte tokens <0x00>…<0xFF>, then the trained pieces; the "<s> $A" template, a special
+<tool> and a normalized added token "Moses") come from the same function with these styles:
+  llama2           normalizer Prepend("▁") + Replace(" ", "▁"), no pre-tokenizer, decoder Replace("▁", " "),
+                   ByteFallback, Fuse, Strip(" ", 1, 0): what transformers' converter writes for Llama 2 and
+                   Mistral (legacy)
+  mistral          no normalizer, Metaspace(prepend_scheme "first", split false), the same decoder: the
+                   converter's non-legacy output
+  gemma            normalizer Replace(" ", "▁") only, a literal Split(" ", MergedWithPrevious), decoder Replace,
+                   ByteFallback, Fuse (no prefix, no strip)
+  metaspace_split  Metaspace(prepend_scheme "always", split true) and the Metaspace decoder (no byte fallback
+                   in the decoder: a <0xNN> token decodes as its text)
 """
 from __future__ import annotations
 
 import os
 import random
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+import json
+
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors,
+                        trainers)
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -36,7 +52,10 @@ PIECES = [
     "!", "?!", "...", "—", "«»", "(", ")", "{", "}", "#", "@", "$", "%", "\\", "/", "_", "-", "==", "'", '"',
     "<|", "|>", "<|endoftext", "<|eot_id|", "<tool", "Moses", "said",
 ]
+SP_STYLES = ("llama2", "mistral", "gemma", "metaspace_split")
+SP_SPECIAL = ["<unk>", "<s>", "</s>"]
 SPECIALS = {
+    **{style: SP_SPECIAL + ["<tool>", "Moses"] for style in SP_STYLES},
     "gpt2": ["<|endoftext|>"],
     "gpt2_prefix_space": ["<|endoftext|>"],
     "llama3": LLAMA3_SPECIAL + ["<tool>", "Moses said"],
@@ -56,7 +75,54 @@ def torture_texts(style: str, seed: int = 0) -> list[str]:
     return [hand, ""] + pieces + mixes + [one_long]
 
 
+def _sentencepiece_style(style: str, tok: Tokenizer) -> None:
+    sp_decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    if style == "llama2":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+    elif style == "mistral":
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+    elif style == "gemma":
+        tok.normalizer = normalizers.Replace(" ", "▁")
+        # Gemma's file carries this Split; after the normalizer no space is left for it to find.
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+        tok.decoder = sp_decoder
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+        tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+
+
+def train_sentencepiece_style(style: str, lines: list[str], out_dir: str) -> Tokenizer:
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    _sentencepiece_style(style, tok)
+    # A limited alphabet leaves rarer characters (most of the torture text's scripts and emoji) to byte fallback.
+    trainer = trainers.BpeTrainer(vocab_size=1200, min_frequency=2, special_tokens=SP_SPECIAL, limit_alphabet=120,
+                                  show_progress=False)
+    tok.train_from_iterator(lines, trainer=trainer)
+    j = json.loads(tok.to_str())
+    vocab = {t: i for i, t in enumerate(SP_SPECIAL)}
+    vocab.update({f"<0x{b:02X}>": len(SP_SPECIAL) + b for b in range(256)})
+    for t, _ in sorted(j["model"]["vocab"].items(), key=lambda kv: kv[1]):
+        vocab.setdefault(t, len(vocab))
+    j["model"]["vocab"] = vocab
+    tok = Tokenizer.from_str(json.dumps(j))
+    tok.add_special_tokens([AddedToken("<tool>", special=True, normalized=False)])
+    tok.add_tokens([AddedToken("Moses", normalized=True)])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B:1",
+                                                       special_tokens=[("<s>", vocab["<s>"])])
+    os.makedirs(out_dir, exist_ok=True)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    return tok
+
+
 def train_tokenizer(style: str, kjv: str, out_dir: str) -> Tokenizer:
+    if style in SP_STYLES:
+        with open(kjv, encoding="utf-8") as f:
+            lines = f.read().splitlines(keepends=True)
+        return train_sentencepiece_style(style, lines + torture_texts(style) * 3, out_dir)
     llama_like = style in ("llama3", "qwen2")
     tok = Tokenizer(models.BPE(ignore_merges=style == "llama3"))
     if llama_like:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """meshtrain's byte-level BPE tokenizer (C++, text_driver) against the `tokenizers` package.
 
-For one style (text_support.train_tokenizer: GPT-2, GPT-2 with a prefix space, Llama 3, Qwen 2), a tokenizer is
+For one style (text_support.train_tokenizer: GPT-2, GPT-2 with a prefix space, Llama 3, Qwen 2, and the
+SentencePiece styles with byte fallback: Llama 2, Mistral's Metaspace, Gemma, Metaspace split), a tokenizer is
 trained here on the KJV text and saved as tokenizer.json; both sides then encode the whole KJV text as one
 string and the torture texts (scripts, marks, digits, every kind of white space, emoji sequences, special
 tokens inside words), with and without the post-processor's special tokens, and decode the ids back, random id
@@ -9,7 +10,8 @@ sequences (which cut multi-byte characters and hold special tokens) and cut-off 
 with and without skipping special tokens, and token by token through the stream decoder. Everything must be
 identical; the texts must also round-trip (decode(encode(text)) == text where no special token strips space).
 
-Usage: tokenizer_test.py --driver PATH/text_driver --style gpt2|gpt2_prefix_space|llama3|qwen2 --kjv FILE
+Usage: tokenizer_test.py --driver PATH/text_driver --style gpt2|gpt2_prefix_space|llama3|qwen2|llama2|mistral|gemma|
+       metaspace_split --kjv FILE
 Exit 0 pass, 1 mismatch, 77 skipped (no `tokenizers` package).
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ except ImportError as e:  # pragma: no cover
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from text_support import torture_texts, train_tokenizer  # noqa: E402
+from text_support import SP_STYLES, torture_texts, train_tokenizer  # noqa: E402
 
 
 def first_difference(a: list, b: list) -> int:
@@ -89,6 +91,14 @@ def main() -> int:
     for i, t in enumerate(texts):
         if any(a.content in t for a in specials if a.lstrip or a.rstrip or a.single_word) or want[i] not in decode:
             continue
+        if args.style in SP_STYLES:
+            # The decoders of Llama 2 (Strip) and of Metaspace drop the space a text starts with; added tokens
+            # are decoded with the space the normalizer put after them.
+            if any(a.content in t for a in specials) or (args.style != "gemma" and t.startswith(" ")):
+                continue
+            # Metaspace's decoder has no ByteFallback: a byte token decodes as its own text in both packages.
+            if args.style == "metaspace_split" and any(tok.id_to_token(x).startswith("<0x") for x in want[i]):
+                continue
         if args.style == "gpt2_prefix_space":
             if any(a.content in t for a in specials) or not t:
                 continue

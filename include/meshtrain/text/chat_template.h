@@ -1,8 +1,9 @@
 // A model's chat template (tokenizer_config.json's `chat_template`, a Jinja template): renders a conversation
 // into the prompt text the model was tuned on, as transformers' apply_chat_template does, for the subset of
-// Jinja real templates use (loops over messages, if/elif/else, set, string concatenation, bos_token /
-// eos_token, add_generation_prompt, filters such as trim; src/text/jinja_template.h lists it). A template
-// that uses anything else is refused when it is read, with one line naming the construct.
+// Jinja real templates use — that of the Llama 3.x, Qwen 2.5/3, Mistral, Gemma 2/3 and SmolLM templates,
+// transformers' {% generation %} markers included (src/text/jinja_template.h, jinja_expression.h and
+// jinja_builtins.h list it). A template that uses anything else is refused when it is read, with one line
+// naming the construct and the template.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,12 @@
-// A byte-level BPE tokenizer read from a Hugging Face `tokenizer.json` (the `tokenizers` package's format):
-// GPT-2 and Llama 3 style. Encoding: added/special tokens split out first (exact match), the pre-tokenizer
-// steps (the regex Split and ByteLevel) cut the rest into words, each word's bytes become byte-level symbols
-// and BPE merges them; the post-processor's template adds the BOS-style tokens when asked. Decoding: ids →
-// bytes → UTF-8 with invalid sequences replaced (StreamDecoder does it token by token).
+// A BPE tokenizer read from a Hugging Face `tokenizer.json` (the `tokenizers` package's format), of two kinds:
+// - byte-level (GPT-2, Llama 3, Qwen): added/special tokens split out first (exact match), the pre-tokenizer
+//   steps (the regex Split and ByteLevel) cut the rest into words, each word's bytes become byte-level
+//   symbols and BPE merges them. Decoding: ids → bytes → UTF-8 with invalid sequences replaced.
+// - SentencePiece-style (Llama 2, Mistral, Gemma): added tokens split out, each stretch between them
+//   normalized (Prepend "▁", Replace " " → "▁") or pre-tokenized by Metaspace, BPE over characters with
+//   byte fallback (<0xNN> tokens for a character outside the vocabulary). Decoding: the Replace /
+//   ByteFallback / Fuse / Strip (or Metaspace) decoder chain (text/piece_decoder.h).
+// The post-processor's template adds the BOS-style tokens when asked. StreamDecoder decodes token by token.
 //
 // What it reads is checked: a normaliser, model, pre-tokenizer step, post-processor or decoder other than the
 // ones above is a UserError naming the file and the component, never a silently different tokenization.
@@ -17,17 +21,11 @@
 
 #include "meshtrain/text/added_tokens.h"
 #include "meshtrain/text/bpe.h"
-#include "meshtrain/text/split_pattern.h"
+#include "meshtrain/text/normalizer.h"
+#include "meshtrain/text/piece_decoder.h"
+#include "meshtrain/text/pre_tokenizer.h"
 
 namespace meshtrain::text {
-
-// One step of the pre-tokenizer, in order.
-struct PreTokenizeStep {
-  enum class Kind { Split, ByteLevel } kind = Kind::ByteLevel;
-  SplitPattern pattern = SplitPattern::Gpt2;  // Split: the regex
-  bool add_prefix_space = false;              // ByteLevel: a piece not starting with ' ' gets one
-  bool use_regex = true;                      // ByteLevel: also split with the GPT-2 regex
-};
 
 class Tokenizer {
  public:
@@ -41,9 +39,14 @@ class Tokenizer {
   // Ids → text; an id outside the vocabulary is skipped (as `tokenizers` does).
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = true) const;
 
-  // The bytes one token decodes to ("" for special tokens when skipped, and for unknown ids).
+  // Byte-level tokenizers: the bytes one token decodes to ("" for special tokens when skipped, and for
+  // unknown ids).
   std::string token_bytes(int64_t id, bool skip_special_tokens = true) const;
-  // The pieces BPE sees (byte-level symbols), for tests and debugging.
+  // SentencePiece-style tokenizers: the decoder chain (nullptr for a byte-level tokenizer), and a token as
+  // the vocabulary writes it (nullopt for a special token when skipped, and for an unknown id).
+  const PieceDecoding* piece_decoding() const { return pieces_ ? &*pieces_ : nullptr; }
+  std::optional<std::string> token_string(int64_t id, bool skip_special_tokens = true) const;
+  // The pieces BPE sees (byte-level symbols, or the normalized text's pieces), for tests and debugging.
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
   std::optional<int64_t> token_to_id(std::string_view token) const;
@@ -57,6 +60,8 @@ class Tokenizer {
   std::unique_ptr<Bpe> bpe_;
   AddedTokens added_;
   std::vector<PreTokenizeStep> steps_;
+  std::vector<NormalizeStep> normalize_;
+  std::optional<PieceDecoding> pieces_;  // set: a SentencePiece-style decoder chain
   std::vector<std::string> id_to_token_;  // the BPE vocabulary by id
   std::vector<int64_t> prefix_, suffix_;  // the post-processor's tokens around the text
   int64_t vocab_size_ = 0;

@@ -1,4 +1,5 @@
-// BPE merges: lowest rank first, leftmost first among equal ranks, stale candidates skipped, ignore_merges.
+// BPE merges: lowest rank first, leftmost first among equal ranks, stale candidates skipped, ignore_merges,
+// byte fallback and fused unknown tokens.
 #include <gtest/gtest.h>
 
 #include "meshtrain/core/error.h"
@@ -47,6 +48,24 @@ TEST(Bpe, UnknownCharactersBecomeUnkOrAreDropped) {
   auto v = vocab({"a", "<unk>"});
   EXPECT_EQ(enc(Bpe(v, {}, false, std::nullopt), "axa"), (std::vector<int64_t>{0, 0}));
   EXPECT_EQ(enc(Bpe(v, {}, false, 1), "axa"), (std::vector<int64_t>{0, 1, 0}));
+}
+
+TEST(Bpe, ByteFallbackSpellsAnUnknownCharacterInByteTokens) {
+  //                       0    1      2        3        4        5
+  auto v = vocab({"a", "<unk>", "<0xC3>", "<0xA9>", "<0x78>", "a<0xC3>"});
+  // "é" (C3 A9) is not in the vocabulary: its bytes; "x" has a byte token too. Byte tokens merge like any.
+  EXPECT_EQ(enc(Bpe(v, {}, false, 1, true), "a\xC3\xA9" "x"), (std::vector<int64_t>{0, 2, 3, 4}));
+  EXPECT_EQ(enc(Bpe(v, {{"a", "<0xC3>"}}, false, 1, true), "a\xC3\xA9"), (std::vector<int64_t>{5, 3}));
+  // Without byte_fallback the character is the unknown token.
+  EXPECT_EQ(enc(Bpe(v, {}, false, 1, false), "a\xC3\xA9"), (std::vector<int64_t>{0, 1}));
+}
+
+TEST(Bpe, FuseUnkJoinsConsecutiveUnknownCharacters) {
+  auto v = vocab({"a", "<unk>"});
+  EXPECT_EQ(enc(Bpe(v, {}, false, 1, false, false), "axya"), (std::vector<int64_t>{0, 1, 1, 0}));
+  EXPECT_EQ(enc(Bpe(v, {}, false, 1, false, true), "axya"), (std::vector<int64_t>{0, 1, 0}));
+  // A character whose bytes lack byte tokens is unknown even with byte_fallback.
+  EXPECT_EQ(enc(Bpe(v, {}, false, 1, true, true), "x\xC3\xA9" "a"), (std::vector<int64_t>{1, 0}));
 }
 
 TEST(Bpe, AMergeOutsideTheVocabularyIsNamed) {

@@ -47,13 +47,50 @@ void expect_refused(const std::string& src, const std::string& construct) {
   }
 }
 
+TEST(ChatTemplate, NamespacesOutliveTheLoopThatChangesThem) {
+  EXPECT_EQ(render("{% set ns = namespace(n=0, roles='') %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+                   "{% set ns.roles = ns.roles ~ m.role[0] %}{% endfor %}{{ ns.n }}{{ ns.roles }}"),
+            "2ua");
+  const ChatTemplate t("{% set x = 1 %}{% set x.y = 2 %}", {}, "t.jinja");
+  try {
+    t.render({}, true);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("only a namespace() takes attributes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatTemplate, GenerationMarkersRenderTheirBody) {
+  // What transformers renders when it is not asked for the assistant mask (inference never is).
+  EXPECT_EQ(render("{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}[{{ m.content }}]"
+                   "{% endgeneration %}{% else %}{{ m.content }}{% endif %}{% endfor %}"),
+            "Hi[ yes ]");
+}
+
+TEST(ChatTemplate, TojsonWritesWhatPythonsJsonDumpsWrites) {
+  EXPECT_EQ(render("{{ messages[0] | tojson }}"), R"({"role": "user", "content": "Hi"})");
+  EXPECT_EQ(render("{{ messages[0] | tojson(indent=2) }}"), "{\n  \"role\": \"user\",\n  \"content\": \"Hi\"\n}");
+  EXPECT_EQ(render("{{ [1, [], 'é\"'] | tojson }}"), "[1, [], \"\xC3\xA9\\\"\"]");
+}
+
+TEST(ChatTemplate, LoopsUnpackFilterAndSliceWithASteps) {
+  EXPECT_EQ(render("{% for k, v in messages[0] | items %}{{ k }}={{ v }};{% endfor %}"), "role=user;content=Hi;");
+  EXPECT_EQ(render("{% for m in messages if m.role != 'user' %}{{ m.role }}{{ loop.length }}{% endfor %}"), "assistant1");
+  EXPECT_EQ(render("{{ messages[::-1] | map(attribute='role') | join(',') }}|{{ 'abcde'[4:0:-2] }}"), "assistant,user|ec");
+  EXPECT_EQ(render("{{ messages | selectattr('role', 'equalto', 'user') | list | length }}"), "1");
+  EXPECT_EQ(render("{{ ' a b '.split() | join('+') }}|{{ 'x\n'.rstrip('\n') }}|{{ strftime_now('%Y') | length }}"),
+            "a+b|x|4");
+  EXPECT_EQ(render("{% set block %}<{{ messages | length }}>{% endset %}{{ block }}"), "<2>");
+}
+
 TEST(ChatTemplate, UnsupportedConstructsAreRefusedWhenRead) {
   expect_refused("{% macro f() %}{% endmacro %}", "'{% macro %}'");
-  expect_refused("{{ messages | tojson }}", "filter 'tojson'");
-  expect_refused("{{ strftime_now('%d') }}", "function 'strftime_now()'");
-  expect_refused("{% set ns.x = 1 %}", "namespace");
-  expect_refused("{{ m.items() }}", "method '.items()'");
-  expect_refused("{{ x is mapping }}", "test 'is mapping'");
+  expect_refused("{% for m in messages %}{% break %}{% endfor %}", "'{% break %}'");
+  expect_refused("{{ messages | wordwrap }}", "filter 'wordwrap'");
+  expect_refused("{{ '%s'.format(1) }}", "method '.format()'");
+  expect_refused("{{ x is callable }}", "test 'is callable'");
+  expect_refused("{{ {'a': 1} }}", "dict literal");
+  expect_refused("{{ cycler(1) }}", "function 'cycler()'");
   expect_refused("{% for m in messages %}", "ends inside a block");
   expect_refused("{% endif %}", "'{% endif %}' here (unbalanced)");
 }
