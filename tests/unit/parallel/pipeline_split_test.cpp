@@ -73,3 +73,31 @@ TEST(PipelineSplit, StageModulesKeepGlobalNames) {
   }
   EXPECT_EQ(total, full->num_params());  // every parameter on exactly one stage
 }
+
+// Tied embeddings: the last stage holds tok_embed.weight too (the head's copy), with the first stage's initial
+// values (both from the name), no lm_head, and the split counts the copy on the head's side.
+TEST(PipelineSplit, TiedEmbeddingCopyOnTheLastStage) {
+  ModelConfig mc;
+  mc.family = Family::gpt2;
+  mc.n_layer = 4;
+  mc.d_model = 32;
+  mc.n_head = 4;
+  mc.n_kv_head = 4;
+  mc.d_ff = 128;
+  mc.vocab_size = 64;
+  mc.max_seq_len = 16;
+  mc.tie_embeddings = true;
+  model::Transformer full(mc, at::TensorOptions().device(at::kMeta));
+  const StageSizes z = stage_sizes(*full);
+  EXPECT_EQ(z.head, 64.0 * 32 + 2 * 32);  // the copy + final_norm's weight and bias
+  auto spans = split_pipeline_stages(z, 2);
+  model::Transformer first(mc, at::TensorOptions().device(at::kMeta), spans[0]);
+  model::Transformer last(mc, at::TensorOptions().device(at::kMeta), spans[1]);
+  ASSERT_TRUE(last->tok_embed);
+  EXPECT_FALSE(last->lm_head);
+  EXPECT_FALSE(last->pos_embed);
+  first->materialize(at::kCPU, 7);
+  last->materialize(at::kCPU, 7);
+  EXPECT_TRUE(at::equal(first->tok_embed->weight, last->tok_embed->weight));
+  EXPECT_TRUE(last->head_weight().is_same(last->tok_embed->weight));
+}
