@@ -253,7 +253,8 @@ std::string PipelineModel::describe() const {
   std::string layers;
   for (const auto& s : spans())
     layers += cat(layers.empty() ? "" : ", ", "blocks ", s.first_block, "-", s.end_block - 1,
-                  s.embed ? " + embedding" : "", s.head ? " + head" : "");
+                  s.embed ? " + embedding" : "", s.head ? " + head" : "",
+                  s.head && tied_->active() ? " (with a copy of the tied embedding)" : "");
   return cat("pp ", pp_->size(), " (", schedule_.kind, ", ", schedule_.microbatches,
              " micro-batches", schedule_.chunks > 1 ? cat(", ", schedule_.chunks, " chunks") : "", "; stage ", rank_,
              ": ", layers, ") × ", chunks_.front()->describe());
