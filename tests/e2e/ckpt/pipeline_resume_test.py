@@ -70,19 +70,25 @@ def expect(cond, what):
         sys.exit(f"FAIL: {what}")
 
 
+def resumed_diff(out, layout, saved, ref, ranks, *sets):
+    """Resumes `saved` (written by `ranks` ranks) under `layout`: the largest |loss diff| of the steps after it
+    against the uninterrupted run's `ref`."""
+    log = train(out, layout, *sets, f"checkpoint.resume={saved}")
+    expect(f"resumed from {saved} at step {SAVE_AT} (saved by {ranks} rank(s)" in log, f"{layout}: no resume line")
+    got = {s: r["loss"] for s, r in records(out).items()}
+    expect(sorted(got) == list(range(SAVE_AT + 1, STEPS + 1)), f"{layout}: steps {sorted(got)}")
+    diff = max(abs(got[s] - ref[s]) for s in got)
+    expect(diff <= RESHARD_ATOL, f"{layout}: losses {got} vs the uninterrupted {ref}: max diff {diff:.3g}")
+    return diff
+
+
 def reshard():
     ref_out = os.path.join(work, "pp2fsdp2")
     train(ref_out, "pp2fsdp2")
     ref = {s: r["loss"] for s, r in records(ref_out).items()}
     saved = os.path.join(ref_out, "checkpoints", f"step_{SAVE_AT:08d}")
     for layout in ("single", "pp4", "fsdp4"):
-        out = os.path.join(work, layout)
-        log = train(out, layout, f"checkpoint.resume={saved}")
-        expect(f"resumed from {saved} at step {SAVE_AT} (saved by 4 rank(s)" in log, f"{layout}: no resume line")
-        got = {s: r["loss"] for s, r in records(out).items()}
-        expect(sorted(got) == list(range(SAVE_AT + 1, STEPS + 1)), f"{layout}: steps {sorted(got)}")
-        diff = max(abs(got[s] - ref[s]) for s in got)
-        expect(diff <= RESHARD_ATOL, f"{layout}: losses {got} vs pp 2 × fsdp 2's {ref}: max diff {diff:.3g}")
+        diff = resumed_diff(os.path.join(work, layout), layout, saved, ref, 4)
         print(f"reshard pp2×fsdp2 → {layout}: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e} "
               f"≤ {RESHARD_ATOL}: ok")
 
@@ -119,13 +125,7 @@ def tied():
         shards = tensors[name]["shards"]
         expect(len(shards) == 1, f"{name} saved {len(shards)} times (the last stage's copy must not be written)")
     for layout in ("pp2", "single", "pp4"):
-        out = os.path.join(work, f"tied_{layout}")
-        log = train(out, layout, "model.tie_embeddings=true", f"checkpoint.resume={saved}")
-        expect(f"resumed from {saved} at step {SAVE_AT}" in log, f"{layout}: no resume line")
-        got = {s: r["loss"] for s, r in records(out).items()}
-        expect(sorted(got) == list(range(SAVE_AT + 1, STEPS + 1)), f"{layout}: steps {sorted(got)}")
-        diff = max(abs(got[s] - ref[s]) for s in got)
-        expect(diff <= RESHARD_ATOL, f"{layout}: losses {got} vs tied pp 2's {ref}: max diff {diff:.3g}")
+        diff = resumed_diff(os.path.join(work, f"tied_{layout}"), layout, saved, ref, 2, "model.tie_embeddings=true")
         print(f"tied pp2 → {layout}: one tok_embed.weight saved; steps {SAVE_AT + 1}-{STEPS} max |loss diff| "
               f"{diff:.2e} ≤ {RESHARD_ATOL}: ok")
 
