@@ -335,9 +335,6 @@ class Validator {
       fail("parallel.pp_virtual_stages", cat("given ", p.pp_virtual_stages, " with pp_schedule ", p.pp_schedule,
                                              "; valid 1 (or 0); model chunks need pp_schedule interleaved-1f1b"));
     if (p.pp == 1) return;
-    if (m.tie_embeddings)
-      fail("model.tie_embeddings", cat("given true with parallel.pp ", p.pp, "; valid false (the embedding lives ",
-                                       "on the first pipeline stage, the head on the last)"));
     const int64_t stages = p.pp * p.pp_virtual_stages;
     if (m.n_layer < stages)
       fail("parallel.pp", cat("given ", p.pp, " × pp_virtual_stages ", p.pp_virtual_stages, " = ", stages,

@@ -36,13 +36,12 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
   if (span_.end_block < 0) span_.end_block = cfg.n_layer;
   MT_CHECK(0 <= span_.first_block && span_.first_block <= span_.end_block && span_.end_block <= cfg.n_layer,
            "TransformerImpl: layers [", span_.first_block, ", ", span_.end_block, ") outside [0, ", cfg.n_layer, ")");
-  MT_CHECK(span_.embed || !span_.head || !cfg.tie_embeddings,
-           "TransformerImpl: a head without the embedding needs untied embeddings");
   const bool llama = cfg.family == Family::llama;
-  if (span_.embed) {
-    tok_embed = register_module("tok_embed", Embedding(cfg.vocab_size, cfg.d_model, opts));
-    if (!llama) pos_embed = register_module("pos_embed", Embedding(cfg.max_seq_len, cfg.d_model, opts));
-  }
+  // A pipeline's last stage with tied embeddings holds a copy of the token embedding for its head (the same
+  // name, so the same initial values and checkpoint tensor); the pipeline keeps the two copies equal.
+  const bool head_copy = span_.head && !span_.embed && cfg.tie_embeddings;
+  if (span_.embed || head_copy) tok_embed = register_module("tok_embed", Embedding(cfg.vocab_size, cfg.d_model, opts));
+  if (span_.embed && !llama) pos_embed = register_module("pos_embed", Embedding(cfg.max_seq_len, cfg.d_model, opts));
   blocks = register_module("blocks", BlockList());
   for (int64_t i = span_.first_block; i < span_.end_block; ++i) blocks->push_back(i, Block(cfg, opts).ptr());
   if (span_.head) {

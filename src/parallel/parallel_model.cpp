@@ -44,11 +44,12 @@ at::Tensor ParallelModel::train_loss(const at::Tensor& tokens, const at::Tensor&
   return loss(tokens, targets, docs);
 }
 
-at::Tensor ParallelModel::stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets) {
+at::Tensor ParallelModel::stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets,
+                                        const model::Documents* docs) {
   before_forward();
   auto& net = *net_;
-  at::Tensor h = net.span().embed ? net.embed(tokens) : x;
-  h = net.run_blocks(h, tokens.size(1));
+  at::Tensor h = net.span().embed ? net.embed(tokens, docs) : x;
+  h = net.run_blocks(h, tokens.size(1), docs);
   return net.span().head ? net.head_loss(h, targets) : h;
 }
 

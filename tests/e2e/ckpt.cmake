@@ -75,8 +75,9 @@ foreach(name resume_auto nonfinite random_kill)
 endforeach()
 
 # Pipeline checkpoints (tests/e2e/ckpt/pipeline_resume_test.py): saved under pp 2 × fsdp 2, resumed under one
-# process, pp 4 and fsdp 4; an exact resume after a kill.
-foreach(mode reshard exact)
+# process, pp 4 and fsdp 4; an exact resume after a kill; tied embeddings saved once under pp 2 and loaded into
+# both copies.
+foreach(mode reshard exact tied)
   meshtrain_add_test(e2e ckpt pipeline_resume_${mode}
     COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/pipeline_resume_test.py ${MESHTRAIN_BIN}
             ${CMAKE_SOURCE_DIR} ${mode}

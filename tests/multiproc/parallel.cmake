@@ -1,7 +1,7 @@
 # Multi-process tests of the parallel layouts (tests/multiproc/parallel/): each layout trains the same tiny
 # model from the same initial weights on the same data as a single process and must end with the same
-# losses and whole parameters (tolerance in parallel_worker.cpp: fp32, loss rtol 1e-5, params atol 5e-5 +
-# rtol 1e-4). Real processes through meshrun on the CPU backend. Every run also checks, with --check-plan, that
+# losses, first gradient norm and whole parameters (tolerance in parallel_worker.cpp: fp32, loss and norm rtol
+# 1e-5, params atol 5e-5 + rtol 1e-4). Real processes through meshrun on the CPU backend. Every run also checks, with --check-plan, that
 # each rank holds exactly the parameter, master, gradient and optimizer bytes `meshtrain plan` predicts for its
 # coordinate (plan/rank_state.h; docs/plan.md).
 add_executable(parallel_worker ${CMAKE_CURRENT_LIST_DIR}/parallel/parallel_worker.cpp)

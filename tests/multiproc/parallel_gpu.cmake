@@ -39,6 +39,13 @@ parallel_gpu_layout(pp4_interleaved 4 "--family gpt2 --pp-model --accum 8" --fam
                     --pp 4 --schedule interleaved-1f1b)
 parallel_gpu_layout(pp2_fsdp2_tp2 8 "--family llama --tp-model --pp-model --accum 8" --family llama --tp-model
                     --pp-model --layout fsdp --pp 2 --tp 2)
+# Fine-tuning's data and tied embeddings (docs/pipeline.md): packed documents whose boundaries are read back from
+# the device and re-based per pipeline micro-batch, loss weights computed on the device; a tied embedding's
+# copies summed between the stages.
+parallel_gpu_layout(pp2_instruct 2 "--family llama --pp-model --packed --masked --accum 4" --family llama --pp-model
+                    --packed --masked --layout ddp --pp 2)
+parallel_gpu_layout(pp2_tied 2 "--family gpt2 --pp-model --tie --accum 4" --family gpt2 --pp-model --tie
+                    --layout ddp --pp 2)
 # The same comparisons in bf16 (train.dtype bf16: autocast, the GEMMs writing the fp32 masters' weight gradients
 # and adding the residual), held to the bf16 bound: the layouts run the trainer's bf16 kernels too.
 parallel_gpu_layout(ddp2_bf16 2 "--family gpt2 --accum 2 --bf16" --family gpt2 --layout ddp --bf16)

@@ -5,7 +5,8 @@
 // blocks.{i}.attn.{wq,wk,wv,wo}.{weight,bias}, blocks.{i}.mlp_norm.*, blocks.{i}.mlp.{fc,proj | w1,w2,w3}.*,
 // final_norm.*, lm_head.weight (untied only).
 // A pipeline stage builds the same class over a ModelSpan: only its layers (named by their global index:
-// model/block_list.h), the embeddings on the first stage, final norm + head on the last.
+// model/block_list.h), the embeddings on the first stage, final norm + head on the last (with tied embeddings
+// the last stage also holds tok_embed.weight, the head's copy of the first stage's: parallel/pipeline/).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -47,8 +48,8 @@ class TransformerImpl : public torch::nn::Module {
   // `cfg` must be resolved (core/config.h resolve()): n_kv_head and d_ff filled. Parameters are created
   // with `opts` and left uninitialised (init_weights); with the meta device nothing is allocated
   // (materialize, or the parallel layers, give them storage). RoPE tables are always real (CPU).
-  // A span without `embed` needs untied embeddings when it has the head (the tied weight lives on the
-  // embedding's stage).
+  // A span with the head but not `embed` holds tok_embed.weight anyway when the embeddings are tied: the
+  // head's copy of the weight (embed() stays the first stage's).
   explicit TransformerImpl(const ModelConfig& cfg, const at::TensorOptions& opts = {}, ModelSpan span = {});
 
   // tokens: [B, T] int64 → logits [B, T, V]. With `cache`, positions continue after the cached ones.

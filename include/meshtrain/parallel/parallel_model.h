@@ -80,8 +80,10 @@ class ParallelModel {
   virtual void backward(const at::Tensor& loss, bool sync) = 0;
   // A pipeline stage (parallel/pipeline/pipeline_model.h) over this layout: the forward from the embedding (where
   // this module holds it) or from `x` [B, T', D], the previous stage's output, to the loss against `targets`
-  // (where it holds the head) or to the next stage's input; with the layout's pre-forward work.
-  at::Tensor stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets);
+  // (where it holds the head) or to the next stage's input; with the layout's pre-forward work. `docs`: the
+  // micro-batch's packed documents (positions and attention restart at each; null: each row one document).
+  at::Tensor stage_forward(const at::Tensor& tokens, const at::Tensor& x, const at::Tensor& targets,
+                           const model::Documents* docs = nullptr);
   // Backward from a stage's output `out` with `grad`, the gradient the next stage sent (undefined: `out` is
   // the loss); `sync` as in backward(). Layouts that cannot run as a stage throw.
   virtual void stage_backward(const at::Tensor& out, const at::Tensor& grad, bool sync);

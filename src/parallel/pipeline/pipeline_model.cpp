@@ -12,7 +12,9 @@
 #include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/parallel/autocast_guard.h"
 #include "meshtrain/parallel/pipeline/pipeline_split.h"
+#include "parallel/pipeline/pipeline_batch.h"
 #include "parallel/pipeline/pipeline_links.h"
+#include "parallel/pipeline/tied_embedding.h"
 
 namespace meshtrain::parallel {
 namespace {
@@ -29,14 +31,14 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 struct PipelineModel::Step {
   struct Slot {
     at::Tensor input;   // the received activation (leaf; its .grad goes back), undefined on the first stage
-    at::Tensor output;  // the sent activation, or the loss / m on the last stage
+    at::Tensor output;  // the sent activation, or the loss as backpropagated (× weight, or / m) on the last stage
     at::Tensor grad;    // the output's gradient kept between I and W
   };
-  std::vector<at::Tensor> tokens, targets;  // [m] micro-batches
+  std::vector<PipelinePiece> pieces;  // [m] micro-batches
   std::map<std::pair<int, int>, Slot> slots;  // by (chunk, micro)
   std::vector<std::pair<comm::WorkPtr, at::Tensor>> sends;
   std::vector<int> backwards_done;  // per chunk: syncs on its last
-  at::Tensor loss_sum;
+  at::Tensor loss_sum;  // Σ of the pieces' losses as backpropagated (mean × weight, or mean / m)
   int live = 0;
   Clock::time_point t0;
 };
@@ -70,6 +72,7 @@ PipelineModel::PipelineModel(const model::Transformer& net, const ParallelGroups
     chunks_.push_back(layout(stage));
   }
   links_ = std::make_unique<PipelineLinks>(pp_, /*wrap=*/v > 1);
+  tied_ = std::make_unique<TiedEmbedding>(pp_, groups.world, cfg.model.tie_embeddings, chunks_);
 }
 
 PipelineModel::~PipelineModel() = default;
@@ -84,31 +87,13 @@ std::vector<int64_t> PipelineModel::activation_shape(int64_t rows, int64_t seq_l
   return {rows, seq_len / sp_split_, d_model_};
 }
 
-void PipelineModel::check_plain_documents(const model::Documents* docs) {
-  MT_USER_CHECK(!docs || !docs->packed(), "parallel.pp > 1 with data.packing: the pipeline does not carry packed "
-                                          "documents between stages yet; set data.packing: false or parallel.pp: 1");
-}
-
 at::Tensor PipelineModel::forward_backward(const std::vector<MicroBatch>& batches) {
   MT_CHECK(!batches.empty(), "forward_backward: no micro-batches");
-  const int m = schedule_.microbatches;
-  std::vector<at::Tensor> toks, tgts;
-  for (const auto& b : batches) {
-    check_plain_documents(&b.docs);
-    // Stages re-cut the batch into the schedule's micro-batches, so a per-micro-batch weight has no place.
-    MT_USER_CHECK(!b.loss_weight, "parallel.pp > 1 with loss-masked (instruction) data: the pipeline does not "
-                                  "weight micro-batches by their unmasked tokens yet; train it with parallel.pp: 1");
-    toks.push_back(b.tokens);
-    tgts.push_back(b.targets);
-  }
-  auto tokens = at::cat(toks), targets = at::cat(tgts);
-  MT_CHECK(tokens.size(0) % m == 0, "pipeline: a batch of ", tokens.size(0), " sequences does not split into ", m,
-           " micro-batches");
   Step st;
-  st.tokens = tokens.chunk(m);
-  st.targets = targets.chunk(m);
+  // The step's rows re-cut into the schedule's m, each with its documents and loss weight.
+  st.pieces = cut_pipeline_batch(batches, schedule_.microbatches);
   st.backwards_done.assign(chunks_.size(), 0);
-  st.loss_sum = at::zeros({}, tokens.options().dtype(at::kFloat));
+  st.loss_sum = at::zeros({}, batches.front().tokens.options().dtype(at::kFloat));
   stats_ = PipelineStepStats{};
   st.t0 = Clock::now();
   for (const PipeAction& a : schedule_.ranks[rank_]) {
@@ -118,8 +103,9 @@ at::Tensor PipelineModel::forward_backward(const std::vector<MicroBatch>& batche
       run_backward(st, a);
   }
   for (auto& [work, tensor] : st.sends) work->wait();
-  // The trainer reads the sum over its grad_accum micro-batches: the mean over the pipeline's m, × count.
-  at::Tensor loss = broadcast_loss(st.loss_sum * (static_cast<double>(batches.size()) / m));
+  tied_->sum_gradients();
+  // The trainer reads count × the loss backpropagated (its grad_accum micro-batches: parallel_model.h).
+  at::Tensor loss = broadcast_loss(st.loss_sum * static_cast<double>(batches.size()));
   stats_.seconds = since(st.t0);
   double busy = 0;
   for (const auto& t : stats_.actions) busy += t.end - t.start;
@@ -131,7 +117,8 @@ at::Tensor PipelineModel::forward_backward(const std::vector<MicroBatch>& batche
 void PipelineModel::run_forward(Step& st, const PipeAction& a) {
   const int vs = schedule_.virtual_stage(rank_, a.chunk), last = schedule_.virtual_stages() - 1;
   Step::Slot& slot = st.slots[{a.chunk, a.micro}];
-  const at::Tensor& tok = st.tokens[a.micro];
+  const PipelinePiece& piece = st.pieces[static_cast<size_t>(a.micro)];
+  const at::Tensor& tok = piece.tokens;
   if (vs > 0) {
     slot.input = at::empty(activation_shape(tok.size(0), tok.size(1)), tok.options().dtype(at::kFloat));
     links_->recv_activation(slot.input)->wait();
@@ -141,11 +128,11 @@ void PipelineModel::run_forward(Step& st, const PipeAction& a) {
   at::Tensor out;
   {
     AutocastGuard ac(autocast_, autocast_device_);
-    out = chunks_[a.chunk]->stage_forward(tok, slot.input, st.targets[a.micro]);
+    out = chunks_[a.chunk]->stage_forward(tok, slot.input, piece.targets, piece.docs.packed() ? &piece.docs : nullptr);
   }
   if (vs == last) {
-    st.loss_sum += out.detach().to(at::kFloat);
-    slot.output = out / static_cast<double>(schedule_.microbatches);
+    slot.output = piece.weight.defined() ? out * piece.weight : out / static_cast<double>(schedule_.microbatches);
+    st.loss_sum += slot.output.detach().to(at::kFloat);
   } else {
     slot.output = out;
     at::Tensor msg = out.detach().to(at::kFloat).contiguous();
@@ -193,7 +180,7 @@ at::Tensor PipelineModel::broadcast_loss(at::Tensor loss_sum) {
 }
 
 at::Tensor PipelineModel::loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs) {
-  check_plain_documents(docs);
+  if (docs && !docs->packed()) docs = nullptr;
   const int last = schedule_.virtual_stages() - 1;
   at::Tensor loss = at::zeros({}, tokens.options().dtype(at::kFloat));
   std::vector<std::pair<comm::WorkPtr, at::Tensor>> sends;
@@ -204,7 +191,7 @@ at::Tensor PipelineModel::loss(const at::Tensor& tokens, const at::Tensor& targe
       x = at::empty(activation_shape(tokens.size(0), tokens.size(1)), tokens.options().dtype(at::kFloat));
       links_->recv_activation(x)->wait();
     }
-    at::Tensor out = chunks_[c]->stage_forward(tokens, x, targets);
+    at::Tensor out = chunks_[c]->stage_forward(tokens, x, targets, docs);
     if (vs == last) {
       loss = out.detach().to(at::kFloat);
     } else {
@@ -229,10 +216,11 @@ std::vector<ParallelModel::OptimParam> PipelineModel::optimizer_params() const {
 
 at::Tensor PipelineModel::clip_grad_norm(double max_norm) {
   // Each chunk's norm already counts its dp/fsdp/tp shards once; the stages hold disjoint parameters, so the
-  // squares add over pp.
+  // squares add over pp — but for a tied embedding's two copies, whose summed gradient counts once.
   at::Tensor sq = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kFloat));
   for (auto& c : chunks_) sq += c->clip_grad_norm(0.0).to(at::kFloat).square();
   pp_->all_reduce(sq, comm::ReduceOp::Sum)->wait();
+  if (tied_->active()) sq = (sq - tied_->counted_twice(device_)).clamp_min(0.0);
   at::Tensor total = sq.sqrt();
   std::vector<at::Tensor> grads;
   for (const auto& p : optimizer_params())
@@ -247,12 +235,17 @@ void PipelineModel::after_optimizer_step() {
 
 void PipelineModel::broadcast_parameters() {
   for (auto& c : chunks_) c->broadcast_parameters();
+  tied_->broadcast();  // after the first stage's replicas agree
 }
 
 std::vector<ShardedTensor> PipelineModel::sharded_parameters() const {
   std::vector<ShardedTensor> out;
   for (const auto& c : chunks_)
-    for (auto& s : c->sharded_parameters()) out.push_back(std::move(s));
+    for (auto& s : c->sharded_parameters()) {
+      // The head's copy of a tied embedding: loaded like the first stage's, never written (one tensor saved).
+      if (!c->net()->span().embed && s.name == "tok_embed.weight") s.write = false;
+      out.push_back(std::move(s));
+    }
   return out;
 }
 
@@ -260,7 +253,8 @@ std::string PipelineModel::describe() const {
   std::string layers;
   for (const auto& s : spans())
     layers += cat(layers.empty() ? "" : ", ", "blocks ", s.first_block, "-", s.end_block - 1,
-                  s.embed ? " + embedding" : "", s.head ? " + head" : "");
+                  s.embed ? " + embedding" : "", s.head ? " + head" : "",
+                  s.head && tied_->active() ? " (with a copy of the tied embedding)" : "");
   return cat("pp ", pp_->size(), " (", schedule_.kind, ", ", schedule_.microbatches,
              " micro-batches", schedule_.chunks > 1 ? cat(", ", schedule_.chunks, " chunks") : "", "; stage ", rank_,
              ": ", layers, ") × ", chunks_.front()->describe());

@@ -73,6 +73,8 @@ StageSizes stage_sizes(const model::TransformerImpl& net) {
     if (name.rfind("blocks.0.", 0) == 0) z.block += n;
     else if (name.rfind("tok_embed.", 0) == 0 || name.rfind("pos_embed.", 0) == 0) z.embed += n;
     else if (name.rfind("blocks.", 0) != 0) z.head += n;
+    // A tied embedding: the last stage holds its copy for the head (parallel/pipeline/tied_embedding.h).
+    if (name == "tok_embed.weight" && net.config().tie_embeddings) z.head += n;
   }
   return z;
 }

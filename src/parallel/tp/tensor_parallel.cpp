@@ -255,7 +255,7 @@ std::shared_ptr<TensorParallel> apply_tensor_parallel(model::TransformerImpl& mo
   }
 
   const auto vb = vocab_block(mc.vocab_size, tp->rank(), static_cast<int>(P));
-  if (model.tok_embed) {  // a pipeline stage after the first holds no embedding
+  if (model.tok_embed) {  // only the first pipeline stage, and the last with a tied copy for its head, hold it
     auto emb = cut.block("tok_embed.weight", model.tok_embed->weight, 0, vb.start, vb.rows());
     std::shared_ptr<model::EmbeddingImpl> vpe = std::make_shared<VocabParallelEmbeddingImpl>(emb, vb, tp);
     model.tok_embed = model::Embedding(model.replace_module("tok_embed", vpe));

@@ -8,8 +8,12 @@
   exact     pp 2 × fsdp 2 with --max-restarts 1, rank 0 killing itself right after committing step 3: the
             resumed run's losses of steps 1-6 are bit-identical to the uninterrupted run's. The step log carries
             the measured bubble of every stage (pp_bubble) and the peak live activations (pp_peak_activations).
+  tied      Tied embeddings (model.tie_embeddings: true) saved under pp 2 at step 3: the checkpoint holds one
+            tok_embed.weight (the first stage's block and its optimizer state; the last stage's copy is written by
+            no rank), and loading fills both copies — resumed under pp 2, one process and pp 4, steps 4-6 lose
+            what the uninterrupted pp 2 run lost, within RESHARD_ATOL.
 
-Usage: pipeline_resume_test.py BIN_DIR SOURCE_DIR reshard|exact
+Usage: pipeline_resume_test.py BIN_DIR SOURCE_DIR reshard|exact|tied
 """
 import json
 import os
@@ -25,6 +29,7 @@ STEPS, SAVE_AT = 6, 3
 RESHARD_ATOL = 1e-4
 LAYOUTS = {  # name → (processes, data-parallel ranks, --set overrides)
     "pp2fsdp2": (4, 2, ["parallel.pp=2", "parallel.fsdp=2"]),
+    "pp2": (2, 1, ["parallel.pp=2"]),
     "pp4": (4, 1, ["parallel.pp=4"]),
     "fsdp4": (4, 4, ["parallel.fsdp=4"]),
     "single": (1, 1, []),
@@ -65,19 +70,25 @@ def expect(cond, what):
         sys.exit(f"FAIL: {what}")
 
 
+def resumed_diff(out, layout, saved, ref, ranks, *sets):
+    """Resumes `saved` (written by `ranks` ranks) under `layout`: the largest |loss diff| of the steps after it
+    against the uninterrupted run's `ref`."""
+    log = train(out, layout, *sets, f"checkpoint.resume={saved}")
+    expect(f"resumed from {saved} at step {SAVE_AT} (saved by {ranks} rank(s)" in log, f"{layout}: no resume line")
+    got = {s: r["loss"] for s, r in records(out).items()}
+    expect(sorted(got) == list(range(SAVE_AT + 1, STEPS + 1)), f"{layout}: steps {sorted(got)}")
+    diff = max(abs(got[s] - ref[s]) for s in got)
+    expect(diff <= RESHARD_ATOL, f"{layout}: losses {got} vs the uninterrupted {ref}: max diff {diff:.3g}")
+    return diff
+
+
 def reshard():
     ref_out = os.path.join(work, "pp2fsdp2")
     train(ref_out, "pp2fsdp2")
     ref = {s: r["loss"] for s, r in records(ref_out).items()}
     saved = os.path.join(ref_out, "checkpoints", f"step_{SAVE_AT:08d}")
     for layout in ("single", "pp4", "fsdp4"):
-        out = os.path.join(work, layout)
-        log = train(out, layout, f"checkpoint.resume={saved}")
-        expect(f"resumed from {saved} at step {SAVE_AT} (saved by 4 rank(s)" in log, f"{layout}: no resume line")
-        got = {s: r["loss"] for s, r in records(out).items()}
-        expect(sorted(got) == list(range(SAVE_AT + 1, STEPS + 1)), f"{layout}: steps {sorted(got)}")
-        diff = max(abs(got[s] - ref[s]) for s in got)
-        expect(diff <= RESHARD_ATOL, f"{layout}: losses {got} vs pp 2 × fsdp 2's {ref}: max diff {diff:.3g}")
+        diff = resumed_diff(os.path.join(work, layout), layout, saved, ref, 4)
         print(f"reshard pp2×fsdp2 → {layout}: steps {SAVE_AT + 1}-{STEPS} max |loss diff| {diff:.2e} "
               f"≤ {RESHARD_ATOL}: ok")
 
@@ -103,5 +114,21 @@ def exact():
           f"{STEPS}: {', '.join(f'{b:.2f}' for b in bubbles)}: ok")
 
 
-{"reshard": reshard, "exact": exact}[mode]()
+def tied():
+    ref_out = os.path.join(work, "pp2")
+    train(ref_out, "pp2", "model.tie_embeddings=true")
+    ref = {s: r["loss"] for s, r in records(ref_out).items()}
+    saved = os.path.join(ref_out, "checkpoints", f"step_{SAVE_AT:08d}")
+    tensors = json.load(open(os.path.join(saved, "meta.json")))["tensors"]
+    expect("model.lm_head.weight" not in tensors, "a tied model saved an lm_head.weight")
+    for name in ("model.tok_embed.weight", "optim.tok_embed.weight.exp_avg"):
+        shards = tensors[name]["shards"]
+        expect(len(shards) == 1, f"{name} saved {len(shards)} times (the last stage's copy must not be written)")
+    for layout in ("pp2", "single", "pp4"):
+        diff = resumed_diff(os.path.join(work, f"tied_{layout}"), layout, saved, ref, 2, "model.tie_embeddings=true")
+        print(f"tied pp2 → {layout}: one tok_embed.weight saved; steps {SAVE_AT + 1}-{STEPS} max |loss diff| "
+              f"{diff:.2e} ≤ {RESHARD_ATOL}: ok")
+
+
+{"reshard": reshard, "exact": exact, "tied": tied}[mode]()
 shutil.rmtree(work)  # kept only when the test fails (every failure exits above)

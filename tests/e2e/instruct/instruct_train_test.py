@@ -8,7 +8,9 @@ tokenizer trained here on the KJV text) → `meshtrain train` under meshrun with
                ranks: a mean of per-micro-batch means would differ from the one-process value. Losses of the
                first steps agree within fp32 rounding (step 1: the loss; later steps: the gradients that made
                them), packed (documents sharing a sequence) and unpacked (one document per sequence, padded).
-               Packed, also tensor parallel 2 and FSDP 2 with activation checkpointing against one process.
+               Packed, also tensor parallel 2, FSDP 2 with activation checkpointing and a pipeline of 2 stages
+               (its 4 micro-batches re-cut from the step's rows, each with its documents and loss weight; the
+               model's embeddings tied, so the last stage holds a copy) against one process.
   training:    the 2-worker packed run's loss on assistant tokens is finite and falls.
 Exit code 77 (skipped) without tokenizers or transformers.
 Usage: instruct_train_test.py BIN_DIR SOURCE_DIR
@@ -127,10 +129,12 @@ def main():
                   f"{label} step {s + 1}: 2 ranks × 2 micro-batches {a[s]:.7f} = one batch of 4 {b[s]:.7f}")
         if packing:
             # The same global batch through the other layouts: the vocab-parallel loss with masked targets
-            # (tp 2: both ranks read the batch of 4) and FSDP with activation checkpointing (2 × 2).
+            # (tp 2: both ranks read the batch of 4), FSDP with activation checkpointing (2 × 2) and a pipeline
+            # (pp 2: both stages read the batch of 4, cut into 4 pipeline micro-batches of one sequence).
             for name, sets in (("tp 2", ["parallel.tp=2", "train.micro_batch_size=4"]),
                                ("fsdp 2 + checkpointing", ["parallel.fsdp=2", "train.micro_batch_size=2",
-                                                           "train.activation_checkpointing=true"])):
+                                                           "train.activation_checkpointing=true"]),
+                               ("pp 2", ["parallel.pp=2", "train.micro_batch_size=4"])):
                 d = os.path.join(work, name.split()[0])
                 run([meshrun, "--standalone", "--nproc-per-node", "2", cfg, f"--set=train.out_dir={d}", f"--set=train.steps={COMPARED}",
                      *[f"--set={s}" for s in sets]])

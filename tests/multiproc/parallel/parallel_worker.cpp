@@ -1,5 +1,5 @@
-// parallel_worker: trains a tiny transformer for a few steps under one layout and writes (rank 0) the losses
-// and the final whole parameters, or compares them with a reference file written by a single-process run.
+// parallel_worker: trains a tiny transformer for a few steps under one layout and writes (rank 0) the losses,
+// the first step's global gradient norm (before clipping) and the final whole parameters, or compares them with a reference file written by a single-process run.
 // Started once per rank by meshrun (CPU backend, fp32). Tier 3 of docs/architecture.md: each layout vs the
 // single process, within a stated tolerance.
 //
@@ -18,12 +18,18 @@
 //           for the TP layouts and their single-process reference alike.
 //   --pp N [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1] [--microbatches M]: pipeline parallelism over N
 //           stages (parallel.pp_*), the layout inside each stage; --pp-model: 8 blocks and untied embeddings
-//           (a pipeline's first and last stage hold them), for the pipeline layouts and their reference alike.
+//           (a pipeline's first and last stage hold them), for the pipeline layouts and their reference alike;
+//           --tie keeps them tied (the last stage holds a copy, which must end equal to the first stage's).
 //           Every rank walks the whole model's parameter names when assembling (a stage holds some only).
 //           Each rank also checks its measured peak of live activations against its schedule's (1F1B and
 //           ZB-H1 hold at most pp micro-batches on stage 0, GPipe all m; interleaving counts chunk pieces, whose
 //           bound is the schedule's) and the Chrome trace of step 2 it
 //           wrote (one event per action), and prints its measured bubble beside (pp − 1)/(m + pp − 1).
+//   --packed: every row packs documents of 1 to 8 tokens (positions restart at each; model/documents.h), the
+//           micro-batches carry them. --masked: targets masked as instruction data masks them — a prompt of 0 to
+//           10 tokens per row, with --packed also every target that crosses into the next document, and rows 2
+//           and 3 of the step wholly (a pipeline micro-batch without a target) — and each micro-batch weighted by
+//           its share of the step's unmasked targets, as the trainer weighs them (TrainingRun::step_micro_batches).
 //   --offload: optimizer.offload cpu (train/offloaded_adamw.h): fp32 master and moments in host memory, the
 //           clip coefficient applied inside the host update; compared with the on-device optimizer's reference.
 //   --freeze-half: train.freeze "blocks.1.*,blocks.2.attn.*" (a whole block and half of another: 1.5 of the
@@ -70,6 +76,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/model/documents.h"
 #include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/rank_state.h"
@@ -87,7 +94,8 @@ struct Args {
   int64_t fsdp = 2, tp = 1, pp = 1, microbatches = 0, steps = 5, accum = 1;
   double lora_dropout = 0.0;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
-       freeze_half = false, check_plan = false, pp_model = false, offload = false, lora = false, bf16 = false;
+       freeze_half = false, check_plan = false, pp_model = false, offload = false, lora = false, bf16 = false,
+       tie = false, packed = false, masked = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -107,7 +115,7 @@ Config make_config(const Args& a, int world) {
   }
   if (a.pp_model) {
     c.model.n_layer = 8;
-    c.model.tie_embeddings = false;
+    c.model.tie_embeddings = a.tie;
   }
   c.data.train = "unused";
   c.train.seed = 1234;
@@ -149,6 +157,52 @@ Config make_config(const Args& a, int world) {
 at::Tensor step_tokens(int64_t step) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(1000 + step));
   return at::randint(67, {kGlobalBatch, kSeq + 1}, gen, at::TensorOptions().dtype(at::kLong));
+}
+
+// The step's rows as --packed and --masked make them (host tensors, every rank alike): positions [G, T]
+// restarting at each document (undefined unless packed) and the targets with -100 where masked.
+struct StepRows {
+  at::Tensor inputs, targets, positions;
+  bool masked = false;
+};
+
+StepRows step_rows(const Args& a, int64_t step) {
+  const at::Tensor seq = step_tokens(step);
+  StepRows r{seq.narrow(1, 0, kSeq), seq.narrow(1, 1, kSeq).clone(), {}, a.masked};
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(2000 + step));
+  const auto draw = [&](int64_t lo, int64_t hi) {
+    return at::randint(lo, hi + 1, {1}, gen, at::kLong).item<int64_t>();
+  };
+  if (a.packed) {
+    r.positions = at::zeros({kGlobalBatch, kSeq}, at::kLong);
+    for (int64_t row = 0; row < kGlobalBatch; ++row)
+      for (int64_t t = 0; t < kSeq;)
+        for (int64_t len = draw(1, 8), i = 0; i < len && t < kSeq; ++i, ++t) r.positions[row][t] = i;
+  }
+  if (!a.masked) return r;
+  for (int64_t row = 0; row < kGlobalBatch; ++row) {
+    r.targets[row].narrow(0, 0, draw(0, 10)).fill_(-100);  // the prompt
+    if (row == 2 || row == 3) r.targets[row].fill_(-100);
+    for (int64_t t = 0; a.packed && t + 1 < kSeq; ++t)
+      if (r.positions[row][t + 1].item<int64_t>() == 0) r.targets[row][t] = -100;  // into the next document
+  }
+  return r;
+}
+
+// One micro-batch of `rows` of the step (on `device`), weighted as the trainer weighs masked data: its
+// unmasked targets × data ranks / the step's.
+parallel::ParallelModel::MicroBatch micro_batch(const StepRows& r, int64_t first, int64_t rows, int64_t data_ranks,
+                                                const at::Device& device) {
+  parallel::ParallelModel::MicroBatch b{r.inputs.narrow(0, first, rows).to(device),
+                                        r.targets.narrow(0, first, rows).to(device)};
+  if (r.positions.defined())
+    b.docs = model::documents_from_positions(r.positions.narrow(0, first, rows).contiguous().to(device));
+  if (r.masked) {
+    const int64_t unmasked = r.targets.ne(-100).sum().item<int64_t>();
+    const int64_t mine = r.targets.narrow(0, first, rows).ne(-100).sum().item<int64_t>();
+    b.loss_weight = static_cast<double>(mine * data_ranks) / static_cast<double>(unmasked);
+  }
+  return b;
 }
 
 // On the GPU every product stays an fp32 one (math attention, no TF32 in cuBLAS or cuDNN), so that the layouts
@@ -307,6 +361,30 @@ int check_trace(const parallel::PipelineModel& pm, const std::string& out_dir, i
   return 1;
 }
 
+// Every block this rank holds of tok_embed.weight — a tied pipeline's last stage holds the head's copy, which
+// no rank writes — equal, bit for bit, to the assembled weight (the first stage's blocks). `head_stage`: this
+// rank must hold such a copy.
+int check_tied_copies(const parallel::ParallelModel& par, const std::map<std::string, at::Tensor>& result, int rank,
+                      bool head_stage) {
+  int bad = 0, seen = 0;
+  for (const auto& s : par.sharded_parameters()) {
+    if (s.name != "tok_embed.weight" || s.write) continue;
+    at::Tensor want = result.at("param." + s.name);
+    for (int64_t d = 0; d < want.dim(); ++d) want = want.narrow(d, s.offsets[static_cast<size_t>(d)], s.local.size(d));
+    const bool same = at::equal(want, s.local.detach().cpu());
+    std::printf("%s rank %d: its unwritten copy of %s (%lld elements) %s the written one\n",
+                same ? "tied:" : "FAIL tied:", rank, s.name.c_str(), static_cast<long long>(s.local.numel()),
+                same ? "equals" : "differs from");
+    bad += same ? 0 : 1;
+    ++seen;
+  }
+  if (head_stage && seen == 0) {
+    std::fprintf(stderr, "FAIL rank %d: the last stage holds no copy of tok_embed.weight\n", rank);
+    ++bad;
+  }
+  return bad;
+}
+
 int compare(const std::map<std::string, at::Tensor>& got, const std::string& ref_path, const Tolerance& tol) {
   ckpt::SafetensorsReader ref(ref_path);
   const double loss_rtol = tol.loss_rtol, atol = tol.atol, rtol = tol.rtol;
@@ -322,7 +400,7 @@ int compare(const std::map<std::string, at::Tensor>& got, const std::string& ref
       ++bad;
       continue;
     }
-    const bool is_loss = name == "loss";
+    const bool is_loss = name == "loss" || name == "grad_norm_step1";  // scalars: relative
     auto excess = ((g - want).abs() - (is_loss ? 0.0 : atol) - (is_loss ? loss_rtol : rtol) * want.abs()).max();
     const double e = excess.item<double>();
     const double diff = (g - want).abs().max().item<double>();
@@ -389,15 +467,13 @@ int run(const Args& a) {
   const int64_t data_rank = shape.index_in_group(world.rank, {Dim::dp, Dim::fsdp});
   const int64_t chunks = data_ranks * a.accum, rows = kGlobalBatch / chunks;
   MT_CHECK(rows * chunks == kGlobalBatch, "batch ", kGlobalBatch, " not divisible into ", chunks, " chunks");
-  std::vector<double> losses;
+  std::vector<double> losses, norms;  // per step: the loss, the global gradient norm before clipping
   int plan_failed = 0;
   for (int64_t step = 0; step < a.steps; ++step) {
-    auto tokens = step_tokens(step);
+    const StepRows step_data = step_rows(a, step);
     std::vector<parallel::ParallelModel::MicroBatch> batches;
-    for (int64_t m = 0; m < a.accum; ++m) {
-      auto chunk = tokens.narrow(0, (data_rank * a.accum + m) * rows, rows).to(device);
-      batches.push_back({chunk.narrow(1, 0, kSeq), chunk.narrow(1, 1, kSeq)});
-    }
+    for (int64_t m = 0; m < a.accum; ++m)
+      batches.push_back(micro_batch(step_data, (data_rank * a.accum + m) * rows, rows, data_ranks, device));
     if (a.desync && step == 1 && world.rank == world.world_size - 1) {
       // This rank skips the gradient all-reduce the others are waiting in, then stays away past the timeout.
       auto loss = par->loss(batches[0].tokens, batches[0].targets);
@@ -411,10 +487,13 @@ int run(const Args& a) {
     opt->gradients_ready();
     const double max_norm = cfg.optimizer.grad_clip;
     if (opt->steps_on_device()) {
-      const at::Tensor divisor = train::clip_divisor(par->clip_grad_norm(0.0).to(device), max_norm);
+      const at::Tensor norm = par->clip_grad_norm(0.0).to(device);
+      norms.push_back(norm.item<double>());
+      const at::Tensor divisor = train::clip_divisor(norm, max_norm);
       opt->device_step(cfg.optimizer.lr, divisor, at::zeros({}, at::TensorOptions(at::kFloat).device(device)));
     } else {
       const at::Tensor norm = par->clip_grad_norm(opt->scales_gradients() ? 0.0 : max_norm);
+      norms.push_back(norm.item<double>());
       const double clip = opt->scales_gradients() ? at::clamp_max(max_norm / (norm.to(at::kFloat) + 1e-6), 1.0).item<double>() : 1.0;
       opt->step(cfg.optimizer.lr, clip);
     }
@@ -440,6 +519,14 @@ int run(const Args& a) {
   if ((a.freeze_half || a.lora) && world.rank == 0)
     std::printf("%zu frozen parameters, %d changed\n", frozen_before.size(), changed);
   result["loss"] = at::tensor(losses, at::kDouble);
+  // The first step's norm only: before any update every layout sees the same parameters, so it agrees to the
+  // reduction order (a norm counting some gradient twice or not at all does not); later steps' norms move with
+  // the parameters' last bits, which Adam amplifies (the parameters are compared with their own tolerance).
+  if (!norms.empty()) result["grad_norm_step1"] = at::tensor(std::vector<double>{norms.front()}, at::kDouble);
+  if (a.tie) {
+    const auto* pm = dynamic_cast<const parallel::PipelineModel*>(par.get());
+    changed += check_tied_copies(*par, result, world.rank, pm && pm->rank() == pm->schedule().pp - 1);
+  }
   if (const auto* pm = dynamic_cast<const parallel::PipelineModel*>(par.get())) {  // test-only: its schedule
     changed += check_pipeline(*pm, world.rank);
     changed += a.steps >= 2 ? check_trace(*pm, cfg.train.out_dir, world.rank) : 0;
@@ -448,6 +535,8 @@ int run(const Args& a) {
   if (world.rank != 0) return plan_failed != 0 || changed > 0 ? 1 : 0;
   std::printf("losses:");
   for (double l : losses) std::printf(" %.6f", l);
+  std::printf("\ngradient norms:");
+  for (double n : norms) std::printf(" %.7f", n);
   std::printf("\n");
   if (!a.out.empty()) ckpt::write_safetensors(a.out, result);
   if (changed > 0 || plan_failed) return 1;
@@ -473,6 +562,9 @@ int main(int argc, char** argv) {
       else if (k == "--tp-model") a.tp_model = true;
       else if (k == "--pp") a.pp = std::stoll(next());
       else if (k == "--pp-model") a.pp_model = true;
+      else if (k == "--tie") a.tie = true;
+      else if (k == "--packed") a.packed = true;
+      else if (k == "--masked") a.masked = true;
       else if (k == "--schedule") a.schedule = next();
       else if (k == "--microbatches") a.microbatches = std::stoll(next());
       else if (k == "--steps") a.steps = std::stoll(next());

@@ -4,6 +4,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/parallel/pipeline/pipeline_split.h"
+#include "support/tiny_model.h"
 
 using namespace meshtrain;
 using namespace meshtrain::parallel;
@@ -14,6 +15,12 @@ std::vector<int64_t> counts(const std::vector<model::ModelSpan>& spans) {
   std::vector<int64_t> out;
   for (const auto& s : spans) out.push_back(s.end_block - s.first_block);
   return out;
+}
+
+// 4 blocks of a tiny model of `family` (n_kv_head and d_ff set: the config is not resolved).
+ModelConfig four_blocks(const std::string& family, bool tied) {
+  return testing_support::tiny_model({.family = family, .n_layer = 4, .n_kv_head = 4,
+                                      .d_ff = family == "llama" ? 64 : 128, .tie_embeddings = tied});
 }
 
 }  // namespace
@@ -48,16 +55,7 @@ TEST(PipelineSplit, FixedFirstAndLastBlocks) {
 }
 
 TEST(PipelineSplit, StageModulesKeepGlobalNames) {
-  ModelConfig mc;
-  mc.family = Family::llama;
-  mc.n_layer = 4;
-  mc.d_model = 32;
-  mc.n_head = 4;
-  mc.n_kv_head = 4;
-  mc.d_ff = 64;
-  mc.vocab_size = 64;
-  mc.max_seq_len = 16;
-  mc.tie_embeddings = false;
+  const ModelConfig mc = four_blocks("llama", false);
   model::Transformer full(mc, at::TensorOptions().device(at::kMeta));
   auto spans = split_pipeline_stages(stage_sizes(*full), 2);
   model::Transformer second(mc, at::TensorOptions().device(at::kMeta), spans[1]);
@@ -72,4 +70,23 @@ TEST(PipelineSplit, StageModulesKeepGlobalNames) {
     total += part->num_params();
   }
   EXPECT_EQ(total, full->num_params());  // every parameter on exactly one stage
+}
+
+// Tied embeddings: the last stage holds tok_embed.weight too (the head's copy), with the first stage's initial
+// values (both from the name), no lm_head, and the split counts the copy on the head's side.
+TEST(PipelineSplit, TiedEmbeddingCopyOnTheLastStage) {
+  const ModelConfig mc = four_blocks("gpt2", true);
+  model::Transformer full(mc, at::TensorOptions().device(at::kMeta));
+  const StageSizes z = stage_sizes(*full);
+  EXPECT_EQ(z.head, 64.0 * 32 + 2 * 32);  // the copy + final_norm's weight and bias
+  auto spans = split_pipeline_stages(z, 2);
+  model::Transformer first(mc, at::TensorOptions().device(at::kMeta), spans[0]);
+  model::Transformer last(mc, at::TensorOptions().device(at::kMeta), spans[1]);
+  ASSERT_TRUE(last->tok_embed);
+  EXPECT_FALSE(last->lm_head);
+  EXPECT_FALSE(last->pos_embed);
+  first->materialize(at::kCPU, 7);
+  last->materialize(at::kCPU, 7);
+  EXPECT_TRUE(at::equal(first->tok_embed->weight, last->tok_embed->weight));
+  EXPECT_TRUE(last->head_weight().is_same(last->tok_embed->weight));
 }

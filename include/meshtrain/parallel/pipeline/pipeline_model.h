@@ -11,10 +11,14 @@
 //   I / W     ZB-H1's split: I takes x's gradient only (autograd to the input) and sends it; W then runs the
 //             backward into the weights
 //
-// The last backward of each chunk reduces gradients over its data-parallel group (sync), the others skip it.
-// The loss lives on the last stage and is broadcast over pp, so every rank returns the same value;
-// clip_grad_norm sums the squared norms of every chunk over pp. Activations travel in fp32 (the residual
-// stream's dtype under autocast too), so a pipeline computes what the single process computes.
+// Each pipeline micro-batch carries its packed documents (every stage's attention and positions) and its loss
+// weight (the step's token mean of loss-masked data): src/parallel/pipeline/pipeline_batch.h.
+// The last backward of each chunk reduces gradients over its data-parallel group (sync), the others skip it;
+// a tied embedding's two copies (first and last stage) then sum their gradients
+// (src/parallel/pipeline/tied_embedding.h). The loss lives on the last stage and is broadcast over pp, so
+// every rank returns the same value; clip_grad_norm sums the squared norms of every chunk over pp (the tied
+// weight counted once). Activations travel in fp32 (the residual stream's dtype under autocast too), so a
+// pipeline computes what the single process computes.
 //
 // Not supported: generation (parallel.pp > 1 needs train.sample_tokens 0; validate() says so).
 #pragma once
@@ -36,6 +40,7 @@
 namespace meshtrain::parallel {
 
 class PipelineLinks;
+class TiedEmbedding;
 
 // One action as it ran: host seconds from the start of the step (compute only: waits for a receive come
 // before `start`).
@@ -88,8 +93,6 @@ class PipelineModel : public ParallelModel {
   // The activation that crosses between stages for a micro-batch of `rows` sequences: [rows, T', D].
   std::vector<int64_t> activation_shape(int64_t rows, int64_t seq_len) const;
   at::Tensor broadcast_loss(at::Tensor loss_sum);
-  // UserError for packed documents, which the stages do not pass along (yet).
-  static void check_plain_documents(const model::Documents* docs);
   void write_trace() const;
 
   comm::CommPtr pp_;
@@ -97,6 +100,7 @@ class PipelineModel : public ParallelModel {
   at::Device device_;
   std::vector<std::unique_ptr<ParallelModel>> chunks_;
   std::unique_ptr<PipelineLinks> links_;
+  std::unique_ptr<TiedEmbedding> tied_;  // inactive without model.tie_embeddings
   PipelineSchedule schedule_;
   int64_t d_model_ = 0, sp_split_ = 1;  // T' = T / sp_split_ under sequence parallelism
   std::string trace_path_;

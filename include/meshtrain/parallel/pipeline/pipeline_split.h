@@ -17,7 +17,7 @@ struct StageSizes {
   int64_t n_layer = 0;
   double block = 0;  // parameters of one block
   double embed = 0;  // tok_embed + pos_embed
-  double head = 0;   // final_norm + lm_head
+  double head = 0;   // final_norm + lm_head (tied: the head's copy of tok_embed)
 };
 
 // The parameter counts of `net` (whole, any device, meta included).
