@@ -40,7 +40,7 @@ void add_field(std::vector<FieldInfo>& out, std::string_view section, std::strin
     f.enum_set = [](void* p, int i) { *static_cast<T*>(p) = static_cast<T>(i); };
   }
   f.pairs = doc.find("NAME=VALUE pairs") != std::string_view::npos;
-  f.sources = doc.find("PATTERN:WEIGHT") != std::string_view::npos;
+  f.sources = doc.find("{path: PATTERN") != std::string_view::npos;
   out.push_back(std::move(f));
 }
 

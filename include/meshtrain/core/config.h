@@ -105,8 +105,9 @@ using StringList = std::vector<std::string>;
     "PATTERN:WEIGHT (in YAML also {path: PATTERN, weight: W}), drawn in proportion to the weights (normalised) " \
     "— or, where no entry has one, to each source's tokens (docs/data.md \"Several sources\"); `synthetic` = "  \
     "uniformly random tokens generated on the device (throughput runs: no data loading, no validation)")         \
-  F(StringList, val, {}, "Validation token shards: a file or a glob, or a list of them (no weights: each is "   \
-    "evaluated on its own, its loss logged beside the overall one); empty = no validation")                    \
+  F(StringList, val, {}, "Validation token shards: a file or a glob, or a list of them (in YAML also {path: "  \
+    "PATTERN}; no weights: each is evaluated on its own, its loss logged beside the overall one); empty = no "  \
+    "validation")                                                                                            \
   F(ShardFormat, format, ShardFormat::Auto, "Shard format (auto: llm.c header if the magic is there, else "  \
     "uint16)")                                                                   \
   F(int64_t, seq_len, 0, "Tokens per training sequence; 0 = model.max_seq_len")                             \

@@ -36,7 +36,7 @@ struct FieldInfo {
   std::string_view choices_note;
   // A string of "NAME=VALUE" pairs (the doc says "NAME=VALUE pairs"): YAML may give it as a mapping or list.
   bool pairs = false;
-  // A list of data sources (the doc says "PATTERN:WEIGHT"): YAML and JSON may give an item as a mapping
+  // A list of data sources (the doc says "{path: PATTERN"): YAML and JSON may give an item as a mapping
   // {path: P, weight: W}, folded into "P:W" (core/data_sources.h).
   bool sources = false;
   void* (*address)(Config&);         // where the field lives inside a Config
