@@ -9,6 +9,7 @@
 #include "meshtrain/core/config_schema.h"
 #include "meshtrain/core/data_sources.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/glob.h"
 #include "support/test_support.h"
 
 using namespace meshtrain;
@@ -113,4 +114,6 @@ TEST(DataSources, EverySourceMustMatchAndAMixtureSourceHoldAWindow) {
             std::string::npos);
   c.train.eval_every = 0;
   EXPECT_NO_THROW(check_inputs_exist(c));
+  // A brace glob is one source over every file it names.
+  EXPECT_EQ(expand_glob((dir / "{big,tiny}.bin").string(), "data.train"), (std::vector<std::string>{big, tiny}));
 }
