@@ -23,7 +23,9 @@ Output (docs/data.md): PREFIX_train_000000.bin, … (llm.c shards: 256 × int32 
 with uint16 tokens — version 2 with uint32 tokens when the vocabulary exceeds 65536), each with a sidecar
 PREFIX_train_000000.bin.flags (256 × int32 header, magic 20241014, version 1, token count; then one byte a
 token: bit 0 = the loss is taken on it as a target, bit 1 = it starts a document). A document never spans two
-shards. --val-fraction keeps every (1 / fraction)-th document for PREFIX_val_* (a share of every input file).
+shards. --val-fraction (default 0.01; 0: no validation split) keeps floor(n × fraction) of the n documents for
+PREFIX_val_*: each input file's share of them (within one document), at positions drawn inside the file with a
+fixed seed — not its last documents, nor every k-th (which a period in the data would make all alike).
 Files are written to a temporary name and renamed; shards of the same names left from an earlier, longer run
 are removed.
 Mistakes (a line that is not JSON, lacks its fields, has two shapes, is longer than --max-line-bytes; a chat
@@ -33,6 +35,7 @@ import argparse
 import array
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -312,11 +315,22 @@ class ShardWriter:
                 os.unlink(os.path.join(d, name))
 
 
-def is_val(i, fraction):
-    """Whether document i goes to validation: every (1 / fraction)-th document, so that the split takes its
-    share from every input file (the last documents would all come from the last file) — floor(n × fraction)
-    of n documents in all."""
-    return int((i + 1) * fraction) > int(i * fraction)
+def val_documents(per_file, fraction, seed=0):
+    """The indices (over all documents, file after file) kept for validation, given each file's document
+    count: floor(n × fraction) of the n in all, each file its share within one (largest remainders, ties to the
+    earlier file), at positions drawn inside the file with `seed` — so neither the order of the files, nor a
+    file's end, nor a period in its examples decides which documents validate."""
+    exact = [n * fraction for n in per_file]
+    quota = [int(round(e, 9)) for e in exact]
+    left = int(round(sum(per_file) * fraction, 9)) - sum(quota)
+    by_remainder = sorted(range(len(per_file)), key=lambda f: (-(exact[f] - quota[f]), f))
+    for f in by_remainder[:max(left, 0)]:
+        quota[f] += 1
+    rng, chosen, start = random.Random(seed), set(), 0
+    for n, k in zip(per_file, quota):
+        chosen.update(start + i for i in rng.sample(range(n), k))
+        start += n
+    return chosen
 
 
 # ---- main -------------------------------------------------------------------------------------------------
@@ -348,9 +362,9 @@ def main(argv=None):
     ap.add_argument("--out", required=True, metavar="PREFIX", help="writes PREFIX_{train,val}_NNNNNN.bin(.flags)")
     ap.add_argument("--train-on-all", action="store_true",
                     help="loss on every token (default: assistant turns / completions only)")
-    ap.add_argument("--val-fraction", type=float, default=0.0,
-                    help="share of the documents kept for validation (every 1/fraction-th: some of every file), 0 to "
-                    "0.5 (default 0)")
+    ap.add_argument("--val-fraction", type=float, default=0.01,
+                    help="share of the documents kept for validation (PREFIX_val_*), 0 to 0.5: each file its share, "
+                    "documents drawn inside it (default 0.01; 0: none)")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard at most (default 100M)")
     ap.add_argument("--max-line-bytes", type=int, default=16 << 20, metavar="N",
                     help="longest input line (one example) in bytes (default 16 MiB: tokenizing a line takes a few "
@@ -371,19 +385,21 @@ def main(argv=None):
         wide = tok.vocab_size > 65536
         # (ids, mask) of every document, compact (4 or 2 bytes a token and 1 for its mask, not Python lists):
         # nothing is written before every line has been read, so a bad line leaves no shard of this run behind.
-        docs = []
+        docs, per_file = [], {f: 0 for f in files}
         for where, ex in examples(files, progress, args.max_line_bytes):
             ids, mask = tokenize(tok, where, ex, args.train_on_all)
             if ids:
                 docs.append((array.array("I" if wide else "H", ids), bytes(1 if m else 0 for m in mask)))
+                per_file[where.rsplit(":", 1)[0]] += 1
                 progress.docs += 1
                 progress.tokens += len(ids)
         if not docs:
             raise UserError(f"--input {' '.join(args.input)}: no examples")
         writers = {"train": ShardWriter(args.out, "train", args.shard_tokens, wide),
                    "val": ShardWriter(args.out, "val", args.shard_tokens, wide)}
+        val = val_documents(list(per_file.values()), args.val_fraction)
         for i, (ids, mask) in enumerate(docs):
-            writers["val" if is_val(i, args.val_fraction) else "train"].add(ids, mask)
+            writers["val" if i in val else "train"].add(ids, mask)
         for w in writers.values():
             w.close()
     except UserError as e:

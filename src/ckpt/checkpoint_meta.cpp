@@ -80,6 +80,15 @@ class MetaFields {
   static bool is_bool(const json& v) { return v.is_boolean(); }
   static bool is_object(const json& v) { return v.is_object(); }
   static bool is_array(const json& v) { return v.is_array(); }
+  // A list of data positions {"epoch": E, "cursor": C} (a mixture's sources).
+  static bool is_positions(const json& v) {
+    if (!v.is_array()) return false;
+    for (const json& p : v)
+      if (!p.is_object() || !p.contains("epoch") || !p.contains("cursor") || !p["epoch"].is_number_integer() ||
+          !p["cursor"].is_number_integer())
+        return false;
+    return true;
+  }
   static bool is_integers(const json& v) {
     return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); });
   }
@@ -131,6 +140,7 @@ void check_state(const MetaFields& f, const nlohmann::json& state, const nlohman
   const std::string position = "an object {\"epoch\": …, \"cursor\": …}";
   if (const auto* data = f.optional(state, "state", "data", F::is_object, position)) {
     for (const char* key : {"epoch", "cursor"}) f.optional(*data, "state.data", key, F::is_integer, "an integer");
+    f.optional(*data, "state.data", "sources", F::is_positions, "a list of {\"epoch\": …, \"cursor\": …} (a mixture's)");
   }
   if (const auto* lora = f.optional(state, "state", "lora", F::is_object, "an object (the LoRA run's record)")) {
     f.optional(*lora, "state.lora", "rank", F::is_integer, "an integer");

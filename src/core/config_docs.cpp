@@ -92,8 +92,9 @@ Mistakes are one line naming the file and, for YAML, the line and column:
 
 `--set section.key=value` (repeatable) overrides one key after the file. The value is read as a YAML scalar
 (`--set optimizer.lr=3e-4`, `--set train.sample_prompt='"Once upon"'`); a `string` key also takes text that is
-not a plain YAML scalar (`--set data.train=*.bin`) as typed, and a `list` key a flow sequence or one
-comma-separated string (`--set model.lora_targets=q,v`, `--set 'train.freeze=[blocks.0.*, tok_embed.weight]'`).
+not a plain YAML scalar (`--set train.sample_prompt=*Once*`) as typed, and a `list` key a flow sequence or one
+comma-separated string, commas inside braces kept (`--set model.lora_targets=q,v`, `--set
+'train.freeze=[blocks.0.*, tok_embed.weight]'`, `--set data.train=*.bin`, `--set data.train=a.bin:0.7,b.bin:0.3`).
 A missing `=`, a missing section, an unknown key or a value of the wrong type is an error naming the `--set`
 argument.
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/data_sources.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/glob.h"
 
@@ -26,11 +27,18 @@ int64_t max_windows(const std::vector<std::string>& files, const Config& cfg) {
   return windows;
 }
 
-// UserError when `pattern` (the config key `key`) cannot fill one step: batch × data-parallel ranks windows.
-void check_fills_one_step(const Config& cfg, const std::string& where, const char* key, const std::string& pattern) {
-  const int64_t ranks = cfg.parallel.dp * cfg.parallel.fsdp, need = cfg.train.micro_batch_size * ranks;
+// UserError when `pattern` (the config key `key`) cannot fill `need` windows: batch × data-parallel ranks for a
+// source read on its own; one window for a source of a mixture, which draws single windows from each.
+void check_fills(const Config& cfg, const std::string& where, const char* key, const std::string& pattern,
+                 bool one_of_a_mixture) {
+  const int64_t ranks = cfg.parallel.dp * cfg.parallel.fsdp;
+  const int64_t need = one_of_a_mixture ? 1 : cfg.train.micro_batch_size * ranks;
   if (ranks < 1 || cfg.data.seq_len < 1 || need < 1) return;  // validate() reports these
   const int64_t at_most = max_windows(expand_glob(pattern, where + key), cfg);
+  if (one_of_a_mixture)
+    MT_USER_CHECK(at_most >= need, where, key, ": '", pattern, "' holds no window of ", cfg.data.seq_len + 1,
+                  " tokens (data.seq_len + 1); each source of a mixture needs one: give more data, or lower "
+                  "data.seq_len");
   MT_USER_CHECK(at_most >= need, where, key, ": '", pattern, "' holds at most ", at_most, " windows of ",
                 cfg.data.seq_len + 1, " tokens (data.seq_len + 1); one step needs train.micro_batch_size(",
                 cfg.train.micro_batch_size, ") × data-parallel ranks(", ranks, ") = ", need,
@@ -41,14 +49,15 @@ void check_fills_one_step(const Config& cfg, const std::string& where, const cha
 
 void check_inputs_exist(const Config& cfg) {
   const std::string where = cfg.source.empty() ? "" : cfg.source + ": ";
-  if (cfg.data.train != kSyntheticData) {
-    expand_glob(cfg.data.train, where + "data.train");
-    check_fills_one_step(cfg, where, "data.train", cfg.data.train);
+  if (!is_synthetic_data(cfg.data.train)) {
+    const auto train = parse_data_sources(cfg.data.train);
+    for (const auto& s : train) check_fills(cfg, where, "data.train", s.pattern, train.size() > 1);
   }
-  if (cfg.data.val.empty()) return;
-  expand_glob(cfg.data.val, where + "data.val");
-  // Read only where validation runs (train.eval_every > 0).
-  if (cfg.train.eval_every > 0) check_fills_one_step(cfg, where, "data.val", cfg.data.val);
+  // Each validation source is read on its own; only where validation runs (train.eval_every > 0).
+  for (const auto& s : parse_data_sources(cfg.data.val)) {
+    if (cfg.train.eval_every > 0) check_fills(cfg, where, "data.val", s.pattern, false);
+    else expand_glob(s.pattern, where + "data.val");
+  }
 }
 
 }  // namespace meshtrain

@@ -119,10 +119,29 @@ FieldValue pairs_from_yaml(const std::string& origin, const FieldInfo& f, const 
   return out;
 }
 
+// A data source given as a mapping {path: P, weight: W} (FieldInfo::sources) → "P:W", or "P" without a weight.
+std::string source_from_yaml(const std::string& origin, const FieldInfo& f, const YAML::Node& item) {
+  std::string path, weight;
+  for (auto it = item.begin(); it != item.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : describe(it->first);
+    if (!it->second.IsScalar() || (key != "path" && key != "weight"))
+      throw UserError(cat(origin, ": ", f.path(), ": a source {", key, ": ", describe(it->second),
+                          "}; valid: {path: PATTERN, weight: NUMBER} (weight optional) or 'PATTERN:WEIGHT'"));
+    (key == "path" ? path : weight) = it->second.Scalar();
+  }
+  if (path.empty())
+    throw UserError(cat(origin, ": ", f.path(), ": a source without a path; valid: {path: PATTERN, weight: NUMBER}"));
+  return weight.empty() ? path : cat(path, ":", weight);
+}
+
 // A list given as a sequence of scalars (`[a, b]` or one `- a` per line); an empty item (`-`) is kept as "".
 StringList list_from_yaml(const std::string& origin, const FieldInfo& f, const YAML::Node& n) {
   StringList out;
   for (const YAML::Node& item : n) {
+    if (f.sources && item.IsMap()) {
+      out.push_back(source_from_yaml(origin, f, item));
+      continue;
+    }
     if (!item.IsNull() && !item.IsScalar()) wrong_type(origin, f, cat("a sequence holding ", describe(item)));
     out.push_back(item.IsNull() ? std::string() : item.Scalar());
   }
@@ -222,6 +241,10 @@ StringList list_from_json(const std::string& origin, const FieldInfo& f, const J
   if (!j.is_array()) wrong_type(origin, f, describe(j));
   StringList out;
   for (const Json& item : j) {
+    if (f.sources && item.is_object()) {  // {"path": P, "weight": W}: as YAML's mapping, through its reader
+      out.push_back(source_from_yaml(origin, f, YAML::Load(item.dump())));
+      continue;
+    }
     if (!item.is_string()) wrong_type(origin, f, cat("an array holding ", describe(item)));
     out.push_back(item.get<std::string>());
   }

@@ -40,6 +40,7 @@ void add_field(std::vector<FieldInfo>& out, std::string_view section, std::strin
     f.enum_set = [](void* p, int i) { *static_cast<T*>(p) = static_cast<T>(i); };
   }
   f.pairs = doc.find("NAME=VALUE pairs") != std::string_view::npos;
+  f.sources = doc.find("{path: PATTERN") != std::string_view::npos;
   out.push_back(std::move(f));
 }
 
@@ -261,12 +262,17 @@ bool parse_field_scalar(const FieldInfo& f, std::string_view text, FieldValue& o
 StringList split_field_list(std::string_view text) {
   StringList out;
   if (trim_blanks(text).empty()) return out;
-  for (size_t at = 0;;) {
-    const size_t comma = text.find(',', at);
-    out.push_back(trim_blanks(text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at)));
-    if (comma == std::string_view::npos) return out;
-    at = comma + 1;
+  // A comma inside braces belongs to a glob's alternatives ("data/{a,b}_*.bin"), not between two items.
+  int depth = 0;
+  size_t at = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ',';
+    depth += c == '{' ? 1 : c == '}' && depth > 0 ? -1 : 0;
+    if (c != ',' || (depth > 0 && i < text.size())) continue;
+    out.push_back(trim_blanks(text.substr(at, i - at)));
+    at = i + 1;
   }
+  return out;
 }
 
 std::string nearest_match(std::string_view word, const std::vector<std::string>& candidates) {

@@ -12,6 +12,7 @@
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/config_schema.h"
+#include "meshtrain/core/data_sources.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/join.h"
 #include "meshtrain/core/mesh_shape.h"
@@ -121,7 +122,10 @@ class Validator {
   void check_field(const FieldInfo& f) {
     FieldValue v = f.get(cfg_);
     std::string path = f.path();
-    if (auto it = kRequired.find(path); it != kRequired.end() && std::get<std::string>(v).empty())
+    const auto empty = [&] {
+      return f.type == FieldType::List ? std::get<StringList>(v).empty() : std::get<std::string>(v).empty();
+    };
+    if (auto it = kRequired.find(path); it != kRequired.end() && empty())
       fail(path, cat("required (", it->second, ")"));
     // Configs built in code skip the loader's parsing, which already refuses inf and nan.
     if (f.type == FieldType::Double && !std::isfinite(std::get<double>(v)))
@@ -236,6 +240,8 @@ class Validator {
   void check_data() {
     const int64_t seq = cfg_.data.seq_len, max = cfg_.model.max_seq_len;
     if (seq > max) fail("data.seq_len", cat("given ", seq, "; valid ≤ model.max_seq_len (", max, ")"));
+    validate_data_sources(cfg_.data.train, name_ + ": ", "data.train", /*weights_allowed=*/true);
+    validate_data_sources(cfg_.data.val, name_ + ": ", "data.val", /*weights_allowed=*/false);
   }
 
   void check_checkpoint() {

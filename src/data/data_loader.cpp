@@ -20,14 +20,21 @@ uint64_t splitmix64(uint64_t& x) {
   return z ^ (z >> 31);
 }
 
+// Fisher-Yates over `order` with splitmix64 from `state`.
+void shuffle_windows(std::vector<int64_t>& order, uint64_t state) {
+  if (order.size() < 2) return;
+  for (size_t i = order.size() - 1; i > 0; --i) {
+    size_t j = static_cast<size_t>(splitmix64(state) % (i + 1));
+    std::swap(order[i], order[j]);
+  }
+}
+
 }  // namespace
 
 DataLoader::DataLoader(LoaderOptions opts) : opts_(std::move(opts)) {
-  MT_CHECK(opts_.seq_len > 0 && opts_.batch_size > 0 && opts_.world_size > 0, "bad loader options");
-  for (const auto& path : expand_glob(opts_.pattern, opts_.what)) {
-    if (TokenFlags::is_sidecar(path)) continue;  // a glob such as data/x_train_* also matches the sidecars
-    shards_.emplace_back(path, opts_.format);
-  }
+  MT_CHECK(opts_.seq_len > 0 && opts_.batch_size > 0 && opts_.world_size > 0 && !opts_.sources.empty(),
+           "bad loader options");
+  open_sources();
   std::string without;  // a shard without a sidecar, for the message
   for (const auto& shard : shards_) {
     total_tokens_ += shard.size();
@@ -40,12 +47,37 @@ DataLoader::DataLoader(LoaderOptions opts) : opts_(std::move(opts)) {
                 shards_.size(), " shards have token flags (loss masks, documents) but ", without, " has no ",
                 TokenFlags::sidecar_path(without), "; valid: all or none (prepare them in one run)");
   make_windows();
-  const int64_t need = opts_.batch_size * opts_.world_size;
-  MT_USER_CHECK(num_windows() >= need, opts_.what, ": '", opts_.pattern, "' holds ", total_tokens_,
-                " tokens = ", num_windows(), flags_.empty() || opts_.packing ? " windows of " : " documents of up to ",
-                opts_.seq_len + 1, " tokens; one step needs batch(", opts_.batch_size, ") × ranks(",
-                opts_.world_size, ") = ", need, " windows");
-  make_order();
+  const char* unit = flags_.empty() || opts_.packing ? " windows of " : " documents of up to ";
+  if (num_sources() == 1) {
+    const int64_t need = opts_.batch_size * opts_.world_size;
+    MT_USER_CHECK(num_windows() >= need, opts_.what, ": '", source_pattern(0), "' holds ", total_tokens_,
+                  " tokens = ", num_windows(), unit, opts_.seq_len + 1, " tokens; one step needs batch(",
+                  opts_.batch_size, ") × ranks(", opts_.world_size, ") = ", need, " windows");
+    make_order();
+    return;
+  }
+  // A mixture draws single windows from each source: one is enough for any of them.
+  std::vector<double> weights;
+  for (size_t s = 0; s < num_sources(); ++s) {
+    MT_USER_CHECK(source_windows(s) > 0, opts_.what, ": '", source_pattern(s), "' holds 0", unit,
+                  opts_.seq_len + 1, " tokens; each source of a mixture needs at least one");
+    weights.push_back(opts_.sources[s].weighted ? opts_.sources[s].weight : static_cast<double>(source_windows(s)));
+  }
+  mix_.emplace(weights);
+  state_.sources.resize(num_sources());
+  drawn_.assign(num_sources(), 0);
+  source_order_.resize(num_sources());
+  for (size_t s = 0; s < num_sources(); ++s) make_source_order(s);
+}
+
+void DataLoader::open_sources() {
+  for (size_t s = 0; s < num_sources(); ++s) {
+    for (const auto& path : expand_glob(source_pattern(s), opts_.what)) {
+      if (TokenFlags::is_sidecar(path)) continue;  // a glob such as data/x_train_* also matches the sidecars
+      shards_.emplace_back(path, opts_.format);
+      shard_source_.push_back(static_cast<int32_t>(s));
+    }
+  }
 }
 
 void DataLoader::make_windows() {
@@ -71,26 +103,85 @@ void DataLoader::make_windows() {
       doc = i;
     }
   }
+  // Shards come source by source, so each source's windows are one range.
+  source_first_.assign(num_sources() + 1, 0);
+  for (const int32_t shard : window_shard_) ++source_first_[static_cast<size_t>(shard_source_[shard]) + 1];
+  for (size_t s = 0; s < num_sources(); ++s) source_first_[s + 1] += source_first_[s];
 }
 
 void DataLoader::make_order() {
   order_.resize(window_start_.size());
   for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
-  if (!opts_.shuffle) return;
-  uint64_t s = opts_.seed * 0x100000001B3ull + static_cast<uint64_t>(state_.epoch);
-  for (size_t i = order_.size() - 1; i > 0; --i) {
-    size_t j = static_cast<size_t>(splitmix64(s) % (i + 1));
-    std::swap(order_[i], order_[j]);
+  if (opts_.shuffle) shuffle_windows(order_, opts_.seed * 0x100000001B3ull + static_cast<uint64_t>(state_.epoch));
+}
+
+void DataLoader::make_source_order(size_t s) {
+  std::vector<int64_t>& order = source_order_[s];
+  order.resize(static_cast<size_t>(source_windows(s)));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = source_first_[s] + static_cast<int64_t>(i);
+  // Each source its own stream of orders: the same seed and epoch would give sources of equal size one order.
+  const uint64_t seed = opts_.seed * 0x100000001B3ull + static_cast<uint64_t>(state_.sources[s].epoch);
+  if (opts_.shuffle) shuffle_windows(order, seed ^ (static_cast<uint64_t>(s) + 1) * 0xD1B54A32D192ED03ull);
+}
+
+int64_t DataLoader::take_window(size_t s) {
+  SourcePosition& p = state_.sources[s];
+  const int64_t w = source_order_[s][static_cast<size_t>(p.cursor)];
+  ++drawn_[s];
+  if (++p.cursor == source_windows(s)) {  // its epoch is done: the next one's order now, so cursor < windows
+    p.epoch += 1;
+    p.cursor = 0;
+    make_source_order(s);
   }
+  return w;
+}
+
+std::vector<int64_t> DataLoader::deal_mixture() {
+  const int64_t B = opts_.batch_size, first = static_cast<int64_t>(opts_.rank) * B;
+  std::vector<int64_t> windows(static_cast<size_t>(B));
+  // Every rank deals the whole micro-batch of every rank, so that all keep the same position.
+  for (int64_t i = 0; i < B * opts_.world_size; ++i) {
+    const int64_t w = take_window(mix_->pick(drawn_));
+    if (i >= first && i < first + B) windows[static_cast<size_t>(i - first)] = w;
+  }
+  state_.cursor += B * opts_.world_size;
+  return windows;
+}
+
+void DataLoader::reset() {
+  LoaderState start;
+  start.sources.resize(mix_ ? num_sources() : 0);
+  restore(start);
 }
 
 void DataLoader::restore(const LoaderState& st) {
-  MT_USER_CHECK(st.epoch >= 0 && st.cursor >= 0 && st.cursor <= num_windows(), opts_.what,
-                ": saved data position (epoch ", st.epoch, ", cursor ", st.cursor, ") does not fit ",
-                num_windows(), " windows: were the shards or seq_len changed?");
-  const bool new_epoch = st.epoch != state_.epoch;
+  const std::string changed = " (were data.train's sources, their shards or data.seq_len changed?)";
+  MT_USER_CHECK(st.sources.size() == (mix_ ? num_sources() : 0), opts_.what, ": the saved data position holds ",
+                st.sources.size(), " sources' positions, ", opts_.what, " has ", num_sources(), changed);
+  if (!mix_) {
+    MT_USER_CHECK(st.epoch >= 0 && st.cursor >= 0 && st.cursor <= num_windows(), opts_.what,
+                  ": saved data position (epoch ", st.epoch, ", cursor ", st.cursor, ") does not fit ",
+                  num_windows(), " windows", changed);
+    const bool new_epoch = st.epoch != state_.epoch;
+    state_ = st;
+    if (new_epoch) make_order();
+    return;
+  }
+  int64_t dealt = 0;
+  for (size_t s = 0; s < num_sources(); ++s) {
+    const SourcePosition& p = st.sources[s];
+    MT_USER_CHECK(p.epoch >= 0 && p.cursor >= 0 && p.cursor < source_windows(s), opts_.what, ": saved position of '",
+                  source_pattern(s), "' (epoch ", p.epoch, ", cursor ", p.cursor, ") does not fit its ",
+                  source_windows(s), " windows", changed);
+    dealt += p.epoch * source_windows(s) + p.cursor;
+  }
+  MT_USER_CHECK(dealt == st.cursor, opts_.what, ": the saved sources' positions add up to ", dealt,
+                " windows, the saved stream to ", st.cursor, changed);
   state_ = st;
-  if (new_epoch) make_order();
+  for (size_t s = 0; s < num_sources(); ++s) {
+    make_source_order(s);
+    drawn_[s] = st.sources[s].epoch * source_windows(s) + st.sources[s].cursor;
+  }
 }
 
 void DataLoader::check_ids() const {
@@ -164,23 +255,28 @@ Batch DataLoader::make_batch(const at::Tensor& rows, const std::vector<int64_t>&
   return batch;
 }
 
-Batch DataLoader::next() {
-  const int64_t B = opts_.batch_size, T = opts_.seq_len;
+std::vector<int64_t> DataLoader::deal_one_source() {
+  const int64_t B = opts_.batch_size;
   if (state_.cursor + B * opts_.world_size > num_windows()) {
     state_.epoch += 1;
     state_.cursor = 0;
     make_order();
   }
+  const int64_t first = state_.cursor + static_cast<int64_t>(opts_.rank) * B;
+  std::vector<int64_t> windows(order_.begin() + first, order_.begin() + first + B);
+  state_.cursor += B * opts_.world_size;
+  return windows;
+}
+
+Batch DataLoader::next() {
+  const int64_t B = opts_.batch_size, T = opts_.seq_len;
+  const std::vector<int64_t> windows = mix_ ? deal_mixture() : deal_one_source();
   auto buf = at::zeros({B, T + 1}, at::kLong);  // zeros: the padding of a document shorter than the window
   int64_t* out = buf.data_ptr<int64_t>();
-  const int64_t first = state_.cursor + static_cast<int64_t>(opts_.rank) * B;
-  std::vector<int64_t> windows(B);
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t w = windows[b] = order_[first + b];
-    const TokenShard& shard = shards_[window_shard_[w]];
-    shard.read(window_start_[w], window_len_[w], out + b * (T + 1));
+    const int64_t w = windows[static_cast<size_t>(b)];
+    shards_[window_shard_[w]].read(window_start_[w], window_len_[w], out + b * (T + 1));
   }
-  state_.cursor += B * opts_.world_size;
   return make_batch(buf, windows);
 }
 

@@ -78,4 +78,18 @@ std::string restore_rng(const std::string& dir, const ckpt::CheckpointMeta& meta
          " were not saved (the checkpoint's world was smaller): reseeded, so they differ from an uninterrupted run";
 }
 
+nlohmann::json data_position_json(const data::LoaderState& st) {
+  nlohmann::json out = {{"epoch", st.epoch}, {"cursor", st.cursor}};
+  for (const auto& p : st.sources) out["sources"].push_back({{"epoch", p.epoch}, {"cursor", p.cursor}});
+  return out;
+}
+
+data::LoaderState loader_state_from(const nlohmann::json& position) {
+  data::LoaderState st{position.at("epoch").get<int64_t>(), position.at("cursor").get<int64_t>(), {}};
+  if (position.contains("sources"))
+    for (const auto& p : position["sources"])
+      st.sources.push_back({p.at("epoch").get<int64_t>(), p.at("cursor").get<int64_t>()});
+  return st;
+}
+
 }  // namespace meshtrain::train

@@ -89,7 +89,7 @@ EvalResult run_eval(const EvalOptions& opts) {
   r.checkpoint = ck.dir;
   const Config cfg = eval_config(ck, world.world_size);
   Evaluator ev(cfg, world, ck);
-  data::DataLoader loader({.pattern = opts.data, .what = "--data", .format = cfg.data.format,
+  data::DataLoader loader({.sources = {{opts.data}}, .what = "--data", .format = cfg.data.format,
                            .seq_len = cfg.data.seq_len, .batch_size = cfg.train.micro_batch_size,
                            .rank = ev.data_rank(), .world_size = ev.data_ranks(), .shuffle = false,
                            .vocab_size = cfg.model.vocab_size, .loss_mask = cfg.data.loss_mask == LossMask::automatic,

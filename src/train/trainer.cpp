@@ -34,6 +34,7 @@
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/clock.h"
 #include "meshtrain/core/config_enums.h"
+#include "meshtrain/core/data_sources.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/join.h"
@@ -170,6 +171,7 @@ class TrainingRun {
     // the step's kernels; readable once `end` has passed.
     at::Tensor host_values;
     std::optional<c10::Event> end;  // recorded after the step's last kernel (CUDA)
+    std::vector<int64_t> source_windows;  // a mixture's windows per source after this step (its log line)
     Clock::time_point done_at;      // on the CPU, where the step ran as it was queued: when queuing ended
   };
   // Queues step `step`: its batches, forward, backward and update, and the copy of its outcome to the host.
@@ -200,8 +202,10 @@ class TrainingRun {
   void check_nonfinite_streak(int64_t done);
   // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
   void check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks);
-  void log_step(int64_t done, double step_s, double compute_s, double loss_sum, double grad_norm, double lr);
-  double evaluate();
+  void log_step(int64_t done, double step_s, double compute_s, double loss_sum, double grad_norm, double lr,
+                const std::vector<int64_t>& source_windows);
+  // The validation loss over every data.val source (−1: no validation), each source's in `by_source`.
+  double evaluate(std::vector<double>& by_source);
   void save(int64_t step);
   // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
   void init_from_weights();
@@ -232,7 +236,8 @@ class TrainingRun {
   Clock::time_point last_step_end_;            // when the host saw the previous step finish
   std::unique_ptr<Optimizer> opt_;  // AdamW on the device or offloaded (train/optimizer.h)
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<data::DataLoader> train_loader_, val_loader_;  // train_loader_ null for synthetic data
+  std::unique_ptr<data::DataLoader> train_loader_;  // null for synthetic data
+  std::vector<std::unique_ptr<data::DataLoader>> val_loaders_;  // one per data.val source
   at::Generator synthetic_gen_;
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
@@ -370,23 +375,33 @@ void TrainingRun::setup_model_and_optimizer() {
 }
 
 void TrainingRun::setup_data() {
-  if (cfg_.data.train == kSyntheticData) {
+  if (is_synthetic_data(cfg_.data.train)) {
     synthetic_gen_ = at::globalContext().defaultGenerator(w_.device).clone();
     synthetic_gen_.set_current_seed(static_cast<uint64_t>(cfg_.train.seed + w_.data_rank));
     return;
   }
-  data::LoaderOptions o{.pattern = cfg_.data.train, .what = "data.train",
+  data::LoaderOptions o{.sources = parse_data_sources(cfg_.data.train), .what = "data.train",
                         .format = cfg_.data.format, .seq_len = cfg_.data.seq_len,
                         .batch_size = cfg_.train.micro_batch_size, .rank = w_.data_rank,
                         .world_size = w_.data_ranks, .seed = static_cast<uint64_t>(cfg_.train.seed),
                         .shuffle = true, .vocab_size = cfg_.model.vocab_size,
                         .loss_mask = cfg_.data.loss_mask == LossMask::automatic, .packing = cfg_.data.packing};
   train_loader_ = std::make_unique<data::DataLoader>(o);
-  if (cfg_.data.val.empty()) return;
-  o.pattern = cfg_.data.val;
+  if (train_loader_->windows_drawn().size() > 1 && w_.world.rank == 0) {
+    std::string mix;
+    for (size_t s = 0; s < train_loader_->num_sources(); ++s)
+      mix += log::sprintf("%s%s %lld windows", s ? ", " : "", train_loader_->source_pattern(s).c_str(),
+                          static_cast<long long>(train_loader_->source_windows(s)));
+    log::progress("data.train: a mixture of %zu sources (%s) drawn by %s", train_loader_->num_sources(), mix.c_str(),
+                  o.sources.front().weighted ? "their weights" : "their windows (no weights given)");
+  }
   o.what = "data.val";
   o.shuffle = false;  // validation reads the same windows every time
-  val_loader_ = std::make_unique<data::DataLoader>(o);
+  // Each validation source on its own: its loss is reported beside the overall one.
+  for (const DataSource& source : parse_data_sources(cfg_.data.val)) {
+    o.sources = {source};
+    val_loaders_.push_back(std::make_unique<data::DataLoader>(o));
+  }
 }
 
 void TrainingRun::resume_if_asked() {
@@ -462,8 +477,7 @@ void TrainingRun::load_training_state(const std::string& dir, const ckpt::Checkp
 
 void TrainingRun::restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta) {
   start_step_ = meta.step;
-  if (train_loader_)
-    train_loader_->restore({meta.state["data"].at("epoch").get<int64_t>(), meta.state["data"].at("cursor").get<int64_t>()});
+  if (train_loader_) train_loader_->restore(loader_state_from(meta.state["data"]));
   auto streams = rng_streams();
   const std::string note = restore_rng(dir, meta, w_.world.rank, streams,
                                        static_cast<uint64_t>(cfg_.train.seed + 1000003 * start_step_));
@@ -634,7 +648,7 @@ void TrainingRun::check_nonfinite_streak(int64_t done) {
 }
 
 void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double loss_sum, double grad_norm,
-                           double lr) {
+                           double lr, const std::vector<int64_t>& source_windows) {
   const double loss = mean_over_ranks(loss_sum / static_cast<double>(cfg_.train.grad_accum));
   if (done == start_step_ + 1) result_.first_loss = loss;
   result_.last_loss = loss;
@@ -647,6 +661,14 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double
   std::string extra;
   for (const auto& [key, value] : par_->step_metrics()) extra += log::sprintf(" | %s %.3g", key.c_str(), value);
   for (const auto& [key, value] : opt_->step_metrics()) extra += log::sprintf(" | %s %.4g", key.c_str(), value);
+  // A mixture: the tokens each source has given the whole job so far (its windows × seq_len).
+  nlohmann::json source_tokens;
+  for (size_t s = 0; s < source_windows.size(); ++s) {
+    const int64_t tokens = source_windows[s] * cfg_.data.seq_len;
+    source_tokens[train_loader_->source_pattern(s)] = tokens;
+    extra += log::sprintf("%s%s %lld", s ? ", " : " | tokens ", train_loader_->source_pattern(s).c_str(),
+                          static_cast<long long>(tokens));
+  }
   log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step%s | ETA %s%s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
                 mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s, extra.c_str(),
@@ -663,6 +685,7 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double
                         {"setup_peak_memory_bytes", setup_peak_bytes_},
                         {"skipped_steps", nonfinite_skipped_}};
   if (mfu >= 0) rec["mfu"] = mfu;
+  if (!source_tokens.is_null()) rec["source_tokens"] = source_tokens;
   if (done == start_step_ + 1 && planned_peak_bytes_ > 0) {
     rec["planned_peak_memory_bytes"] = planned_peak_bytes_;
     log::progress("memory at step %lld: peak %.2f GiB allocated (setup %.2f GiB), `meshtrain plan` predicted "
@@ -719,16 +742,25 @@ int TrainingRun::agreed_stop_signal() {
   return t.item<int>();
 }
 
-double TrainingRun::evaluate() {
-  if (!val_loader_) return -1;
+double TrainingRun::evaluate(std::vector<double>& by_source) {
+  by_source.clear();
+  if (val_loaders_.empty()) return -1;
   opt_->settle();  // the validation loss is the parameters' after this step
   torch::NoGradGuard no_grad;
   net_->eval();
-  val_loader_->reset();
-  const int64_t n = std::min(cfg_.train.eval_batches, val_loader_->batches_per_epoch());
-  const double loss = validation_loss(*par_, *val_loader_, n, w_.device, w_.comm.get()).loss;
+  // Overall: the mean over every counted target of every source, as one loader over all of them would give.
+  double sum = 0;
+  int64_t tokens = 0;
+  for (auto& loader : val_loaders_) {
+    loader->reset();
+    const int64_t n = std::min(cfg_.train.eval_batches, loader->batches_per_epoch());
+    const HeldOutLoss v = validation_loss(*par_, *loader, n, w_.device, w_.comm.get());
+    by_source.push_back(v.loss);
+    if (v.tokens > 0) sum += v.loss * static_cast<double>(v.tokens);
+    tokens += v.tokens;
+  }
   net_->train();
-  return loss;
+  return tokens > 0 ? sum / static_cast<double>(tokens) : -1;
 }
 
 void TrainingRun::save(int64_t step) {
@@ -753,10 +785,11 @@ void TrainingRun::save(int64_t step) {
   auto rng = rng_blocks(w_.world.rank, rng_streams());  // per rank: always its own
   blocks.insert(blocks.end(), rng.begin(), rng.end());
   const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
+
   ckpt::SaveInfo info;
   info.config = nlohmann::json::parse(to_json(cfg_));
   info.mesh = {{"layout", par_->describe()}, {"world_size", w_.world.world_size}};
-  info.state = {{"data", {{"epoch", st.epoch}, {"cursor", st.cursor}}}, {"step", step}};
+  info.state = {{"data", data_position_json(st)}, {"step", step}};
   if (cfg_.model.lora_rank > 0) info.state["lora"] = lora_record(cfg_);  // the base the adapters belong to
   // The batch the run was given, so that a resume at another width keeps its global batch (resume_settings.h).
   info.state["batch"] = batch_record(given_, cfg_.train.micro_batch_size * cfg_.train.grad_accum * w_.data_ranks);
@@ -824,6 +857,7 @@ TrainingRun::QueuedStep TrainingRun::queue_step(int64_t step) {
   slow_rank_delay(w_.world.rank);
   StepScope step_scope("meshtrain::step");
   const StepOutcome outcome = train_step(step);
+  if (train_loader_) q.source_windows = train_loader_->windows_drawn();  // before the next step draws on
   const auto f32 = at::TensorOptions(at::kFloat);
   const auto values = at::stack({outcome.loss_sum.to(w_.device, at::kFloat).reshape({}),
                                  outcome.grad_norm.to(w_.device, at::kFloat).reshape({}),
@@ -888,7 +922,7 @@ int TrainingRun::finish_step(const QueuedStep& q, bool whole_device) {
   nonfinite_skipped_ += applied ? 0 : 1;
   if ((cfg_.logging.every > 0 && done % cfg_.logging.every == 0) || done == cfg_.train.steps ||
       q.step == start_step_ || !applied)
-    log_step(done, step_s, compute_s, v[0], v[1], schedule_->at(q.step));
+    log_step(done, step_s, compute_s, v[0], v[1], schedule_->at(q.step), q.source_windows);
   if (!applied) check_nonfinite_streak(done);
   result_.steps_done = done;
   return agreed_stop_signal();
@@ -898,10 +932,19 @@ bool TrainingRun::end_of_step(int64_t step, int sig) {
   const int64_t done = step + 1;
   const bool last = done == cfg_.train.steps;
   if (evaluates_after(done)) {
-    if (const double val = evaluate(); val >= 0) {
+    std::vector<double> by_source;
+    if (const double val = evaluate(by_source); val >= 0) {
       result_.last_val_loss = val;
-      log::progress("step %6lld | validation loss %.4f", static_cast<long long>(done), val);
-      metrics_->write({{"step", done}, {"val_loss", val}});
+      nlohmann::json rec = {{"step", done}, {"val_loss", val}};
+      std::string each;  // several sources: each one's loss too
+      for (size_t s = 0; s < by_source.size() && by_source.size() > 1; ++s) {
+        const std::string& name = val_loaders_[s]->source_pattern(0);
+        rec["val_loss_by_source"][name] = by_source[s];
+        each += log::sprintf("%s%s %.4f", s ? ", " : " (", name.c_str(), by_source[s]);
+      }
+      log::progress("step %6lld | validation loss %.4f%s", static_cast<long long>(done), val,
+                    each.empty() ? "" : (each + ")").c_str());
+      metrics_->write(rec);
     }
   }
   if (samples_after(done)) sample(done);

@@ -19,7 +19,7 @@
 
 namespace meshtrain {
 
-// A list-valued key (train.freeze, model.lora_targets).
+// A list-valued key (train.freeze, model.lora_targets, data.train).
 using StringList = std::vector<std::string>;
 
 // clang-format off
@@ -101,9 +101,13 @@ using StringList = std::vector<std::string>;
     "(docs/nccl.md lists them, with presets); empty = NCCL's defaults")
 
 #define MT_DATA_FIELDS(F)                                                                                    \
-  F(std::string, train, "", "Training token shards: a file or a glob (required); `synthetic` = uniformly random " \
-    "tokens generated on the device (throughput runs: no data loading, no validation)")                           \
-  F(std::string, val, "", "Validation token shards: a file or a glob; empty = no validation")               \
+  F(StringList, train, {}, "Training token shards (required): a file or a glob, or a list of sources, each "    \
+    "PATTERN:WEIGHT (in YAML also {path: PATTERN, weight: W}), drawn in proportion to the weights (normalised) " \
+    "— or, where no entry has one, to each source's tokens (docs/data.md \"Several sources\"); `synthetic` = "  \
+    "uniformly random tokens generated on the device (throughput runs: no data loading, no validation)")         \
+  F(StringList, val, {}, "Validation token shards: a file or a glob, or a list of them (in YAML also {path: "  \
+    "PATTERN}; no weights: each is evaluated on its own, its loss logged beside the overall one); empty = no "  \
+    "validation")                                                                                            \
   F(ShardFormat, format, ShardFormat::Auto, "Shard format (auto: llm.c header if the magic is there, else "  \
     "uint16)")                                                                   \
   F(int64_t, seq_len, 0, "Tokens per training sequence; 0 = model.max_seq_len")                             \
@@ -282,9 +286,10 @@ Config parse_config(const std::string& text, const std::string& name, bool json,
 // ("dp(2) × tp(4) = 8 ≠ world size 6").
 void validate(const Config& cfg, int world_size);
 
-// The input files a run reads exist: data.train (and data.val if set) match at least one file, and (cfg resolved
-// for its world size) their sizes allow the windows of one step: micro_batch_size × data-parallel ranks (data.val
-// only where train.eval_every > 0). Throws UserError "FILE: data.train: 'PATTERN' matches no file" or "… holds
+// The input files a run reads exist: every source of data.train (and of data.val) matches at least one file, and
+// (cfg resolved for its world size) their sizes allow the windows of one step: micro_batch_size × data-parallel
+// ranks for a source read alone (data.val's, only where train.eval_every > 0), one window for each source of a
+// mixture. Throws UserError "FILE: data.train: 'PATTERN' matches no file" or "… holds
 // at most N windows …; one step needs …". Paths are relative to the working directory.
 void check_inputs_exist(const Config& cfg);
 

@@ -36,6 +36,9 @@ struct FieldInfo {
   std::string_view choices_note;
   // A string of "NAME=VALUE" pairs (the doc says "NAME=VALUE pairs"): YAML may give it as a mapping or list.
   bool pairs = false;
+  // A list of data sources (the doc says "{path: PATTERN"): YAML and JSON may give an item as a mapping
+  // {path: P, weight: W}, folded into "P:W" (core/data_sources.h).
+  bool sources = false;
   void* (*address)(Config&);         // where the field lives inside a Config
   // Enum: the enumerator's value at an address, read and written without knowing its type.
   int (*enum_get)(const void*) = nullptr;
@@ -72,7 +75,8 @@ bool parse_field_scalar(const FieldInfo& f, std::string_view text, FieldValue& o
 bool parse_field_scalar(FieldType t, std::string_view text, FieldValue& out);  // Int, Double, Bool, String
 
 // A list's one-string form: "a, b,c" → {a, b, c} (blanks around items trimmed); "" or blanks → {}. An empty
-// item ("a,,b", "a,") is kept as "", for validate() to name.
+// item ("a,,b", "a,") is kept as "", for validate() to name. Commas inside braces stay in their item: a glob's
+// alternatives ("data/{a,b}.bin,c.bin" → {data/{a,b}.bin, c.bin}).
 StringList split_field_list(std::string_view text);
 
 // The candidate nearest to `word` by edit distance (transpositions count 1), or "" when none is close

@@ -1,4 +1,5 @@
-// Path patterns: a file name or a shell glob ("data/train_*.bin"), as config keys like data.train take them.
+// Path patterns: a file name or a shell glob ("data/train_*.bin", "data/{a,b}.bin"), as config keys like
+// data.train take them.
 #pragma once
 
 #include <string>

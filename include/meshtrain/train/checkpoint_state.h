@@ -9,7 +9,9 @@
 //                                  each rank's streams differ
 // Saving gathers nothing: every rank writes its own blocks, and blocks that several ranks hold are spread
 // over them (ckpt/replica_writers.h). Loading reads the blocks this rank needs from whatever layout saved them
-// (ckpt/checkpoint_reader.h).
+// (ckpt/checkpoint_reader.h). The data loader's position goes into meta.json's state.data:
+//   {"epoch": E, "cursor": C}                                   one source
+//   {"epoch": 0, "cursor": DEALT, "sources": [{"epoch", "cursor"}, …]}   a mixture: each source's too
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "meshtrain/ckpt/checkpoint_meta.h"
+#include "meshtrain/data/data_loader.h"
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/parallel/parallel_model.h"
 #include "meshtrain/train/optimizer.h"
@@ -41,5 +44,9 @@ std::vector<ShardedTensor> rng_blocks(int rank, const RngStreams& streams);
 // `reseed` + rank, and the returned note says so ("" when every stream was restored).
 std::string restore_rng(const std::string& dir, const ckpt::CheckpointMeta& meta, int rank, RngStreams& streams,
                         uint64_t reseed);
+
+// The loader's position as state.data holds it, and back (the saved one already checked by type: read_meta).
+nlohmann::json data_position_json(const data::LoaderState& st);
+data::LoaderState loader_state_from(const nlohmann::json& position);
 
 }  // namespace meshtrain::train

@@ -109,7 +109,7 @@ def main():
         f.write("\n".join(json.dumps(e) for e in make_examples()) + "\n")
     prefix = os.path.join(work, "data", "sft")
     out = subprocess.run([sys.executable, os.path.join(src, "scripts", "prepare_instruct.py"), "--tokenizer", tok,
-                          "--input", data, "--out", prefix, "--quiet"], capture_output=True, text=True, timeout=300)
+                          "--input", data, "--out", prefix, "--val-fraction", "0", "--quiet"], capture_output=True, text=True, timeout=300)
     print(out.stdout, out.stderr)
     check(out.returncode == 0, "prepare_instruct.py exits 0")
     if out.returncode:

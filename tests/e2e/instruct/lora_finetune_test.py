@@ -126,7 +126,7 @@ def main():
         f.write("\n".join(json.dumps(e) for e in examples(0, 160)) + "\n")
     prefix = os.path.join(work, "data", "sft")
     run([sys.executable, os.path.join(src, "scripts", "prepare_instruct.py"), "--tokenizer", tok_dir,
-         "--input", data, "--out", prefix, "--quiet"])
+         "--input", data, "--out", prefix, "--val-fraction", "0", "--quiet"])
     held = examples(3000, 24)
 
     full_dir, half_dir = os.path.join(work, "full"), os.path.join(work, "half")

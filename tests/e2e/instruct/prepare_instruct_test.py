@@ -5,10 +5,11 @@
     and its .flags sidecar agree on the token count, every document starts with a document-start flag, and the
     tokens with the loss flag decode to exactly the assistant turns / completion (+ the end-of-turn token) —
     through turn-by-turn rendering (ChatML) and through {% generation %} markers alike.
-(b) --train-on-all flags every token; --val-fraction keeps the last documents for val; a small --shard-tokens
-    gives several shards, none splitting a document.
+(b) --train-on-all flags every token; --val-fraction keeps floor(n × fraction) documents for val; a small
+    --shard-tokens gives several shards, none splitting a document.
     A conversation that starts with an assistant turn trains on its content, not on its header; the split
-    takes its share from every input file.
+    takes its share from every input file, at positions drawn inside it: a file whose examples repeat with a
+    period gives val documents of several kinds, not every k-th (one kind); the default keeps 1 %.
 (c) a template that cannot mark the assistant's span, a line that is not JSON, a line without the fields, a line
     with two shapes, JSON nested 100,000 deep, a template that does not compile or raises, a line longer than
     --max-line-bytes (16 MiB by default): each one line naming FILE:LINE, exit code 2.
@@ -171,6 +172,24 @@ def main():
     val_text = tk.decode(read_shard(out + "_val_000000.bin")[0]) if rc == 0 else ""
     check(val_text.count("Let there be light.") == 2 and val_text.count("without form, and void.") == 2,
           f"val over two files: 2 documents from each (got {val_text[:300]!r}, {err.strip()[:200]})")
+
+    # A period in a file's examples (the four kinds in turn) and a second file of another kind: every 4th
+    # document at 0.25 would validate on one kind of the first file only.
+    cycle = write_jsonl("cycle.jsonl", EXAMPLES * 5)
+    word = write_jsonl("word.jsonl", [{"prompt": "In the beginning ", "completion": "was the Word."}] * 8)
+    out = os.path.join(work, "split3", "sft")
+    rc, _, err = run("--tokenizer", tok_dir, "--input", cycle, word, "--out", out, "--val-fraction", "0.25", "--quiet")
+    val_text = tk.decode(read_shard(out + "_val_000000.bin")[0]) if rc == 0 else ""
+    kinds = {k: val_text.count(k) for k in ("Seth begat Enos.", "God created", "Let there be light.", "without form")}
+    check(val_text.count("was the Word.") == 2 and sum(kinds.values()) == 5 and sum(1 for n in kinds.values() if n) >= 2,
+          f"val of a periodic file and another: 5 documents of several kinds + 2 (got {kinds}, "
+          f"{val_text.count('was the Word.')} of the second file; {err.strip()[:200]})")
+    # The default: 1 % (floor(108 × 0.01) = 1 document, from the larger file).
+    big = write_jsonl("big.jsonl", EXAMPLES * 25)
+    out = os.path.join(work, "split4", "sft")
+    rc, _, err = run("--tokenizer", tok_dir, "--input", big, word, "--out", out, "--quiet")
+    val = read_shard(out + "_val_000000.bin")[1] if rc == 0 and os.path.exists(out + "_val_000000.bin") else []
+    check(sum(1 for f in val if f & 2) == 1, f"default --val-fraction 0.01: 1 of 108 documents in val ({err.strip()[:200]})")
 
     def expect_error(args, fragment, what):
         rc, _, err = run(*args)

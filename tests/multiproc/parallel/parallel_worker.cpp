@@ -117,7 +117,7 @@ Config make_config(const Args& a, int world) {
     c.model.n_layer = 8;
     c.model.tie_embeddings = a.tie;
   }
-  c.data.train = "unused";
+  c.data.train = {"unused"};
   c.train.seed = 1234;
   // fp32 unless --bf16: the tolerances below are for fp32 products (train.dtype auto would be bf16 on the GPU).
   c.train.dtype = a.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32;

@@ -64,7 +64,7 @@ Config config(const Args& a, int tp) {
   // comparison about tensor parallelism, not about Adam's conditioning.
   c.optimizer.lr = 1e-3;
   c.optimizer.eps = 1e-6;
-  c.data.train = kSyntheticData;  // the worker draws its own tokens
+  c.data.train = {kSyntheticData};  // the worker draws its own tokens
   return c;
 }
 

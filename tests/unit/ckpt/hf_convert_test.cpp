@@ -42,6 +42,6 @@ TEST(HfConvert, TokenIdsOutsideTheVocabularyAreDropped) {
   hf["bos_token_id"] = hf["eos_token_id"] = 50256;
   Config cfg;
   cfg.model = ckpt::model_config_from_hf(hf, "hf/config.json");
-  cfg.data.train = "x.bin";
+  cfg.data.train = {"x.bin"};
   EXPECT_NO_THROW(validate(cfg, 1));
 }

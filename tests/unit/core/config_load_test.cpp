@@ -76,7 +76,7 @@ TEST(ConfigLoad, YamlAndJsonOfTheSameConfigAreEqual) {
   EXPECT_EQ(a.model.norm_eps, 1e-6);
   EXPECT_FALSE(a.model.tie_embeddings);
   EXPECT_EQ(a.parallel.order, "dp-pp-tp-fsdp");
-  EXPECT_EQ(a.data.train, "data/train_*.bin");
+  EXPECT_EQ(a.data.train, StringList{"data/train_*.bin"});
   EXPECT_EQ(a.optimizer.lr, 3e-4);
   EXPECT_EQ(a.train.sample_prompt, "Once upon a time: ");
   EXPECT_TRUE(a.logging.all_ranks);
@@ -88,7 +88,7 @@ TEST(ConfigLoad, YamlAndJsonOfTheSameConfigAreEqual) {
 TEST(ConfigLoad, UnsetKeysKeepTheirDefaults) {
   Config c = yaml("data:\n  train: x.bin\n");
   Config d;
-  d.data.train = "x.bin";
+  d.data.train = {"x.bin"};
   d.source = "cfg.yaml";
   EXPECT_EQ(c, d);
   EXPECT_EQ(yaml("").optimizer.lr, 3e-4);                // empty file: all defaults
@@ -134,12 +134,12 @@ TEST(ConfigLoad, WrongTypesNameKeyExpectedAndGiven) {
   EXPECT_ERROR(yaml("model:\n  n_layer: 2.5\n"), "cfg.yaml:2:12: model.n_layer: expected an integer, got '2.5'");
   EXPECT_ERROR(yaml("model:\n  n_layer: 1e3\n"), "model.n_layer: expected an integer, got '1e3'");
   EXPECT_ERROR(yaml("model:\n  tie_embeddings: yes\n"), "model.tie_embeddings: expected true or false, got 'yes'");
-  EXPECT_ERROR(yaml("data:\n  train: [a, b]\n"), "cfg.yaml:2:10: data.train: expected a string, got a sequence");
+  EXPECT_ERROR(yaml("data:\n  val: {a: b}\n"), "cfg.yaml:2:8: data.val: expected a list of strings (a sequence, or one comma-separated string), got a mapping");
   EXPECT_ERROR(yaml("optimizer:\n  lr:\n  beta1: 0.9\n"), "cfg.yaml:2:3: optimizer.lr: expected a finite number, got null");
   EXPECT_ERROR(json(R"({"optimizer": {"lr": "3e-4"}})"), "cfg.json: optimizer.lr: expected a finite number, got '3e-4'");
   EXPECT_ERROR(json(R"({"model": {"n_layer": 8.0}})"), "model.n_layer: expected an integer, got 8.0");
   EXPECT_ERROR(json(R"({"model": {"tie_embeddings": 1}})"), "model.tie_embeddings: expected true or false, got 1");
-  EXPECT_ERROR(json(R"({"data": {"train": 7}})"), "data.train: expected a string, got 7");
+  EXPECT_ERROR(json(R"({"data": {"train": 7}})"), "data.train: expected a list of strings (a sequence, or one comma-separated string), got 7");
   // Scalars convert by the key's type: a quoted number is a number, a number is a string where one is wanted.
   EXPECT_EQ(yaml("optimizer:\n  lr: \"1e-3\"\n").optimizer.lr, 1e-3);
   EXPECT_EQ(yaml("train:\n  sample_prompt: 123\n").train.sample_prompt, "123");
@@ -231,8 +231,8 @@ TEST(ConfigLoad, OverridesParseAsYamlScalars) {
   EXPECT_EQ(c.train.steps, 7);
   EXPECT_FALSE(c.logging.all_ranks);
   EXPECT_EQ(c.train.sample_prompt, "a: b");
-  EXPECT_EQ(c.data.val, "*.bin");  // not a YAML alias: the text as typed
-  EXPECT_EQ(c.data.train, "");
+  EXPECT_EQ(c.data.val, StringList{"*.bin"});  // not a YAML alias: the text as typed
+  EXPECT_EQ(c.data.train, StringList{});
   EXPECT_EQ(c.parallel.tp, 4);
   EXPECT_EQ(c.train.out_dir, "runs/x y");
   // Later overrides win.

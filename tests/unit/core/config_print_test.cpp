@@ -27,8 +27,8 @@ Config awkward() {
   c.optimizer.eps = 1.0 / 3.0;
   c.optimizer.weight_decay = 1e-10;
   c.parallel.bucket_mb = 1e20;
-  c.data.train = "*.bin";
-  c.data.val = "val: \"quoted\" #not a comment";
+  c.data.train = {"*.bin"};
+  c.data.val = {"val: \"quoted\" #not a comment"};
   c.train.sample_prompt = "true";
   c.train.out_dir = "123";
   c.checkpoint.resume = "null";
@@ -164,7 +164,7 @@ TEST(ConfigPresets, PublishedShapes) {
   for (const Want& w : wants) {
     SCOPED_TRACE(w.name);
     Config c;
-    c.data.train = "x";
+    c.data.train = {"x"};
     c.model.n_layer = 99;  // a preset sets every shape field, whatever was there
     apply_model_preset(w.name, c.model);
     EXPECT_EQ(c.model.preset, w.name);

@@ -19,7 +19,7 @@ namespace {
 Config good() {
   Config c;
   c.source = "cfg.yaml";
-  c.data.train = "data/*.bin";
+  c.data.train = {"data/*.bin"};
   return c;
 }
 
@@ -44,7 +44,7 @@ TEST(ConfigValidate, DefaultsWithTrainDataAreValid) {
 
 TEST(ConfigValidate, TrainDataIsRequired) {
   Config c = good();
-  c.data.train = "";
+  c.data.train = {};
   expect_invalid(c, "cfg.yaml: data.train: required (a file or a glob of token shards)");
   c.source = "";
   EXPECT_NE(testing_support::user_error([&] { validate(c, 1); }).find("config: data.train: required"), std::string::npos);
@@ -358,7 +358,7 @@ TEST(ConfigResolve, PipelineMicroBatchesDefaultToAtLeastTwicePp) {
 
 TEST(ConfigValidate, NcclEnvNamesAreNcclsOwn) {
   Config c;
-  c.data.train = "x.bin";
+  c.data.train = {"x.bin"};
   c.comm.nccl_env = "NCCL_IB_HCA=mlx5 NCCL_NET_GDR_LEVEL=PHB NCCL_CROSS_NIC=1";
   validate(c, 1);
   const auto env = parse_nccl_env(c.comm.nccl_env, "comm.nccl_env");

@@ -18,7 +18,7 @@ namespace {
 Config sized_config() {
   Config c;
   c.source = "cfg.yaml";
-  c.data.train = "data/*.bin";
+  c.data.train = {"data/*.bin"};
   return c;
 }
 

@@ -150,13 +150,13 @@ TEST(DataLoader, AutoNamesTheShardsItReadsAsRawUint16OnceForAllShards) {
   data::write_llmc_shard((d / "d.bin").string(), iota_tokens(600));
   log::init({.level = log::Level::Info});
   testing::internal::CaptureStderr();
-  data::DataLoader loader({.pattern = (d / "*.bin").string(), .seq_len = 10, .batch_size = 2});
+  data::DataLoader loader({.sources = {{(d / "*.bin").string()}}, .seq_len = 10, .batch_size = 2});
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("data.train: " + (d / "a.bin").string() + " and 2 more of 4 shards read as raw uint16 (no "
                      "llm.c header magic 20240520; data.format: auto)"), std::string::npos) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   testing::internal::CaptureStderr();  // the format named: nothing to say
-  data::DataLoader named({.pattern = (d / "*.bin").string(), .format = data::ShardFormat::U16, .seq_len = 10,
+  data::DataLoader named({.sources = {{(d / "*.bin").string()}}, .format = data::ShardFormat::U16, .seq_len = 10,
                           .batch_size = 2});
   err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(err.find("raw uint16"), std::string::npos) << err;
@@ -181,7 +181,7 @@ TEST(DataLoader, TokenIdsAtOrAboveTheVocabularyFailWhenTheShardOpens) {
       data::write_llmc_shard(p, std::vector<uint16_t>(t.begin(), t.end()));
     }
     data::write_llmc_shard((d / ("a" + suffix)).string(), iota_tokens(1000, 0));
-    data::LoaderOptions o{.pattern = (d / ("[ab]" + suffix)).string(), .seq_len = 9, .batch_size = 1,
+    data::LoaderOptions o{.sources = {{(d / ("[ab]" + suffix)).string()}}, .seq_len = 9, .batch_size = 1,
                           .shuffle = false, .vocab_size = 1000};
     auto msg = user_error([&] { data::DataLoader{o}; });  // the constructor, before any batch
     EXPECT_NE(msg.find(p + ": token " + std::to_string(at) + " (counting from 0 after any header) is 3000, not "
@@ -197,7 +197,7 @@ TEST(DataLoader, TokenIdsAtOrAboveTheVocabularyNameFileAndPosition) {
   t[123] = 300;  // one bad id
   const std::string p = (d / "s.bin").string();
   data::write_llmc_shard(p, t);
-  data::LoaderOptions o{.pattern = p, .seq_len = 9, .batch_size = 22, .shuffle = false, .vocab_size = 256};
+  data::LoaderOptions o{.sources = {{p}}, .seq_len = 9, .batch_size = 22, .shuffle = false, .vocab_size = 256};
   auto msg = user_error([&] { data::DataLoader(o).next(); });
   EXPECT_NE(msg.find(p + ": token 123 (counting from 0 after any header) is 300, not below model.vocab_size 256"),
             std::string::npos) << msg;
@@ -212,8 +212,8 @@ TEST(DataLoader, RanksReadDisjointWindowsDeterministically) {
   const std::string glob = (d / "s*.bin").string();
   std::set<int64_t> starts;
   for (int rank = 0; rank < 2; ++rank) {
-    data::DataLoader a({.pattern = glob, .seq_len = 10, .batch_size = 2, .rank = rank, .world_size = 2});
-    data::DataLoader b({.pattern = glob, .seq_len = 10, .batch_size = 2, .rank = rank, .world_size = 2});
+    data::DataLoader a({.sources = {{glob}}, .seq_len = 10, .batch_size = 2, .rank = rank, .world_size = 2});
+    data::DataLoader b({.sources = {{glob}}, .seq_len = 10, .batch_size = 2, .rank = rank, .world_size = 2});
     EXPECT_EQ(a.num_windows(), 80);
     for (int i = 0; i < 20; ++i) {  // one epoch: 80 windows / (2 × 2)
       auto x = a.next(), y = b.next();
@@ -229,7 +229,7 @@ TEST(DataLoader, RanksReadDisjointWindowsDeterministically) {
 TEST(DataLoader, RestoreGivesTheSameSequenceAcrossEpochs) {
   auto d = temp_dir("restore");
   data::write_llmc_shard((d / "s.bin").string(), iota_tokens(1001));
-  data::LoaderOptions o{.pattern = (d / "s.bin").string(), .seq_len = 10, .batch_size = 3, .world_size = 1, .seed = 5};
+  data::LoaderOptions o{.sources = {{(d / "s.bin").string()}}, .seq_len = 10, .batch_size = 3, .world_size = 1, .seed = 5};
   data::DataLoader a(o);
   for (int i = 0; i < 40; ++i) a.next();  // crosses into epoch 1 (33 batches per epoch)
   auto saved = a.state();
@@ -247,7 +247,7 @@ TEST(DataLoader, TooSmallForOneStepIsAClearError) {
   auto d = temp_dir("small");
   data::write_llmc_shard((d / "s.bin").string(), iota_tokens(50));
   auto msg = user_error([&] {
-    data::DataLoader({.pattern = (d / "s.bin").string(), .seq_len = 10, .batch_size = 4, .world_size = 2});
+    data::DataLoader({.sources = {{(d / "s.bin").string()}}, .seq_len = 10, .batch_size = 4, .world_size = 2});
   });
   EXPECT_NE(msg.find("one step needs batch(4) × ranks(2) = 8 windows"), std::string::npos) << msg;
 }

@@ -62,10 +62,10 @@ TEST(DocumentLoader, PackedWindowsRestartPositionsAndMaskTargets) {
   // Documents of 3, 4 and 5 tokens: tokens 1-3 | 4-7 | 8-12. Windows of T + 1 = 7 tokens every 6.
   const auto d = make_docs({3, 4, 5});
   const auto shard = write_docs((dir / "s.bin").string(), d);
-  data::DataLoader loader({.pattern = (dir / "*").string(), .seq_len = 6, .batch_size = 1, .shuffle = false});
+  data::DataLoader loader({.sources = {{(dir / "*").string()}}, .seq_len = 6, .batch_size = 1, .shuffle = false});
   EXPECT_TRUE(loader.masks_targets());  // the glob also matched the sidecar, which is not read as a shard
   ASSERT_EQ(loader.num_windows(), 1);  // 12 tokens: one window of 7 from 0 (the next needs tokens 6..12)
-  data::DataLoader two({.pattern = shard, .seq_len = 5, .batch_size = 2, .shuffle = false});
+  data::DataLoader two({.sources = {{shard}}, .seq_len = 5, .batch_size = 2, .shuffle = false});
   auto b = two.next();  // windows [0, 6) and [5, 11): tokens 1-6 and 6-11
   EXPECT_EQ(row(b.inputs, 0), (std::vector<int64_t>{1, 2, 3, 4, 5}));
   // Targets 2..6: 2 and 3 in doc 0's trained half, 4 starts doc 1 (masked), 5 in doc 1's first half (masked),
@@ -86,7 +86,7 @@ TEST(DocumentLoader, PackedWindowsRestartPositionsAndMaskTargets) {
 TEST(DocumentLoader, UnpackedGivesEachDocumentItsOwnPaddedWindow) {
   auto dir = temp_dir("unpacked");
   const auto shard = write_docs((dir / "s.bin").string(), make_docs({3, 1, 9, 4}));
-  data::DataLoader loader({.pattern = shard, .seq_len = 5, .batch_size = 3, .shuffle = false, .packing = false});
+  data::DataLoader loader({.sources = {{shard}}, .seq_len = 5, .batch_size = 3, .shuffle = false, .packing = false});
   ASSERT_EQ(loader.num_windows(), 3);  // the one-token document has no target
   auto b = loader.next();
   EXPECT_FALSE(b.positions.defined());
@@ -102,7 +102,7 @@ TEST(DocumentLoader, UnpackedGivesEachDocumentItsOwnPaddedWindow) {
 TEST(DocumentLoader, LossMaskAllKeepsEveryTargetButDocumentStarts) {
   auto dir = temp_dir("all");
   const auto shard = write_docs((dir / "s.bin").string(), make_docs({3, 4}));
-  data::DataLoader loader({.pattern = shard, .seq_len = 6, .batch_size = 1, .shuffle = false, .loss_mask = false});
+  data::DataLoader loader({.sources = {{shard}}, .seq_len = 6, .batch_size = 1, .shuffle = false, .loss_mask = false});
   auto b = loader.next();
   EXPECT_EQ(row(b.targets, 0), (std::vector<int64_t>{2, 3, -100, 5, 6, 7}));
   EXPECT_EQ(b.loss_tokens, 5);
@@ -113,7 +113,7 @@ TEST(DocumentLoader, ShardsWithoutSidecarsTrainOnEveryToken) {
   std::vector<uint16_t> t(20);
   for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint16_t>(i);
   data::write_llmc_shard((dir / "s.bin").string(), t);
-  data::DataLoader loader({.pattern = (dir / "s.bin").string(), .seq_len = 4, .batch_size = 2, .shuffle = false});
+  data::DataLoader loader({.sources = {{(dir / "s.bin").string()}}, .seq_len = 4, .batch_size = 2, .shuffle = false});
   EXPECT_FALSE(loader.masks_targets());
   auto b = loader.next();
   EXPECT_FALSE(b.positions.defined());
@@ -127,7 +127,7 @@ TEST(DocumentLoader, ResumesToTheSameMaskedBatches) {
   for (int i = 0; i < 40; ++i) lengths.push_back(2 + i % 7);
   const auto shard = write_docs((dir / "s.bin").string(), make_docs(lengths));
   for (bool packing : {true, false}) {
-    data::LoaderOptions o{.pattern = shard, .seq_len = 8, .batch_size = 2, .rank = 1, .world_size = 2,
+    data::LoaderOptions o{.sources = {{shard}}, .seq_len = 8, .batch_size = 2, .rank = 1, .world_size = 2,
                           .packing = packing};
     data::DataLoader a(o);
     for (int i = 0; i < 5; ++i) a.next();
@@ -149,11 +149,11 @@ TEST(DocumentLoader, SidecarErrorsNameTheFile) {
   const auto d = make_docs({3, 4, 5});
   const auto a = write_docs((dir / "a.bin").string(), d);
   data::write_llmc_shard((dir / "b.bin").string(), d.tokens);  // no sidecar
-  auto msg = user_error([&] { data::DataLoader({.pattern = (dir / "*.bin").string(), .seq_len = 4, .batch_size = 1}); });
+  auto msg = user_error([&] { data::DataLoader({.sources = {{(dir / "*.bin").string()}}, .seq_len = 4, .batch_size = 1}); });
   EXPECT_NE(msg.find("1 of 2 shards have token flags"), std::string::npos) << msg;
   EXPECT_NE(msg.find((dir / "b.bin.flags").string()), std::string::npos) << msg;
 
   write_flags(a, d.flags, 11);  // count differs from the shard's 12 tokens
-  msg = user_error([&] { data::DataLoader({.pattern = a, .seq_len = 4, .batch_size = 1}); });
+  msg = user_error([&] { data::DataLoader({.sources = {{a}}, .seq_len = 4, .batch_size = 1}); });
   EXPECT_NE(msg.find(a + ".flags: flags for 11 tokens, but its shard"), std::string::npos) << msg;
 }

@@ -23,7 +23,7 @@ Config tiny() {
   Config c;
   c.source = "test.yaml";
   c.model = testing_support::tiny_model({.n_head = 2, .d_model = 16, .max_seq_len = 8});
-  c.data.train = "x";
+  c.data.train = {"x"};
   return c;
 }
 

@@ -46,7 +46,7 @@ Config tiny_llama(int64_t world, int64_t fsdp) {
   c.model.max_seq_len = 8;
   c.model.tie_embeddings = false;
   c.parallel.fsdp = fsdp;
-  c.data.train = "synthetic";
+  c.data.train = {"synthetic"};
   resolve(c, static_cast<int>(world));
   return c;
 }

@@ -18,7 +18,7 @@ std::unique_ptr<parallel::ParallelModel> layout(bool wrapped) {
   Config c;
   c.source = "test.yaml";
   c.model = testing_support::tiny_model({.n_head = 2, .d_model = 16, .max_seq_len = 8});
-  c.data.train = "x";
+  c.data.train = {"x"};
   c.parallel.force_wrapper = wrapped;  // DDP's reducer over a group of one: its hooks run in backward
   resolve(c, 1);
   return parallel::parallelize(model::Transformer(c.model, at::TensorOptions().device(at::kMeta)), {}, c,

@@ -26,7 +26,7 @@ TEST(MakeOptimizer, StreamedFsdpOffloadSetsUpWithoutGradientShardsOrHeldFp32Shar
   c.source = "test.yaml";
   c.model = testing_support::tiny_model({.family = "llama", .vocab_size = 32, .n_layer = 8, .n_head = 2,
                                          .d_model = 16, .d_ff = 64, .max_seq_len = 8});
-  c.data.train = "x";
+  c.data.train = {"x"};
   c.train.dtype = ComputeDtype::bf16;
   c.parallel.fsdp = 2;
   c.parallel.param_dtype = Dtype::bf16;

@@ -14,7 +14,7 @@ namespace {
 // A run of `dp` data-parallel ranks, micro-batch 4, as its checkpoint records it (the config resolved).
 Config saved_run(int64_t dp, int64_t micro_batch = 4, int64_t accum = 1) {
   Config c;
-  c.data.train = kSyntheticData;
+  c.data.train = {kSyntheticData};
   c.train.micro_batch_size = micro_batch;
   c.train.grad_accum = accum;
   resolve(c, static_cast<int>(dp));
