@@ -126,13 +126,20 @@ def case_node_kill(cluster, work, want):
           "the replacement's meshrun swept the killed launcher's scratch directory", job)
 
 
-def case_node_lost(cluster, work, want):
-    job = Job(cluster, BIN, work, "node_lost").start()
+def node_gone_for_good(cluster, work, name, killed):
+    """Kills every process of node `killed` mid-run, never replaced; the other node's launcher must exit non-zero.
+    Returns the job and the survivor's output."""
+    survivor = 1 - killed
+    job = Job(cluster, BIN, work, name).start()
     at_fault_step(job)
-    cluster.nodes[1].kill()
+    cluster.nodes[killed].kill()
     rcs = job.wait(RUN_LIMIT)
-    check(rcs[0] not in (0, None), f"node 0's launcher exits non-zero (exit code {rcs[0]})", job)
-    text = cluster.nodes[0].text()
+    check(rcs[survivor] not in (0, None), f"node {survivor}'s launcher exits non-zero (exit code {rcs[survivor]})", job)
+    return job, cluster.nodes[survivor].text()
+
+
+def case_node_lost(cluster, work, want):
+    job, text = node_gone_for_good(cluster, work, "node_lost", killed=1)
     check(re.search(r"node 1 did not finish round 0 within 20 s", text),
           "node 0 names node 1 as the node that did not come back", job)
     check("launchers left cleanly" not in text, "node 0 does not wait for a node it knows is gone before exiting",
@@ -176,12 +183,8 @@ def case_freeze(cluster, work, want):
 
 
 def case_store_lost(cluster, work, want):
-    job = Job(cluster, BIN, work, "store_lost").start()
-    at_fault_step(job)
-    cluster.nodes[0].kill()
-    rcs = job.wait(RUN_LIMIT)
-    check(rcs[1] not in (0, None), f"node 1's launcher exits non-zero (exit code {rcs[1]})", job)
-    check(f"meshrun: lost the rendezvous store at {cluster.nodes[0].addr}:{job.port}" in cluster.nodes[1].text(),
+    job, text = node_gone_for_good(cluster, work, "store_lost", killed=0)
+    check(f"meshrun: lost the rendezvous store at {cluster.nodes[0].addr}:{job.port}" in text,
           "node 1 names the lost store and its address", job)
     expect_clean(job, killed_nodes=(0,))
 

@@ -1,5 +1,6 @@
 """A small training job of `meshtrain train` over the nodes of a NetnsCluster (netns_cluster.py): one meshrun per
-node namespace, 2 CPU workers each, a tiny model on synthetic tokens, a checkpoint every 2 steps,
+node namespace, 2 CPU workers each, the quickstart's config made tiny (`--set`) on synthetic tokens, a
+checkpoint every 2 steps,
 `checkpoint.resume: auto`, every rank's progress line. What a fault test reads back from it: the step lines with
 the time each arrived, the step a restart resumed from, the per-rank parameter checksums at the end, and what
 was left behind (processes, /dev/shm entries, temporary directories, unfinished checkpoint directories).
@@ -18,6 +19,12 @@ STEPS, EVERY, STEP_MS, NPROC = 16, 2, 150, 2
 TOKEN = "netns-test-token-0123456789abcdef"
 STEP_LINE = re.compile(r"\[rank (\d+)\]: .*\bstep +(\d+)/(\d+) \|")
 RESUMED = re.compile(r"resumed from \S+ at step (\d+)")
+# The quickstart's config made tiny: a one-layer byte-level GPT-2 on synthetic tokens, every rank's progress line.
+CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "quickstart.yaml")
+TINY = ["model.n_layer=1", "model.n_head=2", "model.d_model=32", "model.max_seq_len=16", "data.train=synthetic",
+        "data.val=", "train.micro_batch_size=2", "train.eval_every=0", "train.sample_tokens=0", "train.threads=1",
+        "schedule.warmup_steps=2", "checkpoint.keep=3", "checkpoint.resume=auto", "logging.every=1",
+        "logging.all_ranks=true"]
 CHECKSUM = re.compile(r"\[rank (\d+)\].*parameter checksum ([0-9a-f]{8}) after step (\d+)")
 
 
@@ -40,11 +47,10 @@ class Job:
         self.ckpt = os.path.join(self.out, "checkpoints")
         os.makedirs(self.dir, exist_ok=True)
         self.restarts, self.rdzv_timeout = restarts, rdzv_timeout
-        self.sets = [f"parallel.timeout_s={timeout_s}", *sets]
+        self.sets = [*TINY, f"train.steps={STEPS}", f"checkpoint.every={EVERY}", f"train.out_dir={self.out}",
+                     f"parallel.timeout_s={timeout_s}", *sets]
         self.port = _free_port()
-        self.config = os.path.join(self.dir, "tiny.yaml")
-        with open(self.config, "w") as f:
-            f.write(_CONFIG.format(steps=STEPS, every=EVERY, out=self.out))
+        self.config = CONFIG
         self.shm_before = shm_entries()
 
     def tmpdir(self, node):
@@ -153,26 +159,3 @@ def _free_port():
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-_CONFIG = """model:
-  n_layer: 1
-  n_head: 2
-  d_model: 32
-  max_seq_len: 16
-data:
-  train: synthetic
-train:
-  steps: {steps}
-  micro_batch_size: 2
-  device: cpu
-  eval_every: 0
-  threads: 1
-  out_dir: {out}
-checkpoint:
-  every: {every}
-  resume: auto
-logging:
-  every: 1
-  all_ranks: true
-"""
