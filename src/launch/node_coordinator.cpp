@@ -1,7 +1,9 @@
 // Restart coordination between the launchers of a multi-node job (see node_coordinator.h for the keys).
 #include "meshtrain/launch/node_coordinator.h"
 
+#include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -13,6 +15,13 @@ using Clock = std::chrono::steady_clock;
 
 std::string key(const char* what, int round) { return cat("meshrun/", what, "/", round); }
 
+// "node 1", "nodes 1, 3": the nodes of `missing` for a one-line message.
+std::string name_nodes(const std::vector<int>& missing) {
+  std::string out = missing.size() == 1 ? "node " : "nodes ";
+  for (size_t i = 0; i < missing.size(); ++i) out += cat(i ? ", " : "", missing[i]);
+  return out;
+}
+
 }  // namespace
 
 NodeCoordinator::NodeCoordinator(const std::string& host, int port, int nnodes, int node_rank,
@@ -23,12 +32,14 @@ NodeCoordinator::NodeCoordinator(const std::string& host, int port, int nnodes, 
 }
 
 bool NodeCoordinator::wait_count(const std::string& k, std::chrono::milliseconds timeout,
-                                 const std::function<int()>& interrupted, int& signal, int64_t& seen) {
+                                 const std::function<int()>& interrupted, int& signal, int64_t& seen,
+                                 int64_t target) {
   const auto deadline = Clock::now() + timeout;
+  if (target <= 0) target = nnodes_;
   signal = 0;
   while (true) {
     seen = client_->add(k, 0);
-    if (seen >= nnodes_) return true;
+    if (seen >= target) return true;
     if (interrupted && (signal = interrupted()) != 0) return false;
     if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -61,18 +72,30 @@ void NodeCoordinator::report(int round, int exit_code, bool stop, const std::str
     client_->set(key("cause", round), format_failure_cause(exit_code, stop, cause));
 }
 
+std::vector<int> NodeCoordinator::unfinished(int round) {
+  std::vector<int> missing;
+  for (int n = 0; n < nnodes_; ++n)
+    if (!client_->check(cat(key("end", round), "/", n))) missing.push_back(n);
+  return missing;
+}
+
 RoundOutcome NodeCoordinator::finish(int round, const std::function<int()>& interrupted) {
+  client_->set(cat(key("end", round), "/", node_rank_), "1");  // who finished, for the message below
   client_->add(key("end", round), 1);
   int sig = 0;
   int64_t seen = 0;
   RoundOutcome out;
-  if (!wait_count(key("end", round), timeout_, interrupted, sig, seen)) {
+  const bool all = wait_count(key("end", round), timeout_, interrupted, sig, seen);
+  finished_ = static_cast<int>(std::min<int64_t>(seen, nnodes_));
+  if (!all) {
     out.failed = out.cause.stop = true;
     out.cause.exit_code = sig ? 128 + sig : 1;
     out.cause.text = sig ? cat("this launcher was interrupted while waiting for the other nodes to finish round ",
                                round)
-                         : cat("only ", seen, " of ", nnodes_, " nodes finished round ", round, " within ",
-                               std::chrono::duration<double>(timeout_).count(), " s");
+                         : cat(name_nodes(unfinished(round)), " did not finish round ", round, " within ",
+                               std::chrono::duration<double>(timeout_).count(),
+                               " s (only ", seen, " of ", nnodes_, " did): lost, frozen or cut off from the "
+                               "rendezvous store");
     return out;
   }
   if (client_->add(key("fail", round), 0) == 0) return out;
@@ -88,9 +111,11 @@ void NodeCoordinator::leave(int round) {
     if (node_rank_ != 0) return;
     int sig = 0;
     int64_t seen = 0;
-    if (!wait_count(key("exit", round), std::chrono::seconds(30), nullptr, sig, seen))
+    // Only the nodes that finished the round will come to leave it: one that did not is gone or cut off, and
+    // waiting for it would only delay this exit (finished_ is nnodes_ unless finish() timed out).
+    if (!wait_count(key("exit", round), std::chrono::seconds(30), nullptr, sig, seen, finished_))
       log::warn("meshrun: %lld of %d launchers left cleanly; stopping the store anyway",
-                static_cast<long long>(seen), nnodes_);
+                static_cast<long long>(seen), finished_);
   } catch (const Error& e) {
     log::warn("%s", e.what());  // a node that is gone cannot be waited for; exiting is still right
   }

@@ -29,6 +29,11 @@ std::string store_key_refusal(PeerRole role, int node, const std::string& key, b
   const std::string nproc = kLauncherSpace + "nproc/";
   if (write && k.rfind(nproc, 0) == 0 && k != nproc + std::to_string(node))
     return cat("the launcher connection of node ", node, " may not write another node's '", key, "'");
+  // meshrun/end/<round>/<n>: the node's own "finished the round" marker (the counter itself has no second '/').
+  const std::string end = kLauncherSpace + "end/";
+  const size_t slash = k.rfind('/');
+  if (write && k.rfind(end, 0) == 0 && slash > end.size() && k.substr(slash + 1) != std::to_string(node))
+    return cat("the launcher connection of node ", node, " may not write another node's '", key, "'");
   return "";
 }
 

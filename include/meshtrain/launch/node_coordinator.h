@@ -11,8 +11,11 @@
 //   end/<r>    counter  each launcher adds 1 once its workers of round r are gone; all wait for nnodes,
 //                       then read fail/<r>: 0 = success everywhere, else everyone restarts (or, with no
 //                       restarts left or after a stop signal, exits with the cause's code)
+//   end/<r>/<n> "1"     set by node n just before it counts itself in end/<r>: when the wait times out, the
+//                       nodes without it are named ("node 1 did not finish round 0 within 600 s")
 //   exit/<r>   counter  each launcher adds 1 before exiting; node 0 (which hosts the store) waits for all
-//                       so the store outlives the others' last reads
+//                       that finished the round, so the store outlives the others' last reads (a node that
+//                       never finished it is gone: nobody waits for it)
 //   nproc/<n>  text     node n's --nproc-per-node, checked against node 0's at the first join
 #pragma once
 
@@ -21,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshtrain/launch/failure_cause.h"
 #include "meshtrain/launch/store_client.h"
@@ -59,11 +63,15 @@ class NodeCoordinator {
   std::string local_address() const { return client_->local_address(); }
 
  private:
-  // Polls `key` until it reaches nnodes_; false on timeout. Returns early with the signal from `interrupted`.
+  // Polls `key` until it reaches `target` (0: nnodes_); false on timeout. Returns early with the signal from
+  // `interrupted`.
   bool wait_count(const std::string& key, std::chrono::milliseconds timeout,
-                  const std::function<int()>& interrupted, int& signal, int64_t& seen);
+                  const std::function<int()>& interrupted, int& signal, int64_t& seen, int64_t target = 0);
+  // The nodes that have not set end/<round>/<n>.
+  std::vector<int> unfinished(int round);
   std::unique_ptr<StoreClient> client_;
   int nnodes_, node_rank_, nproc_;
+  int finished_ = 0;  // how many nodes had finished the last round finish() waited for
   std::chrono::milliseconds timeout_;
 };
 

@@ -2,7 +2,8 @@
 // speaks for (store_protocol.h), proven by the job's token:
 //
 //   launcher of node N  only keys under "meshrun/" (node_coordinator.h): the round counters, the failure
-//                       cause, and its own "meshrun/nproc/N" (another node's worker count is read-only)
+//                       cause, and its own "meshrun/nproc/N" and "meshrun/end/<round>/N" (another node's
+//                       worker count and round marker are read-only)
 //   workers of node N   every key but those under "meshrun/": PyTorch's and meshtrain's rendezvous
 //                       (/worker/attempt_<k>/..., the communicators' keys); they cannot forge a failure, a
 //                       join or another node's record

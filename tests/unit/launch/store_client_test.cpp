@@ -1,6 +1,7 @@
 // The rendezvous store end to end in one process: our server (store_server.h) and relay (store_relay.h) on
 // threads, reached by our StoreClient and by PyTorch's own c10d::TCPStore client through the relay, as a
-// worker reaches it. Covers the token, the key policy, and the binding to the rendezvous address.
+// worker reaches it. Covers the token, the key policy, the binding to the rendezvous address, and the launchers'
+// round bookkeeping over it when a node never finishes a round (NodeCoordinator).
 #include "meshtrain/launch/store_client.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/launch/node_coordinator.h"
 #include "meshtrain/launch/rendezvous_host.h"
 #include "meshtrain/launch/store_relay.h"
 #include "meshtrain/launch/store_server.h"
@@ -148,6 +150,25 @@ TEST(StoreServer, ALauncherWritesOnlyItsOwnNodeRecord) {
   EXPECT_EQ(node1.get("meshrun/nproc/1"), "2");
   node1.set("meshrun/nproc/0", "99");  // another node's record: refused
   EXPECT_THROW(node1.check("meshrun/nproc/0"), Error);
+  StoreClient again("127.0.0.1", live().port, launcher(1), 10s, 5s);
+  again.set("meshrun/end/3/1", "1");
+  EXPECT_TRUE(again.check("meshrun/end/3/1"));
+  again.set("meshrun/end/3/0", "1");  // another node's "finished the round": refused
+  EXPECT_THROW(again.check("meshrun/end/3/0"), Error);
+}
+
+// A node that never finishes a round (its launcher SIGKILLed with its workers) is named, and nobody waits for
+// it to leave: node 0 exits as soon as the nodes that did finish have left (not after leave()'s 30 s).
+TEST(NodeCoordinator, NamesTheNodeThatDidNotFinishARoundAndDoesNotWaitForItToLeave) {
+  NodeCoordinator node0("127.0.0.1", live().port, 2, 0, 2, 300ms, kToken);  // the live store's job: 2 nodes
+  const RoundOutcome out = node0.finish(7, nullptr);  // node 1 never comes
+  EXPECT_TRUE(out.failed && out.cause.stop);
+  EXPECT_EQ(out.cause.exit_code, 1);
+  EXPECT_NE(out.cause.text.find("node 1 did not finish round 7 within 0.3 s (only 1 of 2 did)"), std::string::npos)
+      << out.cause.text;
+  const auto t0 = std::chrono::steady_clock::now();
+  node0.leave(7);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);  // waited for itself only, never for node 1 (was 30 s)
 }
 
 TEST(StoreClient, UnreachableServerIsNamed) {

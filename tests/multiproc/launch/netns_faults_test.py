@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Faults of a two-node job, each node in its own network namespace (netns_cluster.py), one meshrun per node as
+on a cluster, against today's meshrun (a failure restarts the whole job from the last disk checkpoint). Each case
+makes a reference run first (same job, no fault) and then one run with the fault, and asserts what meshrun must
+do: finish with every rank's parameters bit-identical to the reference's (the checksums the trainer logs at the
+end), or, where recovery is impossible today, exit non-zero with a line naming the cause; never exit 0 after a
+failure, never hang (every wait bounded), and leave no process, /dev/shm entry or temporary directory behind
+(beyond what a SIGKILLed launcher cannot remove: its scratch directory, swept by the next meshrun on that node).
+Each case prints the recovery time (fault to the first step completed after it) and the steps lost.
+
+  worker_kill     SIGKILL of one worker (rank 3, node 1)
+  node_kill       SIGKILL of every process of node 1; its meshrun started again (the node replaced)
+  node_lost       SIGKILL of every process of node 1, never replaced
+  partition       node 1's switch port down for 2 s (< parallel.timeout_s) and up again
+  long_partition  node 1's switch port down for parallel.timeout_s + 3 s, then up
+  freeze          SIGSTOP of every process of node 1 until node 0's workers name its ranks; then SIGCONT
+  store_lost      SIGKILL of every process of node 0, which hosts the rendezvous store
+  disk_full       the checkpoint directory a 900 KiB tmpfs: a save runs out of space
+
+Exit 77 (skipped) where network namespaces cannot be made (no root, no `ip`).
+Usage: netns_faults_test.py BIN_DIR CASE
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netns_cluster import NetnsCluster, NetnsUnavailable  # noqa: E402
+from netns_job import Job, STEPS  # noqa: E402
+
+BIN, CASE = sys.argv[1], sys.argv[2]
+TIMEOUT_S = 6.0     # parallel.timeout_s: how long a collective waits for a silent peer
+RDZV_TIMEOUT = 20.0  # --rdzv-timeout: how long a launcher waits for the other nodes at a round's start and end
+FAULT_STEP = 5      # faults land once a rank has logged this step (the step-4 checkpoint is being written or done)
+RUN_LIMIT = 150     # seconds any run may take, fault included
+
+
+def check(cond, what, job=None):
+    if not cond:
+        if job is not None:
+            print(job.text()[-12000:])
+        print(f"FAIL ({CASE}): {what}")
+        sys.exit(1)
+    print(f"ok   {what}", flush=True)
+
+
+def wait_until(pred, what, job, limit=RUN_LIMIT):
+    t0 = time.monotonic()
+    while not pred():
+        if time.monotonic() - t0 > limit:
+            check(False, f"{what} within {limit} s", job)
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+def reference(cluster, work):
+    """The uninterrupted run's per-rank checksums."""
+    job = Job(cluster, BIN, work, "reference").start()
+    rcs = job.wait(RUN_LIMIT)
+    want = job.checksums()
+    check(rcs == [0, 0] and len(want) == 4 and len({c for _, c, _ in want}) == 1 and want[0][2] == STEPS,
+          f"the reference run finishes on both nodes, every rank with the same parameters ({want})", job)
+    return want
+
+
+def at_fault_step(job):
+    """Waits until the run reaches FAULT_STEP; returns the time (the fault lands right after)."""
+    return wait_until(lambda: job.last_step() >= FAULT_STEP, f"the run reaching step {FAULT_STEP}", job)
+
+
+def expect_recovered(job, want, fault_at, restarted=True):
+    """Both nodes exit 0 with the reference's parameters; prints the recovery figures; nothing left behind."""
+    rcs = job.wait(RUN_LIMIT)
+    check(rcs == [0, 0], f"both launchers exit 0 after the fault (exit codes {rcs})", job)
+    got = job.checksums()
+    check(got == want, f"parameters bit-identical to the uninterrupted run ({got[0][1] if got else None})", job)
+    text = job.text()
+    check(("restarting the worker group on every node" in text) == restarted,
+          "the job restarted on every node" if restarted else "the job went on without a restart", job)
+    lost, seconds, resumed = job.recovery(fault_at)
+    check(seconds is not None, "a step completed after the fault", job)
+    print(f"recovery: {seconds:.2f} s from the fault to the first step completed after it; steps lost {lost}"
+          + (f" (resumed from the step-{resumed} checkpoint)" if resumed is not None else " (no restart)"))
+    expect_clean(job)
+
+
+def expect_clean(job, killed_nodes=()):
+    """No process, /dev/shm entry, temporary file or unfinished checkpoint left; a SIGKILLed launcher's scratch
+    directory (in its node's TMPDIR) and the save it interrupted are what nobody could remove, and are named."""
+    time.sleep(0.5)  # a launcher's exit is seen before its last children are reaped by the kernel
+    left = job.leftovers()
+    allowed = [l for l in left if any(f"node {n}'s TMPDIR" in l for n in killed_nodes) or
+               (killed_nodes and l.startswith("unfinished checkpoint directory"))]
+    for l in allowed:
+        print(f"left by a SIGKILLed launcher (swept by the next meshrun on that node): {l}")
+    rest = [l for l in left if l not in allowed]
+    check(not rest, "nothing left behind: " + ("; ".join(rest) if rest else "no process, /dev/shm entry, "
+                                               "temporary directory or unfinished checkpoint"), job)
+
+
+def case_worker_kill(cluster, work, want):
+    job = Job(cluster, BIN, work, "worker_kill").start()
+    at_fault_step(job)
+    pid = cluster.nodes[1].worker_pid(3)
+    check(pid is not None, "rank 3 found among node 1's processes", job)
+    t = time.monotonic()
+    cluster.nodes[1].kill([pid])
+    expect_recovered(job, want, t)
+
+
+def case_node_kill(cluster, work, want):
+    job = Job(cluster, BIN, work, "node_kill").start()
+    at_fault_step(job)
+    t = time.monotonic()
+    killed = cluster.nodes[1].kill()
+    check(len(killed) == 4, f"every process of node 1 killed: meshrun, meshrun-store, 2 workers ({killed})", job)
+    # The replacement node: the same command, as a scheduler (or an operator) starts it on a new machine.
+    wait_until(lambda: not cluster.nodes[1].pids(), "node 1's processes gone", job)
+    cluster.nodes[1].wait(10)
+    job.start_node(1)
+    expect_recovered(job, want, t)
+    check("removed 1 scratch directory" in cluster.nodes[1].text(),
+          "the replacement's meshrun swept the killed launcher's scratch directory", job)
+
+
+def node_gone_for_good(cluster, work, name, killed):
+    """Kills every process of node `killed` mid-run, never replaced; the other node's launcher must exit non-zero.
+    Returns the job and the survivor's output."""
+    survivor = 1 - killed
+    job = Job(cluster, BIN, work, name).start()
+    at_fault_step(job)
+    cluster.nodes[killed].kill()
+    rcs = job.wait(RUN_LIMIT)
+    check(rcs[survivor] not in (0, None), f"node {survivor}'s launcher exits non-zero (exit code {rcs[survivor]})", job)
+    return job, cluster.nodes[survivor].text()
+
+
+def case_node_lost(cluster, work, want):
+    job, text = node_gone_for_good(cluster, work, "node_lost", killed=1)
+    check(re.search(r"node 1 did not finish round 0 within 20 s", text),
+          "node 0 names node 1 as the node that did not come back", job)
+    check("launchers left cleanly" not in text, "node 0 does not wait for a node it knows is gone before exiting",
+          job)
+    expect_clean(job, killed_nodes=(1,))
+
+
+def partition(cluster, work, want, name, seconds, restarted):
+    job = Job(cluster, BIN, work, name, sets=()).start()
+    at_fault_step(job)
+    t = time.monotonic()
+    cluster.nodes[1].link(False)
+    time.sleep(seconds)
+    cluster.nodes[1].link(True)
+    print(f"node 1's switch port was down for {seconds:.0f} s (parallel.timeout_s {TIMEOUT_S:.0f})")
+    expect_recovered(job, want, t, restarted=restarted)
+    return job
+
+
+def case_partition(cluster, work, want):
+    partition(cluster, work, want, "partition", 2.0, restarted=False)
+
+
+def case_long_partition(cluster, work, want):
+    job = partition(cluster, work, want, "long_partition", TIMEOUT_S + 3, restarted=True)
+    check(re.search(r"timed out after 6000 ms waiting for rank\(s\)", job.text()),
+          "a collective's timeout names the ranks it waited for", job)
+
+
+def case_freeze(cluster, work, want):
+    job = Job(cluster, BIN, work, "freeze").start()
+    at_fault_step(job)
+    t = time.monotonic()
+    cluster.nodes[1].freeze()
+    timeout_line = re.compile(r"timed out after 6000 ms waiting for rank\(s\) [23]\b")
+    wait_until(lambda: timeout_line.search(cluster.nodes[0].text()), "node 0's workers naming a rank of node 1",
+               job, limit=TIMEOUT_S + 30)
+    print(f"node 1 frozen for {time.monotonic() - t:.1f} s, until node 0 named its ranks")
+    cluster.nodes[1].thaw()
+    expect_recovered(job, want, t)
+
+
+def case_store_lost(cluster, work, want):
+    job, text = node_gone_for_good(cluster, work, "store_lost", killed=0)
+    check(f"meshrun: lost the rendezvous store at {cluster.nodes[0].addr}:{job.port}" in text,
+          "node 1 names the lost store and its address", job)
+    expect_clean(job, killed_nodes=(0,))
+
+
+def case_disk_full(cluster, work, want):
+    job = Job(cluster, BIN, work, "disk_full")
+    job.restarts = 1
+    os.makedirs(job.ckpt)
+    # Two checkpoints of the tiny model fit (about 0.4 MB each); the third save runs out of space.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=900k", "netns-test-ckpt", job.ckpt], check=True)
+    try:
+        job.start()
+        rcs = job.wait(RUN_LIMIT)
+        check(all(rc not in (0, None) for rc in rcs), f"both launchers exit non-zero (exit codes {rcs})", job)
+        check("No space left on device" in job.text(), "the out-of-space error reaches the log", job)
+        with open(os.path.join(job.ckpt, "latest")) as f:
+            latest = f.read().strip()
+        check(os.path.isfile(os.path.join(job.ckpt, latest, "meta.json")),
+              f"`latest` names a complete checkpoint ({latest})", job)
+        cause = [l for l in job.text().splitlines() if "job FAILED" in l]
+        print(f"root cause line: {cause[-1] if cause else None}")
+        time.sleep(0.5)
+        left = [l for l in job.leftovers() if not l.startswith("unfinished checkpoint directory")]
+        check(not left, "no process, /dev/shm entry or temporary directory left: " + "; ".join(left), job)
+    finally:
+        subprocess.run(["umount", job.ckpt])
+
+
+def main():
+    cases = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
+    if CASE not in cases:
+        sys.exit(f"unknown case {CASE!r}; valid: {', '.join(cases)}")
+    work = tempfile.mkdtemp(prefix=f"meshtrain_netns_{CASE}_")
+    try:
+        with NetnsCluster(2) as cluster:
+            if cluster.swept:
+                print(f"removed namespaces left by earlier runs: {' '.join(cluster.swept)}")
+            want = reference(cluster, work)
+            cases[CASE](cluster, work, want)
+        check(not cluster.leftovers(), "every namespace of the test removed")
+    except NetnsUnavailable as e:
+        print(f"skipped: {e}")
+        sys.exit(77)
+    finally:
+        subprocess.run(["rm", "-rf", work])
+    print(f"ok: {CASE}")
+
+
+main()
