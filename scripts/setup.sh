@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION=2.11.0
-PY_TEST_PACKAGES=(numpy safetensors matplotlib tokenizers transformers jinja2 tensorboard peft gguf httpx)
+PY_TEST_PACKAGES=(numpy safetensors matplotlib tokenizers transformers jinja2 tensorboard peft gguf httpx wandb)
 
 say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }

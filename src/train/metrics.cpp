@@ -16,15 +16,54 @@
 
 namespace meshtrain::train {
 
-MetricsLog::MetricsLog(const std::string& path, int rank, bool append, const std::string& tensorboard_dir)
-    : path_(path) {
+namespace {
+
+double wall_clock_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The resolved config as "section.key" → value, the hyperparameters TensorBoard's HParams tab lists.
+std::vector<std::pair<std::string, nlohmann::json>> config_hparams(const nlohmann::json& config) {
+  std::vector<std::pair<std::string, nlohmann::json>> out;
+  for (auto section = config.begin(); section != config.end(); ++section) {
+    if (!section.value().is_object()) continue;
+    for (auto key = section.value().begin(); key != section.value().end(); ++key)
+      out.emplace_back(section.key() + "." + key.key(), key.value());
+  }
+  return out;
+}
+
+// The YAML as a Markdown code block (indented four spaces) for TensorBoard's text tab.
+std::string markdown_code(const std::string& text) {
+  std::string out = "    ";
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '\n') out += "    ";
+  }
+  return out;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const Config& cfg, int rank, bool append) : path_(cfg.logging.metrics) {
   if (rank != 0) return;
-  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir, "logging.tensorboard");
-  if (path.empty()) return;
-  auto parent = std::filesystem::path(path).parent_path();
+  const nlohmann::json config = nlohmann::json::parse(to_json(cfg));
+  if (!cfg.logging.tensorboard.empty()) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(cfg.logging.tensorboard, "logging.tensorboard");
+    const double now = wall_clock_now();
+    tensorboard_->add_hparams(config_hparams(config), now);
+    tensorboard_->add_text(0, "config", markdown_code(to_yaml(cfg)), now);
+  }
+  if (cfg.logging.wandb != WandbMode::off)
+    wandb_ = std::make_unique<WandbWriter>(WandbWriter::Options{
+        .mode = cfg.logging.wandb, .project = cfg.logging.wandb_project, .python = cfg.logging.wandb_python,
+        .dir = cfg.train.out_dir, .name = std::filesystem::path(cfg.train.out_dir).filename().string(),
+        .config = config});
+  if (path_.empty()) return;
+  auto parent = std::filesystem::path(path_).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  f_ = std::fopen(path.c_str(), append ? "a" : "w");
-  MT_USER_CHECK(f_, "logging.metrics: cannot open '", path, "' for writing: ", std::strerror(errno));
+  f_ = std::fopen(path_.c_str(), append ? "a" : "w");
+  MT_USER_CHECK(f_, "logging.metrics: cannot open '", path_, "' for writing: ", std::strerror(errno));
 }
 
 MetricsLog::~MetricsLog() {
@@ -32,8 +71,9 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::write(const nlohmann::json& record, const std::vector<std::pair<std::string, std::string>>& texts) {
+  if (wandb_) wandb_->log(record, texts);
   if (tensorboard_) {
-    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double now = wall_clock_now();
     tensorboard_->add_record(record, now);
     for (const auto& [tag, text] : texts) tensorboard_->add_text(record.value("step", int64_t{0}), tag, text, now);
   }

@@ -129,6 +129,55 @@ void TensorBoardWriter::add_text(int64_t step, const std::string& tag, const std
   write_record(e);
 }
 
+void TensorBoardWriter::add_hparams(const std::vector<std::pair<std::string, nlohmann::json>>& hparams,
+                                    double wall_time) {
+  // HParamsPluginData { int32 version = 1; SessionStartInfo session_start_info = 3; }
+  // SessionStartInfo { map<string, google.protobuf.Value> hparams = 1; double start_time_secs = 5; }
+  // google.protobuf.Value { double number_value = 2; string string_value = 3; bool bool_value = 4; }
+  std::string start;
+  for (const auto& [name, v] : hparams) {
+    std::string value, entry;
+    if (v.is_boolean()) {
+      put_key(value, 4, 0);
+      put_varint(value, v.get<bool>() ? 1 : 0);
+    } else if (v.is_number()) {
+      put_key(value, 2, 1);
+      put_fixed(value, v.get<double>());
+    } else {
+      put_bytes(value, 3, v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    put_bytes(entry, 1, name);
+    put_bytes(entry, 2, value);
+    put_bytes(start, 1, entry);
+  }
+  put_key(start, 5, 1);
+  put_fixed(start, wall_time);
+  std::string content;
+  put_key(content, 1, 0);
+  put_varint(content, 0);
+  put_bytes(content, 3, start);
+  // The plugin reads its data from the metadata; the value still needs a tensor for TensorBoard to keep it:
+  // a float scalar 0 (TensorProto { dtype = 1 (DT_FLOAT); tensor_shape = 2; float_val = 5 }).
+  std::string tensor;
+  put_key(tensor, 1, 0);
+  put_varint(tensor, 1);
+  put_bytes(tensor, 2, "");
+  std::string zero;
+  put_fixed(zero, 0.0f);
+  put_bytes(tensor, 5, zero);
+  std::string plugin, metadata, value, summary;
+  put_bytes(plugin, 1, "hparams");
+  put_bytes(plugin, 2, content);
+  put_bytes(metadata, 1, plugin);
+  put_bytes(value, 1, "_hparams_/session_start_info");
+  put_bytes(value, 8, tensor);
+  put_bytes(value, 9, metadata);
+  put_bytes(summary, 1, value);
+  std::string e = event_header(wall_time, 0);
+  put_bytes(e, 5, summary);
+  write_record(e);
+}
+
 void TensorBoardWriter::write_record(const std::string& data) {
   std::string rec;
   put_fixed(rec, static_cast<uint64_t>(data.size()));

@@ -280,7 +280,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), given_(cfg), w_(start_w
   setup_peak_bytes_ = peak_memory_bytes(w_.cuda, w_.device.index());
   reset_peak_memory(w_.cuda, w_.device.index());
 
-  metrics_ = std::make_unique<MetricsLog>(cfg.logging.metrics, w_.world.rank, start_step_ > 0, cfg.logging.tensorboard);
+  metrics_ = std::make_unique<MetricsLog>(cfg, w_.world.rank, start_step_ > 0);
   telemetry_ = std::make_unique<StepTelemetry>(
       StepTelemetry::Options{.rank = w_.world.rank, .world_size = w_.world.world_size,
                              .local_world_size = w_.world.local_world_size, .gpu_readings = cfg.logging.gpu_telemetry,

@@ -46,6 +46,12 @@ meshtrain_add_test(e2e plan cli
 meshtrain_add_test(e2e train observe
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/observe_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Experiment tracking: the resolved config as TensorBoard hyperparameters and text, samples as text, W&B in
+# offline mode read back with wandb's own record reader, a resume continuing the W&B run, a Python without wandb
+# refused in one line (tests/e2e/tracking_test.py). Skipped (77) without tensorboard or wandb.
+meshtrain_add_test(e2e train tracking
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/tracking_test.py ${MESHTRAIN_BIN}
+  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # meshtrain doctor against the GPU-health fixtures and on this machine; meshrun --preflight stopping a launch.
 meshtrain_add_test(e2e hw doctor
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/doctor_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}

@@ -226,8 +226,14 @@ using StringList = std::vector<std::string>;
   F(int64_t, every, 10, "Progress line every N steps")                                                       \
   F(bool, all_ranks, false, "Progress lines from every rank, not only rank 0")                               \
   F(std::string, metrics, "", "Metrics JSONL file; empty = <train.out_dir>/metrics.jsonl")                 \
-  F(std::string, tensorboard, "", "TensorBoard event directory: every metric of the JSONL as a scalar "      \
-    "(rank 0); empty = none")                                                                                \
+  F(std::string, tensorboard, "", "TensorBoard event directory: every metric of the JSONL as a scalar, the "  \
+    "samples as text, the resolved config as hyperparameters (HParams tab) and as text (rank 0); empty = none") \
+  F(WandbMode, wandb, WandbMode::off, "Weights & Biases (rank 0, through the `wandb` package of "            \
+    "logging.wandb_python): the resolved config as the run's config, every metric, the samples as a table; "  \
+    "offline writes <train.out_dir>/wandb/ for a later `wandb sync`; a resumed run continues the same run")   \
+  F(std::string, wandb_project, "meshtrain", "Weights & Biases project of the run (logging.wandb)")           \
+  F(std::string, wandb_python, "python3", "The Python that has the `wandb` package (logging.wandb), by name " \
+    "on PATH or by path")                                                                                    \
   F(bool, gpu_telemetry, true, "Every logged step: each rank's GPU power, temperature, clocks, utilisation, " \
     "memory and throttle reasons through NVML into the metrics (absent without an NVIDIA GPU)")              \
   F(double, straggler_threshold, 0.2, "The step log names the slowest rank when its step time exceeds the "  \

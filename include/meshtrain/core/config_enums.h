@@ -53,6 +53,9 @@ struct TrainConfig;
 // logging.level (log::Level's order).
 #define MT_LOG_LEVEL_VALUES(V) \
   V(trace, "trace") V(debug, "debug") V(info, "info") V(warn, "warn") V(error, "error") V(off, "off")
+// logging.wandb: Weights & Biases through its own `wandb` package; offline writes a run directory that
+// `wandb sync` uploads later.
+#define MT_WANDB_MODE_VALUES(V) V(off, "off") V(offline, "offline") V(online, "online")
 // The projections LoRA adapts (model.lora_targets' items), named as PEFT's Llama modules are.
 #define MT_LORA_TARGET_VALUES(V) \
   V(q, "q") V(k, "k") V(v, "v") V(o, "o") V(gate, "gate") V(up, "up") V(down, "down")
@@ -75,6 +78,7 @@ MT_DEFINE_ENUM(AttentionBackend, MT_ATTENTION_BACKEND_VALUES)
 MT_DEFINE_ENUM(Fp8Scaling, MT_FP8_SCALING_VALUES)
 MT_DEFINE_ENUM(OnOff, MT_ON_OFF_VALUES)
 MT_DEFINE_ENUM(LogLevel, MT_LOG_LEVEL_VALUES)
+MT_DEFINE_ENUM(WandbMode, MT_WANDB_MODE_VALUES)
 MT_DEFINE_ENUM(LoraTarget, MT_LORA_TARGET_VALUES)
 
 // train.dtype with auto resolved for the training device (bf16 on CUDA, fp32 on the CPU).

@@ -1,6 +1,8 @@
 // Step metrics: a JSONL file (one object per line, rank 0 only, flushed every line so a crash loses at most
 // the line being written), the same numbers as TensorBoard scalars when logging.tensorboard names a directory
-// (train/tensorboard_writer.h), and the numbers behind the console progress line.
+// (train/tensorboard_writer.h) and in Weights & Biases when logging.wandb is on (train/wandb_writer.h), and
+// the numbers behind the console progress line. Both trackers get the resolved config at the start: TensorBoard
+// as hyperparameters (HParams tab) and as text, W&B as the run's config.
 //
 // MFU = tokens/s × 3 × forward FLOPs per token ÷ (GPUs × the GPU's dense bf16 peak); the formula and the
 // peaks are in docs/metrics.md. On CPU there is no meaningful peak and MFU is omitted.
@@ -13,15 +15,18 @@
 #include <utility>
 #include <vector>
 
+#include "meshtrain/core/config.h"
 #include "meshtrain/train/tensorboard_writer.h"
+#include "meshtrain/train/wandb_writer.h"
 
 namespace meshtrain::train {
 
 class MetricsLog {
  public:
-  // Empty path or rank ≠ 0: a no-op sink. `append` keeps an existing file (resumed runs). A non-empty
-  // `tensorboard_dir` (rank 0) gets every record's numbers too, in a new event file.
-  MetricsLog(const std::string& path, int rank, bool append, const std::string& tensorboard_dir = "");
+  // Rank ≠ 0: a no-op sink. Rank 0 writes cfg.logging.metrics (none when empty), appending to an existing file
+  // when `append` (resumed runs), and starts the trackers cfg.logging names (tensorboard: a new event file;
+  // wandb: the bridge, a UserError when it cannot start).
+  MetricsLog(const Config& cfg, int rank, bool append);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -34,6 +39,7 @@ class MetricsLog {
   std::string path_;
   FILE* f_ = nullptr;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::unique_ptr<WandbWriter> wandb_;
 };
 
 // Dense bf16 peak FLOP/s of the current CUDA device by name (A100, H100, H200, ...), 0 when unknown or CPU.

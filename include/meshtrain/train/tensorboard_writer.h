@@ -41,6 +41,12 @@ class TensorBoardWriter {
   // One event at `step` holding `text` under `tag` for TensorBoard's text tab (Markdown).
   void add_text(int64_t step, const std::string& tag, const std::string& text, double wall_time);
 
+  // The run's hyperparameters for TensorBoard's HParams tab (the hparams plugin's session start, at step 0):
+  // numbers, booleans and strings as such, anything else as its JSON text.
+  //   Value { tag "_hparams_/session_start_info"; metadata.plugin_data { "hparams", content =
+  //     HParamsPluginData { version 0; session_start_info { hparams map; start_time_secs } } } }
+  void add_hparams(const std::vector<std::pair<std::string, nlohmann::json>>& hparams, double wall_time);
+
   const std::string& path() const { return path_; }
 
  private:
