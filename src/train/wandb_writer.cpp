@@ -1,5 +1,6 @@
 #include "meshtrain/train/wandb_writer.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
