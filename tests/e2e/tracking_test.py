@@ -5,7 +5,7 @@
   - TensorBoard: the event file holds the hparams plugin's session start (read with the `tensorboard` package's
     own protobufs) with every key of the resolved config at its value (numbers, booleans, strings), the config
     as text, and the samples as text;
-  - W&B: <out_dir>/wandb/offline-run-*/run-<id>.wandb, read back with wandb's own record reader, holds the
+  - W&B: <out_dir>/wandb/offline-run-*/run-<id>.wandb, read back with wandb's own Record protobufs, holds the
     resolved config as the run's config, the loss of every logged step, and the samples table; rank 0 only;
   - a resume (2 more steps) continues the same W&B run id;
   - a Python without the `wandb` package (the same Python with -S) or a missing one: one line naming
