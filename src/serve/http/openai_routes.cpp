@@ -23,11 +23,15 @@ int64_t unix_time() {
       .count();
 }
 
-// Token ids → text as they come: the tokenizer's streaming decoder, or bytes for a byte-level model.
+// Token ids → text as they come: the tokenizer's streaming decoder, or bytes for a byte-level model. A completion
+// is decoded as the continuation of its prompt (a SentencePiece-style decoder would otherwise strip its first
+// space as the start of a text); a chat reply, given no prompt, as a text of its own (as generate --chat).
 class TextStream {
  public:
-  explicit TextStream(const std::optional<text::Tokenizer>& tok) {
-    if (tok) decoder_.emplace(*tok);
+  TextStream(const std::optional<text::Tokenizer>& tok, const std::vector<TokenId>& prompt) {
+    if (!tok) return;
+    decoder_.emplace(*tok);
+    decoder_->continue_after(prompt);
   }
   std::string step(TokenId id) { return decoder_ ? decoder_->step(id) : data::decode_bytes({id}); }
   std::string finish() { return decoder_ ? decoder_->finish() : ""; }
@@ -151,7 +155,7 @@ void OpenAiRoutes::completion(const HttpRequest& req, ResponseWriter& out, bool 
     send_error(out, rejected ? 400 : 503, part.error, "", rejected ? "invalid_request_error" : "server_error");
     return;
   }
-  TextStream decoder(text_.tokenizer);
+  TextStream decoder(text_.tokenizer, chat ? std::vector<TokenId>{} : prompt);
   StopMatcher matcher(r.stop);
   std::vector<TokenId> all;
   std::string text;

@@ -54,8 +54,13 @@ void check_fits(const std::vector<TokenId>& prompt, int32_t max_tokens, const Ba
 // One reply's text as its tokens come: decoded as a stream, cut before the first stop string.
 class ReplyText {
  public:
-  ReplyText(const ModelText& model_text, std::vector<std::string> stops) : matcher_(std::move(stops)) {
-    if (model_text.tokenizer) decoder_.emplace(*model_text.tokenizer);
+  // The reply is decoded as the continuation of `prompt` (a SentencePiece-style decoder would otherwise strip
+  // its first space as the start of a text); an empty prompt: as a text of its own.
+  ReplyText(const ModelText& model_text, std::vector<std::string> stops, const std::vector<TokenId>& prompt)
+      : matcher_(std::move(stops)) {
+    if (!model_text.tokenizer) return;
+    decoder_.emplace(*model_text.tokenizer);
+    decoder_->continue_after(prompt);
   }
   // Adds a token; true once a stop string is complete (the reply ends with this token).
   bool add(TokenId t) {
@@ -119,7 +124,10 @@ std::string generate_batch(model::Transformer& model, const std::vector<PromptLi
            " requests");
   std::vector<ReplyText> replies;
   replies.reserve(lines.size());
-  for (const PromptLine& line : lines) replies.emplace_back(model_text, line.request.stop);
+  // A completion goes on from its prompt's text; a chat reply starts a text of its own (as generate --chat).
+  for (size_t i = 0; i < lines.size(); ++i)
+    replies.emplace_back(model_text, lines[i].request.stop,
+                         lines[i].chat ? std::vector<TokenId>{} : requests[i].request.prompt);
   options.eos_tokens = model_text.eos_tokens;
   options.stop_at = [&](size_t i, TokenId t) { return replies[i].add(t); };
   const std::vector<GenerationResult> results = generate_all(model, requests, options);
