@@ -78,7 +78,7 @@ TEST(ConfigSchema, EnumerationsNameTheirSpellings) {
                                              "data.format", "data.loss_mask",
                                              "optimizer.name", "optimizer.offload", "schedule.kind", "train.device",
                                              "train.dtype", "train.attention_backend", "train.fp8",
-                                             "train.cuda_graph", "logging.level"}));
+                                             "train.cuda_graph", "logging.level", "logging.wandb"}));
   const FieldInfo* level = find_config_field("logging", "level");
   EXPECT_EQ(std::vector<std::string_view>(level->choices.begin(), level->choices.end()),
             (std::vector<std::string_view>{"trace", "debug", "info", "warn", "error", "off"}));
