@@ -97,19 +97,25 @@ WandbWriter::WandbWriter(const Options& o) : run_id_(kept_run_id(o.dir)) {
   to_bridge_ = in[0];
   from_bridge_ = out[0];
   if (rc != 0) {
-    stop();
+    pid_ = -1;  // no child: posix_spawnp leaves the pid unspecified on failure
+    abandon();
     throw UserError(cat("logging.wandb_python: cannot start '", o.python, "': ", std::strerror(rc)));
   }
   send({{"project", o.project}, {"dir", o.dir}, {"name", o.name}, {"id", run_id_},
         {"mode", std::string(enum_name(o.mode))}, {"config", o.config}});
-  const std::string answer = read_answer();
+  std::string answer;
+  try {
+    answer = read_answer();
+  } catch (...) {
+    abandon();
+    throw;
+  }
   if (answer != "ready") {
-    stop();
+    abandon();
     throw UserError(cat("logging.wandb: ", o.python, " could not start a W&B run: ",
                         answer.empty() ? "it ended without saying why" : answer,
                         " (logging.wandb_python names a Python with the `wandb` package: pip install wandb)"));
   }
-  started_ = true;
   log::info("wandb: run %s (%s) in %s/wandb", run_id_.c_str(), enum_c_str(o.mode), o.dir.c_str());
 }
 
@@ -159,6 +165,17 @@ void WandbWriter::log(const nlohmann::json& record, const std::vector<std::pair<
 
 WandbWriter::~WandbWriter() { stop(); }
 
+void WandbWriter::abandon() {
+  if (to_bridge_ >= 0) ::close(to_bridge_);
+  if (from_bridge_ >= 0) ::close(from_bridge_);
+  to_bridge_ = from_bridge_ = -1;
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  pid_ = -1;
+}
+
 void WandbWriter::stop() {
   // End of input makes the bridge call wandb.finish(); wait for it (bounded), so that an offline run
   // directory is complete when the trainer exits.
@@ -177,7 +194,7 @@ void WandbWriter::stop() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (status != 0 && started_) log::warn("wandb: the bridge ended with status %d; the W&B run may be incomplete", status);
+  if (status != 0) log::warn("wandb: the bridge ended with status %d; the W&B run may be incomplete", status);
   pid_ = -1;
 }
 

@@ -53,12 +53,13 @@ class WandbWriter {
   std::string read_answer();
   // Closes the bridge's input and waits (bounded) for it to finish the run.
   void stop();
+  // A bridge that never started a run: ended at once (SIGKILL), nothing to finish.
+  void abandon();
 
   std::string run_id_;
   pid_t pid_ = -1;
   int to_bridge_ = -1;    // the bridge's stdin
   int from_bridge_ = -1;  // the handshake's answer
-  bool started_ = false;  // the handshake said "ready"
   bool broken_ = false;   // a send failed: later records are dropped
 };
 
