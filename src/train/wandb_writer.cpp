@@ -165,10 +165,14 @@ void WandbWriter::log(const nlohmann::json& record, const std::vector<std::pair<
 
 WandbWriter::~WandbWriter() { stop(); }
 
-void WandbWriter::abandon() {
+void WandbWriter::close_pipes() {
   if (to_bridge_ >= 0) ::close(to_bridge_);
   if (from_bridge_ >= 0) ::close(from_bridge_);
   to_bridge_ = from_bridge_ = -1;
+}
+
+void WandbWriter::abandon() {
+  close_pipes();
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
@@ -179,9 +183,7 @@ void WandbWriter::abandon() {
 void WandbWriter::stop() {
   // End of input makes the bridge call wandb.finish(); wait for it (bounded), so that an offline run
   // directory is complete when the trainer exits.
-  if (to_bridge_ >= 0) ::close(to_bridge_);
-  if (from_bridge_ >= 0) ::close(from_bridge_);
-  to_bridge_ = from_bridge_ = -1;
+  close_pipes();
   if (pid_ <= 0) return;
   int status = 0;
   for (int waited = 0; ::waitpid(pid_, &status, WNOHANG) == 0; ++waited) {

@@ -55,6 +55,8 @@ class WandbWriter {
   void stop();
   // A bridge that never started a run: ended at once (SIGKILL), nothing to finish.
   void abandon();
+  // Closes both ends this process holds (end of input for the bridge).
+  void close_pipes();
 
   std::string run_id_;
   pid_t pid_ = -1;
