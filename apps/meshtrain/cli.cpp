@@ -4,8 +4,11 @@
 #include <iostream>
 #include <sstream>
 
+#include "meshtrain/ckpt/source_model.h"
+#include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
+#include "meshtrain/core/log.h"
 
 namespace meshtrain::cli {
 
@@ -34,11 +37,18 @@ std::vector<std::string> split_commas(const std::vector<std::string>& values) {
   return out;
 }
 
+Config load_run_config(const std::string& path, const std::vector<std::string>& sets) {
+  Config cfg = load_config(path, sets);
+  if (const std::string from = ckpt::adopt_source_model(cfg); !from.empty() && comm::world_info_from_env().rank == 0)
+    log::info("%s", from.c_str());
+  return cfg;
+}
+
 Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,
                      int world_size) {
   MT_USER_CHECK(positional.size() == 1, "expected exactly one CONFIG file (.yaml, .yml or .json), got ",
                 positional.size());
-  Config cfg = load_config(positional[0], sets);
+  Config cfg = load_run_config(positional[0], sets);
   resolve(cfg, world_size);
   validate(cfg, world_size);
   check_inputs_exist(cfg);

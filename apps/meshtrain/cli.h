@@ -33,6 +33,10 @@ std::vector<std::string> strings(const cxxopts::ParseResult& r, const std::strin
 // (`--unfuse norm,gelu`), the values of repeated flags taken together.
 std::vector<std::string> split_commas(const std::vector<std::string>& values);
 
+// FILE + --set values, with the model shape taken from checkpoint.init_from where the config gives none
+// (ckpt/source_model.h; logged once): what every command that runs or sizes a training config loads.
+Config load_run_config(const std::string& path, const std::vector<std::string>& sets);
+
 // CONFIG + repeated --set into a resolved, validated Config for `world_size` ranks (inputs checked to exist).
 Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,
                      int world_size);

@@ -12,7 +12,9 @@ int cmd_config(int argc, char** argv) {
   o.add_options()("set", "override a config value: section.key=value (repeatable)",
                   cxxopts::value<std::vector<std::string>>())("docs", "print the config reference in Markdown")(
       "world-size", "validate for this many ranks (default: WORLD_SIZE or 1)", cxxopts::value<int>())(
-      "json", "print JSON instead of YAML")("h,help", "show this help")(
+      "json", "print JSON instead of YAML")(
+      "check", "only check the config (the rules, the inputs, a model shape taken from checkpoint.init_from): "
+      "print nothing, exit 2 with one line on a mistake")("h,help", "show this help")(
       "config", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"config"});
   o.positional_help("CONFIG");
@@ -23,6 +25,7 @@ int cmd_config(int argc, char** argv) {
   }
   const int world = r.count("world-size") ? r["world-size"].as<int>() : comm::world_info_from_env().world_size;
   Config cfg = load_resolved(strings(r, "config"), strings(r, "set"), world);
+  if (r.count("check")) return 0;
   std::cout << (r.count("json") ? to_json(cfg) + "\n" : to_yaml(cfg));
   return 0;
 }

@@ -41,7 +41,7 @@ int cmd_plan(int argc, char** argv) {
   plan::gpu_spec(opts.gpu);  // a wrong --gpu is named before the config is looked at
   const plan::MfuTable mfu =
       r.count("mfu") ? plan::MfuTable::from_json_file(r["mfu"].as<std::string>()) : plan::MfuTable::builtin();
-  const Config cfg = load_config(configs[0], strings(r, "set"));
+  const Config cfg = load_run_config(configs[0], strings(r, "set"));
   std::vector<plan::PlanRow> rows;
   if (r.count("search")) rows = plan::search_layouts(cfg, opts, mfu);
   else rows.push_back(plan::plan_layout(cfg, opts, mfu));

@@ -9,8 +9,10 @@
 #include <random>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/core/model_shape.h"
 #include "meshtrain/core/nccl_env.h"
 #include "meshtrain/core/run_dir.h"
+#include "meshtrain/core/spawn_and_wait.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/signal_names.h"
@@ -143,6 +145,22 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
   return p;
 }
 
+namespace {
+
+// A config whose model shape comes from checkpoint.init_from (ckpt/source_model.h) is checked by the worker
+// binary, which can read a Hugging Face directory or a checkpoint (the launcher links no LibTorch): `meshtrain
+// config CONFIG --check` runs the same rules with the source's shape; its one-line error is the user's.
+void check_with_worker_binary(const LaunchPlan& plan, const std::vector<std::string>& sets, int world) {
+  std::vector<std::string> argv = {plan.command[0], "config", plan.command[2], "--check", "--world-size",
+                                   std::to_string(world)};
+  for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
+  const int rc = spawn_and_wait(argv);
+  MT_USER_CHECK(rc == 0, "meshrun: ", plan.command[2], ": the config check above failed (`", plan.command[0],
+                " config ", plan.command[2], " --check` exited ", rc, ")");
+}
+
+}  // namespace
+
 void validate_config_program(LaunchPlan& plan) {
   if (plan.kind != ProgramKind::Config) return;
   // command = {meshtrain, "train", CONFIG, args...}; the trainer accepts `--set k=v`, `--set=k=v` and
@@ -156,9 +174,14 @@ void validate_config_program(LaunchPlan& plan) {
   }
   const int world = plan.nnodes * plan.nproc_per_node;
   Config cfg = load_config(plan.command[2], sets);
-  resolve(cfg, world);
-  validate(cfg, world);
-  check_inputs_exist(cfg);
+  if (!cfg.checkpoint.init_from.empty() && !gives_model_shape(cfg.model)) {
+    check_with_worker_binary(plan, sets, world);
+    resolve(cfg, world);
+  } else {
+    resolve(cfg, world);
+    validate(cfg, world);
+    check_inputs_exist(cfg);
+  }
   check_fresh_start(cfg);
   plan.worker_env = parse_nccl_env(cfg.comm.nccl_env, cat(plan.command[2], ": comm.nccl_env"));
   if (!plan.worker_env.empty()) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "meshtrain/ckpt/source_model.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -70,6 +71,7 @@ int run_doctor(const DoctorOptions& o) {
   int64_t bytes = o.checkpoint_gb >= 0 ? static_cast<int64_t>(o.checkpoint_gb * 1e9) : 0;
   if (!o.config.empty()) {
     Config cfg = load_config(o.config, o.overrides);
+    ckpt::adopt_source_model(cfg);  // the checkpoint size of a model that init_from names
     resolve(cfg, std::max(1, o.gpus));
     if (dir.empty()) dir = cfg.checkpoint.dir;
     if (o.checkpoint_gb < 0) bytes = checkpoint_bytes(cfg);

@@ -2,11 +2,13 @@
 #include "meshtrain/train/lora_base.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 #include <vector>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_dir.h"
+#include "meshtrain/ckpt/model_path.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/trim.h"
@@ -52,7 +54,8 @@ std::string saved_targets_text(const std::string& dir, const nlohmann::json& sav
 }  // namespace
 
 std::string lora_base_id(const Config& cfg) {
-  return cfg.checkpoint.init_from.empty() ? "seed " + std::to_string(cfg.train.seed) : ckpt::lora_base_id(base_meta(cfg));
+  return cfg.checkpoint.init_from.empty() ? "seed " + std::to_string(cfg.train.seed)
+                                          : ckpt::base_id_of(cfg.checkpoint.init_from, "checkpoint.init_from");
 }
 
 bool saves_adapters_only(const Config& cfg) { return cfg.model.lora_rank > 0 && !cfg.checkpoint.init_from.empty(); }
@@ -64,6 +67,13 @@ nlohmann::json lora_record(const Config& cfg) {
                         {"adapters_only", saves_adapters_only(cfg)}};
   if (cfg.checkpoint.init_from.empty()) {
     out["id"] = lora_base_id(cfg);  // the seed the base is drawn from
+    return out;
+  }
+  // A Hugging Face directory is its own: PEFT's adapter_config.json names it.
+  const ckpt::ModelPath located = ckpt::locate_model(cfg.checkpoint.init_from, "checkpoint.init_from");
+  if (located.hugging_face) {
+    out["id"] = ckpt::base_id_of(cfg.checkpoint.init_from, "checkpoint.init_from");
+    out["hf_dir"] = std::filesystem::absolute(located.dir).string();
     return out;
   }
   // The base's meta.json, read once for its id and its Hugging Face directory, which PEFT's

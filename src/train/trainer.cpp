@@ -504,11 +504,9 @@ void TrainingRun::init_from_weights() {
 }
 
 void TrainingRun::init_from_hf(const std::string& dir, std::vector<ShardedTensor>& model) {
-  // A LoRA run's checkpoints name their frozen base by a meshtrain checkpoint's id (train/lora_base.h).
-  MT_USER_CHECK(cfg_.model.lora_rank == 0, "checkpoint.init_from ", cfg_.checkpoint.init_from, ": a Hugging Face "
-                "model directory, but LoRA (model.lora_rank ", cfg_.model.lora_rank, ") reads its frozen base from a "
-                "meshtrain checkpoint; valid: `meshtrain import ", cfg_.checkpoint.init_from, " OUT`, then "
-                "checkpoint.init_from=OUT");
+  // LoRA over the directory: the adapters keep their initial values (B = 0), the directory is the frozen base
+  // the run's adapters-only checkpoints name (train/lora_base.h).
+  std::erase_if(model, [](const ShardedTensor& b) { return model::is_lora_parameter(b.name); });
   const ckpt::HfModelDir hf(dir);
   hf.check_model(cfg_.model, "checkpoint.init_from");
   hf.load(model, "checkpoint.init_from");

@@ -23,3 +23,11 @@ meshtrain_add_test(e2e train finetune_text
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/finetune_text_test.py
           ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   LABELS ckpt PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# The README's recipe as written (tests/e2e/instruct/readme_recipe_test.py): a Hugging Face directory and a JSONL
+# of chats → shards → LoRA under meshrun (2 CPU workers, the shape taken from init_from) → eval → generate →
+# serve, and the merged export; only the block's variables are the test's. Skipped (77) without transformers or
+# tokenizers. About 4 minutes on 2 idle cores (200 steps of 2 × 4 × 2048 tokens).
+meshtrain_add_test(e2e train readme_recipe
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/instruct/readme_recipe_test.py
+          ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  LABELS ckpt PROPERTIES TIMEOUT 1800 SKIP_RETURN_CODE 77)

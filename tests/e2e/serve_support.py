@@ -30,11 +30,12 @@ def make_byte_model(meshtrain, work, max_positions=8192):
 
 
 class Server:
-    """A `meshtrain serve CKPT --port 0 ARGS` process: its port (from the line it prints), its stdout lines."""
+    """A `meshtrain serve CKPT --port 0 ARGS` process (or `argv`, a command that runs one on port 0): its port
+    (from the line it prints), its stdout lines."""
 
-    def __init__(self, meshtrain, ckpt, args):
-        self.proc = subprocess.Popen([meshtrain, "serve", ckpt, "--port", "0", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+    def __init__(self, meshtrain, ckpt, args, argv=None, **popen):
+        argv = argv or [meshtrain, "serve", ckpt, "--port", "0", *args]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
         self.lines = []
         got = queue.Queue()
 

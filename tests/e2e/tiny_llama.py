@@ -13,7 +13,7 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n
           " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 
-def make_tiny_llama(src, work):
+def make_tiny_llama(src, work, max_positions=128):
     """Saves the model and its tokenizer under WORK/hf; returns (hf_dir, model, tokenizer)."""
     sys.path.insert(0, os.path.join(src, "tests", "reference"))
     from text_support import train_tokenizer  # noqa: E402
@@ -23,7 +23,7 @@ def make_tiny_llama(src, work):
     tok.chat_template = CHATML
     cfg = transformers.LlamaConfig(vocab_size=base.get_vocab_size(with_added_tokens=True), hidden_size=64,
                                    intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5,
+                                   num_key_value_heads=2, max_position_embeddings=max_positions, rms_norm_eps=1e-5,
                                    rope_theta=10000.0, tie_word_embeddings=False,
                                    bos_token_id=tok.convert_tokens_to_ids("<|begin_of_text|>"),
                                    eos_token_id=tok.convert_tokens_to_ids("<|eot_id|>"))

@@ -31,10 +31,18 @@ bool holds_adapters_only(const CheckpointMeta& meta);
 // "crc32c:XXXXXXXX" over the names, dtypes and shard checksums of its model tensors (adapters excluded). An
 // adapters-only checkpoint's base is its own recorded base, so its id is the one it recorded.
 std::string lora_base_id(const CheckpointMeta& base);
+// The id of the base `given` names — a checkpoint, a Hugging Face directory or a cached org/name
+// (model_path.h; `what` names the key or flag in errors) — so a LoRA run can start from either. A checkpoint's is
+// lora_base_id of its meta.json; a Hugging Face directory's "hf-crc32c:XXXXXXXX" over config.json and, for each
+// weight file, its header, its size and three 1 KiB samples of every tensor (its first, middle and last bytes):
+// a few hundred KB read for any model, where a whole checksum would read every weight. A model trained further
+// or edited tensor by tensor differs in the samples; a false "same" would take an edit that avoids all three.
+std::string base_id_of(const std::string& given, const std::string& what);
+
 // The directory the base's tensors are in: the recorded base of an adapters-only checkpoint, else `dir`.
 std::string lora_base_dir(const std::string& dir, const CheckpointMeta& meta);
 
-// The base checkpoint that `meta` (at `dir`, adapters only) reads its frozen tensors from: `base_dir` when
+// The base (a checkpoint or a Hugging Face directory) that `meta` (at `dir`, adapters only) reads its frozen tensors from: `base_dir` when
 // given (`what`: the key or flag that gave it), else the recorded path (`what`: how else to give it, or "").
 // UserError, one line: no checkpoint there, or a base of another id.
 std::string adapter_base(const std::string& dir, const CheckpointMeta& meta, const std::string& base_dir,

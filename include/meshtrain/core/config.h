@@ -216,9 +216,10 @@ using StringList = std::vector<std::string>;
     "checkpoint.dir; a fresh start only where it holds none) | a checkpoint path")                           \
   F(std::string, init_from, "", "Fine-tuning: the model's weights at step 0, with fresh optimizer state, "  \
     "from this checkpoint (any layout's training checkpoint, or what `meshtrain import` wrote), a Hugging "    \
-    "Face model directory read in place (config.json + safetensors; the model section must describe its "    \
-    "model; its tokenizer files are copied to train.out_dir) or an org/name in the local Hugging Face cache "  \
-    "(offline); ignored when a resume finds a checkpoint; empty = seeded initialisation")                    \
+    "Face model directory read in place (config.json + safetensors; its tokenizer files are copied to "      \
+    "train.out_dir) or an org/name in the local Hugging Face cache (offline); a config with no model shape "  \
+    "(no preset, no shape key) takes this source's, one with a shape must match it; LoRA's frozen base; "     \
+    "ignored when a resume finds a checkpoint; empty = seeded initialisation")                    \
   F(bool, save_final, true, "Save a checkpoint when training ends")
 
 #define MT_LOGGING_FIELDS(F)                                                                                 \

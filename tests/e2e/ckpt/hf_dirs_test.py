@@ -16,7 +16,9 @@ Hub lays them out (blobs/, snapshots/<rev>/ links into them, refs/main). For eac
     tokenizer files copied to train.out_dir.
 Mistakes, exit 2 and one line: a directory that is neither a checkpoint nor a Hugging Face model (the line lists
 what was expected); an org/name the cache lacks (the line names where it looked) for generate, eval and
-init_from; an init_from whose model section differs from config.json's; LoRA over one (import it first).
+init_from; an init_from whose model section differs from config.json's; LoRA adapters resumed over another
+directory of the same shapes. LoRA over org/name from a config without a model section (the shape taken from
+init_from): the losses and merged export of LoRA over the import.
 
     hf_dirs_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 failure, 77 skipped (no torch / transformers / tokenizers).
@@ -227,9 +229,54 @@ def main():
     p = train(config, prefix, os.path.join(WORK, "bad2"), hf_dir, "model.n_kv_head=4")
     one_line("init_from a directory of another model", p, ["checkpoint.init_from", "model.n_kv_head is 4",
                                                             "config.json gives 2"], logs=True)
-    p = train(config, prefix, os.path.join(WORK, "bad3"), HUB_ID, "model.lora_rank=4")
-    one_line("LoRA over a Hugging Face directory", p, ["checkpoint.init_from meshtest/tiny-llama",
-                                                       "LoRA (model.lora_rank 4)", "meshtrain import"], logs=True)
+    lora_over_hf(hf_dir, imported, prefix)
+
+
+def lora_over_hf(hf_dir, imported, prefix):
+    """LoRA straight over a Hugging Face directory, from a config with no model section (its shape taken from
+    checkpoint.init_from): the same losses and merged export as LoRA over the import; the adapters-only
+    checkpoints name the directory by a content id that another directory of the same shapes does not match."""
+    bare = os.path.join(WORK, "bare.yaml")
+    with open(bare, "w") as f:
+        f.write("# no model section: the shape comes from checkpoint.init_from\ntrain:\n  seed: 1337\n")
+    runs, got, merged = {}, {}, {}
+    for name, src in (("import", imported), ("org/name", HUB_ID)):
+        runs[name] = os.path.join(WORK, f"lora_{name.replace('/', '_')}")
+        p = train(bare, prefix, runs[name], src, "model.lora_rank=4", "checkpoint.every=3")
+        ok_out(p, f"LoRA over {name} from a config without a model section")
+        check("shape from checkpoint.init_from" in p.stdout + p.stderr, f"LoRA over {name}: the shape's source said")
+        got[name] = losses(runs[name]) if p.returncode == 0 else {}
+        merged[name] = os.path.join(WORK, f"merged_{name.replace('/', '_')}")
+        ok_out(mt("export", os.path.join(runs[name], "checkpoints"), "--format", "hf", merged[name]),
+               f"export of LoRA over {name}")
+    check(got["org/name"] == got["import"] and len(got["import"]) == 3,
+          f"LoRA over {HUB_ID}: losses {got['org/name']} = over the import {got['import']}")
+    meta_file = os.path.join(runs["org/name"], "checkpoints", "step_00000003", "meta.json")
+    rec = json.load(open(meta_file))["state"]["lora"] if os.path.isfile(meta_file) else {}
+    check(rec.get("adapters_only") and rec.get("base") == HUB_ID and rec.get("id", "").startswith("hf-crc32c:"),
+          f"LoRA over {HUB_ID}: adapters-only checkpoint naming its base by content id ({rec})")
+    from safetensors.torch import load_file
+    a, b = (load_file(os.path.join(merged[n], "model.safetensors")) if os.path.isdir(merged[n]) else {}
+            for n in ("import", "org/name"))
+    check(a and sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a),
+          "merged export of LoRA over org/name = over the import")
+    # meshrun checks such a config through the worker binary, which reads the source's shape: a sequence longer
+    # than its positions stops the launch before any worker starts, in the worker's own line.
+    p = subprocess.run([MESHRUN, "--standalone", "--nproc-per-node", "2", bare, f"--set=checkpoint.init_from={HUB_ID}",
+                        f"--set=data.train={prefix}_train.bin", "--set=data.seq_len=4096"], capture_output=True,
+                       text=True, timeout=300)
+    check(p.returncode == 2 and "data.seq_len: given 4096; valid ≤ model.max_seq_len (128)" in p.stderr
+          and "the config check above failed" in p.stderr and "[rank" not in p.stdout + p.stderr,
+          f"meshrun: a source-shaped config checked before any worker (exit {p.returncode}: {p.stderr[-600:]!r})")
+    # The same shapes, other weights: the adapters refuse it as their base.
+    other = os.path.join(WORK, "hf_other")
+    shutil.copytree(hf_dir, other)
+    w = load_file(os.path.join(other, "model.safetensors"))
+    w["model.norm.weight"] = w["model.norm.weight"] + 0.5
+    from safetensors.torch import save_file
+    save_file(w, os.path.join(other, "model.safetensors"), metadata={"format": "pt"})
+    p = train(bare, prefix, runs["org/name"], other, "model.lora_rank=4", "train.steps=4", "checkpoint.resume=auto")
+    one_line("resume LoRA adapters over another directory", p, ["belong to the base", HUB_ID, other], logs=True)
 
 
 run_checked(main, check, WORK)

@@ -428,10 +428,10 @@ def lora():
     cfg_sets = [f"--set={s}" for s in (f"data.train={prefix}_train.bin", "data.val=", "model.n_layer=2",
                                         "model.d_model=64", "data.seq_len=64", "train.sample_tokens=0", *LORA_MODEL,
                                         *LORA, f"train.out_dir={out}_err", f"checkpoint.resume={saved}")]
-    line = one_line_error([meshtrain, "export", saved, "--format", "hf", via_flag], "is not a checkpoint")
+    line = one_line_error([meshtrain, "export", saved, "--format", "hf", via_flag], "is neither a checkpoint")
     expect("--base DIR" in line, f"the missing base's line names --base: {line}")
     line = one_line_error([meshtrain, "train", config, *cfg_sets, f"--set=checkpoint.init_from={base}"],
-                          "is not a checkpoint")
+                          "is neither a checkpoint")
     expect("checkpoint.init_from" in line, f"the missing base's line names checkpoint.init_from: {line}")
     one_line_error([meshtrain, "train", config, *cfg_sets], "checkpoint.init_from is not set")
     one_line_error([meshtrain, "export", saved, "--format", "hf", "--base", other, via_flag],

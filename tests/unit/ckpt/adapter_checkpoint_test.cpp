@@ -57,11 +57,11 @@ TEST(AdapterCheckpoint, ReadsTheBaseItNamesAndRefusesAnother) {
   EXPECT_NE(err.find(id), std::string::npos) << err;
   fs::rename(base, base + ".moved");
   err = user_error([&] { ckpt::load_full_with_base(ad, "model.", "", "--base DIR"); });
-  EXPECT_NE(err.find("is not a checkpoint"), std::string::npos) << err;
+  EXPECT_NE(err.find("is neither a checkpoint"), std::string::npos) << err;
   EXPECT_NE(err.find("--base DIR"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   err = user_error([&] { ckpt::load_with_base(ad, wanted, base, "checkpoint.init_from"); });
-  EXPECT_NE(err.find("(checkpoint.init_from) is not a checkpoint"), std::string::npos) << err;
+  EXPECT_NE(err.find("(checkpoint.init_from) is neither a checkpoint"), std::string::npos) << err;
   // Moved: given by its new path, it loads.
   const auto moved = ckpt::load_full_with_base(ad, "model.", base + ".moved", "--base DIR");
   EXPECT_TRUE(at::equal(moved.at("model.l.weight"), w));
