@@ -9,6 +9,7 @@
 #include "meshtrain/core/mesh_shape.h"
 #include "meshtrain/plan/param_table.h"
 #include "meshtrain/plan/rank_state.h"
+#include "meshtrain/plan/training_flops.h"
 
 namespace meshtrain::plan {
 namespace {
@@ -25,8 +26,6 @@ bool intra_node(const std::string& order, const std::map<std::string, int64_t>& 
 
 // Parameter counts: global where they price FLOPs, this tp rank's block ("local") where they price collectives.
 struct Counts {
-  double non_embed = 0;        // global, the blocks' and final norm's
-  double frozen_matmul = 0;    // global: frozen weights a token multiplies (blocks' and the head), no weight grad
   double trainable = 0;        // local
   double frozen = 0;           // local: frozen parameters (LoRA's base), gathered by FSDP but never reduced
   double embed_trainable = 0;  // local: the root unit's (embeddings, head) trainable part
@@ -35,7 +34,6 @@ struct Counts {
 
 Counts counts(const Config& cfg, int64_t tp) {
   Counts c;
-  const std::string head = cfg.model.tie_embeddings ? "tok_embed.weight" : "lm_head.weight";
   for (const auto& g : param_groups(cfg)) {
     const ParamSpec& p = g.spec;
     const double k = static_cast<double>(g.blocks);  // the parameters the group stands for
@@ -44,8 +42,6 @@ Counts counts(const Config& cfg, int64_t tp) {
     const bool embed = p.name.rfind("tok_embed", 0) == 0 || p.name.rfind("pos_embed", 0) == 0 ||
                        p.name.rfind("lm_head", 0) == 0;
     const bool train = g.trains;
-    if (!embed) c.non_embed += k * static_cast<double>(p.numel());
-    if (!train && (!embed || p.name == head)) c.frozen_matmul += k * static_cast<double>(p.numel());
     (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
     if (embed) (train ? c.embed_trainable : c.embed_frozen) += k * static_cast<double>(local);
   }
@@ -58,17 +54,15 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
   const RankLayout l = RankLayout::from(cfg, gpus);
   const ModelConfig& m = cfg.model;
   const Counts n = counts(cfg, l.tp);
-  const double D = static_cast<double>(m.d_model), V = static_cast<double>(m.vocab_size);
+  const double D = static_cast<double>(m.d_model);
   const double T = static_cast<double>(cfg.data.seq_len), L = static_cast<double>(m.n_layer);
   const double A = static_cast<double>(cfg.train.grad_accum);
   const double tokens_rank = static_cast<double>(cfg.train.micro_batch_size) * T * A;
   const bool ac = cfg.train.activation_checkpointing;
   StepTime s;
-  s.model_flops_per_token = 6 * (n.non_embed + V * D) + 6 * L * T * D;
-  // A frozen weight (LoRA's base, a frozen head) costs its forward and its input's gradient, 4 FLOPs a
-  // parameter per token, not 6: its weight gradient is never computed.
-  const double hw_per_token = s.model_flops_per_token - 2 * n.frozen_matmul + (ac ? 2 * n.non_embed + 2 * L * T * D : 0);
-  s.flops_per_gpu = tokens_rank * hw_per_token / static_cast<double>(l.tp * l.pp);
+  const TrainingFlops flops = training_flops_per_token(cfg);
+  s.model_flops_per_token = flops.model_per_token;
+  s.flops_per_gpu = tokens_rank * flops.hardware_per_token / static_cast<double>(l.tp * l.pp);
   s.mfu = mfu.lookup(m, &s.mfu_source);
   s.compute_s = s.flops_per_gpu / (gpu.peak_flops * s.mfu);
   const double fwd_s = s.compute_s * (ac ? 0.25 : 1.0 / 3), bwd_s = s.compute_s - fwd_s;

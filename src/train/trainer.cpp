@@ -49,6 +49,7 @@
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/parallel/trainable_policy.h"
 #include "meshtrain/plan/memory_model.h"
+#include "meshtrain/plan/training_flops.h"
 #include "meshtrain/train/attention_setup.h"
 #include "meshtrain/train/optimizer.h"
 #include "meshtrain/train/resume_settings.h"
@@ -202,6 +203,7 @@ class TrainingRun {
   void check_nonfinite_streak(int64_t done);
   // Before a save: UserError (on every rank) if any rank's model or optimizer state is not finite.
   void check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks);
+  std::string mfu_text(double mfu) const;  // " | MFU x% (HFU y%)", or "" where the peak is unknown
   void log_step(int64_t done, double step_s, double compute_s, double loss_sum, double grad_norm, double lr,
                 const std::vector<int64_t>& source_windows);
   // The validation loss over every data.val source (−1: no validation), each source's in `by_source`.
@@ -250,6 +252,7 @@ class TrainingRun {
   int64_t trainable_params_ = 0;  // of num_params_, those that train (LoRA's adapters, all but train.freeze's)
   int64_t nonfinite_streak_ = 0, nonfinite_skipped_ = 0;  // updates skipped: in a row now, in this run
   double flops_per_token_ = 0, peak_flops_ = 0, ema_step_s_ = 0;
+  double hardware_per_model_flops_ = 1;  // HFU / MFU: frozen weights' missing gradients, recomputation
   int64_t planned_peak_bytes_ = 0;  // what `meshtrain plan` predicts for this rank's peak (CUDA only; 0 = none)
   int64_t setup_peak_bytes_ = 0;    // the device's peak before the first step (the allocator's peak restarts then)
   Clock::time_point run_start_;
@@ -351,6 +354,8 @@ void TrainingRun::setup_model_and_optimizer() {
   num_params_ = net_->num_params();
   trainable_params_ = count_trainable(cfg_, *net_);
   flops_per_token_ = 3.0 * net_->flops_per_token(cfg_.data.seq_len);
+  const plan::TrainingFlops flops = plan::training_flops_per_token(cfg_);
+  hardware_per_model_flops_ = flops.hardware_per_token / flops.model_per_token;
   par_ = parallel::parallelize(net_, w_.groups(), cfg_, w_.device);
   net_->train();
   net_->set_loss_chunk_bytes(cfg_.train.loss_chunk_mb << 20);
@@ -645,6 +650,13 @@ void TrainingRun::check_nonfinite_streak(int64_t done) {
                       " (lower optimizer.lr, set optimizer.grad_clip, or check the data)"));
 }
 
+std::string TrainingRun::mfu_text(double mfu) const {
+  if (mfu < 0) return "";
+  // The hardware's share beside it only where the two differ (LoRA, frozen weights, activation checkpointing).
+  if (hardware_per_model_flops_ == 1) return log::sprintf(" | MFU %.1f%%", 100 * mfu);
+  return log::sprintf(" | MFU %.1f%% (HFU %.1f%%)", 100 * mfu, 100 * mfu * hardware_per_model_flops_);
+}
+
 void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double loss_sum, double grad_norm,
                            double lr, const std::vector<int64_t>& source_windows) {
   const double loss = mean_over_ranks(loss_sum / static_cast<double>(cfg_.train.grad_accum));
@@ -669,7 +681,7 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double
   }
   log::progress("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | %.0f ms/step%s | ETA %s%s",
                 static_cast<long long>(done), static_cast<long long>(cfg_.train.steps), loss, lr, grad_norm, tok_s,
-                mfu >= 0 ? log::sprintf(" | MFU %.1f%%", 100 * mfu).c_str() : "", 1000 * step_s, extra.c_str(),
+                mfu_text(mfu).c_str(), 1000 * step_s, extra.c_str(),
                 format_duration(eta).c_str(), tel.console.c_str());
   if (w_.world.rank == 0)
     for (const auto& w : tel.warnings) log::warn("%s", w.c_str());
@@ -682,7 +694,10 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double
                         {"step_peak_memory_bytes", step_peak},
                         {"setup_peak_memory_bytes", setup_peak_bytes_},
                         {"skipped_steps", nonfinite_skipped_}};
-  if (mfu >= 0) rec["mfu"] = mfu;
+  if (mfu >= 0) {
+    rec["mfu"] = mfu;
+    rec["hfu"] = mfu * hardware_per_model_flops_;
+  }
   if (!source_tokens.is_null()) rec["source_tokens"] = source_tokens;
   if (done == start_step_ + 1 && planned_peak_bytes_ > 0) {
     rec["planned_peak_memory_bytes"] = planned_peak_bytes_;
