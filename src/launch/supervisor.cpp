@@ -18,6 +18,7 @@
 #include "meshtrain/launch/scratch_dir.h"
 #include "meshtrain/launch/signal_forwarder.h"
 #include "meshtrain/launch/signal_names.h"
+#include "meshtrain/launch/worker_env.h"
 
 namespace meshtrain::launch {
 namespace {
@@ -47,6 +48,7 @@ int Supervisor::run() {
   for (int attempt = 0;; ++attempt) {
     const GroupResult r = run_attempt(attempt);
     if (auto code = decide(attempt, r)) return *code;
+    note_failure_time(r);
   }
 }
 
@@ -124,6 +126,13 @@ GroupHooks Supervisor::hooks_for(int attempt) {
     report(128 + s, true, cat("node ", plan_.node_rank, "'s launcher got ", signal_name(s)));
   };
   return hooks;
+}
+
+void Supervisor::note_failure_time(const GroupResult& r) {
+  // This node's own failed worker, else the moment this node learnt of another node's failure.
+  const auto when = r.failure ? r.failure->when : std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count();
+  plan_.worker_env[kFailureTimeEnv] = std::to_string(ms);
 }
 
 // One attempt: join the round (several nodes), run the group to its end, note where its files went.

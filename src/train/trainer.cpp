@@ -244,6 +244,7 @@ class TrainingRun {
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
+  RecoveryReport recovery_;
   std::unique_ptr<StepProfiler> profiler_;  // train.profile_steps: records a few steps (train/step_profiler.h)
   std::unique_ptr<StepTelemetry> telemetry_;  // every rank's times and GPU readings at each logged step
   StopSignals stop_signals_;
@@ -283,6 +284,8 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), given_(cfg), w_(start_w
   setup_peak_bytes_ = peak_memory_bytes(w_.cuda, w_.device.index());
   reset_peak_memory(w_.cuda, w_.device.index());
 
+  // Before this attempt appends to the metrics file: the steps it logged before a failure are what a restart redoes.
+  if (w_.world.rank == 0) recovery_ = RecoveryReport::from_environment(cfg.logging.metrics, start_step_);
   metrics_ = std::make_unique<MetricsLog>(cfg, w_.world.rank, start_step_ > 0);
   telemetry_ = std::make_unique<StepTelemetry>(
       StepTelemetry::Options{.rank = w_.world.rank, .world_size = w_.world.world_size,
@@ -699,6 +702,7 @@ void TrainingRun::log_step(int64_t done, double step_s, double compute_s, double
     rec["hfu"] = mfu * hardware_per_model_flops_;
   }
   if (!source_tokens.is_null()) rec["source_tokens"] = source_tokens;
+  if (const std::string line = recovery_.at_step(done, rec); !line.empty()) log::progress("%s", line.c_str());
   if (done == start_step_ + 1 && planned_peak_bytes_ > 0) {
     rec["planned_peak_memory_bytes"] = planned_peak_bytes_;
     log::progress("memory at step %lld: peak %.2f GiB allocated (setup %.2f GiB), `meshtrain plan` predicted "

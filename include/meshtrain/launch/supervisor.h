@@ -41,6 +41,8 @@ class Supervisor {
   // The exit code, or nullopt to restart.
   std::optional<int> decide(int attempt, const GroupResult& r);
   std::optional<int> decide_with_nodes(int attempt, const GroupResult& r);
+  // Before a restart: tells the next attempt's workers when the failure was seen (kFailureTimeEnv).
+  void note_failure_time(const GroupResult& r);
   void print_summary(const GroupResult& r, int attempt);
   int interrupted();  // a stop signal received while waiting for other nodes, else 0
 

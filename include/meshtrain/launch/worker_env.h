@@ -8,6 +8,11 @@
 
 namespace meshtrain::launch {
 
+// Set for the workers of a restarted attempt: when the launcher saw the failure that ended the previous one, in
+// milliseconds since the Unix epoch, so a resumed worker can report how long the recovery took
+// (train/recovery_report.h).
+inline constexpr const char* kFailureTimeEnv = "MESHRUN_FAILURE_UNIX_MS";
+
 struct WorkerIdentity {
   int local_rank = 0;
   int local_world_size = 1;

@@ -3,10 +3,12 @@
 workers (--max-restarts 3, `checkpoint.resume: auto`, a checkpoint every 2 steps) is watched; three times a random
 rank is SIGKILLed as soon as the run (resumed after the previous kill) reaches a random step — mid-step or mid-save,
 wherever the kill lands. meshrun restarts the group each time and it resumes from its newest usable checkpoint. The
-final parameters must be bit-identical to an uninterrupted run's. The seed is fixed, so CI draws the same kill plan
+final parameters must be bit-identical to an uninterrupted run's, and each recovery is reported once by the resumed run
+(its seconds from the failure to its first step, the steps it redid) in the log and in metrics.jsonl. The seed is fixed, so CI draws the same kill plan
 every time; MESHTRAIN_TEST_SEED=N draws another (it is printed, so a failing plan can be repeated).
 Usage: random_kill_test.py BIN_DIR SOURCE_DIR
 """
+import json
 import os
 import random
 import re
@@ -83,6 +85,15 @@ print(log[-3000:])
 assert p.returncode == 0, f"meshrun exited {p.returncode} (seed {seed})"
 assert len(kills) == KILLS, f"only {len(kills)} kills landed (seed {seed})"
 assert log.count("resumed from") >= 2 * KILLS, "every restart must resume (both ranks log it)"
+# Each recovery said by the resumed run, once (rank 0), with its time and the steps it redid: a kill at step k lands
+# at most two steps after the newest checkpoint (every 2), plus the steps the dying group logged before it died.
+recovered = re.findall(r"recovered from the failure in ([0-9.]+) s .*?; (\d+) step\(s\) redone", log)
+print(f"recoveries (seconds, steps redone): {recovered}", flush=True)
+assert len(recovered) == KILLS, f"one recovery line per restart, got {recovered}"
+assert all(0 < float(s) < 300 and int(n) <= 4 for s, n in recovered), recovered
+with open(os.path.join(work, "run", "metrics.jsonl")) as f:
+    records = [r for r in map(json.loads, f) if "recovery_s" in r]
+assert [r["steps_redone"] for r in records] == [int(n) for _, n in recovered], records
 got = rank_checksums(log.split("resumed from")[-1])
 assert got == want, f"parameters after {KILLS} kills {got} differ from the uninterrupted run's {want} (seed {seed})"
 shutil.rmtree(work, ignore_errors=True)  # kept only when the test fails
