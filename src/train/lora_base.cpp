@@ -72,6 +72,10 @@ nlohmann::json lora_record(const Config& cfg) {
   // A Hugging Face directory is its own: PEFT's adapter_config.json names it.
   const ckpt::ModelPath located = ckpt::locate_model(cfg.checkpoint.init_from, "checkpoint.init_from");
   if (located.hugging_face) {
+    // A directory by its absolute path, so generate or serve from another working directory finds it; an
+    // org/name as given (the cache resolves it anywhere).
+    if (std::filesystem::exists(cfg.checkpoint.init_from))
+      out["base"] = std::filesystem::absolute(cfg.checkpoint.init_from).lexically_normal().string();
     out["id"] = ckpt::base_id_of(cfg.checkpoint.init_from, "checkpoint.init_from");
     out["hf_dir"] = std::filesystem::absolute(located.dir).string();
     return out;
