@@ -6,7 +6,9 @@
 #include <torch/autograd.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fused_projections.h"
 #include "meshtrain/model/kernels/fused_rope.h"
+#include "meshtrain/model/kernels/fused_swiglu.h"
 #include "meshtrain/model/linear/shared_input_linears.h"
 #include "meshtrain/model/paged_attention.h"
 #include "meshtrain/model/rotary.h"
@@ -14,12 +16,27 @@
 namespace meshtrain::model {
 namespace {
 
+// Each layer's output of `layers` for x: one GEMM over their weights where they lie side by side
+// (model/fused_projections.h; its output split along the last dim into views), else each layer's own forward.
+std::vector<at::Tensor> paged_projections(const std::vector<LinearImpl*>& layers, const at::Tensor& x) {
+  const SideBySide fused = side_by_side({layers.begin(), layers.end()});
+  if (!fused.weight.defined()) return forward_shared_input(layers, x);
+  const auto y = at::linear(x, fused.weight, fused.bias);  // [..., Σ out]
+  std::vector<at::Tensor> out;
+  int64_t at = 0;
+  for (const LinearImpl* l : layers) {
+    out.push_back(y.narrow(-1, at, l->weight.size(0)));
+    at += l->weight.size(0);
+  }
+  return out;
+}
+
 // AttentionImpl::forward's projections and RoPE, then the paged cache's write and read. x: [1, N, D].
 at::Tensor paged_attention_layer(AttentionImpl& attn, const at::Tensor& x, const at::Tensor& cos,
                                  const at::Tensor& sin, PagedLayerCache& cache, const PagedBatch& batch,
                                  int64_t hd) {
   const int64_t n_head = attn.wq->weight.size(0) / hd, n_kv_head = attn.wk->weight.size(0) / hd;
-  const auto qkv = forward_shared_input({attn.wq.get(), attn.wk.get(), attn.wv.get()}, x);
+  const auto qkv = paged_projections({attn.wq.get(), attn.wk.get(), attn.wv.get()}, x);
   const int64_t N = x.size(1);
   auto q = qkv[0].view({1, N, n_head, hd}).transpose(1, 2);  // [1, H, N, hd]
   auto k = qkv[1].view({1, N, n_kv_head, hd}).transpose(1, 2);
@@ -38,7 +55,13 @@ at::Tensor paged_block(BlockImpl& block, const at::Tensor& x, const at::Tensor& 
   auto [xs, y] = block.attn_norm->pass_forward(x);
   auto a = paged_attention_layer(*block.attn, y, cos, sin, cache, batch, hd);
   auto [h, n] = block.mlp_norm->add_forward(xs, a);
-  return block.mlp->forward_residual(n, h);
+  MlpImpl& mlp = *block.mlp;
+  if (!mlp.swiglu() || !side_by_side({mlp.gate.get(), mlp.up.get()}).weight.defined())
+    return mlp.forward_residual(n, h);
+  // MlpImpl's SwiGLU with gate and up in one GEMM; the down projection and the residual add as forward_residual.
+  const auto gu = paged_projections({mlp.gate.get(), mlp.up.get()}, n);
+  const auto hidden = mlp.fused() ? fused_swiglu(gu[0], gu[1]) : at::silu(gu[0]) * gu[1];
+  return mlp.down->forward_residual(hidden, h);
 }
 
 }  // namespace
