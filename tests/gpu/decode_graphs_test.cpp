@@ -35,6 +35,7 @@
 #include "meshtrain/serve/engine/sampler.h"
 #include "meshtrain/serve/engine/step_batch.h"
 #include "meshtrain/serve/scheduler.h"
+#include "support/engine_tokens.h"
 #include "support/gpu_test_main.h"
 #include "support/tiny_model.h"
 
@@ -221,22 +222,7 @@ void expect_equal_up_to_near_tie(model::Transformer& net, const Request& r, cons
                            << " apart";
 }
 
-// The generated tokens of `requests` through `engine`, generate_all's loop on a scheduler of `so`.
-std::map<RequestId, std::vector<TokenId>> run_engine(Engine& engine, const SchedulerOptions& so,
-                                                     const std::vector<GenerationRequest>& requests) {
-  Scheduler sched(so);
-  for (const auto& r : requests) {
-    engine.add(r.request, r.sampling);
-    sched.add(r.request);
-  }
-  std::map<RequestId, std::vector<TokenId>> out;
-  while (sched.has_work()) {
-    const auto sampled = engine.step(sched.step(), sched);
-    for (const SampledToken& t : sampled) out[t.id].push_back(t.token);
-    for (const Finished& f : sched.on_tokens(sampled)) engine.remove(f.id);
-  }
-  return out;
-}
+using testing_support::engine_tokens;
 
 TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
   torch::NoGradGuard no_grad;
@@ -252,7 +238,7 @@ TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
   PagedKvCache cache(*net16_, so.num_blocks, so.block_size);
   Engine engine(net16_, cache, engine_options(on));
   ASSERT_NE(engine.graphs(), nullptr) << "the engine captured no graphs";
-  const auto direct = run_engine(engine, so, requests);
+  const auto direct = engine_tokens(engine, so, requests);
   const auto& replays = engine.graphs()->replays();
   const int64_t replayed = std::accumulate(replays.begin(), replays.end(), int64_t{0});
   std::printf("engine: %lld decode steps replayed (", static_cast<long long>(replayed));
@@ -327,8 +313,8 @@ TEST_F(DecodeGraphsGpu, DirectGraphStepsGiveTheBatchPathsTokens) {
   Engine direct(net16_, direct_cache, direct_opts);
   Engine batch(net16_, batch_cache, batch_opts);
   ASSERT_NE(direct.graphs(), nullptr);
-  const auto want = run_engine(batch, so, requests);
-  EXPECT_EQ(run_engine(direct, so, requests), want);
+  const auto want = engine_tokens(batch, so, requests);
+  EXPECT_EQ(engine_tokens(direct, so, requests), want);
   const auto& replays = direct.graphs()->replays();
   EXPECT_GT(std::accumulate(replays.begin(), replays.end(), int64_t{0}), 10);
 }

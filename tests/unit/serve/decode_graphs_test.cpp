@@ -14,6 +14,7 @@
 #include "meshtrain/serve/engine/engine.h"
 #include "meshtrain/serve/engine/generate_all.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "support/engine_tokens.h"
 #include "support/tiny_model.h"
 
 namespace meshtrain::serve {
@@ -62,21 +63,13 @@ TEST(DecodeGraphs, CpuRunsEveryStepEagerly) {
   EXPECT_EQ(engine.graphs(), nullptr);
 }
 
-// Greedy tokens of three requests through `engine`'s own loop on a scheduler with room for all of them.
-std::map<RequestId, std::vector<TokenId>> engine_tokens(Engine& engine) {
-  Scheduler sched({.num_blocks = 24, .block_size = 4, .max_tokens_per_step = 32, .max_running = 4});
-  for (RequestId id = 1; id <= 3; ++id) {
-    const Request r{id, {static_cast<TokenId>(id), 7, 11, 3, static_cast<TokenId>(20 + id)}, 8};
-    engine.add(r, {.temperature = 0});
-    sched.add(r);
-  }
-  std::map<RequestId, std::vector<TokenId>> out;
-  while (sched.has_work()) {
-    const auto sampled = engine.step(sched.step(), sched);
-    for (const SampledToken& t : sampled) out[t.id].push_back(t.token);
-    for (const Finished& f : sched.on_tokens(sampled)) engine.remove(f.id);
-  }
-  return out;
+// Three greedy requests, on a scheduler with room for all of them.
+std::map<RequestId, std::vector<TokenId>> three_greedy_requests(Engine& engine) {
+  std::vector<GenerationRequest> requests;
+  for (RequestId id = 1; id <= 3; ++id)
+    requests.push_back({{id, {static_cast<TokenId>(id), 7, 11, 3, static_cast<TokenId>(20 + id)}, 8}, {.temperature = 0}});
+  return testing_support::engine_tokens(engine, {.num_blocks = 24, .block_size = 4, .max_tokens_per_step = 32,
+                                                 .max_running = 4}, requests);
 }
 
 // The engine lays out every block's q/k/v and gate/up by default, and its greedy tokens equal an engine's whose
@@ -89,9 +82,9 @@ TEST(DecodeGraphs, EngineFusesProjectionsByDefault) {
   EXPECT_EQ(apart.fused_projection_groups(), 0);
   auto& a = *apart_net->blocks->ptr<model::BlockImpl>(0)->attn;
   EXPECT_FALSE(model::side_by_side({a.wq.get(), a.wk.get(), a.wv.get()}).weight.defined());
-  const auto want = engine_tokens(apart);
+  const auto want = three_greedy_requests(apart);
   ASSERT_EQ(want.size(), 3u);
-  EXPECT_EQ(engine_tokens(fused), want);
+  EXPECT_EQ(three_greedy_requests(fused), want);
 }
 
 }  // namespace
