@@ -59,6 +59,17 @@ at::Tensor paged_attention_layer(AttentionImpl& attn, const at::Tensor& x, const
   return attn.wo->forward(y.reshape({1, x.size(1), p.q.size(1) * hd}));
 }
 
+// h + down(hidden), as LinearImpl::forward_residual computes it. On CUDA, for a plain bias-free layer in h's dtype,
+// the add is the GEMM's own (addmm, beta 1: one kernel instead of a GEMM and an add, one rounding instead of
+// two); the CPU keeps the separate add, so that its fp32 logits stay those of the unfused path bit for bit.
+at::Tensor paged_down_residual(LinearImpl& down, const at::Tensor& hidden, const at::Tensor& h) {
+  if (!hidden.is_cuda() || !down.plain_in_inference() || down.bias.defined() ||
+      down.weight.scalar_type() != h.scalar_type() || hidden.scalar_type() != h.scalar_type())
+    return down.forward_residual(hidden, h);
+  const int64_t d = h.size(-1);
+  return at::addmm(h.reshape({-1, d}), hidden.reshape({-1, hidden.size(-1)}), down.weight.t()).view(h.sizes());
+}
+
 // BlockImpl::forward without dropout, attention paged.
 at::Tensor paged_block(BlockImpl& block, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                        PagedLayerCache& cache, const PagedBatch& batch, int64_t hd) {
@@ -74,7 +85,7 @@ at::Tensor paged_block(BlockImpl& block, const at::Tensor& x, const at::Tensor& 
   const int64_t d_ff = mlp.gate->weight.size(0);
   const auto gate = gu.narrow(-1, 0, d_ff), up = gu.narrow(-1, d_ff, d_ff);
   const auto hidden = mlp.fused() ? fused_swiglu(gate, up) : at::silu(gate) * up;
-  return mlp.down->forward_residual(hidden, h);
+  return paged_down_residual(*mlp.down, hidden, h);
 }
 
 }  // namespace
