@@ -297,15 +297,16 @@ TEST_F(DecodeGraphsGpu, HostRowsAndInGraphArgmaxEqualTheBatchPath) {
   EXPECT_GT(checked, 5) << "too few decode-only steps replayed";
 }
 
-// The engine with direct graph steps and without, over two caches of one model: the same tokens, exactly. One
-// request samples (seeded, temperature 0.8) and finishes early, so the steps cover both the host sampler after a
-// replay of host rows and, once it is gone, the in-graph argmax.
+// The engine with direct graph steps and without, over two caches of one model: the same tokens, exactly. The
+// first request samples (seeded, temperature 0.8) and finishes after 4 tokens, running beside three greedy ones:
+// those steps replay host rows and sample on the host; the fifth request (greedy) then takes its place, and the
+// all-greedy steps after its prefill take the in-graph argmax.
 TEST_F(DecodeGraphsGpu, DirectGraphStepsGiveTheBatchPathsTokens) {
   torch::NoGradGuard no_grad;
   const SchedulerOptions so{.num_blocks = 40, .block_size = 16, .max_tokens_per_step = 256, .max_running = 4};
   std::vector<GenerationRequest> requests;
-  for (int i = 0; i < 4; ++i) requests.push_back({graphs_request(20 + i, 9 + 5 * i, 12), {.temperature = 0}});
   requests.push_back({graphs_request(30, 15, 4), {.temperature = 0.8, .seed = 7}});
+  for (int i = 0; i < 4; ++i) requests.push_back({graphs_request(20 + i, 9 + 5 * i, 12), {.temperature = 0}});
   GenerateOptions opts{.scheduler = so};
   EngineOptions direct_opts = engine_options(opts), batch_opts = engine_options(opts);
   batch_opts.direct_graph_steps = false;
