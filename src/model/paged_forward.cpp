@@ -6,7 +6,9 @@
 #include <torch/autograd.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fused_projections.h"
 #include "meshtrain/model/kernels/fused_rope.h"
+#include "meshtrain/model/kernels/fused_swiglu.h"
 #include "meshtrain/model/linear/shared_input_linears.h"
 #include "meshtrain/model/paged_attention.h"
 #include "meshtrain/model/rotary.h"
@@ -14,22 +16,58 @@
 namespace meshtrain::model {
 namespace {
 
+// RoPE on x [1, heads, N, hd] as AttentionImpl::forward applies it (the fused kernel or the reference).
+at::Tensor paged_rope(const AttentionImpl& attn, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  if (!cos.defined()) return x;
+  return attn.fused() ? fused_rope(x, cos, sin) : apply_rope(x, cos, sin);
+}
+
+struct PagedQkv {
+  at::Tensor q, k;  // [1, H, N, hd], [1, H_kv, N, hd], rotated
+  at::Tensor v;     // [N, H_kv, hd]
+};
+
+// AttentionImpl::forward's projections and RoPE. Where q, k and v lie side by side (model/fused_projections.h) one
+// GEMM gives all three, and q and k, adjacent heads of its output, are rotated by one RoPE call (RoPE works per
+// head and position, so this is the two calls' result).
+PagedQkv paged_qkv(AttentionImpl& attn, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                   int64_t hd) {
+  const int64_t n_head = attn.wq->weight.size(0) / hd, n_kv_head = attn.wk->weight.size(0) / hd;
+  const int64_t N = x.size(1);
+  const SideBySide fused = side_by_side({attn.wq.get(), attn.wk.get(), attn.wv.get()});
+  if (fused.weight.defined()) {
+    const auto heads = at::linear(x, fused.weight, fused.bias)
+                           .view({1, N, n_head + 2 * n_kv_head, hd})
+                           .transpose(1, 2);  // [1, H + 2 H_kv, N, hd]: q's heads, k's, v's
+    const auto qk = paged_rope(attn, heads.narrow(1, 0, n_head + n_kv_head), cos, sin);
+    return {qk.narrow(1, 0, n_head), qk.narrow(1, n_head, n_kv_head),
+            heads.narrow(1, n_head + n_kv_head, n_kv_head).squeeze(0).transpose(0, 1)};
+  }
+  const auto qkv = forward_shared_input({attn.wq.get(), attn.wk.get(), attn.wv.get()}, x);
+  return {paged_rope(attn, qkv[0].view({1, N, n_head, hd}).transpose(1, 2), cos, sin),
+          paged_rope(attn, qkv[1].view({1, N, n_kv_head, hd}).transpose(1, 2), cos, sin),
+          qkv[2].view({N, n_kv_head, hd})};
+}
+
 // AttentionImpl::forward's projections and RoPE, then the paged cache's write and read. x: [1, N, D].
 at::Tensor paged_attention_layer(AttentionImpl& attn, const at::Tensor& x, const at::Tensor& cos,
                                  const at::Tensor& sin, PagedLayerCache& cache, const PagedBatch& batch,
                                  int64_t hd) {
-  const int64_t n_head = attn.wq->weight.size(0) / hd, n_kv_head = attn.wk->weight.size(0) / hd;
-  const auto qkv = forward_shared_input({attn.wq.get(), attn.wk.get(), attn.wv.get()}, x);
-  const int64_t N = x.size(1);
-  auto q = qkv[0].view({1, N, n_head, hd}).transpose(1, 2);  // [1, H, N, hd]
-  auto k = qkv[1].view({1, N, n_kv_head, hd}).transpose(1, 2);
-  if (cos.defined()) {
-    q = attn.fused() ? fused_rope(q, cos, sin) : apply_rope(q, cos, sin);
-    k = attn.fused() ? fused_rope(k, cos, sin) : apply_rope(k, cos, sin);
-  }
-  write_paged_kv(cache, k.squeeze(0).transpose(0, 1), qkv[2].view({N, n_kv_head, hd}), batch);
-  auto y = paged_attention(q.squeeze(0).transpose(0, 1), cache, batch);  // [N, H, hd]
-  return attn.wo->forward(y.reshape({1, N, n_head * hd}));
+  const PagedQkv p = paged_qkv(attn, x, cos, sin, hd);
+  write_paged_kv(cache, p.k.squeeze(0).transpose(0, 1), p.v, batch);
+  auto y = paged_attention(p.q.squeeze(0).transpose(0, 1), cache, batch);  // [N, H, hd]
+  return attn.wo->forward(y.reshape({1, x.size(1), p.q.size(1) * hd}));
+}
+
+// h + down(hidden), as LinearImpl::forward_residual computes it. On CUDA, for a plain bias-free layer in h's dtype,
+// the add is the GEMM's own (addmm, beta 1: one kernel instead of a GEMM and an add, one rounding instead of
+// two); the CPU keeps the separate add, so that its fp32 logits stay those of the unfused path bit for bit.
+at::Tensor paged_down_residual(LinearImpl& down, const at::Tensor& hidden, const at::Tensor& h) {
+  if (!hidden.is_cuda() || !down.plain_in_inference() || down.bias.defined() ||
+      down.weight.scalar_type() != h.scalar_type() || hidden.scalar_type() != h.scalar_type())
+    return down.forward_residual(hidden, h);
+  const int64_t d = h.size(-1);
+  return at::addmm(h.reshape({-1, d}), hidden.reshape({-1, hidden.size(-1)}), down.weight.t()).view(h.sizes());
 }
 
 // BlockImpl::forward without dropout, attention paged.
@@ -38,7 +76,16 @@ at::Tensor paged_block(BlockImpl& block, const at::Tensor& x, const at::Tensor& 
   auto [xs, y] = block.attn_norm->pass_forward(x);
   auto a = paged_attention_layer(*block.attn, y, cos, sin, cache, batch, hd);
   auto [h, n] = block.mlp_norm->add_forward(xs, a);
-  return block.mlp->forward_residual(n, h);
+  MlpImpl& mlp = *block.mlp;
+  const SideBySide gate_up =
+      mlp.swiglu() ? side_by_side({mlp.gate.get(), mlp.up.get()}) : SideBySide{};
+  if (!gate_up.weight.defined()) return mlp.forward_residual(n, h);
+  // MlpImpl's SwiGLU with gate and up in one GEMM; the down projection and the residual add as forward_residual.
+  const auto gu = at::linear(n, gate_up.weight, gate_up.bias);  // [1, N, 2 d_ff]: gate | up
+  const int64_t d_ff = mlp.gate->weight.size(0);
+  const auto gate = gu.narrow(-1, 0, d_ff), up = gu.narrow(-1, d_ff, d_ff);
+  const auto hidden = mlp.fused() ? fused_swiglu(gate, up) : at::silu(gate) * up;
+  return paged_down_residual(*mlp.down, hidden, h);
 }
 
 }  // namespace

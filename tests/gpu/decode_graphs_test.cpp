@@ -8,7 +8,11 @@
 //    graphs wrote), and sizes 1 to 8. A replay changes no cache row but its batch's slots and the scratch block's;
 //    padding writes the scratch block only, which the scheduler never hands out;
 //  - the engine (generate_all, and the Engine itself to see its graphs used) with graphs on and off: the same
-//    greedy tokens up to the first near-tie of the eager model.
+//    greedy tokens up to the first near-tie of the eager model;
+//  - a step's rows staged from the host (DecodeGraphs::run(rows)) replay to the very logits of its step batch
+//    copied in, and the argmax taken inside the graph (run_argmax) is the host sampler's greedy pick of them;
+//  - the engine's direct graph steps (EngineOptions::direct_graph_steps: host rows, the in-graph argmax for greedy
+//    steps) give exactly the tokens of its step-batch path, greedy and seeded sampling mixed.
 // Each step prints one line (which path, the batch and graph sizes, the three distances), to diagnose from the log.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -28,8 +32,10 @@
 #include "meshtrain/serve/engine/engine.h"
 #include "meshtrain/serve/engine/generate_all.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/sampler.h"
 #include "meshtrain/serve/engine/step_batch.h"
 #include "meshtrain/serve/scheduler.h"
+#include "support/engine_tokens.h"
 #include "support/gpu_test_main.h"
 #include "support/tiny_model.h"
 
@@ -216,22 +222,7 @@ void expect_equal_up_to_near_tie(model::Transformer& net, const Request& r, cons
                            << " apart";
 }
 
-// The generated tokens of `requests` through `engine`, generate_all's loop on a scheduler of `so`.
-std::map<RequestId, std::vector<TokenId>> run_engine(Engine& engine, const SchedulerOptions& so,
-                                                     const std::vector<GenerationRequest>& requests) {
-  Scheduler sched(so);
-  for (const auto& r : requests) {
-    engine.add(r.request, r.sampling);
-    sched.add(r.request);
-  }
-  std::map<RequestId, std::vector<TokenId>> out;
-  while (sched.has_work()) {
-    const auto sampled = engine.step(sched.step(), sched);
-    for (const SampledToken& t : sampled) out[t.id].push_back(t.token);
-    for (const Finished& f : sched.on_tokens(sampled)) engine.remove(f.id);
-  }
-  return out;
-}
+using testing_support::engine_tokens;
 
 TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
   torch::NoGradGuard no_grad;
@@ -247,7 +238,7 @@ TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
   PagedKvCache cache(*net16_, so.num_blocks, so.block_size);
   Engine engine(net16_, cache, engine_options(on));
   ASSERT_NE(engine.graphs(), nullptr) << "the engine captured no graphs";
-  const auto direct = run_engine(engine, so, requests);
+  const auto direct = engine_tokens(engine, so, requests);
   const auto& replays = engine.graphs()->replays();
   const int64_t replayed = std::accumulate(replays.begin(), replays.end(), int64_t{0});
   std::printf("engine: %lld decode steps replayed (", static_cast<long long>(replayed));
@@ -265,6 +256,68 @@ TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
     expect_equal_up_to_near_tie(net16_, r, "generate_all with graphs", with[i].tokens, without[i].tokens);
     expect_equal_up_to_near_tie(net16_, r, "the engine's own loop with graphs", direct.at(r.id), without[i].tokens);
   }
+}
+
+// Every decode-only step of five requests run three ways on one graph set: the step batch copied in, the host rows
+// staged, and the in-graph argmax; the logits of the first two are the same bits, the argmax is the sampler's.
+TEST_F(DecodeGraphsGpu, HostRowsAndInGraphArgmaxEqualTheBatchPath) {
+  torch::NoGradGuard no_grad;
+  const SchedulerOptions so{.num_blocks = 40, .block_size = 16, .max_tokens_per_step = 256, .max_running = 8};
+  Scheduler sched(so);
+  PagedKvCache cache(*net16_, so.num_blocks, so.block_size);
+  DecodeGraphs graphs(net16_, cache, decode_graph_batch_sizes(so.max_running));
+  ASSERT_TRUE(graphs.has_argmax());
+  for (int32_t i = 1; i <= 5; ++i) sched.add(graphs_request(static_cast<RequestId>(i), 10 + 7 * i, 6 + 2 * i));
+  const SamplingParams greedy{.temperature = 0};
+  int checked = 0;
+  std::vector<DecodeRow> rows;
+  std::vector<const Sequence*> seqs;
+  while (sched.has_work()) {
+    const StepPlan plan = sched.step();
+    const StepBatch sb = make_step_batch(plan, sched, at::kCUDA);
+    std::vector<TokenId> next;
+    if (make_decode_rows(plan, sched, rows, seqs) && graphs.takes(rows)) {
+      const auto from_batch = graphs.run(sb.batch).clone();  // both rewrite the step's slots with the same keys
+      const auto from_rows = graphs.run(rows).clone();
+      EXPECT_TRUE(at::equal(from_rows, from_batch)) << "step of " << rows.size() << " rows: largest difference "
+                                                    << max_distance(from_rows, from_batch);
+      next = graphs.run_argmax(rows);
+      std::vector<SampleRow> sample;
+      for (const Sequence* q : seqs) sample.push_back({&greedy, q->tokens, q->num_generated()});
+      EXPECT_EQ(next, sample_tokens(from_rows, sample)) << "step of " << rows.size() << " rows";
+      ++checked;
+    } else {
+      const auto ids = model::paged_logits(*net16_, sb.batch, cache.layers()).argmax(-1).cpu();
+      for (int64_t i = 0; i < ids.numel(); ++i) next.push_back(ids[i].item<int64_t>());
+    }
+    std::vector<SampledToken> sampled;
+    for (size_t i = 0; i < next.size(); ++i) sampled.push_back({sb.sampling[i]->request.id, next[i], false});
+    sched.on_tokens(sampled);
+  }
+  EXPECT_GT(checked, 5) << "too few decode-only steps replayed";
+}
+
+// The engine with direct graph steps and without, over two caches of one model: the same tokens, exactly. The
+// first request samples (seeded, temperature 0.8) and finishes after 4 tokens, running beside three greedy ones:
+// those steps replay host rows and sample on the host; the fifth request (greedy) then takes its place, and the
+// all-greedy steps after its prefill take the in-graph argmax.
+TEST_F(DecodeGraphsGpu, DirectGraphStepsGiveTheBatchPathsTokens) {
+  torch::NoGradGuard no_grad;
+  const SchedulerOptions so{.num_blocks = 40, .block_size = 16, .max_tokens_per_step = 256, .max_running = 4};
+  std::vector<GenerationRequest> requests;
+  requests.push_back({graphs_request(30, 15, 4), {.temperature = 0.8, .seed = 7}});
+  for (int i = 0; i < 4; ++i) requests.push_back({graphs_request(20 + i, 9 + 5 * i, 12), {.temperature = 0}});
+  GenerateOptions opts{.scheduler = so};
+  EngineOptions direct_opts = engine_options(opts), batch_opts = engine_options(opts);
+  batch_opts.direct_graph_steps = false;
+  PagedKvCache direct_cache(*net16_, so.num_blocks, so.block_size), batch_cache(*net16_, so.num_blocks, so.block_size);
+  Engine direct(net16_, direct_cache, direct_opts);
+  Engine batch(net16_, batch_cache, batch_opts);
+  ASSERT_NE(direct.graphs(), nullptr);
+  const auto want = engine_tokens(batch, so, requests);
+  EXPECT_EQ(engine_tokens(direct, so, requests), want);
+  const auto& replays = direct.graphs()->replays();
+  EXPECT_GT(std::accumulate(replays.begin(), replays.end(), int64_t{0}), 10);
 }
 
 }  // namespace

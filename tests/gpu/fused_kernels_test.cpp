@@ -232,6 +232,31 @@ TEST(FusedSwigluGpu, MatchesSiluTimesUpAndBothGradients) {
   }
 }
 
+// The two halves of one [rows, 2·F] tensor (the inference path's fused gate and up GEMM output), read in place by
+// the kernel: the same values and gradients as silu(gate)·up, for F on the vector path (1024) and off it (37).
+TEST(FusedSwigluGpu, HalvesOfOneTensorReadInPlace) {
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    for (int64_t F : {1024, 37}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dt) << " F=" << F);
+      at::manual_seed(F);
+      const auto gu0 = (at::randn({3, 5, 2 * F}, kCuda) * 2).to(dt);
+      auto gu = gu0.detach().requires_grad_(true);
+      auto g = gu.narrow(-1, 0, F), u = gu.narrow(-1, F, F);
+      ASSERT_FALSE(g.is_contiguous());
+      auto y = model::fused_swiglu(g, u);
+      ASSERT_TRUE(made_by(y, "FusedSwiglu"));
+      const auto dy = at::randn(y.sizes(), kCuda).to(dt);
+      (y * dy).sum().backward();
+      auto gur = gu0.to(at::kFloat).requires_grad_(true);
+      auto yr = at::silu(gur.narrow(-1, 0, F)) * gur.narrow(-1, F, F);
+      (yr * dy.to(at::kFloat)).sum().backward();
+      const bool fp32 = dt == at::kFloat;
+      EXPECT_TRUE(close(y, yr, fp32 ? 1e-5 : 8e-3, 1e-6));
+      EXPECT_TRUE(close(gu.grad(), gur.grad(), fp32 ? 1e-5 : 8e-3, 1e-6));
+    }
+  }
+}
+
 // x + r and its norm against the composite in fp32 on the same (rounded) inputs: both outputs and all four
 // gradients (∂h flowing in from h's other use as well as ∂y), LayerNorm and RMSNorm, bf16/fp32/mixed addends
 // (fp32 residual stream + bf16 branch under autocast, where y comes out in bf16), widths that are multiples

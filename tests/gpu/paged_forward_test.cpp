@@ -4,15 +4,19 @@
 // plain bf16 forward (twice its error, plus a small floor), and fp32 paged must equal fp32 plain. The steps'
 // single-token chunks lead their batches, so they go through the decode kernel (model/kernels/paged_decode.h); the
 // chunks after them go through the reference and, given their index (model/paged_prefill_index.h), through flash's
-// variable-length kernel (bf16; fp32 stays on the reference).
+// variable-length kernel (bf16; fp32 stays on the reference). All of it twice: with each layer's projections its
+// own GEMM, then with q/k/v and gate/up fused (model/fused_projections.h: one GEMM per group, q and k rotated by one
+// RoPE launch, SwiGLU on the strided halves), under the same bounds.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "meshtrain/model/fused_projections.h"
 #include "meshtrain/model/kernels/paged_decode.h"
 #include "meshtrain/model/paged_forward.h"
 #include "support/gpu_test_main.h"
@@ -44,9 +48,16 @@ TEST_P(PagedForwardGpu, LogitsWithinBf16OfTheFullForward) {
                                               at::empty({1, 16, cfg.n_kv_head, hd}, opts)))
         << "the decode kernel does not take this model's heads (" << hd << " wide) in " << dtype;
   }
-  for (const auto& [bs, varlen] : std::vector<std::pair<int64_t, bool>>{{16, false}, {12, false}, {16, true},
-                                                                        {12, true}}) {
+  const std::vector<std::tuple<int64_t, bool, bool>> runs = {
+      {16, false, false}, {12, false, false}, {16, true, false}, {12, true, false},
+      {16, false, true},  {12, false, true},  {16, true, true},  {12, true, true}};
+  for (const auto& [bs, varlen, fused] : runs) {
+    if (fused) {  // the first fused run lays both models out; later calls find them laid out
+      ASSERT_GT(model::fuse_projections(*net16), 0);
+      ASSERT_GT(model::fuse_projections(*net32), 0);
+    }
     SCOPED_TRACE(varlen ? "prefill chunks through flash's variable-length kernel" : "prefill chunks through the reference");
+    SCOPED_TRACE(fused ? "fused projections" : "one GEMM per projection");
     const auto run16 = testing_support::run_paged_chunks(*net16, bs, lengths, cuts, 5, varlen);
     const auto run32 = testing_support::run_paged_chunks(*net32, bs, lengths, cuts, 5, varlen);
     EXPECT_EQ(run16.decodes, 3) << "steps 0, 1 and 3 each lead with one single-token chunk";

@@ -1,14 +1,22 @@
 // Where an engine step's time goes, on a random-init model of a preset shape (bf16, CUDA): for batches of B
 // sequences decoding after a 128-token prompt, one step is timed whole (Scheduler::step + Engine::step +
-// on_tokens, what the serving loop runs) and in its parts — the step batch built and copied to the device, the
-// graph replay (copy-in included), the same forward run eagerly, the sampler — each the mean of 30 calls with the
-// device synchronised around them. The prefill step of the B prompts is timed too. The eager and replayed
-// steps of the smallest and largest batch are profiled (CUDA kernels only): kernels per step and the ten
-// kernels that take the most time. Prints tables; writes JSON to argv[1].
+// on_tokens, what the serving loop runs) and in its parts — the step's inputs built (a step batch copied to the
+// device, or the host rows of a direct graph step), the graph replay (its inputs copied in; on the direct path
+// also the in-graph argmax and the ids' copy back), the same forward run eagerly, the sampler — each the mean of
+// 30 calls with the device synchronised around them. The prefill step of the B prompts is timed too. The eager
+// and replayed steps of the smallest and largest batch are profiled (CUDA kernels only): kernels per step and
+// the ten kernels that take the most time. Prints tables; writes JSON to argv[1].
 //
-//   serve_step_bench OUT.json [PRESET (llama3.1-8b)] [BATCHES (1,8,64)]
+// Each engine path of PATHS is measured in one run, on one model, so they compare side by side:
+//   old     the step batch copied in, the sampler after the replay, q/k/v and gate/up one GEMM each
+//           (EngineOptions: fused_projections and direct_graph_steps off);
+//   direct  direct graph steps only (host rows staged into the graph, the argmax inside it);
+//   new     the defaults: direct graph steps and fused projections.
+// They run in that order whatever order PATHS gives, because fusing lays out the model's weights for good.
 //
-// Exit code 77 without a GPU or without the CUDA kernels in the build.
+//   serve_step_bench OUT.json [PRESET (llama3.1-8b)] [BATCHES (1,8,64)] [PATHS (old,direct,new)]
+//
+// Exit code 77 without a GPU or without the CUDA kernels in the build; 2 for an unknown path.
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 #include <torch/cuda.h>
@@ -16,6 +24,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -99,9 +109,18 @@ Profile profile_kernels(const std::function<void()>& call, int steps) {
 }
 #endif
 
+// An engine path (the header's PATHS).
+struct EnginePath {
+  const char* name;
+  bool direct, fused;
+};
+constexpr EnginePath kPaths[] = {{"old", false, false}, {"direct", true, false}, {"new", true, true}};
+
 struct BatchRow {
+  std::string path;
   int64_t batch = 0;
   double prefill_ms = 0, step_ms = 0, make_batch_ms = 0, graph_ms = 0, eager_ms = 0, sample_ms = 0;
+  int64_t fused_groups = 0;
   Profile eager_profile, graph_profile;
 };
 
@@ -111,14 +130,56 @@ std::vector<TokenId> bench_prompt(int64_t seq, int64_t vocab) {
   return p;
 }
 
-BatchRow bench_batch(model::Transformer net, int64_t B, bool profile) {
+// The step's parts on one decode plan run again and again (each run rewrites the same cache slots).
+void time_parts(BatchRow& row, model::Transformer& net, Engine& engine, Scheduler& sched, PagedKvCache& cache,
+                const EnginePath& path, bool profile) {
+  const StepPlan plan = sched.step();
+  const auto device = net->head_weight().device();
+  auto* graphs = const_cast<DecodeGraphs*>(engine.graphs());
+  const StepBatch sb = make_step_batch(plan, sched, device);
+  std::vector<DecodeRow> rows;
+  std::vector<const Sequence*> seqs;
+  std::function<void()> replay;
+  if (path.direct) {
+    row.make_batch_ms = mean_ms([&] { (void)make_decode_rows(plan, sched, rows, seqs); });
+    if (graphs && graphs->takes(rows)) replay = [&] { (void)graphs->run_argmax(rows); };
+  } else {
+    row.make_batch_ms = mean_ms([&] { (void)make_step_batch(plan, sched, device); });
+    if (graphs && graphs->takes(sb.batch)) replay = [&] { (void)graphs->run(sb.batch); };
+  }
+  if (replay) row.graph_ms = mean_ms(replay);
+  row.eager_ms = mean_ms([&] { (void)model::paged_logits(*net, sb.batch, cache.layers()); });
+  const at::Tensor logits = model::paged_logits(*net, sb.batch, cache.layers());
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  std::vector<SampleRow> sample_rows;
+  for (const Sequence* s : sb.sampling) sample_rows.push_back({&greedy, s->tokens, s->num_generated()});
+  // The direct path's greedy steps take the argmax inside the graph: no sampler call.
+  if (!path.direct) row.sample_ms = mean_ms([&] { (void)sample_tokens(logits, sample_rows); });
+#if MESHTRAIN_CUDA_KERNELS
+  if (profile) {
+    row.eager_profile = profile_kernels([&] { (void)model::paged_logits(*net, sb.batch, cache.layers()); }, 5);
+    if (replay) row.graph_profile = profile_kernels(replay, 5);
+  }
+#else
+  (void)profile;
+#endif
+  std::vector<SampledToken> toks;
+  const auto ids = sample_tokens(logits, sample_rows);
+  for (size_t i = 0; i < ids.size(); ++i) toks.push_back({sb.sampling[i]->request.id, ids[i], false});
+  sched.on_tokens(toks);
+}
+
+BatchRow bench_batch(model::Transformer net, int64_t B, bool profile, const EnginePath& path) {
   const int32_t decode_steps = 4 * kCalls + 8;
   const int32_t per_seq = (kPrompt + decode_steps + 15) / 16 + 1;
   const SchedulerOptions so{.num_blocks = static_cast<int32_t>(B) * per_seq + 8, .block_size = 16,
                             .max_tokens_per_step = static_cast<int32_t>(B) * kPrompt, .max_running = static_cast<int32_t>(B)};
   Scheduler sched(so);
   PagedKvCache cache(*net, so.num_blocks, so.block_size);
-  Engine engine(net, cache, {.cuda_graphs = true, .cuda_graph_batch_sizes = {B}});
+  Engine engine(net, cache,
+                {.cuda_graphs = true, .cuda_graph_batch_sizes = {B}, .fused_projections = path.fused,
+                 .direct_graph_steps = path.direct});
   SamplingParams greedy;
   greedy.temperature = 0;  // as meshtrain bench serve asks
   for (int64_t i = 0; i < B; ++i) {
@@ -127,39 +188,33 @@ BatchRow bench_batch(model::Transformer net, int64_t B, bool profile) {
     engine.add(r, greedy);
   }
   auto run_step = [&] { sched.on_tokens(engine.step(sched.step(), sched)); };
-  BatchRow row{B};
+  BatchRow row{path.name, B};
+  row.fused_groups = engine.fused_projection_groups();
   torch::cuda::synchronize();
   const auto t0 = std::chrono::steady_clock::now();
   run_step();  // every prompt in one prefill step
   torch::cuda::synchronize();
   row.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   row.step_ms = mean_ms(run_step);
-  // The parts, on one decode plan run again and again (it rewrites the same cache slots).
-  const StepPlan plan = sched.step();
-  const auto device = net->head_weight().device();
-  row.make_batch_ms = mean_ms([&] { (void)make_step_batch(plan, sched, device); });
-  const StepBatch sb = make_step_batch(plan, sched, device);
-  auto* graphs = const_cast<DecodeGraphs*>(engine.graphs());
-  if (graphs && graphs->takes(sb.batch)) row.graph_ms = mean_ms([&] { (void)graphs->run(sb.batch); });
-  row.eager_ms = mean_ms([&] { (void)model::paged_logits(*net, sb.batch, cache.layers()); });
-  const at::Tensor logits = model::paged_logits(*net, sb.batch, cache.layers());
-  std::vector<SampleRow> rows;
-  for (const Sequence* s : sb.sampling) rows.push_back({&greedy, s->tokens, s->num_generated()});
-  row.sample_ms = mean_ms([&] { (void)sample_tokens(logits, rows); });
-#if MESHTRAIN_CUDA_KERNELS
-  if (profile) {
-    row.eager_profile = profile_kernels([&] { (void)model::paged_logits(*net, sb.batch, cache.layers()); }, 5);
-    if (graphs && graphs->takes(sb.batch))
-      row.graph_profile = profile_kernels([&] { (void)graphs->run(sb.batch); }, 5);
-  }
-#else
-  (void)profile;
-#endif
-  std::vector<SampledToken> toks;
-  const auto ids = sample_tokens(logits, rows);
-  for (size_t i = 0; i < ids.size(); ++i) toks.push_back({sb.sampling[i]->request.id, ids[i], false});
-  sched.on_tokens(toks);
+  time_parts(row, net, engine, sched, cache, path, profile);
   return row;
+}
+
+// PATHS (a comma-separated list) as kPaths entries in kPaths' order; exits 2 naming an unknown one.
+std::vector<EnginePath> parse_paths(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream list(text);
+  for (std::string p; std::getline(list, p, ',');) names.push_back(p);
+  for (const auto& n : names) {
+    if (std::none_of(std::begin(kPaths), std::end(kPaths), [&](const EnginePath& p) { return n == p.name; })) {
+      std::fprintf(stderr, "serve_step_bench: PATHS: unknown path '%s'; valid: old, direct, new\n", n.c_str());
+      std::exit(2);
+    }
+  }
+  std::vector<EnginePath> out;
+  for (const EnginePath& p : kPaths)
+    if (std::find(names.begin(), names.end(), p.name) != names.end()) out.push_back(p);
+  return out;
 }
 
 nlohmann::json profile_json(const Profile& p) {
@@ -191,6 +246,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batches;
   std::stringstream list(argc > 3 ? argv[3] : "1,8,64");
   for (std::string b; std::getline(list, b, ',');) batches.push_back(std::stoll(b));
+  const std::vector<EnginePath> paths = parse_paths(argc > 4 ? argv[4] : "old,direct,new");
   torch::NoGradGuard no_grad;
   ModelConfig cfg;
   apply_model_preset(preset, cfg);
@@ -202,24 +258,30 @@ int main(int argc, char** argv) {
   for (const auto& p : net->parameters()) weight_bytes += p.numel() * p.element_size();
   std::printf("serve_step_bench: %s, bf16, %.2f GB of weights, prompt %d\n\n", preset.c_str(), weight_bytes / 1e9,
               kPrompt);
-  std::printf("| B | prefill ms | step ms | tok/s | make batch ms | graph ms | eager ms | sample ms |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| path | B | prefill ms | step ms | tok/s | step inputs ms | graph ms | eager ms | sample ms | "
+              "fused groups |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   std::vector<BatchRow> rows;
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const BatchRow r = bench_batch(net, batches[i], i == 0 || i + 1 == batches.size());
-    std::printf("| %lld | %.2f | %.3f | %.0f | %.3f | %.3f | %.3f | %.3f |\n", static_cast<long long>(r.batch),
-                r.prefill_ms, r.step_ms, 1e3 * r.batch / r.step_ms, r.make_batch_ms, r.graph_ms, r.eager_ms,
-                r.sample_ms);
-    std::fflush(stdout);
-    rows.push_back(r);
+  for (const EnginePath& path : paths) {
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const BatchRow r = bench_batch(net, batches[i], i == 0 || i + 1 == batches.size(), path);
+      char sample[32] = "in graph";
+      if (!path.direct) std::snprintf(sample, sizeof sample, "%.3f", r.sample_ms);
+      std::printf("| %s | %lld | %.2f | %.3f | %.0f | %.3f | %.3f | %.3f | %s | %lld |\n", r.path.c_str(),
+                  static_cast<long long>(r.batch), r.prefill_ms, r.step_ms, 1e3 * r.batch / r.step_ms,
+                  r.make_batch_ms, r.graph_ms, r.eager_ms, sample, static_cast<long long>(r.fused_groups));
+      std::fflush(stdout);
+      rows.push_back(r);
+    }
   }
   for (const auto& r : rows) {
-    print_profile("eager", r.batch, r.eager_profile);
-    print_profile("replayed", r.batch, r.graph_profile);
+    print_profile(("[" + r.path + "] eager").c_str(), r.batch, r.eager_profile);
+    print_profile(("[" + r.path + "] replayed").c_str(), r.batch, r.graph_profile);
   }
   nlohmann::json j = {{"preset", preset}, {"dtype", "bf16"}, {"weight_bytes", weight_bytes}, {"prompt", kPrompt}};
   for (const auto& r : rows)
-    j["rows"].push_back({{"batch", r.batch}, {"prefill_ms", r.prefill_ms}, {"step_ms", r.step_ms},
+    j["rows"].push_back({{"path", r.path}, {"batch", r.batch}, {"fused_groups", r.fused_groups},
+                         {"prefill_ms", r.prefill_ms}, {"step_ms", r.step_ms},
                          {"make_batch_ms", r.make_batch_ms}, {"graph_ms", r.graph_ms}, {"eager_ms", r.eager_ms},
                          {"sample_ms", r.sample_ms}, {"eager_profile", profile_json(r.eager_profile)},
                          {"graph_profile", profile_json(r.graph_profile)}});

@@ -27,6 +27,9 @@ class MlpImpl : public torch::nn::Module {
   void set_epilogues(bool on) { epilogues_ = on; }
   bool epilogues() const { return epilogues_; }
 
+  // SwiGLU (llama: gate, up and down) or the GELU MLP (gpt2: up and down only).
+  bool swiglu() const { return swiglu_; }
+
   // gpt2: up = fc, down = proj; llama: gate = w1, up = w3, down = w2.
   Linear gate{nullptr}, up{nullptr}, down{nullptr};
 

@@ -18,13 +18,17 @@ constexpr int64_t kMaxBlocks = 1 << 16;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
+// y is `chunks` chunks of N, rows of `row_chunks`; gate and up have their rows `in_row_chunks` apart (equal to
+// row_chunks where they are contiguous, twice it for the halves of one [rows, 2·width] GEMM output).
 template <typename T, int N>
 __global__ void __launch_bounds__(kThreads)
-    swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ y, int64_t chunks) {
+    swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ y, int64_t chunks,
+                          int64_t row_chunks, int64_t in_row_chunks) {
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const Vec<T, N> g = reinterpret_cast<const Vec<T, N>*>(gate)[c];
-    const Vec<T, N> u = reinterpret_cast<const Vec<T, N>*>(up)[c];
+    const int64_t row = c / row_chunks, at = row * in_row_chunks + (c - row * row_chunks);
+    const Vec<T, N> g = reinterpret_cast<const Vec<T, N>*>(gate)[at];
+    const Vec<T, N> u = reinterpret_cast<const Vec<T, N>*>(up)[at];
     Vec<T, N> out;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
@@ -71,7 +75,9 @@ bool vectorizable(int64_t n, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-LaunchError swiglu_forward(DType dt, const void* gate, const void* up, void* y, int64_t n, void* stream) {
+LaunchError swiglu_forward(DType dt, const void* gate, const void* up, void* y, int64_t rows, int64_t width,
+                           int64_t in_row_stride, void* stream) {
+  const int64_t n = rows * width;
   if (n == 0) return nullptr;
   const auto st = static_cast<cudaStream_t>(stream);
   return dispatch(dt, [&](auto tag) {
@@ -80,10 +86,11 @@ LaunchError swiglu_forward(DType dt, const void* gate, const void* up, void* y, 
     const auto* g = static_cast<const T*>(gate);
     const auto* u = static_cast<const T*>(up);
     auto* out = static_cast<T*>(y);
-    if (vectorizable<T>(n, {gate, up, y}))
-      swiglu_forward_kernel<T, N><<<blocks_for(n / N), kThreads, 0, st>>>(g, u, out, n / N);
+    if (vectorizable<T>(width, {gate, up, y}) && in_row_stride % N == 0)
+      swiglu_forward_kernel<T, N>
+          <<<blocks_for(n / N), kThreads, 0, st>>>(g, u, out, n / N, width / N, in_row_stride / N);
     else
-      swiglu_forward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(g, u, out, n);
+      swiglu_forward_kernel<T, 1><<<blocks_for(n), kThreads, 0, st>>>(g, u, out, n, width, in_row_stride);
     return launch_status();
   });
 }

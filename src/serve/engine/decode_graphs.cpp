@@ -12,6 +12,8 @@
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include "meshtrain/core/cuda_check.h"
 #endif
 
 #include <algorithm>
@@ -66,8 +68,13 @@ struct DecodeGraphs::Graphs {
   struct Captured {
     std::unique_ptr<at::cuda::CUDAGraph> graph;
     at::Tensor logits;  // [B, V] fp32, in the pool; declared after the graph so that it is freed first
+    at::Tensor ids;     // [B] int64, the rows' argmax (with `argmax`), in the pool too
   };
   std::vector<Captured> graphs;  // batch_sizes()'s order
+  // The host side of run(rows): the static buffers' layout in pinned memory, and the ids coming back. `staged`
+  // follows the copies out of the staging, so that the next step does not overwrite it while they are queued.
+  at::Tensor host_rows, host_tables, host_ids;
+  c10::cuda::CUDAEvent staged;
 };
 #else
 struct DecodeGraphs::Graphs {};
@@ -84,8 +91,13 @@ bool DecodeGraphs::supported(const model::TransformerImpl& model, PagedKvCache& 
   return model::paged_decode_supported(at::empty({1, wq.size(0) / hd, hd}, wq.options().requires_grad(false)), k);
 }
 
-DecodeGraphs::DecodeGraphs(model::Transformer model, PagedKvCache& cache, std::vector<int64_t> batch_sizes)
-    : model_(std::move(model)), cache_(cache), sizes_(std::move(batch_sizes)), replays_(sizes_.size(), 0) {
+DecodeGraphs::DecodeGraphs(model::Transformer model, PagedKvCache& cache, std::vector<int64_t> batch_sizes,
+                           bool argmax)
+    : model_(std::move(model)),
+      cache_(cache),
+      sizes_(std::move(batch_sizes)),
+      replays_(sizes_.size(), 0),
+      argmax_(argmax) {
   MT_CHECK(!sizes_.empty() && sizes_.front() >= 1 && std::adjacent_find(sizes_.begin(), sizes_.end(),
                                                                         std::greater_equal<>()) == sizes_.end(),
            "DecodeGraphs: batch sizes [", decode_graph_sizes_text(sizes_), "] are not ascending positive numbers");
@@ -97,11 +109,12 @@ DecodeGraphs::DecodeGraphs(model::Transformer model, PagedKvCache& cache, std::v
   const int64_t max_blocks =
       std::min<int64_t>((model_->config().max_seq_len + bs - 1) / bs, cache_.num_blocks());
   const auto longs = at::TensorOptions(at::kLong).device(cache_.layers().front().k.device());
-  buf_.tokens = at::empty({rows}, longs);
-  buf_.positions = at::empty({rows}, longs);
-  buf_.slots = at::empty({rows}, longs);
+  buf_.rows = at::empty({4, rows}, longs);
+  buf_.tokens = buf_.rows[0];
+  buf_.positions = buf_.rows[1];
+  buf_.slots = buf_.rows[2];
+  buf_.context_lens = buf_.rows[3].view(at::kInt).narrow(0, 0, rows);  // [2 · rows] int32, the first half
   buf_.block_tables = at::empty({rows, max_blocks}, longs.dtype(at::kInt));  // the decode kernel's block ids
-  buf_.context_lens = at::empty({rows}, longs.dtype(at::kInt));
   buf_.sample_rows = at::arange(rows, longs);
   pad_rows(0, rows);
   capture_all();
@@ -136,6 +149,18 @@ void DecodeGraphs::pad_rows(int64_t from, int64_t to) {
   buf_.block_tables.narrow(0, from, n).fill_(scratch);
 }
 
+bool DecodeGraphs::takes(std::span<const DecodeRow> rows) const {
+  const auto b = static_cast<int64_t>(rows.size());
+  if (b < 1 || b > sizes_.back()) return false;
+  for (const DecodeRow& r : rows)
+    if (r.blocks.empty() || static_cast<int64_t>(r.blocks.size()) > buf_.block_tables.size(1)) return false;
+  return true;
+}
+
+size_t DecodeGraphs::graph_for(int64_t b) const {
+  return static_cast<size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), b) - sizes_.begin());
+}
+
 bool DecodeGraphs::takes(const model::PagedBatch& batch) const {
   const int64_t b = batch.num_decodes;
   return b >= 1 && b <= sizes_.back() && static_cast<int64_t>(batch.chunks.size()) == b &&
@@ -167,6 +192,7 @@ void DecodeGraphs::capture(size_t index) {
   try {
     slot.graph->capture_begin(g.pool);
     slot.logits = model::paged_logits(*model_, batch, cache_.layers());  // recorded, not run
+    if (argmax_) slot.ids = slot.logits.argmax(-1);                       // the sampler's greedy op
     slot.graph->capture_end();
   } catch (const std::exception& e) {
     try {
@@ -188,8 +214,16 @@ void DecodeGraphs::capture_all() {
   {
     // Every size once, eagerly: all rows are padding, so the warm-up writes the scratch block only.
     c10::cuda::CUDAStreamGuard on_side(g.stream);
-    for (int64_t rows : sizes_) model::paged_logits(*model_, static_batch(rows), cache_.layers());
+    for (int64_t rows : sizes_) {
+      const auto logits = model::paged_logits(*model_, static_batch(rows), cache_.layers());
+      if (argmax_) (void)logits.argmax(-1);
+    }
   }
+  // Pinned, so that the copies in and out are asynchronous and need no bounce buffer.
+  const auto pinned = at::TensorOptions().pinned_memory(true);
+  g.host_rows = at::empty(buf_.rows.sizes(), pinned.dtype(at::kLong));
+  g.host_tables = at::empty(buf_.block_tables.sizes(), pinned.dtype(at::kInt));
+  g.host_ids = at::empty({sizes_.back()}, pinned.dtype(at::kLong));
   // As torch.cuda.graph does: nothing in flight, and the warm-up's cached blocks returned, so the pool does not
   // sit beside memory nobody uses.
   torch::cuda::synchronize(device);
@@ -206,11 +240,70 @@ at::Tensor DecodeGraphs::run(const model::PagedBatch& batch) {
   MT_CHECK(takes(batch), "DecodeGraphs::run: a batch of ", batch.chunks.size(), " chunks (", batch.num_decodes,
            " decodes) it does not take");
   const int64_t b = batch.num_decodes;
-  const auto i = static_cast<size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), b) - sizes_.begin());
+  const size_t i = graph_for(b);
   copy_in(batch, sizes_[i]);
   graphs_->graphs[i].graph->replay();  // on the caller's stream, after copy_in
   ++replays_[i];
   return graphs_->graphs[i].logits.narrow(0, 0, b);
+}
+
+void DecodeGraphs::stage(std::span<const DecodeRow> rows, int64_t size) {
+  Graphs& g = *graphs_;
+  g.staged.synchronize();  // the previous step's copies have read the staging (at once after a step's sync)
+  const int64_t cap = g.host_rows.size(1), width = g.host_tables.size(1);
+  int64_t* tokens = g.host_rows.data_ptr<int64_t>();
+  int64_t *positions = tokens + cap, *slots = tokens + 2 * cap;
+  auto* context_lens = reinterpret_cast<int32_t*>(tokens + 3 * cap);  // row 3 viewed as int32, as buf_ does
+  int32_t* tables = g.host_tables.data_ptr<int32_t>();
+  const auto b = static_cast<int64_t>(rows.size());
+  const int64_t scratch = cache_.scratch_block();
+  size_t used = 1;  // block-table columns any row reads
+  for (int64_t i = 0; i < size; ++i) {
+    // Rows past the step's are pad_rows()'s padding: token 0 at position 0 over the scratch block.
+    const DecodeRow pad{0, 0, scratch * cache_.block_size(), 1, {}};
+    const DecodeRow& r = i < b ? rows[static_cast<size_t>(i)] : pad;
+    tokens[i] = r.token;
+    positions[i] = r.position;
+    slots[i] = r.slot;
+    context_lens[i] = r.context_len;
+    int32_t* row = tables + i * width;
+    if (r.blocks.empty()) row[0] = static_cast<int32_t>(scratch);
+    std::copy(r.blocks.begin(), r.blocks.end(), row);  // columns past a row's blocks are never read
+    used = std::max(used, r.blocks.size());
+  }
+  // On the caller's stream, as the replay. Rows past `size` carry stale values that graph `size` never reads.
+  const auto stream = c10::cuda::getCurrentCUDAStream(buf_.rows.device().index());
+  CUDA_CHECK(cudaMemcpyAsync(buf_.rows.data_ptr(), tokens, static_cast<size_t>(g.host_rows.nbytes()),
+                             cudaMemcpyHostToDevice, stream.stream()));
+  const size_t pitch = static_cast<size_t>(width) * sizeof(int32_t);
+  CUDA_CHECK(cudaMemcpy2DAsync(buf_.block_tables.data_ptr(), pitch, tables, pitch, used * sizeof(int32_t),
+                               static_cast<size_t>(size), cudaMemcpyHostToDevice, stream.stream()));
+  g.staged.record(stream);
+}
+
+size_t DecodeGraphs::replay_rows(std::span<const DecodeRow> rows) {
+  MT_CHECK(takes(rows), "DecodeGraphs::run: ", rows.size(), " decode rows it does not take");
+  const size_t i = graph_for(static_cast<int64_t>(rows.size()));
+  stage(rows, sizes_[i]);
+  graphs_->graphs[i].graph->replay();  // on the caller's stream, after the copies
+  ++replays_[i];
+  return i;
+}
+
+at::Tensor DecodeGraphs::run(std::span<const DecodeRow> rows) {
+  const size_t i = replay_rows(rows);
+  return graphs_->graphs[i].logits.narrow(0, 0, static_cast<int64_t>(rows.size()));
+}
+
+std::vector<TokenId> DecodeGraphs::run_argmax(std::span<const DecodeRow> rows) {
+  MT_CHECK(argmax_, "DecodeGraphs::run_argmax: the graphs were captured without the argmax");
+  const size_t i = replay_rows(rows);
+  const auto b = static_cast<int64_t>(rows.size());
+  auto host = graphs_->host_ids.narrow(0, 0, b);
+  host.copy_(graphs_->graphs[i].ids.narrow(0, 0, b), /*non_blocking=*/true);  // the step's one copy back
+  c10::cuda::getCurrentCUDAStream(buf_.rows.device().index()).synchronize();
+  const int64_t* ids = host.data_ptr<int64_t>();
+  return {ids, ids + b};
 }
 
 #else
@@ -219,6 +312,13 @@ void DecodeGraphs::capture(size_t) {}
 void DecodeGraphs::capture_all() {}
 at::Tensor DecodeGraphs::run(const model::PagedBatch&) {
   MT_CHECK(false, "CUDA graphs: this meshtrain was built without CUDA");
+  return {};
+}
+void DecodeGraphs::stage(std::span<const DecodeRow>, int64_t) {}
+size_t DecodeGraphs::replay_rows(std::span<const DecodeRow>) { return 0; }
+at::Tensor DecodeGraphs::run(std::span<const DecodeRow>) { return run(model::PagedBatch{}); }
+std::vector<TokenId> DecodeGraphs::run_argmax(std::span<const DecodeRow>) {
+  (void)run(model::PagedBatch{});
   return {};
 }
 

@@ -66,14 +66,17 @@ double sampling_uniform(uint64_t seed, int64_t index) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
+bool argmax_samples(std::span<const SampleRow> rows) {
+  return std::all_of(rows.begin(), rows.end(), [](const SampleRow& r) {
+    return r.params->greedy() && r.params->repetition_penalty == 1.0;
+  });
+}
+
 std::vector<TokenId> sample_tokens(const at::Tensor& logits_in, std::span<const SampleRow> rows) {
   MT_CHECK(logits_in.dim() == 2 && logits_in.size(0) == static_cast<int64_t>(rows.size()),
            "sample_tokens: logits ", logits_in.sizes(), " for ", rows.size(), " rows");
   if (rows.empty()) return {};
-  const bool plain_greedy = std::all_of(rows.begin(), rows.end(), [](const SampleRow& r) {
-    return r.params->greedy() && r.params->repetition_penalty == 1.0;
-  });
-  if (plain_greedy) return sampled_to_host(logits_in.argmax(-1));  // the common case: no copy of the logits
+  if (argmax_samples(rows)) return sampled_to_host(logits_in.argmax(-1));  // the common case: no copy of the logits
   auto logits = logits_in.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);  // [B, V], ours to change
   const int64_t V = logits.size(1);
   if (any_row(rows, [](const SamplingParams& p) { return p.repetition_penalty != 1.0; }))

@@ -112,4 +112,22 @@ StepBatch make_step_batch(const StepPlan& plan, const Scheduler& scheduler, cons
   return out;
 }
 
+bool make_decode_rows(const StepPlan& plan, const Scheduler& scheduler, std::vector<DecodeRow>& rows,
+                      std::vector<const Sequence*>& seqs) {
+  rows.clear();
+  seqs.clear();
+  const bool decodes_only = plan.prefills.empty() && !plan.decodes.empty() &&
+                            std::all_of(plan.decodes.begin(), plan.decodes.end(),
+                                        [](const Chunk& c) { return c.num_tokens == 1 && c.samples; });
+  if (!decodes_only) return false;
+  for (const Chunk& c : plan.decodes) {
+    const Sequence& s = scheduler.sequence(c.id);
+    // make_step_batch's row of a one-token chunk at position c.start.
+    rows.push_back({s.tokens[static_cast<size_t>(c.start)], c.start, s.table.slot(c.start), c.start + 1,
+                    s.table.blocks()});
+    seqs.push_back(&s);
+  }
+  return true;
+}
+
 }  // namespace meshtrain::serve

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fused_projections.h"
 #include "meshtrain/model/paged_forward.h"
 #include "meshtrain/serve/engine/packed_step.h"
 
@@ -44,6 +45,9 @@ void TensorParallelSteps::stop() {
 
 int64_t TensorParallelSteps::follow(model::TransformerImpl& model, PagedKvCache& cache) {
   MT_CHECK(rank() != 0, "TensorParallelSteps::follow: rank 0 leads");
+  // This rank's column-parallel shards of q, k, v and of gate, up as one GEMM each, as rank 0's engine lays out its
+  // own (EngineOptions::fused_projections): the collectives are in the row-parallel layers, unchanged.
+  model::fuse_projections(model);
   const auto on_group = at::TensorOptions().dtype(at::kInt).device(group_->device());
   const at::Device device = model.head_weight().device();
   int64_t steps = 0;

@@ -1,7 +1,8 @@
 // apply_tensor_parallel in one process: the layout of every parameter on each rank of a group (the fake
 // backend stands in for the group: sharding itself talks to no one), meta-device models getting exactly the
 // blocks of the full initialisation, the loss through the TP hooks with a group of one, and the configuration
-// errors. Multi-rank numerics are tests/multiproc/tp (real processes).
+// errors; serving's fused projections (model/fused_projections.h) over a rank's column-parallel shards. Multi-rank
+// numerics are tests/multiproc/tp (real processes).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
@@ -10,6 +11,7 @@
 #include <functional>
 
 #include "meshtrain/comm/fake_communicator.h"
+#include "meshtrain/model/fused_projections.h"
 #include "meshtrain/parallel/tp/tensor_parallel.h"
 #include "meshtrain/parallel/tp/tp_vocab_parallel_embedding.h"
 #include "support/test_support.h"
@@ -158,4 +160,35 @@ TEST(TpApply, SequenceParallelListsThePartialGradients) {
   c.parallel.sequence_parallel = false;
   m = initialised(c);
   EXPECT_TRUE(apply_tensor_parallel(*m, comm::make_fake_communicator(0, 2), c)->partial_gradients().empty());
+}
+
+// A rank's q/k/v and gate/up shards are column-parallel: without sequence parallelism their forward is the rank's
+// block x·Wᵀ, so serving lays them side by side and runs each group as one GEMM; o and down (row-parallel, an
+// all-reduce after) are never part of a group. With sequence parallelism on, the input is gathered inside the
+// layer's forward: nothing is fused. A group of one computes the same logits after the layout.
+TEST(TpApply, ColumnParallelShardsFuseForInference) {
+  torch::NoGradGuard no_grad;
+  auto c = tiny("llama", 2);
+  auto m = initialised(c);
+  apply_tensor_parallel(*m, comm::make_fake_communicator(1, 2), c);
+  const auto n_layer = static_cast<int64_t>(m->blocks->size());
+  EXPECT_EQ(model::fuse_projections(*m), 2 * n_layer);
+  auto& a = *m->blocks->ptr<model::BlockImpl>(0)->attn;
+  const auto qkv = model::side_by_side({a.wq.get(), a.wk.get(), a.wv.get()});
+  ASSERT_TRUE(qkv.weight.defined());
+  EXPECT_EQ(qkv.weight.size(0), a.wq->weight.size(0) + 2 * a.wk->weight.size(0));  // this rank's heads only
+  EXPECT_FALSE(a.wo->plain_in_inference());
+
+  c.parallel.sequence_parallel = true;
+  m = initialised(c);
+  apply_tensor_parallel(*m, comm::make_fake_communicator(0, 2), c);
+  EXPECT_EQ(model::fuse_projections(*m), 0);
+
+  c = tiny("llama", 1);
+  m = initialised(c);
+  apply_tensor_parallel(*m, comm::make_fake_communicator(0, 1), c);
+  const auto tokens = at::randint(0, c.model.vocab_size, {1, 8}, at::kLong);
+  const auto want = m->forward(tokens);
+  EXPECT_EQ(model::fuse_projections(*m), 2 * n_layer);
+  EXPECT_TRUE(at::equal(m->forward(tokens), want));
 }

@@ -1,16 +1,20 @@
 // What of the decode graphs (serve/engine/decode_graphs.h) holds without a GPU: the batch sizes captured, the KV
 // cache's scratch block past the scheduler's blocks, the engine's options from generate_all's, and the CPU running
-// every step eagerly with graphs asked for. The graphs themselves: gpu.serve.decode_graphs.
+// every step eagerly with graphs asked for; the engine's fused projections (on by default, the same greedy tokens
+// as without). The graphs themselves: gpu.serve.decode_graphs.
 #include "meshtrain/serve/engine/decode_graphs.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <vector>
 
+#include "meshtrain/model/fused_projections.h"
 #include "meshtrain/serve/engine/engine.h"
 #include "meshtrain/serve/engine/generate_all.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "support/engine_tokens.h"
 #include "support/tiny_model.h"
 
 namespace meshtrain::serve {
@@ -57,6 +61,30 @@ TEST(DecodeGraphs, CpuRunsEveryStepEagerly) {
   EXPECT_FALSE(DecodeGraphs::supported(*net, cache));
   Engine engine(net, cache, {.cuda_graphs = true});
   EXPECT_EQ(engine.graphs(), nullptr);
+}
+
+// Three greedy requests, on a scheduler with room for all of them.
+std::map<RequestId, std::vector<TokenId>> three_greedy_requests(Engine& engine) {
+  std::vector<GenerationRequest> requests;
+  for (RequestId id = 1; id <= 3; ++id)
+    requests.push_back({{id, {static_cast<TokenId>(id), 7, 11, 3, static_cast<TokenId>(20 + id)}, 8}, {.temperature = 0}});
+  return testing_support::engine_tokens(engine, {.num_blocks = 24, .block_size = 4, .max_tokens_per_step = 32,
+                                                 .max_running = 4}, requests);
+}
+
+// The engine lays out every block's q/k/v and gate/up by default, and its greedy tokens equal an engine's whose
+// model stays as loaded (fp32 on the CPU).
+TEST(DecodeGraphs, EngineFusesProjectionsByDefault) {
+  auto fused_net = decode_graphs_model(), apart_net = decode_graphs_model();
+  PagedKvCache fused_cache(*fused_net, 24, 4), apart_cache(*apart_net, 24, 4);
+  Engine fused(fused_net, fused_cache), apart(apart_net, apart_cache, {.fused_projections = false});
+  EXPECT_EQ(fused.fused_projection_groups(), 2 * fused_net->config().n_layer);
+  EXPECT_EQ(apart.fused_projection_groups(), 0);
+  auto& a = *apart_net->blocks->ptr<model::BlockImpl>(0)->attn;
+  EXPECT_FALSE(model::side_by_side({a.wq.get(), a.wk.get(), a.wv.get()}).weight.defined());
+  const auto want = three_greedy_requests(apart);
+  ASSERT_EQ(want.size(), 3u);
+  EXPECT_EQ(three_greedy_requests(fused), want);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/fused_projections.h"
 #include "meshtrain/model/paged_forward.h"
 #include "meshtrain/model/paged_prefill_index.h"
 #include "support/paged_test_batch.h"
@@ -86,6 +88,27 @@ TEST_P(PagedForward, ContextPastMaxSeqLenRefused) {
   const std::vector<PagedSeq> seqs = {{std::vector<int64_t>(33, 1), {0, 1, 2, 3, 4, 5, 6, 7, 8}}};
   auto cache = model::make_paged_cache(*net, 9, 4);
   EXPECT_THROW(model::paged_logits(*net, paged_test_batch(seqs, {{0, 0, 33}}, 4), cache), Error);
+}
+
+// The paged forward with q/k/v (and gate/up) as one GEMM over the fused layout (model/fused_projections.h)
+// against the same model's layers one GEMM each, over the same chunked steps. fp32 on the CPU: each output is
+// the same dot product over the same inputs, but a GEMM of another width may block or vectorise its reduction
+// differently, so the bound is a few fp32 roundings of the logits (1e-5), not bit equality; the greedy pick must
+// not move.
+TEST_P(PagedForward, FusedProjectionsGiveTheUnfusedLogits) {
+  torch::NoGradGuard no_grad;
+  auto net = paged_forward_model(GetParam());
+  const std::vector<int64_t> lengths = {13, 7, 20};
+  const std::vector<std::vector<int64_t>> cuts = {{5, 1, 7}, {7}, {1, 8, 10, 1}};
+  const auto apart = testing_support::run_paged_chunks(*net, 4, lengths, cuts, 3);
+  ASSERT_GT(model::fuse_projections(*net), 0) << "nothing was laid out side by side";
+  const auto fused = testing_support::run_paged_chunks(*net, 4, lengths, cuts, 3);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const double diff = (fused.logits[i] - apart.logits[i]).abs().max().item<double>();
+    std::printf("sequence %zu: fused against unfused, largest logit difference %.3g\n", i, diff);
+    EXPECT_TRUE(at::allclose(fused.logits[i], apart.logits[i], 1e-5, 1e-5)) << "sequence " << i << ": " << diff;
+    EXPECT_TRUE(at::equal(fused.logits[i].argmax(-1), apart.logits[i].argmax(-1))) << "sequence " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PagedForward, ::testing::Values("llama", "gpt2"));

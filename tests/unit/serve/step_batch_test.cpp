@@ -1,5 +1,6 @@
 // make_step_batch: a plan of one decode and one prefill chunk made into the model's ragged batch, with the
-// tensors the decode kernel reads (int32 block tables and context lengths) and the count of leading decodes.
+// tensors the decode kernel reads (int32 block tables and context lengths) and the count of leading decodes; a
+// decode-only plan made into a graph's host rows (make_decode_rows) holds what its step batch holds.
 #include "meshtrain/serve/engine/step_batch.h"
 
 #include <ATen/ATen.h>
@@ -47,6 +48,47 @@ TEST(StepBatch, DecodesFirstWithInt32TablesAndLengths) {
   ASSERT_EQ(second.size(), 1u);
   EXPECT_TRUE(at::equal(b.block_tables, at::tensor({first[0], first[1], second[0], 0}, at::kInt).view({2, 2})));
   EXPECT_TRUE(at::equal(b.positions, at::tensor(std::vector<int64_t>{6, 0, 1, 2})));
+}
+
+// Three sequences decoding, one past a block boundary: each host row is its step-batch row — token, position,
+// slot, context length and block-table row — in the same order; a plan with a prefill chunk makes no rows.
+TEST(StepBatch, DecodeRowsHoldWhatTheStepBatchHolds) {
+  SchedulerOptions o{.num_blocks = 16, .block_size = 4, .max_tokens_per_step = 64, .prefix_caching = false};
+  Scheduler sched(o);
+  sched.add(testing::make_request(1, {1, 2, 3, 4, 5, 6, 7, 8}, 5));
+  sched.add(testing::make_request(2, {9, 10}, 5));
+  sched.add(testing::make_request(3, {11, 12, 13, 14, 15}, 5));
+  testing::run_step(sched);  // every prompt, one token sampled each
+  const StepPlan plan = sched.step();
+  ASSERT_EQ(plan.decodes.size(), 3u);
+  ASSERT_TRUE(plan.prefills.empty());
+  std::vector<DecodeRow> rows;
+  std::vector<const Sequence*> seqs;
+  ASSERT_TRUE(make_decode_rows(plan, sched, rows, seqs));
+  const StepBatch sb = make_step_batch(plan, sched, at::kCPU);
+  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(seqs, sb.sampling);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto r = static_cast<int64_t>(i);
+    EXPECT_EQ(rows[i].token, sb.batch.tokens[r].item<int64_t>()) << "row " << i;
+    EXPECT_EQ(rows[i].position, sb.batch.positions[r].item<int64_t>()) << "row " << i;
+    EXPECT_EQ(rows[i].slot, sb.batch.slots[r].item<int64_t>()) << "row " << i;
+    EXPECT_EQ(rows[i].context_len, sb.batch.context_lens[r].item<int32_t>()) << "row " << i;
+    const auto table = sb.batch.block_tables[r].narrow(0, 0, static_cast<int64_t>(rows[i].blocks.size()));
+    EXPECT_TRUE(at::equal(table, at::tensor(std::vector<int32_t>(rows[i].blocks.begin(), rows[i].blocks.end()))))
+        << "row " << i;
+  }
+  EXPECT_EQ(rows[0].context_len, 9) << "request 1 decodes position 8, the first of its third block";
+  EXPECT_EQ(rows[0].blocks.size(), 3u);
+
+  std::vector<SampledToken> sampled;
+  for (const Sequence* q : seqs) sampled.push_back(testing::sample_counting(*q));
+  sched.on_tokens(sampled);
+  sched.add(testing::make_request(4, {16, 17, 18}, 5));
+  const StepPlan mixed = sched.step();  // three decodes and request 4's prompt
+  ASSERT_FALSE(mixed.prefills.empty());
+  EXPECT_FALSE(make_decode_rows(mixed, sched, rows, seqs));
+  EXPECT_TRUE(rows.empty() && seqs.empty());
 }
 
 }  // namespace

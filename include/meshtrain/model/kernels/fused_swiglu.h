@@ -9,7 +9,9 @@
 
 namespace meshtrain::model {
 
-// gate, up: same shape → silu(gate) · up, same shape and dtype. Differentiable w.r.t. both.
+// gate, up: same shape → silu(gate) · up, same shape and dtype (contiguous). Differentiable w.r.t. both. The kernel
+// reads contiguous inputs, and also two equally strided row layouts in place — the halves of one [..., 2·F] tensor,
+// as the inference path's fused gate and up GEMM gives them; other layouts are made contiguous first.
 at::Tensor fused_swiglu(const at::Tensor& gate, const at::Tensor& up);
 
 }  // namespace meshtrain::model

@@ -41,6 +41,12 @@ class LinearImpl : public ParamModule {
   // Whether a fused op may compute this layer's x·Wᵀ + b in its place (model/linear/gelu_mlp.h): can_fuse_gelu()
   // and no FP8 matmuls.
   bool can_fuse() const { return fp8_ == Fp8Scaling::off && can_fuse_gelu(); }
+  // Whether forward(x), run without gradients, is exactly x·Wᵀ + b on this layer's own weight and bias (this
+  // rank's block of them), so that an inference step may compute it inside one GEMM with other layers that read
+  // the same input, their weights laid side by side (model/fused_projections.h). Unlike can_fuse(), a layer
+  // whose forward adds only collectives that are the identity in a forward (a column-parallel shard) answers
+  // true; adapters, FP8 matmuls or a collective on the output answer false.
+  virtual bool plain_in_inference() const { return can_fuse(); }
   // With a bias: forward through bias_linear (model/linear/bias_linear.h: the bias gradient inside the weight-gradient
   // GEMM on CUDA) instead of at::linear; default off. Layers that override forward keep their own matmuls.
   void set_fused_bias(bool on) { fused_bias_ = on; }

@@ -17,6 +17,9 @@ class ColumnParallelLinearImpl : public TpLinearImpl {
   ColumnParallelLinearImpl(at::Tensor weight, at::Tensor bias, comm::CommPtr tp, SequenceParallelFlag sp);
   // x: [B, T, in] (T/tp tokens under sequence parallelism) → [B, T, out/tp]
   at::Tensor forward(const at::Tensor& x) override;
+  // copy_to_tp_region is the identity in a forward: without sequence parallelism and adapters, forward is this
+  // rank's block x·Wᵀ + b, so a rank's q, k and v shards (or gate and up) may share one GEMM in inference.
+  bool plain_in_inference() const override { return !sequence_parallel() && !has_adapters(); }
 };
 
 }  // namespace meshtrain::parallel

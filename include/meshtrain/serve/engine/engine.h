@@ -3,8 +3,11 @@
 // PagedKvCache, samples each sampling chunk's next token (serve/engine/sampler.h) and returns them for
 // Scheduler::on_tokens, an EOS id marked `stop`. The engine keeps each request's sampling settings; the blocks
 // are the scheduler's. On CUDA, decode-only steps replay CUDA graphs captured when the engine is made
-// (serve/engine/decode_graphs.h); steps with prefill chunks, larger than the largest size, or on the CPU run
-// eagerly. Under tensor parallelism (EngineOptions::tp) rank 0's engine broadcasts each step's batch first.
+// (serve/engine/decode_graphs.h), their rows staged from the host straight into the graph and, where every row is
+// greedy, the tokens taken by the graph's own argmax; steps with prefill chunks, larger than the largest size, or
+// on the CPU run eagerly. When it is made, the engine lays out each block's q/k/v and gate/up weights side by side
+// so that each group is one GEMM (model/fused_projections.h). Under tensor parallelism (EngineOptions::tp) rank 0's
+// engine broadcasts each step's batch first.
 //
 //   Scheduler sched(opts);  PagedKvCache cache(*model, opts.num_blocks, opts.block_size);
 //   Engine engine(model, cache, {.eos_tokens = {2}});
@@ -13,12 +16,14 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/serve/engine/decode_graphs.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
+#include "meshtrain/serve/engine/sampler.h"
 #include "meshtrain/serve/engine/sampling_params.h"
 #include "meshtrain/serve/scheduler.h"
 
@@ -34,6 +39,15 @@ struct EngineOptions {
   // The batch sizes captured, ascending: a decode step of b rows replays the smallest size ≥ b; one of more rows
   // than the largest runs eagerly. The scheduler's max_running should be the largest.
   std::vector<int64_t> cuda_graph_batch_sizes = decode_graph_batch_sizes(SchedulerOptions{}.max_running);
+  // q, k and v (and SwiGLU's gate and up) of each block as one GEMM over their weights laid side by side once, when
+  // the engine is made (model/fused_projections.h: the modules' parameters become views of one buffer, no second
+  // copy). Off: the model's layout is left as it is (a model fused by an earlier engine stays fused).
+  bool fused_projections = true;
+  // Decode-only steps that a graph takes go from the scheduler's sequences straight into the graph's inputs (two
+  // copies, no step batch), and where every row is greedy without a repetition penalty the graph's own argmax
+  // gives the tokens (one replay, one copy of the ids back: DecodeGraphs::run_argmax). Off: such steps make a
+  // step batch, copy it in and sample after the replay, as before (serve_step_bench measures both).
+  bool direct_graph_steps = true;
   // Rank 0 of a tensor-parallel group: each step's batch is broadcast to the other ranks, which run the forward
   // with it (TensorParallelSteps::follow), and every step runs eagerly. Null: one process.
   std::shared_ptr<TensorParallelSteps> tp;
@@ -56,13 +70,24 @@ class Engine {
 
   // The captured decode steps, or nullptr where every step runs eagerly.
   const DecodeGraphs* graphs() const { return graphs_.get(); }
+  // How many blocks' projection groups (q/k/v, gate/up) run as one GEMM (EngineOptions::fused_projections).
+  int64_t fused_projection_groups() const { return fused_groups_; }
 
  private:
+  // A decode-only step straight into its graph (EngineOptions::direct_graph_steps); false where the graphs do not
+  // take `plan`, which then runs as any other step.
+  bool direct_graph_step(const StepPlan& plan, const Scheduler& scheduler, std::vector<SampledToken>& out);
+  std::vector<SampleRow> sample_rows(std::span<const Sequence* const> seqs) const;
+  std::vector<SampledToken> sampled(std::span<const TokenId> tokens, std::span<const Sequence* const> seqs) const;
+
   model::Transformer model_;
   PagedKvCache& cache_;
   EngineOptions options_;
   std::unordered_map<RequestId, SamplingParams> params_;
   std::unique_ptr<DecodeGraphs> graphs_;
+  int64_t fused_groups_ = 0;
+  std::vector<DecodeRow> decode_rows_;  // direct_graph_step's, kept to reuse their memory
+  std::vector<const Sequence*> decode_seqs_;
 };
 
 }  // namespace meshtrain::serve

@@ -25,6 +25,10 @@ struct SampleRow {
 // The uniform in [0, 1) that draw `index` of a request seeded `seed` uses (counter-based: no state).
 double sampling_uniform(uint64_t seed, int64_t index);
 
+// Whether sample_tokens picks each of `rows` as the logits' argmax: every row greedy without a repetition
+// penalty (the common case; a CUDA graph may then take the argmax itself: serve/engine/decode_graphs.h).
+bool argmax_samples(std::span<const SampleRow> rows);
+
 // logits [B, V] (any float dtype) → one token id per row.
 std::vector<TokenId> sample_tokens(const at::Tensor& logits, std::span<const SampleRow> rows);
 

@@ -41,7 +41,8 @@ class TensorParallelSteps {
   bool stopped() const { return stopped_; }
 
   // Every other rank: runs each step rank 0 leads on `model` over `cache` (the scheduler's num_blocks and block
-  // size) until rank 0 calls stop(); returns the steps run.
+  // size) until rank 0 calls stop(); returns the steps run. Lays out the model's projections fused first
+  // (model/fused_projections.h), as rank 0's Engine does by default.
   int64_t follow(model::TransformerImpl& model, PagedKvCache& cache);
 
  private:
