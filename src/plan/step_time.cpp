@@ -36,6 +36,8 @@ struct Counts {
 Counts counts(const Config& cfg, int64_t tp) {
   Counts c;
   const std::string head = cfg.model.tie_embeddings ? "tok_embed.weight" : "lm_head.weight";
+  RankLayout nf4;
+  nf4.nf4 = cfg.model.base_quant == BaseQuant::nf4;
   for (const auto& g : param_groups(cfg)) {
     const ParamSpec& p = g.spec;
     const double k = static_cast<double>(g.blocks);  // the parameters the group stands for
@@ -46,7 +48,9 @@ Counts counts(const Config& cfg, int64_t tp) {
     const bool train = g.trains;
     if (!embed) c.non_embed += k * static_cast<double>(p.numel());
     if (!train && (!embed || p.name == head)) c.frozen_matmul += k * static_cast<double>(p.numel());
-    (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
+    // QLoRA's NF4 weights are held whole on every rank: FSDP gathers none of them.
+    const bool gathered = !held_in_nf4(nf4, p, train);
+    if (gathered) (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
     if (embed) (train ? c.embed_trainable : c.embed_frozen) += k * static_cast<double>(local);
   }
   return c;
