@@ -350,10 +350,13 @@ void TrainingRun::setup_model_and_optimizer() {
   at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
   check_fits_device(cfg_, /*training=*/true, device_memory_bytes(w_.cuda, w_.device.index()), w_.device.str());
   // QLoRA quantizes a base that is on disk, which its adapters-only checkpoints name; a seeded base would be
-  // in no checkpoint.
-  MT_USER_CHECK(cfg_.model.base_quant == BaseQuant::none || !cfg_.checkpoint.init_from.empty(),
+  // in none of its checkpoints (the NF4 weights are no parameters), so only a run that saves none (a
+  // benchmark: `bench train --lora R --set model.base_quant=nf4`) may quantize one.
+  const bool saves = cfg_.checkpoint.every > 0 || cfg_.checkpoint.save_final;
+  MT_USER_CHECK(cfg_.model.base_quant == BaseQuant::none || !cfg_.checkpoint.init_from.empty() || !saves,
                 "model.base_quant: given ", cfg_.model.base_quant, " without checkpoint.init_from; valid nf4 over "
-                "a base checkpoint (checkpoint.init_from: the base it quantizes), or none");
+                "a base checkpoint (checkpoint.init_from: the base it quantizes), nf4 over the seeded base of a run "
+                "that saves no checkpoint (checkpoint.every 0 and checkpoint.save_final false), or none");
   // parallelize() materialises the parameters: whole (replicated) or only this rank's shards.
   net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
   // Counted on the whole model, before tensor parallelism leaves this rank its blocks only.
