@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
+#include "meshtrain/ckpt/nf4_base_load.h"
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
@@ -45,7 +46,6 @@
 #include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/model/generate.h"
 #include "meshtrain/model/linear/lora_linear.h"
-#include "meshtrain/model/nf4_base.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/parallel/trainable_policy.h"
@@ -490,16 +490,9 @@ void TrainingRun::load_training_state(const std::string& dir, const ckpt::Checkp
 
 void TrainingRun::quantize_base_from_init() {
   if (cfg_.model.base_quant == BaseQuant::none) return;
-  const std::string& base = cfg_.checkpoint.init_from;
-  int64_t n = 0;
-  model::quantize_base(par_->module(), w_.device, [&](const std::string& name, at::IntArrayRef shape) {
-    at::Tensor w = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(w_.device));
-    std::vector<ShardedTensor> one{{"model." + name, shape.vec(), std::vector<int64_t>(shape.size(), 0), w, true}};
-    ckpt::load_with_base(base, one);
-    ++n;
-    return w;
-  });
-  log::progress("model.base_quant nf4: %lld block linears quantized from %s", static_cast<long long>(n), base.c_str());
+  const int64_t n = ckpt::load_nf4_base(par_->module(), w_.device, cfg_.checkpoint.init_from);
+  log::progress("model.base_quant nf4: %lld block linears quantized from %s", static_cast<long long>(n),
+                cfg_.checkpoint.init_from.c_str());
 }
 
 void TrainingRun::restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta) {

@@ -15,6 +15,8 @@ block linears held in NF4 (QLoRA). Asserts that
     alpha/r · B A (from the PEFT export) is, in every block of 64, one absmax times NF4's 16 levels, and
     differs from the base's weight; `meshtrain generate --logits` of the checkpoint equals that of the merged
     export within 1e-4;
+  - `meshtrain eval` of a QLoRA checkpoint (its NF4 base quantized from the base it records) gives the
+    validation loss the run logged on the same windows (rel 1e-6);
   - model.base_quant nf4 without checkpoint.init_from is one line, exit 2.
 Exit code 77 (skipped) without safetensors or numpy.
 Usage: qlora_test.py BIN_DIR SOURCE_DIR
@@ -137,6 +139,18 @@ def check_export(qlora_out, base):
     check(diff <= 1e-4, f"generate --logits: the QLoRA checkpoint = its merged export (max diff {diff:.2e})")
 
 
+def check_eval(lora, base, prefix):
+    """meshtrain eval of a QLoRA checkpoint (the NF4 path, its base quantized from the base it records) gives the
+    validation loss the run logged on the same windows."""
+    out = os.path.join(work, "qlora_eval")
+    train(lora, out, f"checkpoint.init_from={base}", "model.base_quant=nf4", "train.steps=2", "checkpoint.every=2",
+          f"data.val={prefix}_val.bin", "train.eval_every=2", "train.eval_batches=4")
+    logged = [r["val_loss"] for r in metrics(out) if "val_loss" in r][-1]
+    res = run([meshtrain, "eval", step_dir(out, 2), "--data", f"{prefix}_val.bin", "--batches", "4", "--json"])
+    got = json.loads(res.strip().splitlines()[-1])["loss"]
+    check(abs(got - logged) <= 1e-6 * abs(logged), f"eval of the QLoRA checkpoint: {got} = the run's val_loss {logged}")
+
+
 def main():
     prefix = prepare_kjv(meshtrain, src, work)
     plain = write_config(prefix, "base", {})
@@ -176,6 +190,7 @@ def main():
     check(again == got[HALF:], f"resumed at step {HALF}: {again} = {got[HALF:]} bit for bit")
 
     check_export(q_out, base)
+    check_eval(lora, base, prefix)
 
     p = subprocess.run([meshtrain, "train", lora, f"--set=train.out_dir={os.path.join(work, 'no_base')}",
                         "--set=model.base_quant=nf4"], capture_output=True, text=True)
