@@ -34,7 +34,7 @@ try:
 except ImportError as e:
     print(f"skipped: {e.name} is not installed")
     sys.exit(77)
-from e2e_support import Checks, metrics, prepare_kjv, run, run_checked  # noqa: E402
+from e2e_support import Checks, metrics, prepare_kjv, run, run_checked, tiny_llama_config  # noqa: E402
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
@@ -48,23 +48,6 @@ NF4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.3949174880981
                 -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
                 0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
                 0.7229568362236023, 1.0])
-
-
-def write_config(prefix, name, model_extra):
-    import yaml
-    cfg = {"model": {"family": "llama", "vocab_size": 256, "n_layer": 2, "n_head": 4, "n_kv_head": 2,
-                     "d_model": 64, "d_ff": 128, "max_seq_len": 32, "tie_embeddings": False, **model_extra},
-           "data": {"train": f"{prefix}_train.bin", "seq_len": 32},
-           "optimizer": {"lr": 1e-2, "weight_decay": 0.0, "grad_clip": 1.0},
-           "schedule": {"kind": "constant", "warmup_steps": 0},
-           "train": {"steps": STEPS, "micro_batch_size": 4, "device": "cpu", "dtype": "fp32", "eval_every": 0,
-                     "sample_tokens": 0, "threads": 1},
-           "checkpoint": {"every": HALF, "keep": 4},
-           "logging": {"every": 1}}
-    path = os.path.join(work, name + ".yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump(cfg, f)
-    return path
 
 
 def losses(out_dir):
@@ -153,8 +136,8 @@ def check_eval(lora, base, prefix):
 
 def main():
     prefix = prepare_kjv(meshtrain, src, work)
-    plain = write_config(prefix, "base", {})
-    lora = write_config(prefix, "lora", {"lora_rank": 4, "lora_alpha": 8.0})
+    plain = tiny_llama_config(work, "base", prefix, STEPS, HALF)
+    lora = tiny_llama_config(work, "lora", prefix, STEPS, HALF, lora_rank=4, lora_alpha=8.0)
     base_out = os.path.join(work, "base")
     train(plain, base_out, "train.steps=2", "checkpoint.every=2")
     base = step_dir(base_out, 2)
