@@ -17,7 +17,8 @@ block linears held in NF4 (QLoRA). Asserts that
     export within 1e-4;
   - `meshtrain eval` of a QLoRA checkpoint (its NF4 base quantized from the base it records) gives the
     validation loss the run logged on the same windows (rel 1e-6);
-  - model.base_quant nf4 without checkpoint.init_from is one line, exit 2.
+  - model.base_quant nf4 without checkpoint.init_from is one line, exit 2, unless the run saves no checkpoint
+    (a benchmark over the seeded base).
 Exit code 77 (skipped) without safetensors or numpy.
 Usage: qlora_test.py BIN_DIR SOURCE_DIR
 """
@@ -180,6 +181,11 @@ def main():
     last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
     check(p.returncode == 2 and "model.base_quant" in last and "checkpoint.init_from" in last,
           f"nf4 without init_from: exit {p.returncode}, '{last}'")
+    # …but a run that saves no checkpoint (a benchmark) may quantize its seeded base.
+    p = subprocess.run([meshtrain, "train", lora, f"--set=train.out_dir={os.path.join(work, 'seeded')}",
+                        "--set=model.base_quant=nf4", "--set=checkpoint.every=0", "--set=checkpoint.save_final=false",
+                        "--set=train.steps=2"], capture_output=True, text=True)
+    check(p.returncode == 0, f"nf4 over the seeded base, no checkpoint saved: exit {p.returncode}")
 
 
 run_checked(main, check, work)
