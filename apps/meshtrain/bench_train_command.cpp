@@ -47,7 +47,8 @@ int cmd_bench_train(int argc, char** argv) {
                    "start-up: auto (SDPA's pick) | flash | cudnn | efficient | math",
       cxxopts::value<std::string>()->default_value(std::string(enum_name(d.attention))))(
       "lora", "LoRA adapters of this rank (model.lora_rank; alpha 2 × rank; model.lora_targets' default: all "
-              "seven Llama projections), the base frozen in the compute dtype; 0 = full training",
+              "seven Llama projections), the base frozen in the compute dtype (with --set model.base_quant=nf4: "
+              "QLoRA, the base's block linears in NF4); 0 = full training",
       cxxopts::value<int64_t>()->default_value("0"))(
       "profile", "after the timed steps, profile more into DIR: a Chrome/Perfetto trace per rank (open in "
                  "ui.perfetto.dev) and the top kernels by step phase (forward, backward, optimizer, communication)",

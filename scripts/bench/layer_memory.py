@@ -14,6 +14,8 @@ layers over FSDP 8.
 Modes (--modes, comma-separated):
   full      every parameter trains, state on the GPU (bf16 autocast, fp32 master and AdamW)
   lora      LoRA r16 on q,k,v,o,gate,up,down over a frozen bf16 base: model.lora_rank=16, model.lora_alpha=32
+  qlora     the same LoRA over the block linears held in NF4 (model.base_quant=nf4, docs/lora.md "QLoRA"): the seeded
+            base quantized at start-up (a benchmark saves no checkpoint, so no checkpoint.init_from is needed)
   offload   full fine-tune with optimizer.offload: cpu
   offload_fsdp  full fine-tune with optimizer.offload: cpu under FSDP over one rank (parallel.zero_stage 3,
             parallel.param_dtype bf16): the streamed FSDP path of configs/node8/llama3.1-70b-offload-fsdp8.yaml
@@ -37,6 +39,7 @@ SHAPE = "llama3.1-70b"
 MODES = {  # name: (--set values of both the run and the plan, unused)
     "full": ([], []),
     "lora": (["model.lora_rank=16", "model.lora_alpha=32"], []),
+    "qlora": (["model.lora_rank=16", "model.lora_alpha=32", "model.base_quant=nf4"], []),
     "offload": (["optimizer.offload=cpu"], []),
     "offload_fsdp": (["optimizer.offload=cpu", "parallel.zero_stage=3", "parallel.param_dtype=bf16"], []),
 }

@@ -7,7 +7,9 @@ Both: Llama 3.1 8B's shape (full depth, random init), the base frozen in bf16, L
 dropout) on all seven projections (q, k, v, o, gate, up, down) with fp32 adapters and fused AdamW, bf16
 autocast, micro-batch 2 × sequence 2048 of random tokens, SDPA attention, no gradient checkpointing,
 global-norm clip 1.0. The median step after warm-up gives tokens/s; peak memory is the allocator's peak.
-Prints one table and writes every row to OUT/lora_compare.json.
+A third row, meshtrain-qlora, is the same meshtrain run with the base's block linears in NF4
+(`--set model.base_quant=nf4`, docs/lora.md "QLoRA"; the QLoRA issue's target: ≥ 0.8× meshtrain LoRA's tokens/s
+at ≤ 0.5× its peak memory). Prints one table and writes every row to OUT/lora_compare.json.
 
 Usage: lora_compare.py MESHTRAIN_BIN OUT_DIR [--rank 16] [--batch 2] [--seq 2048] [--layers 0] [--steps 10]
        lora_compare.py --hf-peft-run [same shape flags] --json FILE     (one HF + PEFT run; what the above calls)
@@ -95,9 +97,10 @@ def compare(a):
     os.makedirs(a.out, exist_ok=True)
     shape = ["--batch", str(a.batch), "--seq", str(a.seq), "--layers", str(a.layers), "--steps", str(a.steps),
              "--warmup", str(a.warmup)]
-    runs = [("meshtrain", [a.meshtrain, "bench", "train", "--preset", "llama3.1-8b", "--lora", str(a.rank),
-                           "--set", "optimizer.weight_decay=0"]  # model.lora_targets' default: all seven
-             + shape),
+    ours = [a.meshtrain, "bench", "train", "--preset", "llama3.1-8b", "--lora", str(a.rank),
+            "--set", "optimizer.weight_decay=0"] + shape  # model.lora_targets' default: all seven
+    runs = [("meshtrain", ours),
+            ("meshtrain-qlora", ours + ["--set", "model.base_quant=nf4"]),
             ("hf-peft", [sys.executable, os.path.abspath(__file__), "--hf-peft-run", "--rank", str(a.rank)] + shape)]
     rows = []
     for impl, cmd in runs:
@@ -110,13 +113,18 @@ def compare(a):
     with open(os.path.join(a.out, "lora_compare.json"), "w") as f:
         json.dump(rows, f, indent=1)
     hf = next((r for r in rows if r["impl"] == "hf-peft"), None)
+    lora = next((r for r in rows if r["impl"] == "meshtrain"), None)
     print(f"LoRA r{a.rank}, Llama 3.1 8B shape ({a.layers or 32} layers), micro-batch {a.batch} × T {a.seq}, bf16")
-    print(f"{'impl':12s} {'tokens/s':>10s} {'peak GiB':>9s} {'× HF tokens/s':>14s} {'× HF memory':>12s}")
+    print(f"{'impl':16s} {'tokens/s':>10s} {'peak GiB':>9s} {'× HF tokens/s':>14s} {'× HF memory':>12s} "
+          f"{'× LoRA tokens/s':>16s} {'× LoRA memory':>14s}")
+
+    def ratio(r, ref, key):
+        return r[key] / ref[key] if ref else float("nan")
+
     for r in rows:
-        tok = r["tokens_per_s"] / hf["tokens_per_s"] if hf else float("nan")
-        mem = r["peak_memory_bytes"] / hf["peak_memory_bytes"] if hf else float("nan")
-        print(f"{r['impl']:12s} {r['tokens_per_s']:10.0f} {r['peak_memory_bytes'] / 2**30:9.1f} {tok:14.2f} "
-              f"{mem:12.2f}")
+        print(f"{r['impl']:16s} {r['tokens_per_s']:10.0f} {r['peak_memory_bytes'] / 2**30:9.1f} "
+              f"{ratio(r, hf, 'tokens_per_s'):14.2f} {ratio(r, hf, 'peak_memory_bytes'):12.2f} "
+              f"{ratio(r, lora, 'tokens_per_s'):16.2f} {ratio(r, lora, 'peak_memory_bytes'):14.2f}")
     return 0 if len(rows) == len(runs) else 1
 
 

@@ -13,6 +13,7 @@
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/linear/lora_linear.h"
+#include "meshtrain/model/nf4_base.h"
 
 namespace fs = std::filesystem;
 
@@ -37,6 +38,7 @@ void write_text_atomically(const fs::path& p, const std::string& text) {
 
 std::map<std::string, at::Tensor> merge_lora(const ModelConfig& m, std::map<std::string, at::Tensor> params) {
   if (m.lora_rank == 0) return params;
+  model::round_trip_nf4_base(m, params);
   const double scale = m.lora_alpha / static_cast<double>(m.lora_rank);
   std::set<std::string> modules;
   for (const auto& [name, t] : params)

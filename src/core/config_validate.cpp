@@ -164,6 +164,7 @@ class Validator {
       if (id >= m.vocab_size)
         fail(key, cat("given ", id, "; valid -1 (none) or an id below model.vocab_size (", m.vocab_size, ")"));
     check_lora(m);
+    check_base_quant();
     // Sizes LibTorch could not even count (the device's memory is checked where the device is known).
     check_model_sizes(cfg_);
   }
@@ -182,6 +183,21 @@ class Validator {
     if (!(m.lora_dropout >= 0.0 && m.lora_dropout < 1.0))
       fail("model.lora_dropout", cat("given ", m.lora_dropout, "; valid 0 ≤ p < 1"));
     check_lora_rank(m);
+  }
+
+  // model.base_quant nf4 (QLoRA, docs/lora.md): a frozen base is what it quantizes, and tensor or pipeline
+  // parallelism would cut or move the base's linears, which the NF4 path does not yet follow.
+  void check_base_quant() {
+    const ModelConfig& m = cfg_.model;
+    if (m.base_quant == BaseQuant::none) return;
+    if (m.lora_rank == 0)
+      fail("model.base_quant", cat("given ", m.base_quant, " with model.lora_rank 0; valid none, or nf4 with "
+                                   "model.lora_rank > 0 (QLoRA: only a frozen LoRA base is quantized)"));
+    const ParallelConfig& p = cfg_.parallel;
+    if (p.tp > 1 || p.pp > 1)
+      fail("model.base_quant", cat("given ", m.base_quant, " with parallel.", p.tp > 1 ? "tp " : "pp ",
+                                   p.tp > 1 ? p.tp : p.pp, "; valid nf4 with tp 1 and pp 1 (DDP, FSDP or one "
+                                   "process), or none"));
   }
 
   // A rank above min(in, out) of an adapted projection gives its adapters more parameters than the projection

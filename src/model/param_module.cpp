@@ -18,6 +18,14 @@ void ParamModule::replace_parameter(const std::string& name, at::Tensor t) {
   *it->second = std::move(t);
 }
 
+void ParamModule::retire_parameter(const std::string& name, at::Tensor t) {
+  auto it = members_.find(name);
+  MT_CHECK(it != members_.end(), "retire_parameter: no parameter '", name, "' in ", this->name());
+  parameters_.erase(name);
+  *it->second = std::move(t);
+  members_.erase(it);
+}
+
 void replace_parameters(torch::nn::Module& root,
                         const std::function<at::Tensor(const std::string&, const at::Tensor&)>& fn) {
   for (const auto& item : root.named_modules()) {

@@ -10,6 +10,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/activation_checkpoint.h"
 #include "meshtrain/model/init.h"
+#include "meshtrain/model/nf4_base.h"
 #include "meshtrain/model/param_module.h"
 #include "meshtrain/parallel/pipeline/pipeline_model.h"
 #include "meshtrain/parallel/ddp/replicated_model.h"
@@ -67,6 +68,20 @@ void materialize_frozen_in(model::TransformerImpl& net, const at::Device& device
   }
 }
 
+// model.base_quant nf4: the frozen block linears held in NF4 before any layout sees them (they leave the
+// parameters, so neither DDP's broadcast nor FSDP's units hold them: every rank keeps the whole NF4 base, 0.52
+// bytes a parameter). Drawn here from the seed, one weight at a time in fp32, as every layout draws them; a run
+// from checkpoint.init_from quantizes them again from the base's values (src/train/trainer.cpp).
+void quantize_seeded_base(model::TransformerImpl& net, const Config& cfg, const at::Device& device) {
+  if (cfg.model.base_quant == BaseQuant::none) return;
+  model::quantize_base(net, device, [&](const std::string& name, at::IntArrayRef shape) {
+    at::Tensor w = at::empty(shape, at::TensorOptions().device(device).dtype(at::kFloat));
+    model::init_parameter_block(cfg.model, name, shape.vec(), std::vector<int64_t>(shape.size(), 0), w,
+                                cfg.train.seed);
+    return w;
+  });
+}
+
 // A group of one when the world is a single process: every collective is then the identity.
 comm::CommPtr or_single(const comm::CommPtr& c) { return c ? c : comm::make_fake_communicator(0, 1); }
 
@@ -101,8 +116,10 @@ std::unique_ptr<ParallelModel> parallelize_module(model::Transformer net, const 
              " without a tp group of that size");
     tp = apply_tensor_parallel(*net, groups.tp, cfg, stage == 0 ? device : at::Device(at::kMeta));
   }
-  // 2. Which parameters train: marked once on the module; every wrapper below follows the mark.
+  // 2. Which parameters train: marked once on the module; every wrapper below follows the mark. Under
+  //    model.base_quant nf4 the frozen block linears then leave the parameters for their NF4 copies.
   if (policy) policy->apply(*net);
+  quantize_seeded_base(*net, cfg, device);
   // 3. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.
   model::BlockRunner ac = cfg.train.activation_checkpointing ? model::activation_checkpointing_runner()
                                                              : model::BlockRunner();

@@ -24,6 +24,7 @@ struct Sizes {
   int64_t block_cast = 0, root_cast = 0;  // matmul operands held in fp32: autocast makes a bf16 copy of each
   int64_t head_grad = 0;                  // the head weight's elements when it trains (LoRA: 0, it is frozen)
   int64_t block_trainable = 0;            // of all blocks together
+  int64_t dequantized = 0;                // the largest NF4 weight's elements: its dequantized copy around a GEMM
   bool block_weights_train = false;       // some block's base weight trains (LoRA: only its adapters do)
 };
 
@@ -35,10 +36,13 @@ Sizes sizes(const Config& cfg, const RankLayout& l) {
     const bool train = g.trains;
     int64_t n = 1;
     for (int64_t d : p.tp_shape(0, l.tp)) n *= d;
+    // QLoRA's NF4 weights are neither cast nor gathered: each is dequantized for its GEMM (nf4_linear.h).
+    const bool nf4 = held_in_nf4(l, p, train);
+    if (nf4) s.dequantized = std::max(s.dequantized, n);
     // parallelize(): a frozen parameter may be held in the compute dtype already (LoRA's base), then not cast.
-    const int64_t cast = p.matmul && (train || l.frozen_bytes == 4) ? n : 0;
+    const int64_t cast = !nf4 && p.matmul && (train || l.frozen_bytes == 4) ? n : 0;
     // FSDP gathers a trainable unit in param_dtype, a frozen one in the dtype it is held in (rank_state.cpp).
-    const int64_t gathered = (train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes) * n;
+    const int64_t gathered = nf4 ? 0 : (train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes) * n;
     if (p.block == 0) s.block += n, s.block_cast += cast, s.block_gathered += gathered;
     if (p.block < 0) {
       s.root += n;
@@ -89,6 +93,7 @@ struct Step {
   int64_t block_copy = 0, root_copy = 0;  // autocast's bf16 copies of a block's / the root's fp32 weights
   int64_t block_full = 0, root_full = 0;  // a gathered unit's full bytes under FSDP
   int64_t reduce_scatter_unit = 0;      // the running unit's reduce-scatter buffers
+  int64_t dequant_bytes = 0;            // QLoRA: one NF4 weight dequantized to the compute dtype
 };
 
 ActivationBytes step_activations(const Config& cfg, const RankLayout& l, const Sizes& sz, bool cuda) {
@@ -141,6 +146,7 @@ Step plan_step(const Config& cfg, int64_t world_size, bool cuda) {
   s.block_full = s.fsdp ? s.sizes.block_gathered : 0;
   s.root_full = s.fsdp ? s.sizes.root_gathered : 0;
   s.reduce_scatter_unit = reduce_scatter_buffers(l, s.sizes);
+  s.dequant_bytes = (bf16 ? 2 : 4) * s.sizes.dequantized;
   return s;
 }
 
@@ -159,9 +165,11 @@ int64_t streamed_handover(const RankLayout& l, const Sizes& sz) {
 // train/offloaded_adamw.h) and the token ids.
 MemoryItems persistent(const Step& s) {
   const RankState& st = s.state;
+  // QLoRA: the dequantized copy of one NF4 weight (model/linear/nf4_linear.h), alive around its GEMM in the
+  // forward and again in the backward — at every point the walk looks at, one may be.
   return {.params = st.params, .master = st.master, .frozen = st.frozen, .grads = s.grad_buffer ? st.grads : 0,
           .optimizer = s.offload ? 0 : st.optimizer,
-          .transient = s.act.inputs + streamed_handover(s.layout, s.sizes)};
+          .transient = s.act.inputs + streamed_handover(s.layout, s.sizes) + s.dequant_bytes};
 }
 
 int64_t block_saved(const Step& s) { return s.act.block_held(s.checkpointing); }

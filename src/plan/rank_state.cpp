@@ -30,7 +30,20 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
   l.stream = cfg.optimizer.offload == OptimizerOffload::cpu &&
              offload_streams_gradients(grads, cfg.train.grad_accum);
   l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
+  l.nf4 = cfg.model.base_quant == BaseQuant::nf4;
   return l;
+}
+
+int64_t nf4_bytes(int64_t n) {
+  const int64_t blocks = (n + 63) / 64;
+  return (n + 1) / 2 + blocks + 4 * ((blocks + 255) / 256) + 4 * 256 + 4;
+}
+
+bool held_in_nf4(const RankLayout& l, const ParamSpec& p, bool train) {
+  const std::string suffix = ".weight";
+  const bool weight = p.name.size() > suffix.size() &&
+                      p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return l.nf4 && !train && p.block >= 0 && p.matmul && weight;
 }
 
 namespace {
@@ -56,6 +69,10 @@ RankState param_state(const ParamSpec& p, bool train, const RankLayout& l, int64
   const auto shape = p.tp_shape(tp_rank, l.tp);
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
+  if (held_in_nf4(l, p, train)) {  // src/parallel/parallelize.cpp: whole on every rank, outside the layout
+    s.frozen += nf4_bytes(numel);
+    return s;
+  }
   const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype
   if (l.zero_stage == 0) {
     if (l.stream) {  // the master on the host; gradients in DDP's buckets only

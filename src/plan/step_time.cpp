@@ -34,6 +34,8 @@ struct Counts {
 
 Counts counts(const Config& cfg, int64_t tp) {
   Counts c;
+  RankLayout nf4;
+  nf4.nf4 = cfg.model.base_quant == BaseQuant::nf4;
   for (const auto& g : param_groups(cfg)) {
     const ParamSpec& p = g.spec;
     const double k = static_cast<double>(g.blocks);  // the parameters the group stands for
@@ -42,7 +44,9 @@ Counts counts(const Config& cfg, int64_t tp) {
     const bool embed = p.name.rfind("tok_embed", 0) == 0 || p.name.rfind("pos_embed", 0) == 0 ||
                        p.name.rfind("lm_head", 0) == 0;
     const bool train = g.trains;
-    (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
+    // QLoRA's NF4 weights are held whole on every rank: FSDP gathers none of them.
+    const bool gathered = !held_in_nf4(nf4, p, train);
+    if (gathered) (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
     if (embed) (train ? c.embed_trainable : c.embed_frozen) += k * static_cast<double>(local);
   }
   return c;

@@ -15,6 +15,7 @@
 #include "meshtrain/core/model_size.h"
 #include "meshtrain/data/data_loader.h"
 #include "meshtrain/model/transformer.h"
+#include "meshtrain/ckpt/nf4_base_load.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/train/checkpoint_state.h"
 #include "meshtrain/train/metrics.h"
@@ -57,6 +58,8 @@ class Evaluator {
     net_->use_kernels(cfg.train);
     auto blocks = model_blocks(*par_);
     ckpt::load_model_weights(ck, blocks);
+    // QLoRA: the NF4 block linears, which are no parameters, from the same checkpoint's base.
+    if (cfg.model.base_quant != BaseQuant::none && !ck.hf) ckpt::load_nf4_base(par_->module(), w_.device, ck.dir);
   }
 
   int data_rank() const { return w_.data_rank; }

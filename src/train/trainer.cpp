@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "meshtrain/ckpt/adapter_checkpoint.h"
+#include "meshtrain/ckpt/nf4_base_load.h"
 #include "meshtrain/ckpt/checkpoint.h"
 #include "meshtrain/ckpt/checkpoint_dir.h"
 #include "meshtrain/ckpt/checkpoint_reader.h"
@@ -214,6 +215,9 @@ class TrainingRun {
   // checkpoint.init_from naming a Hugging Face directory (or a Hub id's snapshot): `model` read from its
   // safetensors, the model section checked against its config.json, the tokenizer files copied to train.out_dir.
   void init_from_hf(const std::string& dir, std::vector<ShardedTensor>& model);
+  // model.base_quant nf4: the NF4 block linears quantized again from checkpoint.init_from's values, one
+  // weight at a time (they are no parameters, so the loads above skipped them).
+  void quantize_base_from_init();
   // This rank's generators, as checkpoints save and restore them.
   RngStreams rng_streams() const;
   double mean_over_ranks(double v);
@@ -351,6 +355,14 @@ void TrainingRun::setup_model_and_optimizer() {
   // same seed on every rank gives the same initial weights; the broadcast after setup makes it certain.
   at::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
   check_fits_device(cfg_, /*training=*/true, device_memory_bytes(w_.cuda, w_.device.index()), w_.device.str());
+  // QLoRA quantizes a base that is on disk, which its adapters-only checkpoints name; a seeded base would be
+  // in none of its checkpoints (the NF4 weights are no parameters), so only a run that saves none (a
+  // benchmark: `bench train --lora R --set model.base_quant=nf4`) may quantize one.
+  const bool saves = cfg_.checkpoint.every > 0 || cfg_.checkpoint.save_final;
+  MT_USER_CHECK(cfg_.model.base_quant == BaseQuant::none || !cfg_.checkpoint.init_from.empty() || !saves,
+                "model.base_quant: given ", cfg_.model.base_quant, " without checkpoint.init_from; valid nf4 over "
+                "a base checkpoint (checkpoint.init_from: the base it quantizes), nf4 over the seeded base of a run "
+                "that saves no checkpoint (checkpoint.every 0 and checkpoint.save_final false), or none");
   // parallelize() materialises the parameters: whole (replicated) or only this rank's shards.
   net_ = model::Transformer(cfg_.model, at::TensorOptions().device(at::kMeta));
   // Counted on the whole model, before tensor parallelism leaves this rank its blocks only.
@@ -481,6 +493,14 @@ void TrainingRun::load_training_state(const std::string& dir, const ckpt::Checkp
   wanted.insert(wanted.begin(), model.begin(), model.end());
   // An adapters-only checkpoint: its frozen base from init_from (checked by check_lora_checkpoint).
   ckpt::load_with_base(dir, wanted, cfg_.checkpoint.init_from, "checkpoint.init_from");
+  quantize_base_from_init();
+}
+
+void TrainingRun::quantize_base_from_init() {
+  if (cfg_.model.base_quant == BaseQuant::none) return;
+  const int64_t n = ckpt::load_nf4_base(par_->module(), w_.device, cfg_.checkpoint.init_from);
+  log::progress("model.base_quant nf4: %lld block linears quantized from %s", static_cast<long long>(n),
+                cfg_.checkpoint.init_from.c_str());
 }
 
 void TrainingRun::restore_position(const std::string& dir, const ckpt::CheckpointMeta& meta) {
@@ -507,6 +527,7 @@ void TrainingRun::init_from_weights() {
     return model::is_lora_parameter(b.name) && !from.tensors.count(b.name);
   });
   const auto ck = ckpt::load_with_base(cfg_.checkpoint.init_from, model);
+  quantize_base_from_init();
   log::progress("initialised the model from %s (%zu tensors; step %lld there); optimizer state fresh, step 0",
                 ck.path.c_str(), model.size(), static_cast<long long>(ck.meta.step));
 }

@@ -106,3 +106,9 @@ meshtrain_add_test(e2e serve bench_serve
 meshtrain_add_test(e2e train run_state
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/run_state_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600)
+# QLoRA (model.base_quant nf4) over a base checkpoint against LoRA over the same base: losses within a stated
+# bound, DDP 2 and FSDP 2 against one process, adapters-only checkpoints resumed exactly, the export merged into
+# the dequantized base (docs/lora.md "QLoRA").
+meshtrain_add_test(e2e train qlora
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/qlora_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  LABELS ckpt PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)

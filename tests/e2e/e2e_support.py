@@ -29,6 +29,26 @@ def prepare_kjv(meshtrain, src, work):
     return prefix
 
 
+def tiny_llama_config(work, name, prefix, steps, every, **model):
+    """A 2-layer Llama (d_model 64, 4 heads over 2 kv heads, untied) on the byte-level shards PREFIX_train.bin, fp32
+    on the CPU, constant LR 1e-2, a checkpoint every `every` steps, a log line every step; `model` adds or
+    overrides model keys (LoRA's). Writes WORK/NAME.yaml and returns its path."""
+    import yaml
+    cfg = {"model": {"family": "llama", "vocab_size": 256, "n_layer": 2, "n_head": 4, "n_kv_head": 2,
+                     "d_model": 64, "d_ff": 128, "max_seq_len": 32, "tie_embeddings": False, **model},
+           "data": {"train": f"{prefix}_train.bin", "seq_len": 32},
+           "optimizer": {"lr": 1e-2, "weight_decay": 0.0, "grad_clip": 1.0},
+           "schedule": {"kind": "constant", "warmup_steps": 0},
+           "train": {"steps": steps, "micro_batch_size": 4, "device": "cpu", "dtype": "fp32", "eval_every": 0,
+                     "sample_tokens": 0, "threads": 1},
+           "checkpoint": {"every": every, "keep": 4},
+           "logging": {"every": 1}}
+    path = os.path.join(work, name + ".yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    return path
+
+
 class Checks:
     """Assertions that all run: `check(cond, what)` prints ok or FAIL with `what` as it goes and keeps the failures."""
 

@@ -26,7 +26,7 @@ try:
 except ImportError as e:
     print(f"skipped: {e.name} is not installed")
     sys.exit(77)
-from e2e_support import Checks, metrics, prepare_kjv, run, run_checked  # noqa: E402
+from e2e_support import Checks, metrics, prepare_kjv, run, run_checked, tiny_llama_config  # noqa: E402
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
@@ -34,24 +34,6 @@ work = tempfile.mkdtemp(prefix="meshtrain_lora_tp_")
 STEPS, HALF, TOL = 4, 2, 1e-4
 check = Checks()
 
-
-
-def write_config(prefix):
-    import yaml
-    cfg = {"model": {"family": "llama", "vocab_size": 256, "n_layer": 2, "n_head": 4, "n_kv_head": 2,
-                     "d_model": 64, "d_ff": 128, "max_seq_len": 32, "tie_embeddings": False,
-                     "lora_rank": 4, "lora_alpha": 8.0, "lora_dropout": 0.1},
-           "data": {"train": f"{prefix}_train.bin", "seq_len": 32},
-           "optimizer": {"lr": 1e-2, "weight_decay": 0.0, "grad_clip": 1.0},
-           "schedule": {"kind": "constant", "warmup_steps": 0},
-           "train": {"steps": STEPS, "micro_batch_size": 4, "device": "cpu", "dtype": "fp32", "eval_every": 0,
-                     "sample_tokens": 0, "threads": 1},
-           "checkpoint": {"every": HALF, "keep": 4},
-           "logging": {"every": 1}}
-    path = os.path.join(work, "lora.yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump(cfg, f)
-    return path
 
 
 TP2 = ["--set=parallel.tp=2", "--set=parallel.sequence_parallel=true"]
@@ -103,7 +85,7 @@ def same_files(a_dir, b_dir, what):
 
 def main():
     prefix = prepare_kjv(meshtrain, src, work)
-    cfg = write_config(prefix)
+    cfg = tiny_llama_config(work, "lora", prefix, STEPS, HALF, lora_rank=4, lora_alpha=8.0, lora_dropout=0.1)
     single, tp2 = os.path.join(work, "tp1"), os.path.join(work, "tp2")
     ref = train(cfg, single, 1)
     got = train(cfg, tp2, 2)

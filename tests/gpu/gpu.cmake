@@ -13,6 +13,8 @@ endfunction()
 # The model's fused CUDA kernels against their composite ATen versions, fp32 and bf16, forward and gradients
 # (skipped where there is no GPU or the build has no CUDA kernels).
 meshtrain_gpu_test(fused_kernels fused_kernels_test.cpp)
+# The NF4 dequantize kernel against the CPU path bit for bit, and nf4_linear under autocast (docs/lora.md "QLoRA").
+meshtrain_gpu_test(nf4_dequantize nf4_dequantize_test.cpp)
 
 # The same ops timed against their composites (forward + backward, bf16, benchmark shapes): table + JSON.
 add_executable(fused_kernels_bench ${CMAKE_CURRENT_LIST_DIR}/fused_kernels_bench.cpp)

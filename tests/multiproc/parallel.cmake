@@ -28,6 +28,7 @@ parallel_reference(gpt2_freeze --family gpt2 --freeze-half)
 parallel_reference(llama_tpm_freeze --family llama --tp-model --freeze-half)
 parallel_reference(llama_lora --family llama --lora --accum 2)
 parallel_reference(llama_tpm_lora --family llama --tp-model --lora --accum 2)
+parallel_reference(llama_qlora --family llama --lora --nf4 --accum 2)
 parallel_reference(llama_tpm_lora_drop --family llama --tp-model --lora --lora-dropout 0.2 --accum 2)
 
 # parallel_layout(NAME NPROC REF worker-args...)
@@ -105,6 +106,10 @@ meshtrain_add_test(multiproc parallel desync_timeout
 # against one process at the same tolerance.
 parallel_layout(ddp2_lora 2 llama_lora --family llama --lora --layout ddp --accum 2 --ac)
 parallel_layout(fsdp2_lora 2 llama_lora --family llama --lora --layout fsdp --accum 2 --ac)
+# QLoRA (model.base_quant nf4): the NF4 block linears held whole on every rank outside DDP's and FSDP's
+# parameters, the rest as under LoRA; --check-plan counts the NF4 bytes against the planner's nf4_bytes.
+parallel_layout(ddp2_qlora 2 llama_qlora --family llama --lora --nf4 --layout ddp --accum 2 --ac)
+parallel_layout(fsdp2_qlora 2 llama_qlora --family llama --lora --nf4 --layout fsdp --accum 2 --ac)
 # LoRA under tensor parallelism: the adapters split with their column-/row-parallel layers (the replicated
 # piece's partial gradients summed over tp) — TP 2 with sequence parallelism and activation checkpointing,
 # FSDP 2 × TP 2, and TP 2 with adapter dropout (masks drawn for the whole input width: the single process's).

@@ -24,3 +24,13 @@ meshtrain_use_torch(gguf_quant_driver)
 meshtrain_add_test(reference ckpt gguf_quants
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/gguf_quants_test.py $<TARGET_FILE:gguf_quant_driver>
   PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# NF4 (model/nf4_tensor.h) against a numpy reference written from the QLoRA paper's definition (the levels from
+# the normal quantiles, nearest-level codes over each block's absmax, the double-quantized absmaxes), and
+# against bitsandbytes' CPU quantize_4bit where it imports. Exit 77 without numpy.
+add_executable(nf4_driver ${CMAKE_CURRENT_LIST_DIR}/nf4_driver.cpp)
+target_link_libraries(nf4_driver PRIVATE meshtrain_model)
+meshtrain_warnings(nf4_driver)
+meshtrain_use_torch(nf4_driver)
+meshtrain_add_test(reference model nf4
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/nf4_test.py $<TARGET_FILE:nf4_driver>
+  PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

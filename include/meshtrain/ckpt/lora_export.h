@@ -18,7 +18,9 @@
 namespace meshtrain::ckpt {
 
 // Parameters (meshtrain names, no "model." prefix) with every adapter pair folded into its weight:
-// W' = W + lora_alpha / lora_rank · B A, computed in fp32 and kept in W's dtype; the adapters removed.
+// W' = W + lora_alpha / lora_rank · B A, computed in fp32 and kept in W's dtype; the adapters removed. Under
+// model.base_quant nf4 every block linear's W is first its NF4 round trip (model/nf4_base.h): the base the
+// QLoRA run trained over, not the bf16/fp32 one it was quantized from.
 std::map<std::string, at::Tensor> merge_lora(const ModelConfig& m, std::map<std::string, at::Tensor> params);
 
 // Writes the checkpoint's adapters in PEFT's layout into out_dir (created; files through temporary names).

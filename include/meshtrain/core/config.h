@@ -52,7 +52,11 @@ using StringList = std::vector<std::string>;
   F(double, lora_dropout, 0.0, "Dropout probability on the LoRA adapters' input while training (0 disables)") \
   F(StringList, lora_targets, (StringList{"q", "k", "v", "o", "gate", "up", "down"}), "Projections that get "  \
     "LoRA adapters (llama), each of q, k, v, o (attention) and gate, up, down (MLP); PEFT's names q_proj … " \
-    "down_proj are taken too")
+    "down_proj are taken too")                                                                              \
+  F(BaseQuant, base_quant, BaseQuant::none, "How the LoRA base's block linears (every projection of every "     \
+    "block; not the norms, embeddings or head) are held: none = the compute dtype, nf4 = QLoRA's 4-bit "        \
+    "NormalFloat with double-quantized scales (0.52 bytes a parameter), quantized from checkpoint.init_from "   \
+    "one weight at a time and dequantized for each GEMM (docs/lora.md \"QLoRA\"); nf4 needs lora_rank > 0")
 
 #define MT_PARALLEL_FIELDS(F)                                                                                \
   F(int64_t, dp, 0, "Data-parallel replicas; 0 = world size / (pp × fsdp × tp)")                             \

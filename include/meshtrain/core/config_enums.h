@@ -36,6 +36,8 @@ struct TrainConfig;
 #define MT_OPTIMIZER_NAME_VALUES(V) V(adamw, "adamw")
 // optimizer.offload: where the fp32 master weights and AdamW moments live and the update runs.
 #define MT_OPTIMIZER_OFFLOAD_VALUES(V) V(none, "none") V(cpu, "cpu")
+// model.base_quant: how LoRA's frozen base linears are held (docs/lora.md "QLoRA").
+#define MT_BASE_QUANT_VALUES(V) V(none, "none") V(nf4, "nf4")
 // schedule.kind: the learning rate's shape after warmup.
 #define MT_LR_SHAPE_VALUES(V) V(cosine, "cosine") V(linear, "linear") V(constant, "constant") V(wsd, "wsd")
 // train.device: where to train; automatic = cuda if present.
@@ -71,6 +73,7 @@ MT_DEFINE_ENUM(ShardFormat, MT_SHARD_FORMAT_VALUES)
 MT_DEFINE_ENUM(LossMask, MT_LOSS_MASK_VALUES)
 MT_DEFINE_ENUM(OptimizerName, MT_OPTIMIZER_NAME_VALUES)
 MT_DEFINE_ENUM(OptimizerOffload, MT_OPTIMIZER_OFFLOAD_VALUES)
+MT_DEFINE_ENUM(BaseQuant, MT_BASE_QUANT_VALUES)
 MT_DEFINE_ENUM(LrShape, MT_LR_SHAPE_VALUES)
 MT_DEFINE_ENUM(TrainDevice, MT_TRAIN_DEVICE_VALUES)
 MT_DEFINE_ENUM(ComputeDtype, MT_COMPUTE_DTYPE_VALUES)

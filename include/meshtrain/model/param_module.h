@@ -19,6 +19,9 @@ class ParamModule : public torch::nn::Module {
  public:
   // `name` is this module's own parameter ("weight"). `t` gets requires_grad like the parameter it replaces.
   void replace_parameter(const std::string& name, at::Tensor t);
+  // Takes `name` out of the registry (named_parameters() no longer lists it) and sets its member to `t`: a
+  // parameter this module now holds in another form (LinearImpl::hold_weight_as_nf4).
+  void retire_parameter(const std::string& name, at::Tensor t);
 
  protected:
   // register_parameter + remember `member` so replace_parameter can update it. Returns `t`.

@@ -25,7 +25,7 @@ struct GpuSpec {
 
 // The named GPU; UserError naming `flag` and the valid names otherwise.
 GpuSpec gpu_spec(const std::string& name, const std::string& flag = "--gpu");
-// a100-40gb | a100-80gb | h100-80gb | h200-141gb
+// l4-24gb | a100-40gb | a100-80gb | h100-80gb | h200-141gb
 std::vector<std::string> gpu_names();
 
 }  // namespace meshtrain::plan

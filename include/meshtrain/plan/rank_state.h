@@ -23,6 +23,7 @@
 #include <string>
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/plan/param_table.h"
 
 namespace meshtrain::plan {
 
@@ -40,16 +41,25 @@ struct RankLayout {
   bool stream = false;        // optimizer offload streams the gradients (replicated or FSDP, no TP, no pipeline)
   int stream_bytes = 4;       // then: element size of a trainable parameter or FSDP shard (the compute dtype,
                               // bf16 on GPU)
+  bool nf4 = false;           // model.base_quant nf4: the frozen block linears held whole in NF4 on every rank
+                              // (nf4_bytes each), neither sharded, gathered nor cast
 
   static RankLayout from(const Config& cfg, int64_t world_size);
 };
+
+// Bytes of `n` values in NF4 as model/nf4_tensor.h holds them: two codes a byte, an 8-bit absmax per 64 values,
+// an fp32 scale per 256 absmaxes, the 256-entry fp32 map and the offset — 0.516 bytes a value.
+int64_t nf4_bytes(int64_t n);
+// Whether parameter `p` (trains: `train`) is held in NF4 under layout `l` (QLoRA's frozen block linears).
+bool held_in_nf4(const RankLayout& l, const ParamSpec& p, bool train);
 
 struct RankState {
   int64_t params = 0;     // module parameters held outside the master copy (replicated: the fp32 weights;
                           // streamed offload: the trainable parameters or FSDP shards in the compute dtype)
   int64_t master = 0;     // fp32 master shards of trained parameters (sharded layouts; padding included)
   int64_t frozen = 0;     // shards of frozen parameters (sharded layouts; padding included): no master, held as
-                          // they are — LoRA's base in the compute dtype (bf16 on GPU), else fp32
+                          // they are — LoRA's base in the compute dtype (bf16 on GPU), else fp32; QLoRA's NF4
+                          // block linears (whole, any layout)
   int64_t grads = 0;      // gradients after the step's backward (sharded: the fp32 shard gradients)
   int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq (fp32) + a 4-byte step count per optimized tensor
   int64_t gathered_params = 0;  // FSDP: this rank's full parameters of every unit (their share when gathered)

@@ -2,11 +2,15 @@
 
 #include <ATen/ATen.h>
 
+#include "meshtrain/core/error.h"
+
 #include "meshtrain/model/linear/bias_linear.h"
 #include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/model/linear/fused_linear_gelu.h"
 #include "meshtrain/model/linear/master_linear.h"
+#include "meshtrain/model/linear/nf4_linear.h"
 #include "meshtrain/model/linear/residual_linear.h"
+#include "meshtrain/model/nf4_tensor.h"
 
 namespace meshtrain::model {
 
@@ -16,6 +20,7 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
 }
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
+  if (nf4_) return nf4_linear(x, *nf4_, bias);
   if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_, fp8_input_.get());
   if (fused_bias_ && bias.defined()) return bias_linear(x, weight, bias);
   if (master_grads_) return master_linear(x, weight, bias);  // at::linear where it does not apply
@@ -24,7 +29,7 @@ at::Tensor LinearImpl::forward(const at::Tensor& x) {
 
 at::Tensor LinearImpl::forward_gelu(const at::Tensor& x, bool fused) {
   // FP8 matmuls have no GELU epilogue: forward's FP8 path, then the GELU.
-  if (fused && bias.defined() && fp8_ == Fp8Scaling::off && can_fuse_gelu())
+  if (fused && bias.defined() && can_fuse())
     return fused_linear_gelu(x, weight, bias);
   return at::gelu(forward(x), "tanh");
 }
@@ -33,6 +38,20 @@ at::Tensor LinearImpl::forward_residual(const at::Tensor& x, const at::Tensor& r
   if (master_grads_ && fused_adds_ && can_fuse() && residual_linear_applies(x, weight, bias, r))
     return residual_linear(x, weight, bias, r);
   return r + forward(x);
+}
+
+void LinearImpl::hold_weight_as_nf4(Nf4Tensor q) {
+  MT_CHECK(!weight.requires_grad(), "hold_weight_as_nf4: only a frozen weight is held in NF4");
+  MT_CHECK(q.shape == weight.sizes().vec(), "hold_weight_as_nf4: NF4 of shape ", at::IntArrayRef(q.shape),
+           " for a weight of ", weight.sizes());
+  const bool first = !nf4_;
+  nf4_ = std::make_shared<const Nf4Tensor>(std::move(q));
+  if (first) retire_parameter("weight", at::empty(weight.sizes(), weight.options().device(at::kMeta)));
+}
+
+at::Tensor LinearImpl::weight_values() const {
+  if (nf4_) return nf4_->dequantize(at::kFloat);
+  return weight.detach().to(at::kFloat);
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t dim, const at::TensorOptions& opts) {

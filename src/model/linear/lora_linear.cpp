@@ -27,7 +27,8 @@ at::Tensor LoraLinearImpl::forward(const at::Tensor& x) {
 at::Tensor LoraLinearImpl::merged_weight() const {
   at::NoGradGuard no_grad;
   auto delta = at::matmul(lora_B.to(at::kFloat), lora_A.to(at::kFloat)) * scale_;  // [out, in]
-  return (weight.to(at::kFloat) + delta.to(weight.device())).to(weight.scalar_type());
+  const at::Tensor base = weight_values();  // an NF4 base dequantized (model.base_quant nf4)
+  return (base + delta.to(base.device())).to(weight.scalar_type());
 }
 
 at::Tensor lora_dropout(const at::Tensor& x, double p, int64_t width, int64_t offset) {

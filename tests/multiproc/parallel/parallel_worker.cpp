@@ -38,6 +38,8 @@
 //           bit-identical, only the adapters train (a lr large enough that B moves off zero and A with it).
 //   --bf16: train.dtype bf16 (autocast, the fp32 masters' weight gradients from the GEMMs) on the GPU, held to
 //           the bf16 bound (tolerance()); without it every layout runs in fp32.
+//   --nf4: model.base_quant nf4 (with --lora: QLoRA, docs/lora.md): the block linears held in NF4 outside the
+//           parameters, whole on every rank; --check-plan counts their bytes (Nf4Tensor::bytes) with the frozen ones.
 //   --lora-dropout P: model.lora_dropout P (with --lora). Ranks draw the adapters' dropout masks from their
 //           default generators, seeded alike in every process (train.seed, as the trainer does), so a layout
 //           whose ranks see the single process's micro-batches in its order (TP alone) drops what it drops.
@@ -77,6 +79,9 @@
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/model/documents.h"
+#include "meshtrain/model/linear/linear.h"
+#include "meshtrain/model/nf4_base.h"
+#include "meshtrain/model/nf4_tensor.h"
 #include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/rank_state.h"
@@ -95,7 +100,7 @@ struct Args {
   double lora_dropout = 0.0;
   bool ac = false, reshard = true, desync = false, bf16_reduce = false, sp = false, tp_model = false,
        freeze_half = false, check_plan = false, pp_model = false, offload = false, lora = false, bf16 = false,
-       tie = false, packed = false, masked = false;
+       tie = false, packed = false, masked = false, nf4 = false;
 };
 
 constexpr int64_t kGlobalBatch = 8, kSeq = 16;
@@ -129,6 +134,7 @@ Config make_config(const Args& a, int world) {
     c.model.lora_alpha = 8.0;
     c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
     c.model.lora_dropout = a.lora_dropout;
+    if (a.nf4) c.model.base_quant = BaseQuant::nf4;
   }
   c.parallel.tp = a.tp;
   c.parallel.sequence_parallel = a.sp;
@@ -282,14 +288,18 @@ int check_plan(const parallel::ParallelModel& par, const train::Optimizer& opt, 
   for (const auto& p : module) got.grads += seen.add(p.grad());
   for (const auto& s : shards) got.grads += seen.add(s.local.grad());
   for (const auto& [name, t] : opt.state_tensors()) got.optimizer += seen.add(t);
+  // QLoRA's NF4 weights, no parameters: held whole by every rank (the plan counts them as frozen).
+  int64_t nf4 = 0;
+  for (const auto& [name, lin] : model::nf4_base_linears(*par.net().ptr()))
+    if (const model::Nf4Tensor* q = lin->nf4_weight()) nf4 += q->bytes();
   // The shards held are the master shards and the frozen parameters' shards together (the plan counts them apart).
-  const bool same = got.params == want.params && got.master == want.master + want.frozen && got.grads == want.grads &&
-                    got.optimizer == want.optimizer;
+  const bool same = got.params == want.params && got.master + nf4 == want.master + want.frozen &&
+                    got.grads == want.grads && got.optimizer == want.optimizer;
   std::printf("%s state bytes rank %d (tp %lld, shard %lld): params %lld (plan %lld), master %lld (plan %lld), "
               "grads %lld (plan %lld), optimizer %lld (plan %lld)\n",
               same ? "plan:" : "FAIL plan:", rank, static_cast<long long>(tp_rank), static_cast<long long>(shard_rank),
               static_cast<long long>(got.params), static_cast<long long>(want.params),
-              static_cast<long long>(got.master), static_cast<long long>(want.master + want.frozen),
+              static_cast<long long>(got.master + nf4), static_cast<long long>(want.master + want.frozen),
               static_cast<long long>(got.grads), static_cast<long long>(want.grads),
               static_cast<long long>(got.optimizer), static_cast<long long>(want.optimizer));
   return same ? 0 : 1;
@@ -580,6 +590,7 @@ int main(int argc, char** argv) {
       else if (k == "--offload") a.offload = true;
       else if (k == "--lora") a.lora = true;
       else if (k == "--lora-dropout") a.lora_dropout = std::stod(next());
+      else if (k == "--nf4") a.nf4 = true;
       else if (k == "--check-plan") a.check_plan = true;
       else if (k == "--device") a.device = next();
       else if (k == "--probe-cuda") return cuda_visible() ? 0 : kSkipped;

@@ -73,7 +73,7 @@ TEST(ConfigSchema, EnumerationsNameTheirSpellings) {
   std::vector<std::string> enums;
   for (const FieldInfo& f : config_fields())
     if (f.type == FieldType::Enum) enums.push_back(f.path());
-  EXPECT_EQ(enums, (std::vector<std::string>{"model.family", "parallel.pp_schedule", "parallel.backend",
+  EXPECT_EQ(enums, (std::vector<std::string>{"model.family", "model.base_quant", "parallel.pp_schedule", "parallel.backend",
                                              "parallel.param_dtype", "parallel.reduce_dtype", "parallel.master_location",
                                              "data.format", "data.loss_mask",
                                              "optimizer.name", "optimizer.offload", "schedule.kind", "train.device",

@@ -417,6 +417,28 @@ TEST(ConfigValidate, Lora) {
   EXPECT_EQ(lora_targets(c.model), (std::vector<LoraTarget>{LoraTarget::v, LoraTarget::down}));
 }
 
+// model.base_quant nf4 (QLoRA): only over a frozen LoRA base, and not yet with tensor or pipeline parallelism.
+TEST(ConfigValidate, BaseQuantNeedsLoraAndNoTpOrPp) {
+  Config c = good();
+  c.model.family = Family::llama;
+  c.model.base_quant = BaseQuant::nf4;
+  expect_invalid(c, "model.base_quant: given nf4 with model.lora_rank 0; valid none, or nf4 with model.lora_rank > 0");
+  c.model.lora_rank = 8;
+  EXPECT_NO_THROW(validate(c, 8));
+  c.parallel.fsdp = 2;  // the NF4 base is no parameter: every rank holds it whole beside FSDP's shards
+  EXPECT_NO_THROW(validate(c, 8));
+  c.parallel.fsdp = 1;
+  c.parallel.tp = 2;
+  expect_invalid(c, "model.base_quant: given nf4 with parallel.tp 2; valid nf4 with tp 1 and pp 1");
+  c.parallel.tp = 1;
+  c.parallel.pp = 2;
+  expect_invalid(c, "model.base_quant: given nf4 with parallel.pp 2; valid nf4 with tp 1 and pp 1");
+  c.parallel.pp = 1;
+  c.model.lora_rank = 0;
+  c.model.base_quant = BaseQuant::none;
+  EXPECT_NO_THROW(validate(c, 8));
+}
+
 // model.lora_rank at most min(in, out) of every adapted projection, refused at validate time with the limit
 // (not accepted, nor an allocator's trace when the model is built).
 TEST(ConfigValidate, LoraRankAtMostTheSmallestAdaptedSide) {

@@ -100,3 +100,20 @@ TEST(ModelSize, TheDeviceMustHoldThisRanksShare) {
   EXPECT_NO_THROW(check_fits_device(small, true, 4 * p, "cpu"));
   EXPECT_ANY_THROW(check_fits_device(small, true, 4 * p - 1, "cpu"));
 }
+
+// LoRA's base does not train: its bytes in the compute dtype (bf16) bound the share, QLoRA's in NF4 (0.5 a
+// parameter) — so a 70B QLoRA passes on one 80 GB GPU, where the bf16 base (140 GB) is refused.
+TEST(ModelSize, AFrozenLoraBaseCountsItsHeldBytes) {
+  Config c = parse_config("{}", "cfg.yaml", true, {"model.preset=llama3.1-70b", "model.lora_rank=16",
+                                                     "data.train=synthetic"});
+  resolve(c, 1);
+  const int64_t gpu = int64_t{80} << 30;
+  const std::string msg = user_error([&] { check_fits_device(c, true, gpu, "cuda:0"); });
+  EXPECT_NE(msg.find("per rank for the frozen LoRA base (in the compute dtype; the adapters' state not counted, under "
+                      "tp(1), fsdp(1), zero_stage 0) but cuda:0 has 80 GiB"),
+            std::string::npos) << msg;
+  c.model.base_quant = BaseQuant::nf4;
+  EXPECT_NO_THROW(check_fits_device(c, true, gpu, "cuda:0"));
+  const int64_t p = static_cast<int64_t>(model_size(c.model).params);
+  EXPECT_ANY_THROW(check_fits_device(c, true, p / 2 - 1, "cuda:0"));
+}

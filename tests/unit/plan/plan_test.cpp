@@ -272,6 +272,52 @@ TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
             2 * base + 12 * adapters + 4 * adapter_tensors + 4 * N * D);
 }
 
+// QLoRA (model.base_quant nf4): the block linears held in NF4 — 0.516 bytes a parameter, whole on the rank, no
+// autocast copy, no gather — plus one weight dequantized to bf16 around its GEMM. 70B fits one 80 GB GPU and 8B a
+// 24 GB one at micro-batch 1, T 2048 (with activation checkpointing), where the bf16 LoRA base does not.
+TEST(MemoryModel, QloraHoldsTheBaseInNf4) {
+  auto qlora = [](const std::string& preset, BaseQuant quant, bool ac) {
+    Config c = bench(preset, 1, 2048, 0, ac);
+    c.model.lora_rank = 16;
+    c.model.lora_alpha = 32;
+    c.model.base_quant = quant;
+    return c;
+  };
+  EXPECT_EQ(nf4_bytes(64), 32 + 1 + 4 + 1028);
+  EXPECT_EQ(nf4_bytes(8192 * 8192), 8192 * 8192 / 2 + 8192 * 8192 / 64 + 4 * 8192 * 8192 / 64 / 256 + 1028);
+  // The state, counted by hand (one process): the block linears in NF4 (frozen), the norms, embedding and head in
+  // bf16 and the adapters in fp32 (params).
+  const Config c8 = qlora("llama3.1-8b", BaseQuant::nf4, true);
+  int64_t nf4 = 0, held = 0, largest = 0;
+  for (const auto& p : param_table(c8.model)) {
+    const bool adapter = p.name.find(".lora_") != std::string::npos, linear = p.block >= 0 && p.matmul && !adapter;
+    (linear ? nf4 : held) += linear ? nf4_bytes(p.numel()) : (adapter ? 4 : 2) * p.numel();
+    if (linear) largest = std::max(largest, p.numel());
+  }
+  EXPECT_EQ(worst_rank_state(c8, 1).frozen, nf4);
+  EXPECT_EQ(worst_rank_state(c8, 1).params, held);
+  const MemoryEstimate q8 = estimate_memory(c8, 1, gpu_spec("l4-24gb"));
+  const MemoryEstimate l8 = estimate_memory(qlora("llama3.1-8b", BaseQuant::none, true), 1, gpu_spec("l4-24gb"));
+  EXPECT_GE(q8.peak.transient, 2 * largest);  // the dequantized w1/w3 [14336, 4096] beside the inputs
+  EXPECT_EQ(q8.peak.gathered, 0);
+  EXPECT_TRUE(q8.fits) << q8.device_total / kGiB << " GiB";
+  EXPECT_LT(q8.device_total, l8.device_total * 6 / 10);  // the bf16 base's 15 GB become 3.9
+  const MemoryEstimate q70 = estimate_memory(qlora("llama3.1-70b", BaseQuant::nf4, true), 1, gpu_spec("h100-80gb"));
+  EXPECT_TRUE(q70.fits) << q70.device_total / kGiB << " GiB";
+  EXPECT_LT(static_cast<double>(q70.state.frozen) / kGiB, 34.0);  // 68.5e9 block-linear parameters × 0.516 B
+  EXPECT_FALSE(estimate_memory(qlora("llama3.1-70b", BaseQuant::none, true), 1, gpu_spec("h100-80gb")).fits);
+  // Under FSDP the NF4 base is held whole on each rank: only the rest is sharded.
+  Config f = qlora("llama3.1-70b", BaseQuant::nf4, true);
+  f.parallel.fsdp = 8;
+  resolve(f, 8);
+  // Beside the whole NF4 base: an eighth of the bf16 embedding and head (and norms).
+  const double rest = static_cast<double>(worst_rank_state(f, 8).frozen - q70.state.frozen);
+  EXPECT_NEAR(rest, 2.0 * 2 * 128256 * 8192 / 8, 1e7);
+  std::printf("QLoRA at micro-batch 1, T 2048, AC: 8B %.1f GiB of l4-24gb (LoRA %.1f), 70B %.1f GiB of h100-80gb\n",
+              static_cast<double>(q8.device_total) / kGiB, static_cast<double>(l8.device_total) / kGiB,
+              static_cast<double>(q70.device_total) / kGiB);
+}
+
 // optimizer.offload: cpu where the layout downloads the gradients after the backward (ZeRO-2): the AdamW
 // moments leave the device's peak (8 bytes per parameter) and the host holds 16 bytes per parameter (master,
 // moments, gradient buffer).

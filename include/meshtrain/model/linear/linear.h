@@ -15,6 +15,7 @@
 namespace meshtrain::model {
 
 class Fp8SharedInput;
+struct Nf4Tensor;
 
 class LinearImpl : public ParamModule {
  public:
@@ -40,7 +41,7 @@ class LinearImpl : public ParamModule {
   virtual bool can_fuse_gelu() const { return true; }
   // Whether a fused op may compute this layer's x·Wᵀ + b in its place (model/linear/gelu_mlp.h): can_fuse_gelu()
   // and no FP8 matmuls.
-  bool can_fuse() const { return fp8_ == Fp8Scaling::off && can_fuse_gelu(); }
+  bool can_fuse() const { return fp8_ == Fp8Scaling::off && !nf4_ && can_fuse_gelu(); }
   // Whether forward(x), run without gradients, is exactly x·Wᵀ + b on this layer's own weight and bias (this
   // rank's block of them), so that an inference step may compute it inside one GEMM with other layers that read
   // the same input, their weights laid side by side (model/fused_projections.h). Unlike can_fuse(), a layer
@@ -61,10 +62,21 @@ class LinearImpl : public ParamModule {
   void set_fused_adds(bool on) { fused_adds_ = on; }
   bool fused_adds() const { return fused_adds_; }
 
+  // model.base_quant nf4 (docs/lora.md "QLoRA"): the frozen weight held as `q` from now on — forward and
+  // backward dequantize it to the compute dtype (model/linear/nf4_linear.h). `weight` leaves the module's
+  // parameters (no optimizer, checkpoint or layout sees it) and becomes a meta tensor of its shape, which
+  // still answers size() and allocates nothing.
+  void hold_weight_as_nf4(Nf4Tensor q);
+  // The NF4 weight, or null while the weight is a parameter.
+  const Nf4Tensor* nf4_weight() const { return nf4_.get(); }
+  // The weight's values in fp32 whichever way it is held (the NF4 one dequantized): for export and merging.
+  at::Tensor weight_values() const;
+
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
 
  private:
+  std::shared_ptr<const Nf4Tensor> nf4_;
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
   bool fused_bias_ = false;

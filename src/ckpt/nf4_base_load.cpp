@@ -1,0 +1,25 @@
+// load_nf4_base; see nf4_base_load.h.
+#include "meshtrain/ckpt/nf4_base_load.h"
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "meshtrain/ckpt/adapter_checkpoint.h"
+#include "meshtrain/model/nf4_base.h"
+
+namespace meshtrain::ckpt {
+
+int64_t load_nf4_base(model::TransformerImpl& net, const at::Device& device, const std::string& checkpoint) {
+  int64_t n = 0;
+  model::quantize_base(net, device, [&](const std::string& name, at::IntArrayRef shape) {
+    at::Tensor w = at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(device));
+    std::vector<ShardedTensor> one{{"model." + name, shape.vec(), std::vector<int64_t>(shape.size(), 0), w, true}};
+    load_with_base(checkpoint, one);  // an adapters-only checkpoint: from the base it records
+    ++n;
+    return w;
+  });
+  return n;
+}
+
+}  // namespace meshtrain::ckpt

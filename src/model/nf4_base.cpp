@@ -1,0 +1,50 @@
+// The NF4 base of a QLoRA model; see nf4_base.h.
+#include "meshtrain/model/nf4_base.h"
+
+#include <ATen/ATen.h>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/linear/linear.h"
+#include "meshtrain/model/nf4_tensor.h"
+#include "meshtrain/model/transformer.h"
+
+namespace meshtrain::model {
+
+std::vector<std::pair<std::string, LinearImpl*>> nf4_base_linears(TransformerImpl& net) {
+  std::vector<std::pair<std::string, LinearImpl*>> out;
+  if (!net.blocks) return out;
+  for (const auto& item : net.blocks->named_modules("blocks"))
+    if (auto* lin = dynamic_cast<LinearImpl*>(item.value().get())) out.emplace_back(item.key() + ".weight", lin);
+  return out;
+}
+
+std::vector<std::string> nf4_base_weight_names(const ModelConfig& cfg) {
+  std::vector<std::string> names;
+  if (cfg.base_quant == BaseQuant::none) return names;
+  TransformerImpl meta(cfg, at::TensorOptions().device(at::kMeta));  // shapes only: nothing allocated
+  for (const auto& [name, lin] : nf4_base_linears(meta)) names.push_back(name);
+  return names;
+}
+
+void quantize_base(TransformerImpl& net, const at::Device& device, const BaseValues& values) {
+  at::NoGradGuard no_grad;
+  for (const auto& [name, lin] : nf4_base_linears(net)) {
+    if (lin->weight.requires_grad()) continue;
+    const at::Tensor w = values(name, lin->weight.sizes());
+    MT_CHECK(w.sizes() == lin->weight.sizes(), "quantize_base: ", name, " given ", w.sizes(), ", the weight is ",
+             lin->weight.sizes());
+    lin->hold_weight_as_nf4(Nf4Tensor::quantize(w.to(device)));
+  }
+}
+
+void round_trip_nf4_base(const ModelConfig& cfg, std::map<std::string, at::Tensor>& params) {
+  at::NoGradGuard no_grad;
+  for (const std::string& name : nf4_base_weight_names(cfg)) {
+    const auto it = params.find(name);
+    MT_CHECK(it != params.end(), "round_trip_nf4_base: no tensor '", name, "'");
+    at::Tensor& w = it->second;
+    w = Nf4Tensor::quantize(w).dequantize(at::kFloat).to(w.scalar_type());
+  }
+}
+
+}  // namespace meshtrain::model

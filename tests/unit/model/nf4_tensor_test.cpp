@@ -1,0 +1,172 @@
+// Nf4Tensor and the NF4 base of a QLoRA model: codes that are the nearest level to each value over its block's
+// absmax (a brute-force search here), the layout (two codes a byte, a short last block, 8-bit absmaxes in
+// blocks of 256), exact zeros and constant blocks, and nf4_linear's forward and gradients equal to the plain
+// path run on the dequantized weights — bit for bit on the CPU in fp32. (tests/reference/nf4_test.py holds the
+// codec to a reference written from the QLoRA paper's definition, and to bitsandbytes where it is installed.)
+#include "meshtrain/model/nf4_tensor.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "meshtrain/core/config_schema.h"
+#include "meshtrain/model/block.h"
+#include "meshtrain/model/linear/lora_linear.h"
+#include "meshtrain/model/linear/nf4_linear.h"
+#include "meshtrain/model/nf4_base.h"
+#include "meshtrain/model/transformer.h"
+#include "support/tiny_model.h"
+
+using namespace meshtrain;
+using model::Nf4Tensor;
+
+namespace {
+
+// The codes unpacked: one int64 per value.
+at::Tensor unpacked(const Nf4Tensor& q) {
+  const auto idx = at::stack({at::bitwise_right_shift(q.codes, 4), at::bitwise_and(q.codes, 15)}, 1).reshape(-1);
+  return idx.narrow(0, 0, q.numel()).to(at::kLong);
+}
+
+// The nearest level to each x / absmax of its block (ties to the lower level), by trying all 16.
+at::Tensor nearest_levels(const at::Tensor& x) {
+  const auto flat = x.reshape(-1).to(at::kFloat);
+  const int64_t n = flat.numel();
+  const auto& l = Nf4Tensor::levels();
+  const auto levels = at::tensor(at::ArrayRef<float>(l.data(), l.size()));
+  std::vector<at::Tensor> out;
+  for (int64_t start = 0; start < n; start += Nf4Tensor::kBlock) {
+    const auto block = flat.narrow(0, start, std::min<int64_t>(Nf4Tensor::kBlock, n - start));
+    const auto am = block.abs().max().clamp_min(1e-38);
+    const auto scaled = start + Nf4Tensor::kBlock <= n ? block * (1.0 / am) : block / am;
+    // argmin returns the first minimum: the lower level on a tie.
+    out.push_back((scaled.clamp(-1, 1).unsqueeze(1) - levels.unsqueeze(0)).abs().argmin(1));
+  }
+  return at::cat(out);
+}
+
+ModelConfig qlora_model(BaseQuant quant) {
+  ModelConfig m = testing_support::tiny_model({.family = "llama", .vocab_size = 50, .n_kv_head = 2});
+  m.lora_rank = 4;
+  m.lora_alpha = 8.0;
+  m.lora_targets = split_field_list("q,v,down");
+  m.base_quant = quant;
+  Config c;
+  c.model = m;
+  resolve(c, 1);
+  return c.model;
+}
+
+}  // namespace
+
+TEST(Nf4Tensor, CodesAreTheNearestLevelOfEachValueOverItsBlocksAbsmax) {
+  at::manual_seed(1);
+  for (int64_t n : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{1000}, int64_t{64 * 256 + 7}}) {
+    const auto x = at::randn({n}) * 0.02;
+    const auto q = Nf4Tensor::quantize(x);
+    EXPECT_EQ(q.codes.numel(), (n + 1) / 2) << n;
+    EXPECT_EQ(q.blocks(), (n + 63) / 64) << n;
+    EXPECT_EQ(q.absmax_scales.numel(), (q.blocks() + 255) / 256) << n;
+    EXPECT_TRUE(at::equal(unpacked(q), nearest_levels(x))) << n;
+    // Each dequantized value is its level times its block's dequantized absmax, which is within half a step
+    // of the 8-bit map (at most 1/127 of the block group's largest |absmax − offset|) of the true one.
+    const auto deq = q.dequantize(at::kFloat);
+    EXPECT_EQ(deq.sizes(), x.sizes());
+    const auto& l = Nf4Tensor::levels();
+    const auto levels = at::tensor(at::ArrayRef<float>(l.data(), l.size()));
+    const auto per_value = q.absmax().repeat_interleave(64).narrow(0, 0, n);
+    EXPECT_TRUE(at::equal(deq, levels.index({unpacked(q)}) * per_value)) << n;
+  }
+}
+
+TEST(Nf4Tensor, ZerosAndConstantBlocksComeBackExactly) {
+  const auto zeros = at::zeros({3, 70});
+  EXPECT_TRUE(at::equal(Nf4Tensor::quantize(zeros).dequantize(at::kFloat), zeros));
+  // Every block the same constant: absmax − offset is 0 everywhere, which the map holds exactly, and the
+  // constant is the block's absmax times level 1.
+  const auto constant = at::full({5, 64}, 0.125f);
+  EXPECT_TRUE(at::equal(Nf4Tensor::quantize(constant).dequantize(at::kFloat), constant));
+  const auto negative = at::full({130}, -3.5f);
+  EXPECT_TRUE(at::equal(Nf4Tensor::quantize(negative).dequantize(at::kFloat), negative));
+}
+
+TEST(Nf4Tensor, DynamicMapIsBitsandbytesSigned8BitMap) {
+  const auto map = Nf4Tensor::dynamic_map(at::kCPU);
+  ASSERT_EQ(map.numel(), 256);
+  EXPECT_TRUE(at::equal(std::get<0>(map.sort()), map));  // sorted
+  EXPECT_EQ(map[0].item<float>(), -0.99296874f);          // −(0.9859375 + 1) / 2 in fp32: the last midpoint at 10^0
+  EXPECT_EQ(map[255].item<float>(), 1.0f);
+  EXPECT_EQ(map.eq(0).sum().item<int64_t>(), 1);
+}
+
+TEST(Nf4Tensor, HalfAByteAParameterPlusScales) {
+  const auto q = Nf4Tensor::quantize(at::randn({4096, 1024}));
+  const double per_param = static_cast<double>(q.bytes()) / static_cast<double>(q.numel());
+  EXPECT_NEAR(per_param, 0.5 + 1.0 / 64 + 4.0 / (64 * 256), 1e-3);
+}
+
+TEST(Nf4Linear, ForwardAndInputGradientEqualThePlainPathOnTheDequantizedWeight) {
+  at::manual_seed(2);
+  const auto w = at::randn({24, 40}) * 0.05;
+  const auto q = Nf4Tensor::quantize(w);
+  const auto wd = q.dequantize(at::kFloat);
+  const auto x0 = at::randn({3, 5, 40});
+  const auto dy = at::randn({3, 5, 24});
+  auto x1 = x0.clone().requires_grad_(true), x2 = x0.clone().requires_grad_(true);
+  const auto y1 = model::nf4_linear(x1, q, at::Tensor());
+  const auto y2 = at::linear(x2, wd);
+  EXPECT_TRUE(at::equal(y1, y2));
+  y1.backward(dy);
+  y2.backward(dy);
+  EXPECT_TRUE(at::equal(x1.grad(), x2.grad()));
+}
+
+// A QLoRA model against the LoRA model whose frozen base is the NF4 round trip of the same weights: the same
+// loss and the same adapter gradients, bit for bit; the NF4 weights are no parameters any more.
+TEST(Nf4Linear, QloraModelEqualsLoraOverTheDequantizedBase) {
+  model::Transformer qlora(qlora_model(BaseQuant::nf4)), lora(qlora_model(BaseQuant::none));
+  qlora->init_weights(5);
+  lora->init_weights(5);
+  {
+    at::NoGradGuard no_grad;  // adapters' B non-zero, so they take part in the forward
+    for (auto* net : {&qlora, &lora})
+      for (auto& item : (*net)->named_parameters())
+        if (item.key().find("lora_B") != std::string::npos) item.value().fill_(0.01);
+  }
+  for (auto* net : {&qlora, &lora})
+    for (auto& item : (*net)->named_parameters())
+      item.value().set_requires_grad(model::is_lora_parameter(item.key()));
+  const auto before = qlora->named_parameters().size();
+  std::map<std::string, at::Tensor> weights;
+  for (auto& item : qlora->named_parameters()) weights[item.key()] = item.value().detach().clone();
+  model::quantize_base(*qlora, at::kCPU, [&](const std::string& name, at::IntArrayRef) { return weights.at(name); });
+  EXPECT_EQ(qlora->named_parameters().size(), before - 7 * static_cast<size_t>(qlora->config().n_layer));
+  // The LoRA model's base: each block linear's weight replaced by its round trip.
+  std::map<std::string, at::Tensor> base;
+  for (auto& item : lora->named_parameters()) base[item.key()] = item.value().detach();
+  model::round_trip_nf4_base(qlora->config(), base);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& item : lora->named_parameters()) item.value().copy_(base.at(item.key()));
+  }
+  const auto tokens = at::randint(50, {2, 8}), targets = at::randint(50, {2, 8});
+  const auto l1 = qlora->head_loss(qlora->run_blocks(qlora->embed(tokens), 8), targets);
+  const auto l2 = lora->head_loss(lora->run_blocks(lora->embed(tokens), 8), targets);
+  EXPECT_TRUE(at::equal(l1, l2));
+  l1.backward();
+  l2.backward();
+  std::map<std::string, at::Tensor> g2;
+  for (auto& item : lora->named_parameters())
+    if (item.value().grad().defined()) g2[item.key()] = item.value().grad();
+  int64_t compared = 0;
+  for (auto& item : qlora->named_parameters()) {
+    if (!item.value().grad().defined()) continue;
+    EXPECT_TRUE(at::equal(item.value().grad(), g2.at(item.key()))) << item.key();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 2 * 3 * qlora->config().n_layer);
+  // The merged weight of an adapted NF4 linear starts from the dequantized base.
+  auto* wq = dynamic_cast<model::LoraLinearImpl*>(qlora->blocks->ptr<model::BlockImpl>(0)->attn->wq.get());
+  ASSERT_NE(wq, nullptr);
+  ASSERT_NE(wq->nf4_weight(), nullptr);
+  EXPECT_TRUE(at::equal(wq->weight_values(), base.at("blocks.0.attn.wq.weight")));
+}
