@@ -539,6 +539,7 @@ void TrainingRun::init_from_hf(const std::string& dir, std::vector<ShardedTensor
   const ckpt::HfModelDir hf(dir);
   hf.check_model(cfg_.model, "checkpoint.init_from");
   hf.load(model, "checkpoint.init_from");
+  quantize_base_from_init();
   // The tokenizer, chat template and generation settings beside the run's outputs, as `meshtrain import` puts
   // them beside its checkpoint: the run's outputs carry them even where the directory (or the cache) moves.
   std::vector<std::string> copied;

@@ -251,6 +251,15 @@ def lora_over_hf(hf_dir, imported, prefix):
                f"export of LoRA over {name}")
     check(got["org/name"] == got["import"] and len(got["import"]) == 3,
           f"LoRA over {HUB_ID}: losses {got['org/name']} = over the import {got['import']}")
+    # QLoRA straight over the directory: the NF4 base quantized from its safetensors as from the import's values.
+    q = {}
+    for name, src in (("import", imported), ("org/name", HUB_ID)):
+        out = os.path.join(WORK, f"qlora_{name.replace('/', '_')}")
+        p = train(bare, prefix, out, src, "model.lora_rank=4", "model.base_quant=nf4")
+        ok_out(p, f"QLoRA over {name}")
+        q[name] = losses(out) if p.returncode == 0 else {}
+    check(len(q["import"]) == 3 and q["org/name"] == q["import"],
+          f"QLoRA over {HUB_ID}: losses {q['org/name']} = over the import {q['import']}")
     meta_file = os.path.join(runs["org/name"], "checkpoints", "step_00000003", "meta.json")
     rec = json.load(open(meta_file))["state"]["lora"] if os.path.isfile(meta_file) else {}
     check(rec.get("adapters_only") and rec.get("base") == HUB_ID and rec.get("id", "").startswith("hf-crc32c:"),
