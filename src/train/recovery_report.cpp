@@ -1,8 +1,8 @@
 // RecoveryReport (recovery_report.h).
 #include "meshtrain/train/recovery_report.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 
