@@ -4,6 +4,7 @@
 # closed, that nothing else is printed (no stack trace, no c10::Error, no frames), and that well-behaved
 # clients -- a launcher speaking the protocol, PyTorch's own TCPStore through the relay -- are served after.
 # usage: store_fuzz_test.py MESHRUN_STORE [SEED]
+import atexit
 import os
 import random
 import socket
@@ -86,6 +87,7 @@ store = subprocess.Popen([STORE_EXE, "--store-fd", str(listener.fileno()), "--nn
                           "--hello-timeout-ms", str(HELLO_TIMEOUT_MS), "--request-timeout-ms", "1500"],
                          pass_fds=[listener.fileno(), relay.fileno()], stdout=console, stderr=console,
                          env=dict(os.environ, MESHRUN_RDZV_TOKEN=TOKEN))
+atexit.register(store.kill)  # a failed check exits early: the store must not outlive the test
 listener.close()
 relay.close()
 console.close()
