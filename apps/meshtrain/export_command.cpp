@@ -44,11 +44,11 @@ int cmd_export(int argc, char** argv) {
                      "--adapters, its adapters alone in PEFT's layout (adapter_config.json + "
                      "adapter_model.safetensors, for peft.PeftModel.from_pretrained over the base). A LoRA run started from "
                      "checkpoint.init_from saves only its adapters: the merged export reads the base from the "
-                     "path its meta.json records, or from --base. With --gguf OUT.gguf instead of --format hf: one "
+                     "path its meta.json records, or from --base. With --gguf OUT.gguf instead of a directory: one "
                      "llama.cpp / Ollama file (Llama only): the architecture keys, the tokenizer and chat template "
                      "(--tokenizer, default the tokenizer.json beside the checkpoint), the weights as --type." +
                          std::string(kModelArgumentHelp)));
-  o.add_options()("format", "output format; valid: hf", cxxopts::value<std::string>())(
+  o.add_options()("format", "output format; valid: hf", cxxopts::value<std::string>()->default_value("hf"))(
       "gguf", "write one GGUF file here instead (llama.cpp, Ollama; Llama only)", cxxopts::value<std::string>())(
       "type", "--gguf tensor type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (docs/checkpoints.md \"GGUF\")",
       cxxopts::value<std::string>()->default_value("f16"))(
@@ -56,7 +56,8 @@ int cmd_export(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "dtype", "tensor dtype: keep | fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("keep"))(
       "adapters", "LoRA checkpoint: write only its adapters, in PEFT's layout (fp32)")(
-      "base", "adapters-only LoRA checkpoint: its base checkpoint (default: the path recorded in its meta.json)",
+      "base", "adapters-only LoRA checkpoint: its base, a checkpoint or a Hugging Face directory (default: the path "
+              "recorded in its meta.json)",
       cxxopts::value<std::string>())(
       "max-shard-size", "largest safetensors file (K/M/G suffixes)",
       cxxopts::value<std::string>()->default_value("5G"))("h,help", "show this help")(
@@ -67,11 +68,11 @@ int cmd_export(int argc, char** argv) {
   const auto args = strings(r, "args");
   if (r.count("gguf")) return export_gguf_file(r, args);
   MT_USER_CHECK(!r.count("type") && !r.count("tokenizer"), "meshtrain export: --type and --tokenizer go with --gguf "
-                "OUT.gguf (the Hugging Face export takes --dtype and copies no tokenizer)");
+                "OUT.gguf (the Hugging Face export takes --dtype and copies the tokenizer files beside the checkpoint)");
   MT_USER_CHECK(args.size() == 2, "meshtrain export: expected CHECKPOINT and OUT_DIR, got ", args.size(),
                 " arguments (see --help)");
-  MT_USER_CHECK(r.count("format") && r["format"].as<std::string>() == "hf",
-                "meshtrain export: --format hf is required (or --gguf OUT.gguf)");
+  MT_USER_CHECK(r["format"].as<std::string>() == "hf", "meshtrain export: --format: given '",
+                r["format"].as<std::string>(), "'; valid hf (the default), or --gguf OUT.gguf for llama.cpp");
   const size_t shard = parse_bytes("--max-shard-size", r["max-shard-size"].as<std::string>());
   MT_USER_CHECK(shard > 0, "--max-shard-size must be > 0");
   if (r.count("adapters")) {

@@ -138,9 +138,10 @@ with open(os.path.join(bad, "config.json"), "w") as f:
     json.dump({"model_type": "mistral"}, f)
 r = subprocess.run([os.path.join(BIN, "meshtrain"), "import", bad, os.path.join(WORK, "x")], capture_output=True, text=True)
 assert r.returncode == 2 and "model_type 'mistral' is not supported (valid: llama, gpt2)" in r.stderr, r.stderr
-r = subprocess.run([os.path.join(BIN, "meshtrain"), "export", WORK, os.path.join(WORK, "y")], capture_output=True, text=True)
-assert r.returncode == 2 and "--format hf is required" in r.stderr, r.stderr
-print("ok: unsupported model_type and a missing --format are one-line errors")
+r = subprocess.run([os.path.join(BIN, "meshtrain"), "export", WORK, os.path.join(WORK, "y"), "--format", "onnx"],
+                   capture_output=True, text=True)
+assert r.returncode == 2 and "--format: given 'onnx'; valid hf (the default)" in r.stderr, r.stderr
+print("ok: unsupported model_type and an unknown --format are one-line errors")
 
 shutil.rmtree(WORK)
 print("hf round trip: all ok")
