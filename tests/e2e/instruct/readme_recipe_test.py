@@ -51,7 +51,7 @@ def recipe():
     lines = [line for line in block.group(1).splitlines() if line.strip()]
     names = [m.group(1) for line in lines if (m := re.match(r"([A-Z]+)=", line))]
     commands = [line for line in lines if not re.match(r"[A-Z]+=", line)]
-    export = re.search(r"`(build/bin/meshtrain export runs/chat/checkpoints[^`]*)`", text[block.end():])
+    export = re.search(r"`(build/bin/meshtrain export runs/chat/checkpoints[^`\n]*)`", text[block.end():])
     return names, commands, export.group(1) if export else ""
 
 
