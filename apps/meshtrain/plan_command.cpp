@@ -24,8 +24,9 @@ int cmd_plan(int argc, char** argv) {
   o.add_options()("gpus", "GPUs of the job (all nodes)", cxxopts::value<int64_t>()->default_value("1"))(
       "nodes", "nodes they sit on (GPUs per node = gpus / nodes)", cxxopts::value<int64_t>()->default_value("1"))(
       "gpu", gpus_help, cxxopts::value<std::string>()->default_value("h200-141gb"))(
-      "search", "every layout (pp × dp × fsdp × tp, ZeRO stage, activation checkpointing; LoRA and offload as the "
-      "config sets them): those that fit first, each part sorted by step time")(
+      "search", "every layout (pp × dp × fsdp × tp, ZeRO stage, activation checkpointing; a full fine-tune also with "
+      "its optimizer offloaded and, for Llama, as LoRA r16 instead): those that fit first (the config's own "
+      "training before LoRA), each part sorted by step time")(
       "mfu", "measured MFU table (JSON, as scripts/bench/plan_check.py writes it) instead of the built-in one",
       cxxopts::value<std::string>())(
       "json", "print JSON instead of the table")(

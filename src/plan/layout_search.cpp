@@ -26,6 +26,27 @@ std::string describe(const Config& cfg, int64_t gpus) {
 
 bool divides(int64_t a, int64_t b) { return b > 0 && a % b == 0; }
 
+// What a search tries besides the layout: the config as it is, then for a full fine-tune the optimizer state
+// offloaded to host memory (the same training, less GPU memory) and, for Llama, LoRA of rank 16 on every
+// projection instead (another job: adapters only, so its rows rank after the full fine-tune's that fit).
+struct Variant {
+  std::string suffix;        // appended to the layout's name
+  std::string note;          // said in the row
+  bool changes_job = false;  // LoRA instead of a full fine-tune
+  void (*apply)(Config&) = nullptr;
+};
+
+std::vector<Variant> variants(const Config& cfg) {
+  std::vector<Variant> out = {{"", "", false, nullptr}};
+  if (cfg.model.lora_rank > 0) return out;
+  if (cfg.optimizer.offload == OptimizerOffload::none)
+    out.push_back({", offload", "optimizer.offload=cpu", false,
+                   [](Config& c) { c.optimizer.offload = OptimizerOffload::cpu; }});
+  if (cfg.model.family == Family::llama)
+    out.push_back({", lora r16", "model.lora_rank=16: adapters only, instead of the full fine-tune", true, [](Config& c) { c.model.lora_rank = 16; }});
+  return out;
+}
+
 // The planner's figures are a GPU's (CUDA context, NCCL, bf16 autocast, a GPU's peak FLOP/s); a config that
 // trains on the CPU would get them presented as its own, so it is refused with the way to plan it for GPUs.
 void require_gpu_config(const Config& cfg) {
@@ -39,6 +60,20 @@ void require_gpu_config(const Config& cfg) {
 const char* const kPipelineNote =
     "pp: 1F1B over grad_accum micro-batches; stage-to-stage transfers not timed; memory an upper bound "
     "(first stage's activations + last stage's head on one rank)";
+
+// The plan of `c` as one row of a search, named and noted by its variant; a layout the config rules refuse
+// (seq_len not divisible for sequence parallelism, offload under ZeRO-1/2 with accumulation) is skipped.
+void add_row(std::vector<PlanRow>& rows, const Config& c, const Variant& v, const PlanOptions& opts,
+             const MfuTable& mfu) {
+  try {
+    PlanRow row = plan_layout(c, opts, mfu);
+    row.layout += v.suffix;
+    row.changes_job = v.changes_job;
+    if (!v.note.empty()) row.note = row.note.empty() ? v.note : v.note + "; " + row.note;
+    rows.push_back(std::move(row));
+  } catch (const UserError&) {
+  }
+}
 
 }  // namespace
 
@@ -91,26 +126,26 @@ std::vector<PlanRow> search_layouts(const Config& cfg, const PlanOptions& opts, 
         std::vector<int64_t> stages = fsdp > 1 ? std::vector<int64_t>{3} : dp > 1 ? std::vector<int64_t>{0, 1, 2}
                                                                                  : std::vector<int64_t>{0};
         for (int64_t zero : stages)
-          for (bool ac : {false, true}) {
-            Config c = cfg;
-            c.parallel.pp = pp, c.parallel.tp = tp, c.parallel.fsdp = fsdp, c.parallel.dp = dp;
-            c.parallel.zero_stage = fsdp > 1 ? 0 : zero;
-            c.parallel.sequence_parallel = cfg.parallel.sequence_parallel && tp > 1;
-            c.train.activation_checkpointing = ac;
-            const int64_t per_step = c.train.micro_batch_size * dp * fsdp;
-            c.train.grad_accum = std::max<int64_t>(1, (global + per_step - 1) / per_step);
-            try {
-              rows.push_back(plan_layout(c, opts, mfu));
-            } catch (const UserError&) {
-              // A layout the config rules refuse (e.g. seq_len not divisible for sequence parallelism): skipped.
+          for (bool ac : {false, true})
+            for (const Variant& v : variants(cfg)) {
+              Config c = cfg;
+              if (v.apply) v.apply(c);
+              c.parallel.pp = pp, c.parallel.tp = tp, c.parallel.fsdp = fsdp, c.parallel.dp = dp;
+              c.parallel.zero_stage = fsdp > 1 ? 0 : zero;
+              c.parallel.sequence_parallel = cfg.parallel.sequence_parallel && tp > 1;
+              c.train.activation_checkpointing = ac;
+              const int64_t per_step = c.train.micro_batch_size * dp * fsdp;
+              c.train.grad_accum = std::max<int64_t>(1, (global + per_step - 1) / per_step);
+              add_row(rows, c, v, opts, mfu);
             }
-          }
       }
     }
   }
-  // A layout that does not fit is no choice, however fast: those that fit come first, fastest first.
+  // A layout that does not fit is no choice, however fast: those that fit come first, fastest first — the
+  // config's own training before LoRA instead of it.
   std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
     if (a.memory.fits != b.memory.fits) return a.memory.fits;
+    if (a.changes_job != b.changes_job) return b.changes_job;
     return a.time.step_s < b.time.step_s;
   });
   return rows;

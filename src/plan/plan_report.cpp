@@ -1,6 +1,7 @@
 // Text tables and JSON of plans (plan_report.h).
 #include "meshtrain/plan/plan_report.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -84,16 +85,20 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
 std::string search_table(const std::vector<PlanRow>& rows, const PlanOptions& o) {
   std::string s = "layouts of " + std::to_string(o.gpus) + " × " + o.gpu + ": those that fit, fastest first";
   if (!rows.empty()) {
-    // The searched choices are the mesh, the ZeRO stage and activation checkpointing; the rest is the config's.
+    // The searched choices are the mesh, the ZeRO stage, activation checkpointing and, for a full fine-tune,
+    // optimizer offload and LoRA instead (layout_search.h); the rest is the config's.
     const Config& c = rows.front().cfg;
-    s += std::string("; activation checkpointing on and off; LoRA ") +
-         (c.model.lora_rank > 0 ? "rank " + std::to_string(c.model.lora_rank) : std::string("off")) +
-         " and optimizer offload " + (c.optimizer.offload == OptimizerOffload::cpu ? "cpu" : "off") +
-         " as the config sets them";
+    const bool full = std::any_of(rows.begin(), rows.end(),
+                                  [](const PlanRow& r) { return !r.changes_job && r.cfg.model.lora_rank == 0; });
+    s += full ? "; activation checkpointing on and off; the optimizer offloaded or not; LoRA r16 instead of the "
+                "full fine-tune after the full fine-tune's rows that fit"
+              : "; activation checkpointing on and off; LoRA rank " + std::to_string(c.model.lora_rank) +
+                    " and optimizer offload " + (c.optimizer.offload == OptimizerOffload::cpu ? "cpu" : "off") +
+                    " as the config sets them";
   }
   s += "\n";
   char buf[512];
-  std::snprintf(buf, sizeof buf, "  %-32s %10s %12s %12s %8s  %s\n", "layout", "step s", "tokens/s", "peak GiB",
+  std::snprintf(buf, sizeof buf, "  %-40s %10s %12s %12s %8s  %s\n", "layout", "step s", "tokens/s", "peak GiB",
                 "fits", "note");
   s += buf;
   bool separated = false;
@@ -102,7 +107,7 @@ std::string search_table(const std::vector<PlanRow>& rows, const PlanOptions& o)
       separated = true;
       s += "  -- these do not fit the GPU's " + gib(rows.back().memory.device_memory) + ", fastest first --\n";
     }
-    std::snprintf(buf, sizeof buf, "  %-32s %10.3f %12.0f %12.2f %8s  %s\n", r.layout.c_str(), r.time.step_s,
+    std::snprintf(buf, sizeof buf, "  %-40s %10.3f %12.0f %12.2f %8s  %s\n", r.layout.c_str(), r.time.step_s,
                   r.time.tokens_per_s, static_cast<double>(r.memory.device_total) / (1 << 30),
                   r.memory.fits ? "yes" : "NO", r.note.c_str());
     s += buf;
@@ -122,6 +127,9 @@ std::string plan_json(const std::vector<PlanRow>& rows, const PlanOptions& o) {
         {{"layout", r.layout},
          {"fits", m.fits},
          {"note", r.note},
+         {"changes_job", r.changes_job},
+         {"offload", r.cfg.optimizer.offload == OptimizerOffload::cpu},
+         {"lora_rank", r.cfg.model.lora_rank},
          {"parallel", {{"dp", r.cfg.parallel.dp}, {"fsdp", r.cfg.parallel.fsdp}, {"tp", r.cfg.parallel.tp},
                        {"pp", r.cfg.parallel.pp}, {"zero_stage", r.cfg.parallel.zero_stage},
                        {"activation_checkpointing", r.cfg.train.activation_checkpointing}}},

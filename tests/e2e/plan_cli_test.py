@@ -47,8 +47,13 @@ rows = json.loads(p.stdout)["layouts"]
 check("search: several layouts", len(rows) > 10, len(rows))
 check("search: every row has fits", all(r["fits"] == r["memory"]["fits"] for r in rows))
 check("search: those that fit first", all(a["fits"] or not b["fits"] for a, b in zip(rows, rows[1:])))
-check("search: sorted by step time within fitting and not fitting",
-      all(a["time"]["step_s"] <= b["time"]["step_s"] for a, b in zip(rows, rows[1:]) if a["fits"] == b["fits"]))
+check("search: sorted by step time within fitting and not fitting (the config's job before LoRA instead)",
+      all(a["time"]["step_s"] <= b["time"]["step_s"] for a, b in zip(rows, rows[1:])
+          if (a["fits"], a["changes_job"]) == (b["fits"], b["changes_job"])))
+check("search: among those that fit, the full fine-tune's rows before LoRA's",
+      all(not a["changes_job"] or b["changes_job"] for a, b in zip(rows, rows[1:]) if a["fits"] and b["fits"]))
+check("search: offload and LoRA r16 among the choices of a full fine-tune",
+      any(r["offload"] for r in rows) and any(r["lora_rank"] == 16 and r["changes_job"] for r in rows))
 check("search: some fit an A100 40GB, some do not",
       any(r["memory"]["fits"] for r in rows) and not all(r["memory"]["fits"] for r in rows))
 p = run(cfg, "--gpus", "8", "--search")

@@ -1,8 +1,9 @@
 // LayoutSearch: the planner's answer for one layout (memory and step time) and for every layout of the mesh
 // that divides the GPUs — pp × dp × fsdp × tp = GPUs with tp inside a node and dividing the heads and d_ff,
 // pp dividing the layers; each data-parallel shape as DDP, ZeRO-1, ZeRO-2 or FSDP (HSDP where dp and fsdp are
-// both > 1); with and without activation checkpointing; LoRA and optimizer offload as the config sets them —
-// those that fit first, each part sorted by predicted step time. Every layout trains the config's global batch
+// both > 1); with and without activation checkpointing; a full fine-tune also with its optimizer state offloaded
+// (", offload") and, for Llama, as LoRA r16 instead (", lora r16": another job, so ranked after the full
+// fine-tune's fitting rows) — those that fit first, each part sorted by predicted step time. Every layout trains the config's global batch
 // (micro-batch × grad_accum × data ranks): train.grad_accum is set per layout. A config with
 // train.device: cpu is refused (UserError): the figures are a GPU's.
 #pragma once
@@ -29,7 +30,8 @@ struct PlanRow {
   Config cfg;          // resolved for the GPUs
   MemoryEstimate memory;
   StepTime time;
-  std::string note;    // what the plan of this layout does not model (pipeline stage transfers)
+  std::string note;    // a variant the search chose (offload, LoRA), what the plan does not model (pipeline)
+  bool changes_job = false;  // LoRA instead of the config's full fine-tune
 };
 
 // The layout `cfg` asks for (resolved here for opts.gpus).

@@ -475,7 +475,7 @@ TEST(LayoutSearch, EveryDivisorLayoutSortedByTime) {
   // Those that fit first, fastest first; then those that do not, fastest first.
   for (size_t i = 1; i < rows.size(); ++i) {
     EXPECT_FALSE(!rows[i - 1].memory.fits && rows[i].memory.fits) << rows[i].layout << " fits, after one that does not";
-    if (rows[i - 1].memory.fits == rows[i].memory.fits) {
+    if (rows[i - 1].memory.fits == rows[i].memory.fits && rows[i - 1].changes_job == rows[i].changes_job) {
       EXPECT_LE(rows[i - 1].time.step_s, rows[i].time.step_s);
     }
   }
@@ -501,6 +501,35 @@ TEST(LayoutSearch, FittingLayoutsComeFirst) {
   double fastest = rows.front().time.step_s;
   for (const auto& r : rows) fastest = std::min(fastest, r.time.step_s);
   EXPECT_LT(fastest, rows.front().time.step_s) << "a faster layout that does not fit exists, listed after";
+}
+
+// Llama 3.1 70B full fine-tune on 8 H100-80GB: no layout holds its 16 B a parameter, so the rows that fit are
+// those with the optimizer offloaded, then LoRA r16 instead of the full fine-tune; a LoRA config gets neither.
+TEST(LayoutSearch, OffloadAndLoraAmongTheChoices) {
+  Config c = bench("llama3.1-70b", 1, 4096, 0);
+  c.train.grad_accum = 4;
+  const auto rows = search_layouts(c, {.gpus = 8, .nodes = 1, .gpu = "h100-80gb"}, MfuTable::builtin());
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.front().cfg.optimizer.offload, OptimizerOffload::cpu) << rows.front().layout;
+  EXPECT_TRUE(rows.front().memory.fits);
+  bool lora_seen = false;
+  for (const auto& r : rows) {
+    if (r.memory.fits && r.cfg.model.lora_rank == 0) {
+      EXPECT_EQ(r.cfg.optimizer.offload, OptimizerOffload::cpu) << r.layout;
+      EXPECT_FALSE(lora_seen) << r.layout << ": a full fine-tune's row after LoRA's";
+    }
+    if (r.memory.fits && r.changes_job) {
+      lora_seen = true;
+      EXPECT_EQ(r.cfg.model.lora_rank, 16);
+      EXPECT_NE(r.layout.find(", lora r16"), std::string::npos) << r.layout;
+    }
+  }
+  EXPECT_TRUE(lora_seen);
+  c.model.lora_rank = 8;
+  for (const auto& r : search_layouts(c, {.gpus = 8, .nodes = 1, .gpu = "h100-80gb"}, MfuTable::builtin())) {
+    EXPECT_FALSE(r.changes_job) << r.layout;
+    EXPECT_EQ(r.cfg.optimizer.offload, OptimizerOffload::none) << r.layout;
+  }
 }
 
 // Pipeline parallelism exists (docs/parallel.md): its rows say what the plan leaves out, not that it is missing.
