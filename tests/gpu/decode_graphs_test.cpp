@@ -236,7 +236,9 @@ TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
   const auto with = generate_all(net16_, requests, on), without = generate_all(net16_, requests, off);
 
   PagedKvCache cache(*net16_, so.num_blocks, so.block_size);
-  Engine engine(net16_, cache, engine_options(on));
+  EngineOptions direct_on = engine_options(on);
+  direct_on.direct_graph_steps = true;
+  Engine engine(net16_, cache, direct_on);
   ASSERT_NE(engine.graphs(), nullptr) << "the engine captured no graphs";
   const auto direct = engine_tokens(engine, so, requests);
   const auto& replays = engine.graphs()->replays();
@@ -309,6 +311,7 @@ TEST_F(DecodeGraphsGpu, DirectGraphStepsGiveTheBatchPathsTokens) {
   for (int i = 0; i < 4; ++i) requests.push_back({graphs_request(20 + i, 9 + 5 * i, 12), {.temperature = 0}});
   GenerateOptions opts{.scheduler = so};
   EngineOptions direct_opts = engine_options(opts), batch_opts = engine_options(opts);
+  direct_opts.direct_graph_steps = true;
   batch_opts.direct_graph_steps = false;
   PagedKvCache direct_cache(*net16_, so.num_blocks, so.block_size), batch_cache(*net16_, so.num_blocks, so.block_size);
   Engine direct(net16_, direct_cache, direct_opts);

@@ -26,7 +26,10 @@ __global__ void __launch_bounds__(kThreads)
                           int64_t row_chunks, int64_t in_row_chunks) {
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = c / row_chunks, at = row * in_row_chunks + (c - row * row_chunks);
+    // Contiguous inputs (training, and every caller but the fused inference GEMM) index directly: no 64-bit
+    // division per chunk on the training path.
+    const int64_t row = in_row_chunks == row_chunks ? 0 : c / row_chunks;
+    const int64_t at = in_row_chunks == row_chunks ? c : row * in_row_chunks + (c - row * row_chunks);
     const Vec<T, N> g = reinterpret_cast<const Vec<T, N>*>(gate)[at];
     const Vec<T, N> u = reinterpret_cast<const Vec<T, N>*>(up)[at];
     Vec<T, N> out;
