@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from e2e_support import tiny_synthetic_config
+
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshrun, meshtrain = os.path.join(bin_dir, "meshrun"), os.path.join(bin_dir, "meshtrain")
 fixtures = os.path.join(src, "tests", "fixtures", "gpu_health")
@@ -62,25 +64,7 @@ check(os.path.exists(saved) and rc2 == 0 and "0 GPU(s)" in out2, f"--save then -
 # A config's checkpoint.dir: probed; one under a regular file cannot be created.
 blocker = os.path.join(work, "a_file")
 open(blocker, "w").write("x")
-config = os.path.join(work, "tiny.yaml")
-with open(config, "w") as f:
-    f.write(f"""model:
-  n_layer: 1
-  n_head: 2
-  d_model: 32
-  max_seq_len: 16
-data:
-  train: synthetic
-train:
-  steps: 2
-  micro_batch_size: 2
-  device: cpu
-  eval_every: 0
-  threads: 1
-  out_dir: {os.path.join(work, "run")}
-checkpoint:
-  save_final: false
-""")
+config = tiny_synthetic_config(work, os.path.join(work, "run"), 2, checkpoint={"save_final": False})
 rc, out, _ = run(meshtrain, "doctor", config)
 check(rc == 0 and any(l.startswith("ok") and "checkpoint dir" in l for l in out.splitlines()),
       f"config: its checkpoint.dir probed and ok (rc={rc})")

@@ -49,6 +49,22 @@ def tiny_llama_config(work, name, prefix, steps, every, **model):
     return path
 
 
+def tiny_synthetic_config(work, out_dir, steps, **sections):
+    """A 1-layer GPT (d_model 32, 2 heads, 16 positions) on synthetic tokens, on the CPU, micro-batch 2, one thread,
+    no validation; `sections` add or override keys section by section (train's too). Written as JSON (a YAML
+    subset the loader reads by its .json name, so no yaml package is needed) to WORK/tiny.json; returns its path."""
+    cfg = {"model": {"n_layer": 1, "n_head": 2, "d_model": 32, "max_seq_len": 16},
+           "data": {"train": "synthetic"},
+           "train": {"steps": steps, "micro_batch_size": 2, "device": "cpu", "eval_every": 0, "threads": 1,
+                     "out_dir": out_dir}}
+    for name, keys in sections.items():
+        cfg.setdefault(name, {}).update(keys)
+    path = os.path.join(work, "tiny.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
 class Checks:
     """Assertions that all run: `check(cond, what)` prints ok or FAIL with `what` as it goes and keeps the failures."""
 

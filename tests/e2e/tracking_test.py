@@ -30,38 +30,17 @@ except ImportError as e:
     print(f"skipped: {e} ({sys.executable} -m pip install tensorboard wandb)")
     sys.exit(77)
 
-from e2e_support import Checks, metrics, run, run_checked
+from e2e_support import Checks, metrics, run, run_checked, tiny_synthetic_config
 
 bin_dir = sys.argv[1]
 meshrun = os.path.join(bin_dir, "meshrun")
 work = tempfile.mkdtemp(prefix="meshtrain_tracking_")
 out_dir, tb_dir = os.path.join(work, "run"), os.path.join(work, "tb")
-config = os.path.join(work, "tiny.yaml")
+config = tiny_synthetic_config(work, out_dir, 4,
+                               train={"sample_tokens": 4, "sample_every": 2, "sample_prompt": "In the"},
+                               logging={"every": 1, "tensorboard": tb_dir, "wandb": "offline",
+                                        "wandb_python": sys.executable})
 check = Checks()
-with open(config, "w") as f:
-    f.write(f"""model:
-  n_layer: 1
-  n_head: 2
-  d_model: 32
-  max_seq_len: 16
-data:
-  train: synthetic
-train:
-  steps: 4
-  micro_batch_size: 2
-  device: cpu
-  eval_every: 0
-  threads: 1
-  out_dir: {out_dir}
-  sample_tokens: 4
-  sample_every: 2
-  sample_prompt: "In the"
-logging:
-  every: 1
-  tensorboard: {tb_dir}
-  wandb: offline
-  wandb_python: {sys.executable}
-""")
 # The job's W&B settings come from the config only: nothing of the caller's W&B environment.
 env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
 
