@@ -249,6 +249,7 @@ class TrainingRun {
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
   RecoveryReport recovery_;
+  nlohmann::json lora_record_;  // what every checkpoint records of a LoRA run's base (null until the first save)
   std::unique_ptr<StepProfiler> profiler_;  // train.profile_steps: records a few steps (train/step_profiler.h)
   std::unique_ptr<StepTelemetry> telemetry_;  // every rank's times and GPU readings at each logged step
   StopSignals stop_signals_;
@@ -829,7 +830,12 @@ void TrainingRun::save(int64_t step) {
   info.config = nlohmann::json::parse(to_json(cfg_));
   info.mesh = {{"layout", par_->describe()}, {"world_size", w_.world.world_size}};
   info.state = {{"data", data_position_json(st)}, {"step", step}};
-  if (cfg_.model.lora_rank > 0) info.state["lora"] = lora_record(cfg_);  // the base the adapters belong to
+  if (cfg_.model.lora_rank > 0) {
+    // The base the adapters belong to: the same for the whole run, so its id (read from the base's meta.json or
+    // its weight files) is taken once, not on the step loop's blocked path of every save.
+    if (lora_record_.is_null()) lora_record_ = lora_record(cfg_);
+    info.state["lora"] = lora_record_;
+  }
   // The batch the run was given, so that a resume at another width keeps its global batch (resume_settings.h).
   info.state["batch"] = batch_record(given_, cfg_.train.micro_batch_size * cfg_.train.grad_accum * w_.data_ranks);
   // Copied to host here; written and committed by a background thread while training goes on.
