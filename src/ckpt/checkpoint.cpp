@@ -205,8 +205,11 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
   MT_CHECK(write_error.empty(), "checkpoint step ", step, ": ", write_error);
   MT_CHECK(failure.empty(), "checkpoint step ", step, ": ", failure);
   const double s = seconds_since(t0);
-  log::info("checkpoint %s: %.1f MB from this rank in %.2fs (%.0f MB/s), in the background",
-            step_dir(step).c_str(), static_cast<double>(bytes) / 1e6, s, static_cast<double>(bytes) / 1e6 / std::max(s, 1e-9));
+  const std::string line = log::sprintf("checkpoint %s: %.1f MB from this rank in %.2fs (%.0f MB/s), in the background",
+                                         step_dir(step).c_str(), static_cast<double>(bytes) / 1e6, s,
+                                         static_cast<double>(bytes) / 1e6 / std::max(s, 1e-9));
+  if (own_blocks_only_) log::debug("%s", line.c_str());
+  else log::info("%s", line.c_str());
 }
 
 void CheckpointManager::commit(int64_t step, const std::vector<std::string>& rank_lists, const SaveInfo& info) {
@@ -223,7 +226,7 @@ void CheckpointManager::commit(int64_t step, const std::vector<std::string>& ran
   meta.config = object(info.config);
   meta.mesh = object(info.mesh);
   meta.state = object(info.state);
-  meta.tensors = merge_shards(per_rank);
+  meta.tensors = merge_shards(per_rank, own_blocks_only_);
   const fs::path final_dir = step_dir(step);
   const fs::path tmp_dir = final_dir.string() + ".tmp";
   write_file_atomic((tmp_dir / "meta.json").string(), to_json(meta).dump(1));

@@ -11,6 +11,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/launch/worker_env.h"
 
 namespace meshtrain::launch {
 namespace {
@@ -75,6 +76,12 @@ std::string scratch_parent() {
   // A TMPDIR that is not a writable directory would fail every launch; /tmp is what mkdtemp(3) users expect.
   const char* t = std::getenv("TMPDIR");
   return t && *t && ::access(t, W_OK | X_OK) == 0 ? std::string(t) : std::string("/tmp");
+}
+
+std::string host_memory_parent() {
+  for (const char* dir : {static_cast<const char*>(std::getenv(kHostMemoryParentEnv)), "/dev/shm"})
+    if (dir && *dir && ::access(dir, W_OK | X_OK) == 0) return dir;
+  return scratch_parent();
 }
 
 int sweep_stale_scratch(const std::string& parent) {

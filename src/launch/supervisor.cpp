@@ -74,6 +74,8 @@ void Supervisor::start() {
       plan_.worker_env["MESHTRAIN_COMM_HOST"] = nodes_->local_address();
   }
   scratch_ = std::make_unique<ScratchDir>();
+  host_memory_ = std::make_unique<ScratchDir>(host_memory_parent());
+  plan_.worker_env[kHostCheckpointDirEnv] = host_memory_->path();
   files_root_ = plan_.log_folder.empty() ? scratch_->path() : plan_.log_folder;
   world_ = plan_.nnodes * plan_.nproc_per_node;
   log::info("meshrun: %d worker(s) on this node (node %d of %d, world size %d), store %s:%d%s, run id %s",

@@ -28,6 +28,7 @@
 #include "meshtrain/ckpt/hf_model_dir.h"
 #include "meshtrain/ckpt/model_path.h"
 #include "meshtrain/ckpt/replica_writers.h"
+#include "meshtrain/ckpt/host_checkpoints.h"
 #include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/mesh.h"
@@ -142,6 +143,11 @@ class TrainingRun {
   // The device's peak since the first step began (CPU: the max RSS of the whole run).
   int64_t step_peak_bytes() const { return peak_memory_bytes(w_.cuda, w_.device.index()); }
   void resume_if_asked();
+  // checkpoint.memory_every under meshrun: the in-memory checkpoints' store (ckpt/host_checkpoints.h), or null.
+  void setup_host_checkpoints();
+  // resume=auto: the newest in-memory checkpoint every rank reaches, where none on disk is newer. False: none
+  // (or it did not load on some rank), and the disk's candidates are next.
+  bool resume_from_host_memory(const std::vector<std::string>& disk_candidates);
   // The checkpoints a resume may start from, best first: the given path, or (auto) the usable ones, newest
   // first; none for a fresh start. UserError when auto finds checkpoints but none is usable.
   std::vector<std::string> resume_candidates();
@@ -210,6 +216,13 @@ class TrainingRun {
   // The validation loss over every data.val source (−1: no validation), each source's in `by_source`.
   double evaluate(std::vector<double>& by_source);
   void save(int64_t step);
+  // This rank's model and optimizer blocks as a checkpoint holds them (LoRA over init_from: the adapters'), and
+  // what meta.json records beside them.
+  std::vector<ShardedTensor> state_blocks();
+  ckpt::SaveInfo save_info(int64_t step);
+  // An in-memory checkpoint after `done` steps (checkpoint.memory_every).
+  bool snapshots_after(int64_t done) const;
+  void snapshot(int64_t done);
   // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
   void init_from_weights();
   // checkpoint.init_from naming a Hugging Face directory (or a Hub id's snapshot): `model` read from its
@@ -246,6 +259,7 @@ class TrainingRun {
   std::vector<std::unique_ptr<data::DataLoader>> val_loaders_;  // one per data.val source
   at::Generator synthetic_gen_;
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
+  std::unique_ptr<ckpt::HostCheckpoints> host_ckpts_;  // checkpoint.memory_every under meshrun; else null
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
   RecoveryReport recovery_;
@@ -280,6 +294,7 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), given_(cfg), w_(start_w
                   when.c_str(), sample_text_->describe().c_str());
   }
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, w_.comm);
+  setup_host_checkpoints();
   resume_if_asked();
   par_->broadcast_parameters();
   // An offloaded master copies what was loaded and broadcast, or (gradients streamed) the parameters are
@@ -427,6 +442,7 @@ void TrainingRun::setup_data() {
 
 void TrainingRun::resume_if_asked() {
   const std::vector<std::string> candidates = resume_candidates();
+  if (resume_from_host_memory(candidates)) return;
   if (candidates.empty()) return init_from_weights();
   const bool fall_back = cfg_.checkpoint.resume == "auto";
   for (const auto& dir : candidates) {
@@ -481,6 +497,46 @@ std::vector<std::string> TrainingRun::resume_candidates() {
   for (const auto& s : found.skipped)
     log::warn("checkpoint.resume=auto: skipping %s: %s", s.dir.c_str(), s.why.c_str());
   return found.usable;
+}
+
+void TrainingRun::setup_host_checkpoints() {
+  if (cfg_.checkpoint.memory_every == 0) return;
+  host_ckpts_ = ckpt::HostCheckpoints::from_environment(
+      w_.world, par_->describe(), std::chrono::milliseconds(static_cast<int64_t>(cfg_.parallel.timeout_s * 1000)));
+  if (!host_ckpts_) {
+    log::warn("checkpoint.memory_every %lld: off, since no launcher gave this process a memory directory that "
+              "outlives it (%s): start the run with meshrun", static_cast<long long>(cfg_.checkpoint.memory_every),
+              ckpt::HostCheckpoints::kDirEnv);
+    return;
+  }
+  log::progress("in-memory checkpoints every %lld step(s): each rank's state in its node's memory%s",
+                static_cast<long long>(cfg_.checkpoint.memory_every),
+                host_ckpts_->replicates() ? cat(", replicated on rank ", host_ckpts_->peer(), "'s node").c_str()
+                                          : " (one node: no replica on another)");
+}
+
+bool TrainingRun::resume_from_host_memory(const std::vector<std::string>& disk_candidates) {
+  if (!host_ckpts_ || cfg_.checkpoint.resume != "auto") return false;
+  const int64_t disk_step = disk_candidates.empty() ? 0 : ckpt::read_meta(disk_candidates.front()).step;
+  const auto found = host_ckpts_->restore(disk_step);
+  if (!found) return false;
+  std::string failure;
+  try {
+    const ckpt::CheckpointMeta meta = ckpt::read_meta(found->dir);
+    load_training_state(found->dir, meta);
+    restore_position(found->dir, meta);
+  } catch (const UserError& e) {
+    failure = e.what();
+  }
+  if (mean_over_ranks(failure.empty() ? 0.0 : 1.0) != 0.0) {
+    log::warn("the in-memory checkpoint of step %lld did not load (%s); resuming from disk",
+              static_cast<long long>(found->step), failure.empty() ? "on another rank" : failure.c_str());
+    return false;
+  }
+  log::progress("resumed from %s at step %lld (in-memory checkpoint; %d rank(s) from their peer's replica; the "
+                "newest on disk: %s)", found->dir.c_str(), static_cast<long long>(start_step_), found->from_replicas,
+                disk_candidates.empty() ? "none" : disk_candidates.front().c_str());
+  return true;
 }
 
 void TrainingRun::load_training_state(const std::string& dir, const ckpt::CheckpointMeta& meta) {
@@ -803,11 +859,8 @@ double TrainingRun::evaluate(std::vector<double>& by_source) {
   return tokens > 0 ? sum / static_cast<double>(tokens) : -1;
 }
 
-void TrainingRun::save(int64_t step) {
+std::vector<ShardedTensor> TrainingRun::state_blocks() {
   opt_->settle();  // a resumed run continues from exactly this step's parameters and state
-  // This rank's own blocks, written by this rank: nothing is gathered. Blocks that several ranks hold
-  // (replicas) are written once, the work spread over their holders; the layout never changes during a run,
-  // so the assignment (one small metadata exchange) is made at the first save and kept.
   auto blocks = model_blocks(*par_, opt_.get());
   // LoRA from init_from: the frozen base is on disk already (and re-read from there on resume); only the
   // adapters and their optimizer state are written (ckpt/adapter_checkpoint.h).
@@ -815,17 +868,11 @@ void TrainingRun::save(int64_t step) {
     std::erase_if(blocks, [](const ShardedTensor& b) { return !model::is_lora_parameter(b.name); });
   auto optim = optimizer_blocks(blocks, *opt_);
   blocks.insert(blocks.end(), optim.begin(), optim.end());
-  if (ckpt_writes_.size() != blocks.size()) {
-    ckpt::assign_replica_writers(blocks, w_.comm.get());
-    ckpt_writes_.clear();
-    for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
-  }
-  for (size_t i = 0; i < blocks.size(); ++i) blocks[i].write = ckpt_writes_[i];
-  check_state_finite(step, blocks);
-  auto rng = rng_blocks(w_.world.rank, rng_streams());  // per rank: always its own
-  blocks.insert(blocks.end(), rng.begin(), rng.end());
-  const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
+  return blocks;
+}
 
+ckpt::SaveInfo TrainingRun::save_info(int64_t step) {
+  const auto st = train_loader_ ? train_loader_->state() : data::LoaderState{};
   ckpt::SaveInfo info;
   info.config = nlohmann::json::parse(to_json(cfg_));
   info.mesh = {{"layout", par_->describe()}, {"world_size", w_.world.world_size}};
@@ -838,11 +885,41 @@ void TrainingRun::save(int64_t step) {
   }
   // The batch the run was given, so that a resume at another width keeps its global batch (resume_settings.h).
   info.state["batch"] = batch_record(given_, cfg_.train.micro_batch_size * cfg_.train.grad_accum * w_.data_ranks);
+  return info;
+}
+
+void TrainingRun::save(int64_t step) {
+  // This rank's own blocks, written by this rank: nothing is gathered. Blocks that several ranks hold
+  // (replicas) are written once, the work spread over their holders; the layout never changes during a run,
+  // so the assignment (one small metadata exchange) is made at the first save and kept.
+  auto blocks = state_blocks();
+  if (ckpt_writes_.size() != blocks.size()) {
+    ckpt::assign_replica_writers(blocks, w_.comm.get());
+    ckpt_writes_.clear();
+    for (const auto& b : blocks) ckpt_writes_.push_back(b.write);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i].write = ckpt_writes_[i];
+  check_state_finite(step, blocks);
+  auto rng = rng_blocks(w_.world.rank, rng_streams());  // per rank: always its own
+  blocks.insert(blocks.end(), rng.begin(), rng.end());
   // Copied to host here; written and committed by a background thread while training goes on.
-  const auto stats = ckpts_->save_async(step, blocks, info);
+  const auto stats = ckpts_->save_async(step, blocks, save_info(step));
   log::progress("checkpoint %s: step loop blocked %.2fs (%.2fs for the previous save), writing %.1f MB from this "
                 "rank in the background",
                 ckpts_->step_dir(step).c_str(), stats.blocked_s, stats.wait_s, static_cast<double>(stats.bytes) / 1e6);
+}
+
+bool TrainingRun::snapshots_after(int64_t done) const {
+  return host_ckpts_ && done % cfg_.checkpoint.memory_every == 0 && done < cfg_.train.steps;
+}
+
+void TrainingRun::snapshot(int64_t done) {
+  auto blocks = state_blocks();
+  auto rng = rng_blocks(w_.world.rank, rng_streams());
+  blocks.insert(blocks.end(), rng.begin(), rng.end());
+  const auto stats = host_ckpts_->save_async(done, std::move(blocks), save_info(done));
+  log::debug("in-memory checkpoint of step %lld: step loop blocked %.3fs, %.1f MB", static_cast<long long>(done),
+             stats.blocked_s, static_cast<double>(stats.bytes) / 1e6);
 }
 
 void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks) {
@@ -938,7 +1015,7 @@ bool TrainingRun::may_overlap(int64_t step) const {
   const int64_t done = step + 1;
   // On the CPU the step has run by now and only its bookkeeping moves, which keeps one code path for both.
   return opt_->steps_on_device() && !graph_step_ && done < cfg_.train.steps && !evaluates_after(done) &&
-         !saves_after(done) && !samples_after(done) &&
+         !saves_after(done) && !snapshots_after(done) && !samples_after(done) &&
          !profiler_->ends_at(step) && nonfinite_streak_ + 1 < cfg_.train.max_nonfinite_steps;
 }
 
@@ -995,6 +1072,7 @@ bool TrainingRun::end_of_step(int64_t step, int sig) {
   if (samples_after(done)) sample(done);
   const bool saved = saves_after(done);
   if (saved) save(done);
+  if (snapshots_after(done)) snapshot(done);
   if (sig == 0 || last) return true;
   log::progress("stop signal %d (%s) at step %lld: saving a checkpoint and exiting", sig, strsignal(sig),
                 static_cast<long long>(done));
@@ -1022,6 +1100,7 @@ TrainResult TrainingRun::run() {
 
   opt_->settle();  // the checksum, the sample and the caller see the last update
   ckpts_->wait();  // the last checkpoint is committed (or its error raised) before the run reports success
+  if (host_ckpts_) host_ckpts_->wait();
   result_.param_checksum = parameter_checksum(par_->sharded_parameters());
   result_.tokens_per_step = tokens_per_step_;
   result_.flops_per_token = flops_per_token_;

@@ -90,6 +90,10 @@ class CheckpointManager {
   // saves a person waits on (import, a final save); background saves during training stay quiet.
   void show_progress(std::string label) { progress_label_ = std::move(label); }
 
+  // One rank's snapshot of its own blocks (ckpt/host_checkpoints.h; made with a null communicator): the blocks
+  // need not cover their tensors, and saves log at debug level (they may come every step).
+  void save_own_blocks_only() { own_blocks_only_ = true; }
+
   const std::string& dir() const { return dir_; }
   std::string step_dir(int64_t step) const;
 
@@ -104,6 +108,7 @@ class CheckpointManager {
 
   std::string dir_;
   std::string progress_label_;  // empty: no progress lines
+  bool own_blocks_only_ = false;
   int64_t keep_;
   int rank_ = 0, world_ = 1;
   comm::CommPtr ckpt_comm_;  // split off the caller's communicator; used only by writer_

@@ -66,7 +66,8 @@ using RankShards = std::vector<SavedShard>;
 nlohmann::json rank_shards_to_json(const RankShards& s);
 RankShards rank_shards_from_json(const nlohmann::json& j);
 
-std::map<std::string, TensorRecord> merge_shards(const std::vector<RankShards>& per_rank);
+// `own_blocks_only`: one rank's snapshot (ckpt/host_checkpoints.h), whose blocks need not cover their tensors.
+std::map<std::string, TensorRecord> merge_shards(const std::vector<RankShards>& per_rank, bool own_blocks_only = false);
 
 // Reads and parses <dir>/meta.json (dir already resolved: checkpoint_dir.h resolve_checkpoint_dir).
 CheckpointMeta read_meta(const std::string& dir);

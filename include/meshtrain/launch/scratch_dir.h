@@ -38,4 +38,8 @@ int sweep_stale_scratch(const std::string& parent);
 // $TMPDIR when set to a writable directory, else /tmp.
 std::string scratch_parent();
 
+// Where the workers' in-memory checkpoints go: $MESHRUN_HOST_MEMORY_DIR (worker_env.h), else /dev/shm (the node's
+// memory), else scratch_parent() where neither is a writable directory.
+std::string host_memory_parent();
+
 }  // namespace meshtrain::launch

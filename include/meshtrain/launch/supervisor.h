@@ -52,6 +52,7 @@ class Supervisor {
   std::unique_ptr<RendezvousHost> store_;
   std::unique_ptr<NodeCoordinator> nodes_;
   std::unique_ptr<ScratchDir> scratch_;
+  std::unique_ptr<ScratchDir> host_memory_;  // the workers' in-memory checkpoints (kHostCheckpointDirEnv)
   std::string files_root_;
   CpuBindingPlan binding_;
   bool wrote_scratch_logs_ = false;

@@ -16,6 +16,10 @@ Each case prints the recovery time (fault to the first step completed after it) 
   freeze          SIGSTOP of every process of node 1 until node 0's workers name its ranks; then SIGCONT
   store_lost      SIGKILL of every process of node 0, which hosts the rendezvous store
   disk_full       the checkpoint directory a 900 KiB tmpfs: a save runs out of space
+  memory_worker_kill  worker_kill with in-memory checkpoints every step (checkpoint.memory_every 1, a disk
+                  checkpoint every 8): the restart resumes from memory, at most 1 step lost beyond the step in flight
+  memory_node_kill    node_kill with in-memory checkpoints: node 1's memory is lost with it, its ranks resume from the
+                  replicas node 0 holds
 
 Exit 77 (skipped) where network namespaces cannot be made (no root, no `ip`).
 Usage: netns_faults_test.py BIN_DIR CASE
@@ -92,7 +96,7 @@ def expect_clean(job, killed_nodes=()):
     directory (in its node's TMPDIR) and the save it interrupted are what nobody could remove, and are named."""
     time.sleep(0.5)  # a launcher's exit is seen before its last children are reaped by the kernel
     left = job.leftovers()
-    allowed = [l for l in left if any(f"node {n}'s TMPDIR" in l for n in killed_nodes) or
+    allowed = [l for l in left if any(f"node {n}'s TMPDIR" in l or f"node {n}'s memory" in l for n in killed_nodes) or
                (killed_nodes and l.startswith("unfinished checkpoint directory"))]
     for l in allowed:
         print(f"left by a SIGKILLed launcher (swept by the next meshrun on that node): {l}")
@@ -211,6 +215,47 @@ def case_disk_full(cluster, work, want):
         check(not left, "no process, /dev/shm entry or temporary directory left: " + "; ".join(left), job)
     finally:
         subprocess.run(["umount", job.ckpt])
+
+
+MEMORY = ("checkpoint.memory_every=1", "checkpoint.every=8")
+RESUMED_FROM_MEMORY = re.compile(r"resumed from \S+ at step (\d+) \(in-memory checkpoint; (\d+) rank\(s\) from their "
+                                 r"peer's replica")
+
+
+def expect_resumed_from_memory(job, fault_at, replicas):
+    """The restart resumed from memory, with `replicas` ranks from their peer's copy, losing at most 2 steps: the
+    last logged step's snapshot may still be in its background write when the fault lands (the one before it is
+    complete, since a snapshot waits for the previous one)."""
+    m = RESUMED_FROM_MEMORY.search(job.text())
+    check(m is not None, "the restart resumed from an in-memory checkpoint", job)
+    check(int(m.group(2)) == replicas, f"{replicas} rank(s) took their peer's replica ({m.group(2)})", job)
+    lost, seconds, resumed = job.recovery(fault_at)
+    check(resumed is not None and lost <= 2,
+          f"resumed at step {resumed}, newer than the last disk checkpoint; steps lost {lost} (≤ 2)", job)
+
+
+def case_memory_worker_kill(cluster, work, want):
+    job = Job(cluster, BIN, work, "memory_worker_kill", sets=MEMORY).start()
+    at_fault_step(job)
+    pid = cluster.nodes[1].worker_pid(3)
+    check(pid is not None, "rank 3 found among node 1's processes", job)
+    t = time.monotonic()
+    cluster.nodes[1].kill([pid])
+    expect_recovered(job, want, t)
+    expect_resumed_from_memory(job, t, replicas=0)
+
+
+def case_memory_node_kill(cluster, work, want):
+    job = Job(cluster, BIN, work, "memory_node_kill", sets=MEMORY).start()
+    at_fault_step(job)
+    t = time.monotonic()
+    cluster.nodes[1].kill()
+    wait_until(lambda: not cluster.nodes[1].pids(), "node 1's processes gone", job)
+    cluster.nodes[1].wait(10)
+    job.forget_memory(1)
+    job.start_node(1)
+    expect_recovered(job, want, t)
+    expect_resumed_from_memory(job, t, replicas=2)
 
 
 def main():

@@ -56,6 +56,16 @@ class Job:
     def tmpdir(self, node):
         return os.path.join(self.dir, f"tmp{node}")
 
+    def memdir(self, node):
+        """The node's memory file system for in-memory checkpoints (MESHRUN_HOST_MEMORY_DIR): the namespaces
+        share /dev/shm, so each node gets its own directory, and a node's loss takes it (forget_memory)."""
+        return os.path.join(self.dir, f"mem{node}")
+
+    def forget_memory(self, node):
+        """A lost node's memory is gone with it: what a replacement machine finds."""
+        shutil.rmtree(self.memdir(node), ignore_errors=True)
+        os.makedirs(self.memdir(node))
+
     def argv(self, node):
         meshrun = os.path.join(self.bin_dir, "meshrun")
         return [meshrun, "--nnodes", str(len(self.cluster.nodes)), "--nproc-per-node", str(NPROC), "--node-rank",
@@ -65,7 +75,9 @@ class Job:
 
     def env(self, node):
         os.makedirs(self.tmpdir(node), exist_ok=True)
-        env = dict(os.environ, MESHRUN_RDZV_TOKEN=TOKEN, MESHTRAIN_SLOW_RANK=f"0:{STEP_MS}", TMPDIR=self.tmpdir(node))
+        os.makedirs(self.memdir(node), exist_ok=True)
+        env = dict(os.environ, MESHRUN_RDZV_TOKEN=TOKEN, MESHTRAIN_SLOW_RANK=f"0:{STEP_MS}", TMPDIR=self.tmpdir(node),
+                   MESHRUN_HOST_MEMORY_DIR=self.memdir(node))
         env.pop("OMP_NUM_THREADS", None)
         return env
 
@@ -134,10 +146,11 @@ class Job:
         for e in sorted(shm_entries() - self.shm_before):
             out.append(f"/dev/shm/{e} appeared")
         for i in range(len(self.cluster.nodes)):
-            for root, dirs, files in os.walk(self.tmpdir(i)):
-                out += [f"left in node {i}'s TMPDIR: {os.path.join(root, x)}" for x in files]
-                if not files and not dirs and root != self.tmpdir(i):
-                    out.append(f"left in node {i}'s TMPDIR: {root}/")
+            for what, top in ((f"node {i}'s TMPDIR", self.tmpdir(i)), (f"node {i}'s memory", self.memdir(i))):
+                for root, dirs, files in os.walk(top):
+                    out += [f"left in {what}: {os.path.join(root, x)}" for x in files]
+                    if not files and not dirs and root != top:
+                        out.append(f"left in {what}: {root}/")
         out += [f"unfinished checkpoint directory {d}" for d in glob.glob(os.path.join(self.ckpt, "*.tmp"))]
         return out
 
