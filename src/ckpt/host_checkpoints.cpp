@@ -86,12 +86,17 @@ std::unique_ptr<HostCheckpoints> HostCheckpoints::from_environment(const comm::W
                                                                    std::chrono::milliseconds timeout) {
   const char* root = std::getenv(kDirEnv);
   if (!root || !*root) return nullptr;
-  return std::make_unique<HostCheckpoints>(root, world, std::move(layout), timeout);
+  comm::CommPtr comm;
+  if (world.world_size > 1) {
+    comm::CommSetup setup{.backend = CommBackend::cpu, .timeout = timeout, .group = "host_checkpoints"};
+    comm = comm::make_communicator(world, setup);
+  }
+  return std::make_unique<HostCheckpoints>(root, world, std::move(layout), std::move(comm));
 }
 
 HostCheckpoints::HostCheckpoints(std::string root, const comm::WorldInfo& world, std::string layout,
-                                 std::chrono::milliseconds timeout)
-    : root_(std::move(root)), layout_(std::move(layout)), world_(world) {
+                                 comm::CommPtr comm)
+    : root_(std::move(root)), layout_(std::move(layout)), world_(world), comm_(std::move(comm)) {
   MT_CHECK(world.world_size % world.local_world_size == 0, "in-memory checkpoints: world size ", world.world_size,
            " is not a multiple of the ranks per node (", world.local_world_size, ")");
   nodes_ = world.world_size / world.local_world_size;
@@ -101,10 +106,6 @@ HostCheckpoints::HostCheckpoints(std::string root, const comm::WorldInfo& world,
   if (replicates()) fs::create_directories(replica_dir_);
   own_ = std::make_unique<CheckpointManager>(own_dir_, 2, nullptr);
   own_->save_own_blocks_only();
-  if (world.world_size > 1) {
-    comm::CommSetup setup{.backend = CommBackend::cpu, .timeout = timeout, .group = "host_checkpoints"};
-    comm_ = comm::make_communicator(world, setup);
-  }
 }
 
 HostCheckpoints::~HostCheckpoints() {

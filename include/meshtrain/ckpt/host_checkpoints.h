@@ -47,8 +47,8 @@ class HostCheckpoints {
   // Otherwise collective over the world (the replicas' communicator). `layout`: the layout's description.
   static std::unique_ptr<HostCheckpoints> from_environment(const comm::WorldInfo& world, std::string layout,
                                                           std::chrono::milliseconds timeout);
-  HostCheckpoints(std::string root, const comm::WorldInfo& world, std::string layout,
-                  std::chrono::milliseconds timeout);
+  // `comm`: a CPU-backend communicator over the world, used for nothing else (null for one process).
+  HostCheckpoints(std::string root, const comm::WorldInfo& world, std::string layout, comm::CommPtr comm);
   ~HostCheckpoints();  // waits for the background work
   HostCheckpoints(const HostCheckpoints&) = delete;
   HostCheckpoints& operator=(const HostCheckpoints&) = delete;
