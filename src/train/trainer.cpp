@@ -28,7 +28,6 @@
 #include "meshtrain/ckpt/hf_model_dir.h"
 #include "meshtrain/ckpt/model_path.h"
 #include "meshtrain/ckpt/replica_writers.h"
-#include "meshtrain/ckpt/host_checkpoints.h"
 #include "meshtrain/ckpt/resume_candidates.h"
 #include "meshtrain/ckpt/safetensors.h"
 #include "meshtrain/comm/mesh.h"
@@ -54,6 +53,7 @@
 #include "meshtrain/plan/training_flops.h"
 #include "meshtrain/train/attention_setup.h"
 #include "meshtrain/train/optimizer.h"
+#include "meshtrain/train/memory_checkpoints.h"
 #include "meshtrain/train/resume_settings.h"
 #include "meshtrain/train/sample_text.h"
 #include "meshtrain/train/checkpoint_state.h"
@@ -61,6 +61,7 @@
 #include "meshtrain/train/lora_base.h"
 #include "meshtrain/train/lr_schedule.h"
 #include "meshtrain/train/metrics.h"
+#include "meshtrain/train/recovery_report.h"
 #include "meshtrain/train/step_profiler.h"
 #include "meshtrain/train/step_telemetry.h"
 #include "meshtrain/train/stop_signals.h"
@@ -143,8 +144,8 @@ class TrainingRun {
   // The device's peak since the first step began (CPU: the max RSS of the whole run).
   int64_t step_peak_bytes() const { return peak_memory_bytes(w_.cuda, w_.device.index()); }
   void resume_if_asked();
-  // checkpoint.memory_every under meshrun: the in-memory checkpoints' store (ckpt/host_checkpoints.h), or null.
-  void setup_host_checkpoints();
+  // checkpoint.memory_every: in-memory checkpoints (train/memory_checkpoints.h), or none.
+  void setup_memory_checkpoints();
   // resume=auto: the newest in-memory checkpoint every rank reaches, where none on disk is newer. False: none
   // (or it did not load on some rank), and the disk's candidates are next.
   bool resume_from_host_memory(const std::vector<std::string>& disk_candidates);
@@ -234,6 +235,7 @@ class TrainingRun {
   // This rank's generators, as checkpoints save and restore them.
   RngStreams rng_streams() const;
   double mean_over_ranks(double v);
+  double max_over_ranks(double v);
   // The layout's step_metrics() of every rank, by key (collective over the world).
   std::vector<std::pair<std::string, std::vector<double>>> layout_metrics_over_ranks();
   // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
@@ -259,7 +261,7 @@ class TrainingRun {
   std::vector<std::unique_ptr<data::DataLoader>> val_loaders_;  // one per data.val source
   at::Generator synthetic_gen_;
   std::unique_ptr<ckpt::CheckpointManager> ckpts_;
-  std::unique_ptr<ckpt::HostCheckpoints> host_ckpts_;  // checkpoint.memory_every under meshrun; else null
+  std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.memory_every; null when off
   std::vector<char> ckpt_writes_;  // per saved block (model, optimizer): whether this rank writes it
   std::unique_ptr<MetricsLog> metrics_;
   RecoveryReport recovery_;
@@ -294,8 +296,9 @@ TrainingRun::TrainingRun(const Config& cfg) : cfg_(cfg), given_(cfg), w_(start_w
                   when.c_str(), sample_text_->describe().c_str());
   }
   ckpts_ = std::make_unique<ckpt::CheckpointManager>(cfg.checkpoint.dir, cfg.checkpoint.keep, w_.comm);
-  setup_host_checkpoints();
+  setup_memory_checkpoints();
   resume_if_asked();
+  if (memory_) memory_->start_at(start_step_);
   par_->broadcast_parameters();
   // An offloaded master copies what was loaded and broadcast, or (gradients streamed) the parameters are
   // written from the master the checkpoint loaded into.
@@ -499,26 +502,16 @@ std::vector<std::string> TrainingRun::resume_candidates() {
   return found.usable;
 }
 
-void TrainingRun::setup_host_checkpoints() {
-  if (cfg_.checkpoint.memory_every == 0) return;
-  host_ckpts_ = ckpt::HostCheckpoints::from_environment(
-      w_.world, par_->describe(), std::chrono::milliseconds(static_cast<int64_t>(cfg_.parallel.timeout_s * 1000)));
-  if (!host_ckpts_) {
-    log::warn("checkpoint.memory_every %lld: off, since no launcher gave this process a memory directory that "
-              "outlives it (%s): start the run with meshrun", static_cast<long long>(cfg_.checkpoint.memory_every),
-              ckpt::HostCheckpoints::kDirEnv);
-    return;
-  }
-  log::progress("in-memory checkpoints every %lld step(s): each rank's state in its node's memory%s",
-                static_cast<long long>(cfg_.checkpoint.memory_every),
-                host_ckpts_->replicates() ? cat(", replicated on rank ", host_ckpts_->peer(), "'s node").c_str()
-                                          : " (one node: no replica on another)");
+void TrainingRun::setup_memory_checkpoints() {
+  int64_t bytes = 0;
+  for (const auto& b : state_blocks()) bytes += b.local.numel() * b.local.element_size();
+  memory_ = MemoryCheckpoints::make(cfg_, w_, par_->describe(), bytes, [this](double v) { return max_over_ranks(v); });
 }
 
 bool TrainingRun::resume_from_host_memory(const std::vector<std::string>& disk_candidates) {
-  if (!host_ckpts_ || cfg_.checkpoint.resume != "auto") return false;
+  if (!memory_ || cfg_.checkpoint.resume != "auto") return false;
   const int64_t disk_step = disk_candidates.empty() ? 0 : ckpt::read_meta(disk_candidates.front()).step;
-  const auto found = host_ckpts_->restore(disk_step);
+  const auto found = memory_->store().restore(disk_step);
   if (!found) return false;
   std::string failure;
   try {
@@ -830,6 +823,13 @@ double TrainingRun::mean_over_ranks(double v) {
   return static_cast<double>(t.item<float>());
 }
 
+double TrainingRun::max_over_ranks(double v) {
+  if (!w_.comm) return v;
+  auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(w_.comm->device()));
+  w_.comm->all_reduce(t, comm::ReduceOp::Max)->wait();
+  return static_cast<double>(t.item<float>());
+}
+
 int TrainingRun::agreed_stop_signal() {
   int sig = stop_signals_.pending();
   if (!w_.comm) return sig;
@@ -910,16 +910,14 @@ void TrainingRun::save(int64_t step) {
 }
 
 bool TrainingRun::snapshots_after(int64_t done) const {
-  return host_ckpts_ && done % cfg_.checkpoint.memory_every == 0 && done < cfg_.train.steps;
+  return memory_ && memory_->due(done) && done < cfg_.train.steps;
 }
 
 void TrainingRun::snapshot(int64_t done) {
   auto blocks = state_blocks();
   auto rng = rng_blocks(w_.world.rank, rng_streams());
   blocks.insert(blocks.end(), rng.begin(), rng.end());
-  const auto stats = host_ckpts_->save_async(done, std::move(blocks), save_info(done));
-  log::debug("in-memory checkpoint of step %lld: step loop blocked %.3fs, %.1f MB", static_cast<long long>(done),
-             stats.blocked_s, static_cast<double>(stats.bytes) / 1e6);
+  memory_->take(done, std::move(blocks), save_info(done), ema_step_s_);
 }
 
 void TrainingRun::check_state_finite(int64_t step, const std::vector<ShardedTensor>& blocks) {
@@ -1100,7 +1098,7 @@ TrainResult TrainingRun::run() {
 
   opt_->settle();  // the checksum, the sample and the caller see the last update
   ckpts_->wait();  // the last checkpoint is committed (or its error raised) before the run reports success
-  if (host_ckpts_) host_ckpts_->wait();
+  if (memory_) memory_->wait();
   result_.param_checksum = parameter_checksum(par_->sharded_parameters());
   result_.tokens_per_step = tokens_per_step_;
   result_.flops_per_token = flops_per_token_;
