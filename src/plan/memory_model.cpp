@@ -81,6 +81,7 @@ struct Step {
   bool checkpointing = false;
   bool reshard_after_forward = false;
   bool offload = false;                 // optimizer.offload: cpu
+  bool memory_snapshots = false;        // checkpoint.memory_every ≠ 0: in-memory checkpoints in host memory
   int64_t blocks = 0;                   // this pipeline stage's blocks
   int64_t layers = 0;                   // the whole model's (model.n_layer)
   int64_t accumulation = 1;             // train.grad_accum
@@ -125,6 +126,7 @@ Step plan_step(const Config& cfg, int64_t world_size, bool cuda) {
   s.checkpointing = cfg.train.activation_checkpointing;
   s.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
   s.offload = cfg.optimizer.offload == OptimizerOffload::cpu;
+  s.memory_snapshots = cfg.checkpoint.memory_every != 0;
   s.blocks = cfg.model.n_layer / std::max<int64_t>(l.pp, 1);
   s.layers = cfg.model.n_layer;
   s.accumulation = cfg.train.grad_accum;
@@ -251,6 +253,7 @@ void add_totals(MemoryEstimate& e, const Step& s, int64_t world_size, const GpuS
   if (s.offload) e.host_optimizer = 2 * s.state.optimizer;  // master + gradient buffers: as many bytes as m + v
   // Streamed with accumulation on CUDA: a pinned fp32 staging buffer per parameter (half of m + v).
   if (l.stream && s.accumulation > 1 && cuda) e.host_optimizer += s.state.optimizer / 2;
+  if (s.memory_snapshots) e.host_snapshots = s.state.optimizer + s.state.optimizer / 2;
 }
 
 }  // namespace

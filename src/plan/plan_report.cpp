@@ -62,6 +62,10 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   s += line(f, "  of the GPU's", gib(m.device_memory));
   if (m.host_optimizer > 0)
     s += line(f, "host memory (offload: master, m, v, gradients)", gib(m.host_optimizer));
+  // Per node: every GPU's rank keeps its snapshots in the node's memory file system.
+  if (m.host_snapshots > 0)
+    s += line(f, "host memory per node, in-memory checkpoints",
+              gib(m.host_snapshots * snapshot_copies(o.nodes) * (o.gpus / o.nodes)));
   s += "\nactivations per block and micro-batch: " + gib(m.activation.block) + " saved, " +
        gib(m.activation.block_checkpoint) + " with activation checkpointing; head and loss " +
        gib(m.activation.head.saved) + "\n";
@@ -138,6 +142,7 @@ std::string plan_json(const std::vector<PlanRow>& rows, const PlanOptions& o) {
                      {"nccl_bytes", m.nccl}, {"device_total_bytes", m.device_total},
                      {"device_memory_bytes", m.device_memory}, {"fits", m.fits},
                      {"host_optimizer_bytes", m.host_optimizer},
+                     {"host_snapshot_bytes", m.host_snapshots},
                      {"activation_block_bytes", m.activation.block},
                      {"activation_block_checkpointed_bytes", m.activation.block_checkpoint},
                      {"head_saved_bytes", m.activation.head.saved}}},

@@ -9,13 +9,13 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/plan/memory_model.h"
 
 namespace meshtrain::train {
 namespace {
 
 constexpr double kBudget = 0.03;  // auto: the share of the run's time snapshots may take
 constexpr int64_t kProbeAfter = 3;  // auto: steps after the start before the measured snapshot (warm-up is over)
-constexpr double kCopies = 5;     // 2 own snapshots + 2 replicas of a peer's + the host staging buffers
 
 double free_bytes(const std::string& dir) {
   struct statvfs vfs{};
@@ -39,14 +39,16 @@ std::unique_ptr<MemoryCheckpoints> MemoryCheckpoints::make(const Config& cfg, co
                 ckpt::HostCheckpoints::kDirEnv);
     return nullptr;
   }
-  // The node's ranks together, on the worst rank's figures.
-  const double need = max_over_ranks(kCopies * static_cast<double>(state_bytes) * w.world.local_world_size);
+  // The node's ranks together, on the worst rank's figures (plan/memory_model.h counts the same copies).
+  const int64_t nodes = w.world.world_size / w.world.local_world_size;
+  const double copies = static_cast<double>(plan::snapshot_copies(nodes));
+  const double need = max_over_ranks(copies * static_cast<double>(state_bytes) * w.world.local_world_size);
   const double have = -max_over_ranks(-free_bytes(root));
   if (need > have / 2) {
     const std::string why = log::sprintf("the node's %d rank(s) need %.2f GB of host memory for them (%.0f× the "
                                          "%.2f GB state of a rank), more than half the %.2f GB free in %s",
-                                         w.world.local_world_size, need / 1e9, kCopies, state_bytes / 1e9, have / 1e9,
-                                         root);
+                                         w.world.local_world_size, need / 1e9, copies,
+                                         static_cast<double>(state_bytes) / 1e9, have / 1e9, root);
     MT_USER_CHECK(every < 0, "checkpoint.memory_every ", every, ": ", why, "; lower it to 0 (off), or give the node "
                   "more memory there (/dev/shm's size, or MESHRUN_HOST_MEMORY_DIR for meshrun)");
     log::progress("in-memory checkpoints off: %s", why.c_str());

@@ -53,9 +53,17 @@ struct MemoryEstimate {
   // optimizer.offload: cpu: host bytes of the offloaded optimizer (fp32 master copy, AdamW moments, the
   // gradients' host buffers: 16 bytes per optimized element); the moments are then not in `peak`.
   int64_t host_optimizer = 0;
+  // checkpoint.memory_every (unless 0): the bytes of one in-memory checkpoint of this rank (train/memory_checkpoints.h
+  // keeps snapshot_copies(nodes) of them in host memory), taken as 12 bytes per trained element (fp32 weight +
+  // AdamW's moments: 1.5 × the optimizer's bytes; frozen weights a full snapshot would also hold are not counted).
+  int64_t host_snapshots = 0;
 };
 
 // `cfg` resolved for `world_size` ranks; `cuda` false plans an fp32 CPU run (no autocast, no fused kernels).
+// How many copies of a rank's snapshot its node's memory holds: 2 own, the staging buffers, and (more than one
+// node) 2 replicas of a peer's.
+inline int64_t snapshot_copies(int64_t nodes) { return nodes > 1 ? 5 : 3; }
+
 MemoryEstimate estimate_memory(const Config& cfg, int64_t world_size, const GpuSpec& gpu, bool cuda = true);
 
 }  // namespace meshtrain::plan

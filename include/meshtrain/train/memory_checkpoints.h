@@ -9,7 +9,8 @@
 //                        smallest interval at which snapshots cost ≤ 3 % of the run
 //   memory_every 0       off
 // What "holds them" means: each rank's state 5 times over (2 snapshots of its own, 2 replicas of a peer's, the host
-// staging buffers) for every rank of the node within half of the memory file system's free space.
+// staging buffers; 3 on one node: plan::snapshot_copies) for every rank of the node within half of the memory
+// file system's free space.
 // Every decision is taken on the worst rank's figures (`max_over_ranks`), so every rank snapshots the same steps:
 // the replica swap needs all of them.
 #pragma once

@@ -336,6 +336,21 @@ TEST(MemoryModel, OffloadMovesTheMomentsToTheHost) {
   EXPECT_GT(d.peak.optimizer, 8 * 1'200'000'000ll / 2);  // Llama 3.2 1B: 1.24e9 parameters × 8 bytes ÷ 2
 }
 
+// In-memory checkpoints (checkpoint.memory_every ≠ 0, auto by default) take host memory only: 12 bytes per trained
+// element a snapshot (fp32 weight + the moments: 1.5 × the optimizer's bytes); 3 copies on one node, 5 on several.
+TEST(MemoryModel, InMemoryCheckpointsTakeHostMemoryOnly) {
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  Config on = bench("llama3.2-1b", 1, 2048, 0);
+  Config off = on;
+  off.checkpoint.memory_every = 0;
+  const MemoryEstimate a = estimate_memory(on, 1, h200), b = estimate_memory(off, 1, h200);
+  EXPECT_EQ(a.host_snapshots, a.state.optimizer + a.state.optimizer / 2);
+  EXPECT_EQ(b.host_snapshots, 0);
+  EXPECT_EQ(a.device_total, b.device_total);
+  EXPECT_EQ(snapshot_copies(1), 3);
+  EXPECT_EQ(snapshot_copies(2), 5);
+}
+
 // Streamed offload (one GPU, ReplicatedModel::stream_gradients): the device holds the bf16 parameters and no
 // gradient buffer, no autocast copies, no moments; the largest gradient in flight and its fp32 cast are a
 // transient. Llama 3.1 8B full fine-tune with checkpointing at 1 × 2048 then plans below the 48 GB target.
