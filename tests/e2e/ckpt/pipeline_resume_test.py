@@ -45,6 +45,7 @@ def train(out, layout, *sets, env=None, restarts=0):
             "model.tie_embeddings=false", "data.seq_len=64", f"train.micro_batch_size={8 // data_ranks}",
             "train.threads=1", "logging.every=1", "train.eval_every=0", "train.sample_tokens=0",
             f"train.steps={STEPS}", f"checkpoint.every={SAVE_AT}", "schedule.warmup_steps=2",
+            "checkpoint.memory_every=0",  # the disk checkpoints' resume (in-memory ones: docs/resilience.md)
             f"train.out_dir={out}", *lsets, *sets]
     cmd = [meshrun, "--standalone", "--nproc-per-node", str(nproc), "--max-restarts", str(restarts), config,
            *[f"--set={s}" for s in sets]]

@@ -90,6 +90,7 @@ def train(out, layout, *sets, env=None, restarts=0, check=True):
             "data.seq_len=64", f"train.micro_batch_size={8 // data_parallel_ranks(layout)}", f"train.threads={max(1, 2 // nproc)}",
             "logging.every=1", "train.eval_every=0", "train.sample_tokens=0", f"train.steps={STEPS}",
             f"checkpoint.every={SAVE_AT}", "schedule.warmup_steps=2", f"train.out_dir={out}",
+            "checkpoint.memory_every=0",  # the disk checkpoints' resume (in-memory ones: docs/resilience.md)
             "logging.all_ranks=true", *lsets, *sets]
     cmd = [meshrun, "--standalone", "--nproc-per-node", str(nproc), "--max-restarts", str(restarts), config,
            *[f"--set={s}" for s in sets]]

@@ -21,10 +21,12 @@ STEP_LINE = re.compile(r"\[rank (\d+)\]: .*\bstep +(\d+)/(\d+) \|")
 RESUMED = re.compile(r"resumed from \S+ at step (\d+)")
 # The quickstart's config made tiny: a one-layer byte-level GPT-2 on synthetic tokens, every rank's progress line.
 CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "quickstart.yaml")
+# In-memory checkpoints off: the cases test the restart from disk unless they set checkpoint.memory_every (a later
+# --set wins).
 TINY = ["model.n_layer=1", "model.n_head=2", "model.d_model=32", "model.max_seq_len=16", "data.train=synthetic",
         "data.val=", "train.micro_batch_size=2", "train.eval_every=0", "train.sample_tokens=0", "train.threads=1",
-        "schedule.warmup_steps=2", "checkpoint.keep=3", "checkpoint.resume=auto", "logging.every=1",
-        "logging.all_ranks=true"]
+        "schedule.warmup_steps=2", "checkpoint.keep=3", "checkpoint.resume=auto", "checkpoint.memory_every=0",
+        "logging.every=1", "logging.all_ranks=true"]
 CHECKSUM = re.compile(r"\[rank (\d+)\].*parameter checksum ([0-9a-f]{8}) after step (\d+)")
 
 
