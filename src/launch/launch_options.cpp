@@ -84,7 +84,9 @@ const std::vector<Flag>& flags() {
       {"nproc-per-node", nullptr, Kind::String, "Workers", "N|cpu|gpu|auto",
        "workers on this node; gpu = visible GPUs, cpu = cores, auto = GPUs if any else cores",
        MT_STR(nproc_per_node)},
-      {"nnodes", nullptr, Kind::String, "Workers", "N", "number of nodes (N or N:N)", MT_STR(nnodes)},
+      {"nnodes", nullptr, Kind::String, "Workers", "N", "number of nodes: N, or MIN:MAX (elastic: a node lost for "
+       "--rdzv-timeout is left out and the job goes on with the others while at least MIN remain; a node that "
+       "starts late is admitted by a restart; node 0 hosts the store and must stay)", MT_STR(nnodes)},
       {"node-rank", nullptr, Kind::Int, "Workers", "R", "rank of this node in [0, nnodes)",
        MT_INT(node_rank)},
       {"role", nullptr, Kind::String, "Workers", "NAME", "ROLE_NAME given to the workers", MT_STR(role)},
@@ -247,7 +249,7 @@ void apply_endpoint(LaunchOptions& o) {
 
 // Validation, one place, messages that name the flag and what is valid.
 void validate(LaunchOptions& o) {
-  int nn = parse_nnodes(o.nnodes);
+  int nn = parse_nnodes(o.nnodes).max;
   MT_USER_CHECK(o.node_rank >= 0 && o.node_rank < nn, "meshrun: --node-rank ", o.node_rank,
                 " is outside [0, nnodes=", nn, ")");
   MT_USER_CHECK(o.max_restarts >= 0, "meshrun: --max-restarts must be >= 0, got ", o.max_restarts);
@@ -301,18 +303,17 @@ void check_local_ranks_filter(const std::string& filter, int nproc) {
                 "' names no local rank; give a comma-separated list such as 0,1");
 }
 
-int parse_nnodes(const std::string& value) {
+NodeCount parse_nnodes(const std::string& value) {
   auto colon = value.find(':');
   if (colon == std::string::npos) {
     int n = to_int("--nnodes", value);
     MT_USER_CHECK(n >= 1, "meshrun: --nnodes must be >= 1, got ", n);
-    return n;
+    return {n, n};
   }
   int lo = to_int("--nnodes", value.substr(0, colon));
   int hi = to_int("--nnodes", value.substr(colon + 1));
-  MT_USER_CHECK(lo >= 1 && lo == hi, "meshrun: --nnodes ", value,
-                ": elastic ranges are not supported; give one number (or N:N)");
-  return lo;
+  MT_USER_CHECK(lo >= 1 && lo <= hi, "meshrun: --nnodes ", value, ": give N or MIN:MAX with 1 <= MIN <= MAX");
+  return {lo, hi};
 }
 
 int resolve_nproc_per_node(const std::string& value, int gpu_count, int cpu_count) {

@@ -104,7 +104,9 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
   p.nproc_per_node = resolve_nproc_per_node(o.nproc_per_node, gpu_count, cpu_count);
   p.gpu_count = gpu_count;
   p.store_exe = self_dir + "/meshrun-store";
-  p.nnodes = parse_nnodes(o.nnodes);
+  const NodeCount nodes = parse_nnodes(o.nnodes);
+  p.nnodes = nodes.max;
+  p.min_nnodes = nodes.min;
   p.node_rank = o.node_rank;
   MT_USER_CHECK(p.node_rank >= 0 && p.node_rank < p.nnodes, "meshrun: node rank ", p.node_rank,
                 " is outside [0, nnodes=", p.nnodes, ")");

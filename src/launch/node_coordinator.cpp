@@ -22,11 +22,29 @@ std::string name_nodes(const std::vector<int>& missing) {
   return out;
 }
 
+std::vector<int> parse_members(const std::string& text) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = text.find(',', at);
+    out.push_back(std::stoi(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
+    at = comma == std::string::npos ? text.size() : comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
-NodeCoordinator::NodeCoordinator(const std::string& host, int port, int nnodes, int node_rank,
+bool Membership::has(int node) const { return std::find(nodes.begin(), nodes.end(), node) != nodes.end(); }
+
+int Membership::rank_of(int node) const {
+  return static_cast<int>(std::find(nodes.begin(), nodes.end(), node) - nodes.begin());
+}
+
+NodeCoordinator::NodeCoordinator(const std::string& host, int port, int nnodes, int min_nodes, int node_rank,
                                  int nproc_per_node, std::chrono::milliseconds timeout, const std::string& token)
-    : nnodes_(nnodes), node_rank_(node_rank), nproc_(nproc_per_node), timeout_(timeout) {
+    : nnodes_(nnodes), min_nodes_(min_nodes), node_rank_(node_rank), nproc_(nproc_per_node), timeout_(timeout) {
+  for (int n = 0; n < nnodes_; ++n) members_.nodes.push_back(n);
   client_ = std::make_unique<StoreClient>(host, port, StoreCredentials{token, PeerRole::Launcher, node_rank}, timeout);
   client_->set(cat("meshrun/nproc/", node_rank_), std::to_string(nproc_));
 }
@@ -46,13 +64,16 @@ bool NodeCoordinator::wait_count(const std::string& k, std::chrono::milliseconds
   }
 }
 
-void NodeCoordinator::join(int round, const std::function<int()>& interrupted) {
+Membership NodeCoordinator::join(int round, const std::function<int()>& interrupted) {
+  const bool elastic = min_nodes_ < nnodes_;
+  if (elastic) client_->set(cat(key("join", round), "/", node_rank_), "1");
   client_->add(key("join", round), 1);
   int sig = 0;
   int64_t seen = 0;
-  if (!wait_count(key("join", round), timeout_, interrupted, sig, seen)) {
+  if (!wait_count(key("join", round), timeout_, interrupted, sig, seen) && (sig || !elastic || seen < min_nodes_)) {
     if (sig) throw UserError(cat("meshrun: interrupted while waiting for the other nodes (round ", round, ")"));
-    throw UserError(cat("meshrun: only ", seen, " of ", nnodes_, " nodes joined round ", round,
+    throw UserError(cat("meshrun: only ", seen, " of ", elastic ? cat(min_nodes_, "..") : std::string(), nnodes_,
+                        " nodes joined round ", round,
                         " at the rendezvous store ", endpoint(), " within ",
                         std::chrono::duration<double>(timeout_).count(),
                         " s; start meshrun on every node with the same --nnodes, --master-addr and --master-port "
@@ -63,6 +84,28 @@ void NodeCoordinator::join(int round, const std::function<int()>& interrupted) {
     MT_USER_CHECK(theirs == std::to_string(nproc_), "meshrun: node ", node_rank_, " has --nproc-per-node ",
                   nproc_, " but node 0 has ", theirs, "; every node must run the same number of workers");
   }
+  if (elastic) members_ = agree_members(round);
+  return members_;
+}
+
+Membership NodeCoordinator::agree_members(int round) {
+  const std::string members = key("members", round);
+  if (client_->add(key("decide", round), 1) == 1) {
+    std::string list;
+    for (int n = 0; n < nnodes_; ++n)
+      if (client_->check(cat(key("join", round), "/", n))) list += cat(list.empty() ? "" : ",", n);
+    client_->set(members, list);
+  }
+  const auto deadline = Clock::now() + timeout_;
+  while (!client_->check(members)) {
+    MT_USER_CHECK(Clock::now() < deadline, "meshrun: the members of round ", round, " were not decided within ",
+                  std::chrono::duration<double>(timeout_).count(), " s (the deciding launcher is gone)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Membership m{parse_members(client_->get(members))};
+  MT_USER_CHECK(m.has(0), "meshrun: round ", round, "'s members (", client_->get(members), ") leave out node 0, "
+                "which hosts the store");
+  return m;
 }
 
 bool NodeCoordinator::failed(int round) { return client_->add(key("fail", round), 0) > 0; }
@@ -74,7 +117,7 @@ void NodeCoordinator::report(int round, int exit_code, bool stop, const std::str
 
 std::vector<int> NodeCoordinator::unfinished(int round) {
   std::vector<int> missing;
-  for (int n = 0; n < nnodes_; ++n)
+  for (int n : members_.nodes)
     if (!client_->check(cat(key("end", round), "/", n))) missing.push_back(n);
   return missing;
 }
@@ -85,23 +128,34 @@ RoundOutcome NodeCoordinator::finish(int round, const std::function<int()>& inte
   int sig = 0;
   int64_t seen = 0;
   RoundOutcome out;
-  const bool all = wait_count(key("end", round), timeout_, interrupted, sig, seen);
-  finished_ = static_cast<int>(std::min<int64_t>(seen, nnodes_));
-  if (!all) {
-    out.failed = out.cause.stop = true;
-    out.cause.exit_code = sig ? 128 + sig : 1;
-    out.cause.text = sig ? cat("this launcher was interrupted while waiting for the other nodes to finish round ",
-                               round)
-                         : cat(name_nodes(unfinished(round)), " did not finish round ", round, " within ",
-                               std::chrono::duration<double>(timeout_).count(),
-                               " s (only ", seen, " of ", nnodes_, " did): lost, frozen or cut off from the "
-                               "rendezvous store");
-    return out;
-  }
+  const int64_t members = static_cast<int64_t>(members_.nodes.size());
+  const bool all = wait_count(key("end", round), timeout_, interrupted, sig, seen, members);
+  finished_ = static_cast<int>(std::min<int64_t>(seen, members));
+  if (!all) return unfinished_outcome(round, sig, seen);
   if (client_->add(key("fail", round), 0) == 0) return out;
   // The first reporter sets cause/<r> before it stops its workers, so before it counts itself in end/<r>.
   out.failed = true;
   out.cause = parse_failure_cause(key("cause", round), client_->get(key("cause", round)));
+  return out;
+}
+
+RoundOutcome NodeCoordinator::unfinished_outcome(int round, int signal, int64_t seen) {
+  RoundOutcome out;
+  out.failed = out.cause.stop = true;
+  out.cause.exit_code = signal ? 128 + signal : 1;
+  if (signal) {
+    out.cause.text = cat("this launcher was interrupted while waiting for the other nodes to finish round ", round);
+    return out;
+  }
+  const std::string lost = name_nodes(unfinished(round));
+  out.cause.text = cat(lost, " did not finish round ", round, " within ", std::chrono::duration<double>(timeout_).count(),
+                       " s (only ", seen, " of ", members_.nodes.size(), " did): lost, frozen or cut off from the "
+                       "rendezvous store");
+  // Elastic: the nodes that finished go on without the others while there are enough of them.
+  if (min_nodes_ < nnodes_ && seen >= min_nodes_) {
+    out.cause.stop = false;
+    out.cause.text += cat("; the job goes on with the ", seen, " node(s) left (--nnodes ", min_nodes_, ":", nnodes_, ")");
+  }
   return out;
 }
 

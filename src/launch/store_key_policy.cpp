@@ -29,11 +29,12 @@ std::string store_key_refusal(PeerRole role, int node, const std::string& key, b
   const std::string nproc = kLauncherSpace + "nproc/";
   if (write && k.rfind(nproc, 0) == 0 && k != nproc + std::to_string(node))
     return cat("the launcher connection of node ", node, " may not write another node's '", key, "'");
-  // meshrun/end/<round>/<n>: the node's own "finished the round" marker (the counter itself has no second '/').
-  const std::string end = kLauncherSpace + "end/";
+  // meshrun/end/<round>/<n> and meshrun/join/<round>/<n>: the node's own "finished" / "joined the round" marker
+  // (the counters themselves have no second '/').
   const size_t slash = k.rfind('/');
-  if (write && k.rfind(end, 0) == 0 && slash > end.size() && k.substr(slash + 1) != std::to_string(node))
-    return cat("the launcher connection of node ", node, " may not write another node's '", key, "'");
+  for (const std::string& marker : {kLauncherSpace + "end/", kLauncherSpace + "join/"})
+    if (write && k.rfind(marker, 0) == 0 && slash > marker.size() && k.substr(slash + 1) != std::to_string(node))
+      return cat("the launcher connection of node ", node, " may not write another node's '", key, "'");
   return "";
 }
 

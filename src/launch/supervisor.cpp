@@ -46,6 +46,7 @@ Supervisor::~Supervisor() = default;
 int Supervisor::run() {
   start();
   for (int attempt = 0;; ++attempt) {
+    if (!join_round(attempt)) continue;  // late for this round: the next one admits this node
     const GroupResult r = run_attempt(attempt);
     if (auto code = decide(attempt, r)) return *code;
     note_failure_time(r);
@@ -66,7 +67,8 @@ void Supervisor::start() {
   plan_.relay_port = store_->relay_port();
   // Reached before anything is printed: an unreachable master is then the one line the user sees.
   if (plan_.nnodes > 1) {
-    nodes_ = std::make_unique<NodeCoordinator>(plan_.master_addr, plan_.master_port, plan_.nnodes, plan_.node_rank,
+    nodes_ = std::make_unique<NodeCoordinator>(plan_.master_addr, plan_.master_port, plan_.nnodes, plan_.min_nnodes,
+                                               plan_.node_rank,
                                                plan_.nproc_per_node, rdzv_timeout, token);
     // The workers' MASTER_ADDR is the relay's loopback address; the CPU backend would advertise loopback to
     // the other nodes from it, so it is told the interface that reaches the store (unless the user chose).
@@ -137,12 +139,35 @@ void Supervisor::note_failure_time(const GroupResult& r) {
   plan_.worker_env[kFailureTimeEnv] = std::to_string(ms);
 }
 
-// One attempt: join the round (several nodes), run the group to its end, note where its files went.
+bool Supervisor::join_round(int attempt) {
+  round_plan_ = plan_;
+  if (!nodes_) return true;
+  const Membership m = nodes_->join(attempt, [this] { return interrupted(); });
+  if (!m.has(plan_.node_rank)) {
+    log::warn("meshrun: round %d started without node %d (it joined after the round's nodes were decided); asking "
+              "the other nodes to restart so that the next round admits it", attempt, plan_.node_rank);
+    nodes_->report(attempt, 1, false, cat("node ", plan_.node_rank, " joined round ", attempt, " late: the job "
+                                          "restarts to admit it (--nnodes ", plan_.min_nnodes, ":", plan_.nnodes, ")"));
+    return false;
+  }
+  round_plan_.nnodes = static_cast<int>(m.nodes.size());
+  round_plan_.node_rank = m.rank_of(plan_.node_rank);
+  const int world = round_plan_.nnodes * plan_.nproc_per_node;
+  std::string nodes;
+  for (int n : m.nodes) nodes += cat(nodes.empty() ? "" : ", ", n);
+  if (world != world_)
+    log::warn("meshrun: round %d runs on %d node(s) (%s), world size %d; this node's workers are ranks %d..%d",
+              attempt, round_plan_.nnodes, nodes.c_str(), world,
+              round_plan_.node_rank * plan_.nproc_per_node, (round_plan_.node_rank + 1) * plan_.nproc_per_node - 1);
+  world_ = world;
+  return true;
+}
+
+// One attempt: run the round's group to its end, note where its files went.
 GroupResult Supervisor::run_attempt(int attempt) {
-  if (nodes_) nodes_->join(attempt, [this] { return interrupted(); });
   GroupResult r;
   {
-    WorkerGroup group(plan_, attempt, files_root_, *sigs_, wrote_scratch_logs_, binding_);
+    WorkerGroup group(round_plan_, attempt, files_root_, *sigs_, wrote_scratch_logs_, binding_);
     r = group.supervise(hooks_for(attempt));
   }
   if (wrote_scratch_logs_) {

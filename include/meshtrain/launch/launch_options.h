@@ -80,8 +80,12 @@ std::string launch_usage();
 // when none); auto = GPUs when there are any, else cores. `gpu_count` is injected for tests.
 int resolve_nproc_per_node(const std::string& value, int gpu_count, int cpu_count);
 
-// "N" or "N:N" → N; throws UserError for anything else (elastic ranges are not supported).
-int parse_nnodes(const std::string& value);
+// "N" → {N, N}; "MIN:MAX" → {MIN, MAX} (elastic: the job goes on with at least MIN nodes, docs/launcher.md
+// "Elastic membership"); UserError for anything else.
+struct NodeCount {
+  int min = 1, max = 1;
+};
+NodeCount parse_nnodes(const std::string& value);
 
 // Number of GPUs this process may use without initialising CUDA: CUDA_VISIBLE_DEVICES when set, else the
 // /dev/nvidia<N> device nodes.

@@ -17,8 +17,9 @@ struct LaunchPlan {
   std::vector<std::string> command;  // every worker's argv
   int nproc_per_node = 1;
   int gpu_count = 0;       // GPUs visible on this node (visible_gpu_count())
-  int nnodes = 1;
-  int node_rank = 0;
+  int nnodes = 1;      // at most (--nnodes N or MIN:MAX); a round's workers see the nodes that joined it
+  int min_nnodes = 1;  // at least (elastic --nnodes MIN:MAX; equal to nnodes otherwise)
+  int node_rank = 0;   // this node's --node-rank (its name; its rank in a round is its place among the round's)
   std::string master_addr;
   int master_port = 0;     // 0 until the store is bound (--standalone / --master-port 0)
   bool host_store = true;  // node 0 hosts the store

@@ -17,6 +17,16 @@
 //                       that finished the round, so the store outlives the others' last reads (a node that
 //                       never finished it is gone: nobody waits for it)
 //   nproc/<n>  text     node n's --nproc-per-node, checked against node 0's at the first join
+//
+// Elastic jobs (--nnodes MIN:MAX) agree on each round's members too:
+//   join/<r>/<n>  "1"   set by node n as it joins round r
+//   decide/<r>  counter the first launcher done waiting for join/<r> (all MAX, or --rdzv-timeout with at least MIN)
+//                       gets 1 and writes members/<r>: the nodes whose join/<r>/<n> it saw
+//   members/<r> text    "0,1,3": the round's nodes; their place in it is their rank in the round (GROUP_RANK)
+// The round's end counts only its members, and a member that does not finish it within the timeout is left out of
+// the next round while at least MIN remain (the round then counts as failed: its workers lost peers). A node
+// that joins a round after its members were decided is not in it: it reports a failure so the job restarts, and
+// joins the next round.
 #pragma once
 
 #include <chrono>
@@ -31,6 +41,13 @@
 
 namespace meshtrain::launch {
 
+// The nodes of one round, ascending (node 0, which hosts the store, always among them).
+struct Membership {
+  std::vector<int> nodes;
+  bool has(int node) const;
+  int rank_of(int node) const;  // its place among the round's nodes
+};
+
 struct RoundOutcome {
   bool failed = false;  // some node reported a failure or a stop (or the round could not be agreed)
   // When failed: the cause as read from the store (its exit code 128+N for signal N, stop: nobody
@@ -42,13 +59,15 @@ class NodeCoordinator {
  public:
   // Connects to node 0's store as this node's launcher, with the job's `token` (UserError naming host:port
   // after `timeout`, or when the store refuses the token) and publishes this node's worker count.
-  NodeCoordinator(const std::string& host, int port, int nnodes, int node_rank, int nproc_per_node,
+  // `min_nodes` < `nnodes`: elastic (above).
+  NodeCoordinator(const std::string& host, int port, int nnodes, int min_nodes, int node_rank, int nproc_per_node,
                   std::chrono::milliseconds timeout, const std::string& token);
 
-  // Every launcher calls this before starting round r; returns when all nnodes have. UserError after the
-  // timeout (naming how many joined) or when the nodes disagree on --nproc-per-node. `interrupted` is polled
-  // while waiting and returns a signal number to give up with (0 = keep waiting).
-  void join(int round, const std::function<int()>& interrupted);
+  // Every launcher calls this before starting round r; returns the round's members once all nnodes have joined
+  // (elastic: once they are decided). UserError after the timeout (naming how many joined; elastic: fewer than
+  // min_nodes) or when the nodes disagree on --nproc-per-node. `interrupted` is polled while waiting and returns
+  // a signal number to give up with (0 = keep waiting).
+  Membership join(int round, const std::function<int()>& interrupted);
   // Whether another node has reported a failure in round r (cheap: one request).
   bool failed(int round);
   // Reports a local failure (or stop) in round r; only the first reporter's cause is kept.
@@ -67,10 +86,15 @@ class NodeCoordinator {
   // `interrupted`.
   bool wait_count(const std::string& key, std::chrono::milliseconds timeout,
                   const std::function<int()>& interrupted, int& signal, int64_t& seen, int64_t target = 0);
-  // The nodes that have not set end/<round>/<n>.
+  // The nodes of the round that have not set end/<round>/<n>.
   std::vector<int> unfinished(int round);
+  // Elastic: the round's members as the first launcher done waiting decided them.
+  Membership agree_members(int round);
+  // A finish() that timed out: the outcome, which an elastic job with enough nodes left restarts without them.
+  RoundOutcome unfinished_outcome(int round, int signal, int64_t seen);
   std::unique_ptr<StoreClient> client_;
-  int nnodes_, node_rank_, nproc_;
+  int nnodes_, min_nodes_, node_rank_, nproc_;
+  Membership members_;  // of the round last joined
   int finished_ = 0;  // how many nodes had finished the last round finish() waited for
   std::chrono::milliseconds timeout_;
 };

@@ -36,6 +36,10 @@ class Supervisor {
 
  private:
   void start();
+  // Joins round `attempt` (several nodes) and sets round_plan_: this node's rank and the node count of the round
+  // (an elastic job's rounds may have fewer nodes). False: the round started without this node (elastic: it
+  // asked for a restart, and joins the next).
+  bool join_round(int attempt);
   GroupResult run_attempt(int attempt);
   GroupHooks hooks_for(int attempt);
   // The exit code, or nullopt to restart.
@@ -47,6 +51,7 @@ class Supervisor {
   int interrupted();  // a stop signal received while waiting for other nodes, else 0
 
   LaunchPlan plan_;
+  LaunchPlan round_plan_;  // plan_ with the round's node rank and node count (elastic membership)
   int world_ = 1;
   std::unique_ptr<SignalPipe> sigs_;
   std::unique_ptr<RendezvousHost> store_;

@@ -20,6 +20,12 @@ Each case prints the recovery time (fault to the first step completed after it) 
                   checkpoint every 8): the restart resumes from memory, at most 1 step lost beyond the step in flight
   memory_node_kill    node_kill with in-memory checkpoints: node 1's memory is lost with it, its ranks resume from the
                   replicas node 0 holds
+  elastic_shrink  three nodes under --nnodes 2:3; every process of node 2 killed, never replaced: nodes 0 and 1 go on
+                  as a two-node job from the last disk checkpoint (accumulation raised to keep the global batch),
+                  and end with the parameters of a two-node run resumed from that same checkpoint
+  elastic_join    --nnodes 2:3 started on two nodes (the third is late: round 0 runs without it); the third node's
+                  meshrun started mid-run: the job restarts to admit it and ends with the parameters of a three-node
+                  run resumed from the same checkpoint
 
 Exit 77 (skipped) where network namespaces cannot be made (no root, no `ip`).
 Usage: netns_faults_test.py BIN_DIR CASE
@@ -258,16 +264,74 @@ def case_memory_node_kill(cluster, work, want):
     expect_resumed_from_memory(job, t, replicas=2)
 
 
+# Elastic: 6 ranks of micro-batch 2 with accumulation 2 (a global batch of 24 sequences), 4 after the shrink
+# (accumulation 3 keeps it); every checkpoint kept, so the one the shrunk job resumed from is there to compare with.
+ELASTIC = ("train.grad_accum=2", "checkpoint.keep=0")
+RESUMED_AT = re.compile(r"resumed from (\S+/step_(\d+)) at step")
+
+
+def case_elastic_shrink(cluster, work, _want):
+    job = Job(cluster, BIN, work, "elastic_shrink", sets=ELASTIC, nnodes="2:3", rdzv_timeout=6.0).start()
+    at_fault_step(job)
+    t = time.monotonic()
+    cluster.nodes[2].kill()
+    rcs = job.wait(RUN_LIMIT)
+    check(rcs[:2] == [0, 0], f"nodes 0 and 1 exit 0 after node 2 is lost (exit codes {rcs})", job)
+    text = job.text()
+    check("the job goes on with the 2 node(s) left (--nnodes 2:3)" in text, "the lost node is left out", job)
+    check(re.search(r"round 1 runs on 2 node\(s\) \(0, 1\), world size 4", text), "round 1 runs on 2 nodes", job)
+    check("train.grad_accum 3" in text or "grad_accum 3" in text, "accumulation raised to 3 to keep the global batch", job)
+    lost, seconds, _ = job.recovery(t)
+    step = resumed_like_reference(cluster, job, ELASTIC, 2)
+    print(f"recovery: {seconds:.2f} s from the node's loss to the first step of the two-node job; steps lost {lost} "
+          f"(resumed from the step-{step} checkpoint)")
+    expect_clean(job, killed_nodes=(2,))
+
+
+def resumed_like_reference(cluster, job, sets, nodes):
+    """The checkpoint the job's last round resumed from, resumed by a job started with `nodes` nodes: both must
+    end with the same parameters."""
+    m = RESUMED_AT.findall(job.text())
+    check(m, "the job's last round resumed from a disk checkpoint", job)
+    step_dir, step = m[-1][0], int(m[-1][1])
+    got = job.checksums()
+    check(len(got) == 2 * nodes and got[0][2] == STEPS, f"the {2 * nodes} ranks reach step {STEPS} ({got})", job)
+    ref = Job(cluster, BIN, job.dir + "_ref", "reference", sets=(*sets, f"checkpoint.resume={step_dir}"),
+              nodes=nodes).start()
+    check(ref.wait(RUN_LIMIT) == [0] * nodes, f"the {nodes}-node reference run exits 0", ref)
+    want = ref.checksums()
+    check(got == want, f"parameters bit-identical to a {nodes}-node run resumed from step {step} ({want[0][1]})", job)
+    return step
+
+
+def case_elastic_join(cluster, work, _want):
+    sets = ("train.grad_accum=3", "checkpoint.keep=0")  # 4 ranks × 2 × 3 = 24 sequences; 6 ranks: accumulation 2
+    job = Job(cluster, BIN, work, "elastic_join", sets=sets, nnodes="2:3", rdzv_timeout=4.0, nodes=2).start()
+    at_fault_step(job)
+    job.start_node(2)
+    job.nodes = 3
+    rcs = job.wait(RUN_LIMIT)
+    check(rcs == [0, 0, 0], f"the three launchers exit 0 (exit codes {rcs})", job)
+    text = job.text()
+    check("round 0 started without node 2" in text and "joined round 0 late: the job restarts to admit it" in text,
+          "the late node asks for a restart", job)
+    check(re.search(r"round 1 runs on 3 node\(s\) \(0, 1, 2\), world size 6", text), "round 1 runs on 3 nodes", job)
+    step = resumed_like_reference(cluster, job, sets, 3)
+    print(f"the third node was admitted at the restart; the job resumed from the step-{step} checkpoint")
+    expect_clean(job)
+
+
 def main():
     cases = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
     if CASE not in cases:
         sys.exit(f"unknown case {CASE!r}; valid: {', '.join(cases)}")
     work = tempfile.mkdtemp(prefix=f"meshtrain_netns_{CASE}_")
+    elastic = CASE.startswith("elastic")
     try:
-        with NetnsCluster(2) as cluster:
+        with NetnsCluster(3 if elastic else 2) as cluster:
             if cluster.swept:
                 print(f"removed namespaces left by earlier runs: {' '.join(cluster.swept)}")
-            want = reference(cluster, work)
+            want = None if elastic else reference(cluster, work)
             cases[CASE](cluster, work, want)
         check(not cluster.leftovers(), "every namespace of the test removed")
     except NetnsUnavailable as e:

@@ -31,9 +31,11 @@ CHECKSUM = re.compile(r"\[rank (\d+)\].*parameter checksum ([0-9a-f]{8}) after s
 
 
 def shm_entries():
-    """The names in /dev/shm (a leak check compares them before and after)."""
+    """The names in /dev/shm (a leak check compares them before and after), less meshrun's memory directories
+    (meshrun-*): this job's launchers make theirs in their node's own directory (Job.memdir, checked apart), so
+    those in /dev/shm belong to other meshrun jobs running beside the test."""
     try:
-        return set(os.listdir("/dev/shm"))
+        return {e for e in os.listdir("/dev/shm") if not e.startswith("meshrun-")}
     except FileNotFoundError:
         return set()
 
@@ -42,8 +44,13 @@ class Job:
     """One run of the job on `cluster`, its files under `work`/`name`. `start()` launches every node's meshrun
     (node 0 last: the others wait for its store, as on a cluster where nodes start in any order)."""
 
-    def __init__(self, cluster, bin_dir, work, name, restarts=2, timeout_s=6.0, rdzv_timeout=20.0, sets=()):
+    def __init__(self, cluster, bin_dir, work, name, restarts=2, timeout_s=6.0, rdzv_timeout=20.0, sets=(),
+                 nnodes=None, nodes=None):
+        """`nnodes`: meshrun's --nnodes (default: every node of the cluster); `nodes`: how many of the cluster's
+        nodes run it (the first ones)."""
         self.cluster, self.bin_dir, self.name = cluster, bin_dir, name
+        self.nodes = nodes or len(cluster.nodes)
+        self.nnodes = nnodes or str(self.nodes)
         self.dir = os.path.join(work, name)
         self.out = os.path.join(self.dir, "run")
         self.ckpt = os.path.join(self.out, "checkpoints")
@@ -70,7 +77,7 @@ class Job:
 
     def argv(self, node):
         meshrun = os.path.join(self.bin_dir, "meshrun")
-        return [meshrun, "--nnodes", str(len(self.cluster.nodes)), "--nproc-per-node", str(NPROC), "--node-rank",
+        return [meshrun, "--nnodes", self.nnodes, "--nproc-per-node", str(NPROC), "--node-rank",
                 str(node), "--master-addr", self.cluster.nodes[0].addr, "--master-port", str(self.port),
                 "--max-restarts", str(self.restarts), "--rdzv-timeout", str(self.rdzv_timeout),
                 "--shutdown-timeout", "5", "--run-id", self.name, self.config, *[f"--set={s}" for s in self.sets]]
@@ -88,21 +95,21 @@ class Job:
         return n.start(self.argv(node), self.env(node), os.path.join(self.dir, f"node{node}.log"))
 
     def start(self):
-        for i in reversed(range(len(self.cluster.nodes))):
+        for i in reversed(range(self.nodes)):
             self.start_node(i)
         return self
 
     def wait(self, timeout):
         """Every launcher's exit code (None for one still running after `timeout` seconds in all)."""
         deadline = time.monotonic() + timeout
-        return [n.wait(max(0.1, deadline - time.monotonic())) for n in self.cluster.nodes]
+        return [n.wait(max(0.1, deadline - time.monotonic())) for n in self.cluster.nodes[:self.nodes]]
 
     def lines(self):
         """Every node's output lines as (time, node, text), in order of arrival."""
-        return sorted((t, i, s) for i, n in enumerate(self.cluster.nodes) for t, s in n.snapshot())
+        return sorted((t, i, s) for i, n in enumerate(self.cluster.nodes[:self.nodes]) for t, s in n.snapshot())
 
     def text(self):
-        return "\n".join(f"--- node {i}\n" + n.text() for i, n in enumerate(self.cluster.nodes))
+        return "\n".join(f"--- node {i}\n" + n.text() for i, n in enumerate(self.cluster.nodes[:self.nodes]))
 
     def last_step(self, before=None):
         """The highest step any rank has completed (that arrived before time `before`)."""
@@ -147,7 +154,7 @@ class Job:
                 out.append(f"process {p} still runs in {n.ns}: {_cmdline(p)}")
         for e in sorted(shm_entries() - self.shm_before):
             out.append(f"/dev/shm/{e} appeared")
-        for i in range(len(self.cluster.nodes)):
+        for i in range(self.nodes):
             for what, top in ((f"node {i}'s TMPDIR", self.tmpdir(i)), (f"node {i}'s memory", self.memdir(i))):
                 for root, dirs, files in os.walk(top):
                     out += [f"left in {what}: {os.path.join(root, x)}" for x in files]

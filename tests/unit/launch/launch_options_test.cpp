@@ -83,7 +83,9 @@ TEST(LaunchOptions, BadInputIsOneClearLine) {
             std::string::npos);
   EXPECT_NE(user_error({"--nnodes", "2", "--node-rank", "2", "x.py"}).find("outside [0, nnodes=2)"),
             std::string::npos);
-  EXPECT_NE(user_error({"--nnodes", "1:4", "x.py"}).find("elastic ranges"), std::string::npos);
+  EXPECT_NE(user_error({"--nnodes", "4:2", "x.py"}).find("MIN:MAX with 1 <= MIN <= MAX"), std::string::npos);
+  EXPECT_NE(user_error({"--nnodes", "2:3", "--node-rank", "3", "x.py"}).find("outside [0, nnodes=3)"),
+            std::string::npos);  // an elastic job's node ranks go up to MAX
   EXPECT_NE(user_error({"--numa-binding", "gpu", "x.py"}).find("none, node, socket or exclusive"),
             std::string::npos);
   EXPECT_NE(user_error({"--tee", "5", "x.py"}).find("0 (none), 1 (stdout)"), std::string::npos);

@@ -160,7 +160,7 @@ TEST(StoreServer, ALauncherWritesOnlyItsOwnNodeRecord) {
 // A node that never finishes a round (its launcher SIGKILLed with its workers) is named, and nobody waits for
 // it to leave: node 0 exits as soon as the nodes that did finish have left (not after leave()'s 30 s).
 TEST(NodeCoordinator, NamesTheNodeThatDidNotFinishARoundAndDoesNotWaitForItToLeave) {
-  NodeCoordinator node0("127.0.0.1", live().port, 2, 0, 2, 300ms, kToken);  // the live store's job: 2 nodes
+  NodeCoordinator node0("127.0.0.1", live().port, 2, 2, 0, 2, 300ms, kToken);  // the live store's job: 2 nodes
   const RoundOutcome out = node0.finish(7, nullptr);  // node 1 never comes
   EXPECT_TRUE(out.failed && out.cause.stop);
   EXPECT_EQ(out.cause.exit_code, 1);
