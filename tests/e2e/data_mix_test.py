@@ -91,8 +91,9 @@ def main():
           "validation: the log line names each source's loss")
 
     run = os.path.join(work, "run")
-    rc, log = launch(run, *mix, "checkpoint.resume=auto", env={"MESHTRAIN_CKPT_CRASH_AT": "committed:0:3"},
-                     restarts=1)
+    # checkpoint.memory_every=0: the resume from the disk checkpoint, whose meta.json is read below.
+    rc, log = launch(run, *mix, "checkpoint.resume=auto", "checkpoint.memory_every=0",
+                     env={"MESHTRAIN_CKPT_CRASH_AT": "committed:0:3"}, restarts=1)
     check(rc == 0 and "killing itself at stage 'committed' of step 3" in log
           and f"resumed from {run}/checkpoints/step_00000003 at step 3" in log,
           f"resume: killed after the step-3 checkpoint, resumed from it (rc={rc}; {log[-2000:] if rc else ''})")

@@ -105,6 +105,7 @@ class CheckpointManager {
                         SaveInfo info);
   void commit(int64_t step, const std::vector<std::string>& rank_lists, const SaveInfo& info);
   void prune();
+  void crash_point_at(const char* stage, int64_t step) const;  // crash_point.h, for disk checkpoints only
 
   std::string dir_;
   std::string progress_label_;  // empty: no progress lines
