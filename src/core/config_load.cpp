@@ -274,6 +274,9 @@ FieldValue from_json(const std::string& origin, const FieldInfo& f, const Json& 
       return j.get<bool>();
     case FieldType::String:
       if (j.is_null()) return std::string();
+      // NAME=VALUE pairs as an object {"NAME": "VALUE"} or an array of "NAME=VALUE": as YAML's mapping and
+      // sequence, through its reader (one rule for both formats).
+      if (f.pairs && (j.is_object() || j.is_array())) return pairs_from_yaml(origin, f, YAML::Load(j.dump()));
       if (!j.is_string()) wrong_type(origin, f, describe(j));
       return j.get<std::string>();
   }

@@ -312,6 +312,14 @@ TEST(ConfigLoad, NcclEnvAsStringMappingOrList) {
   EXPECT_ERROR(yaml("comm:\n  nccl_env:\n    NCCL_DEBUG: [a]\n"), "comm.nccl_env: expected a string");
   // Other string keys take no mapping.
   EXPECT_ERROR(yaml("train:\n  out_dir: {a: b}\n"), "train.out_dir: expected a string, got a mapping");
+  // JSON: the same three forms (an object, an array of NAME=VALUE), as the YAML reader takes them.
+  EXPECT_EQ(json(R"({"comm": {"nccl_env": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_BUFFSIZE": 8388608}}})").comm.nccl_env,
+            "NCCL_SOCKET_IFNAME=eth0 NCCL_BUFFSIZE=8388608");
+  EXPECT_EQ(json(R"({"comm": {"nccl_env": ["NCCL_ALGO=Ring", "NCCL_PROTO=Simple"]}})").comm.nccl_env,
+            "NCCL_ALGO=Ring NCCL_PROTO=Simple");
+  EXPECT_EQ(json(R"({"comm": {"nccl_env": "NCCL_DEBUG=WARN"}})").comm.nccl_env, "NCCL_DEBUG=WARN");
+  EXPECT_ERROR(json(R"({"comm": {"nccl_env": {"NCCL_DEBUG": ["a"]}}})"), "comm.nccl_env: expected a string");
+  EXPECT_ERROR(json(R"({"train": {"out_dir": {"a": "b"}}})"), "train.out_dir: expected a string, got an object");
 }
 
 // An enumeration's unknown value is refused where it is read, naming the file (line and column) or the --set
