@@ -17,7 +17,8 @@ int cmd_eval(int argc, char** argv) {
                      "and the tokens evaluated. The windows are read in order, split over data-parallel ranks and "
                      "averaged as the trainer's validation does: --data = the run's data.val with --batches = "
                      "train.eval_batches reproduces its last val_loss. Micro-batch size, sequence length, dtype "
-                     "and data format are the checkpoint's config (override with --set). Under meshrun every rank "
+                     "and data format are the checkpoint's config (a Hugging Face directory's: meshtrain's defaults, with "
+                     "sequences of min(the model's positions, 2048) tokens; override with --set). Under meshrun every rank "
                      "holds the whole model unless --set parallel.fsdp=N or parallel.tp=N shards it; any layout "
                      "reads any checkpoint." + std::string(kModelArgumentHelp)));
   o.add_options()("data", "token shards to evaluate on: a file or a glob (required)", cxxopts::value<std::string>())(

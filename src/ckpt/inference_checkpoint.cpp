@@ -3,6 +3,7 @@
 
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -24,8 +25,12 @@ InferenceCheckpoint open_for_inference(const std::string& path, const std::vecto
     ck.hf = std::make_shared<const HfModelDir>(located.dir);
     ck.dir = located.dir;
     // The model config.json describes, every other key meshtrain's default: what `meshtrain import` records.
+    // Sequences as long as a fine-tuning run's (kHfSequenceTokens), not the model's whole context (131,072
+    // positions for Llama 3.1): `meshtrain eval` of the base then reads the windows a fine-tune's recorded
+    // config reads, and a small --data still holds a batch of them.
     Config described;
     described.model = ck.hf->model();
+    described.data.seq_len = std::min<int64_t>(described.model.max_seq_len, kHfSequenceTokens);
     ck.config = parse_config(to_json(described), ck.hf->config_file(), /*json=*/true, overrides);
     return ck;
   }

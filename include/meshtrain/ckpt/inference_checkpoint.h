@@ -27,6 +27,10 @@
 
 namespace meshtrain::ckpt {
 
+// A Hugging Face directory has no training config: its data.seq_len is the model's positions up to this (what
+// configs/recipes/chat-lora.yaml fine-tunes at), so `meshtrain eval` of a base reads a fine-tune's windows.
+inline constexpr int64_t kHfSequenceTokens = 2048;
+
 struct InferenceCheckpoint {
   std::string dir;      // the step directory (resolve_checkpoint_dir), or the Hugging Face directory
   CheckpointMeta meta;  // its meta.json (a Hugging Face directory's: step 0, no tensors)

@@ -184,6 +184,20 @@ TEST(HfModelDir, OpensForInferenceInPlace) {
   EXPECT_EQ(ckpt::tokenizer_dirs(ck, dir.string())[1], dir.string());
 }
 
+// A directory has no training config: its sequences are the model's positions up to 2048 (kHfSequenceTokens), not
+// a Llama 3.1's 131,072; --set still wins.
+TEST(HfModelDir, SequencesForEvaluationAreAFineTunesNotTheWholeContext) {
+  ModelConfig m = hf_test_model("llama");
+  m.max_seq_len = 4096;
+  const fs::path dir = temp_dir("hf_dir_seq_len");
+  write_hf_dir(dir, m, random_params(m));
+  EXPECT_EQ(ckpt::open_for_inference(dir.string()).config.data.seq_len, ckpt::kHfSequenceTokens);
+  EXPECT_EQ(ckpt::open_for_inference(dir.string(), {"data.seq_len=4096"}).config.data.seq_len, 4096);
+  const fs::path small = temp_dir("hf_dir_seq_len_small");
+  write_hf_dir(small, hf_test_model("llama"), random_params(hf_test_model("llama")));
+  EXPECT_EQ(ckpt::open_for_inference(small.string()).config.data.seq_len, 8);  // fewer positions than 2048
+}
+
 // The model's mistakes, each before a weight is read and in one line: a tensor of the wrong shape, one
 // meshtrain does not know, a parameter the directory lacks (a LoRA adapter), a run's model section that differs.
 TEST(HfModelDir, MistakesAreOneLine) {
