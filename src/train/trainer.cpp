@@ -223,6 +223,11 @@ class TrainingRun {
   ckpt::SaveInfo save_info(int64_t step);
   // An in-memory checkpoint after `done` steps (checkpoint.memory_every).
   bool snapshots_after(int64_t done) const;
+  // QLoRA over a seeded base (no checkpoint.init_from): no checkpoint of it could be resumed or exported (its NF4
+  // weights are no parameters), so it saves none — not at a stop signal, not in memory.
+  bool quantizes_seeded_base() const {
+    return cfg_.model.base_quant != BaseQuant::none && cfg_.checkpoint.init_from.empty();
+  }
   void snapshot(int64_t done);
   // checkpoint.init_from: the model's weights from a checkpoint, everything else fresh (no resume asked).
   void init_from_weights();
@@ -378,7 +383,7 @@ void TrainingRun::setup_model_and_optimizer() {
   // in none of its checkpoints (the NF4 weights are no parameters), so only a run that saves none (a
   // benchmark: `bench train --lora R --set model.base_quant=nf4`) may quantize one.
   const bool saves = cfg_.checkpoint.every > 0 || cfg_.checkpoint.save_final;
-  MT_USER_CHECK(cfg_.model.base_quant == BaseQuant::none || !cfg_.checkpoint.init_from.empty() || !saves,
+  MT_USER_CHECK(!quantizes_seeded_base() || !saves,
                 "model.base_quant: given ", cfg_.model.base_quant, " without checkpoint.init_from; valid nf4 over "
                 "a base checkpoint (checkpoint.init_from: the base it quantizes), nf4 over the seeded base of a run "
                 "that saves no checkpoint (checkpoint.every 0 and checkpoint.save_final false), or none");
@@ -503,6 +508,7 @@ std::vector<std::string> TrainingRun::resume_candidates() {
 }
 
 void TrainingRun::setup_memory_checkpoints() {
+  if (quantizes_seeded_base()) return;
   int64_t bytes = 0;
   for (const auto& b : state_blocks()) bytes += b.local.numel() * b.local.element_size();
   memory_ = MemoryCheckpoints::make(cfg_, w_, par_->describe(), bytes, [this](double v) { return max_over_ranks(v); });
@@ -1072,9 +1078,12 @@ bool TrainingRun::end_of_step(int64_t step, int sig) {
   if (saved) save(done);
   if (snapshots_after(done)) snapshot(done);
   if (sig == 0 || last) return true;
-  log::progress("stop signal %d (%s) at step %lld: saving a checkpoint and exiting", sig, strsignal(sig),
-                static_cast<long long>(done));
-  if (!saved) save(done);
+  const bool saves = !quantizes_seeded_base();
+  log::progress("stop signal %d (%s) at step %lld: %s", sig, strsignal(sig), static_cast<long long>(done),
+                saves ? "saving a checkpoint and exiting"
+                      : "exiting without a checkpoint (a QLoRA run over a seeded base saves none: its base is in no "
+                        "checkpoint)");
+  if (!saved && saves) save(done);
   result_.stop_signal = sig;
   return false;
 }

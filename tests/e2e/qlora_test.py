@@ -25,6 +25,7 @@ Usage: qlora_test.py BIN_DIR SOURCE_DIR
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -186,6 +187,21 @@ def main():
                         "--set=model.base_quant=nf4", "--set=checkpoint.every=0", "--set=checkpoint.save_final=false",
                         "--set=train.steps=2"], capture_output=True, text=True)
     check(p.returncode == 0, f"nf4 over the seeded base, no checkpoint saved: exit {p.returncode}")
+    # Not even at a stop signal: such a checkpoint would hold adapters over a base it cannot name.
+    seeded = os.path.join(work, "seeded_stop")
+    p = subprocess.Popen([meshtrain, "train", lora, f"--set=train.out_dir={seeded}", "--set=model.base_quant=nf4",
+                          "--set=checkpoint.every=0", "--set=checkpoint.save_final=false", "--set=train.steps=100000",
+                          "--set=logging.every=1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = []
+    for line in p.stdout:
+        out.append(line)
+        if "step      2/" in line:
+            p.send_signal(signal.SIGTERM)
+    p.wait(timeout=120)
+    text = "".join(out)
+    check(p.returncode == 128 + signal.SIGTERM and "exiting without a checkpoint" in text
+          and not os.path.exists(os.path.join(seeded, "checkpoints", "latest")),
+          f"nf4 over the seeded base stopped by SIGTERM: exit {p.returncode}, no checkpoint ({text[-600:]})")
 
 
 run_checked(main, check, work)
