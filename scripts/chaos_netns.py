@@ -10,12 +10,15 @@ and injects one random fault after a random delay:
   partition  node 1's switch port down for a random 0.5 .. parallel.timeout_s + 4 s, then up
   freeze     SIGSTOP of every process of node 1 for a random 0.5 .. parallel.timeout_s + 4 s, then SIGCONT
   store      SIGKILL of every process of node 0 (the rendezvous store's host): recovery is impossible today
+With --memory-every N the rounds take in-memory checkpoints every N steps (checkpoint.memory_every; a node's memory
+is lost with the node) and a restart resumes from them where every rank reaches one.
 A round passes when the job ends bit-identical to an uninterrupted run (the per-rank checksums), or, for `store`,
 when node 1 exits non-zero naming the lost store; never exit 0 with other parameters, never past the time limit,
 and nothing left running. Every round prints its fault, the recovery time (fault to the first step completed
 after it) and the steps lost; the end prints the medians per fault. A failure prints the seed and round.
 
-    sudo scripts/chaos_netns.py BUILD_DIR/bin [--seed N] [--rounds K] [--faults worker,node,...] [--keep]
+    sudo scripts/chaos_netns.py BUILD_DIR/bin [--seed N] [--rounds K] [--faults worker,node,...]
+        [--memory-every N] [--keep]
 """
 import argparse
 import os
@@ -40,6 +43,8 @@ def parse():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--faults", default=",".join(FAULTS), help=f"which to draw from (default: {','.join(FAULTS)})")
+    p.add_argument("--memory-every", type=int, default=0,
+                   help="checkpoint.memory_every of the rounds (default 0: restarts resume from disk)")
     p.add_argument("--keep", action="store_true", help="keep every round's logs (default: only a failed one's)")
     a = p.parse_args()
     a.faults = a.faults.split(",")
@@ -66,7 +71,8 @@ class Campaign:
         step, delay = self.rng.randrange(3, STEPS - 3), self.rng.uniform(0, 0.3)
         hold = self.rng.uniform(0.5, TIMEOUT_S + 4)
         rank = self.rng.randrange(4)
-        job = Job(self.cluster, self.args.bin_dir, self.work, f"round{i}", restarts=3, timeout_s=TIMEOUT_S).start()
+        job = Job(self.cluster, self.args.bin_dir, self.work, f"round{i}", restarts=3, timeout_s=TIMEOUT_S,
+                  sets=(f"checkpoint.memory_every={self.args.memory_every}",)).start()
         t0 = time.monotonic()
         while job.last_step() < step:
             if time.monotonic() - t0 > LIMIT:
@@ -88,7 +94,8 @@ class Campaign:
             self.figures.setdefault(fault, []).append((seconds, lost))
             outcome = f"bit-identical; recovery {seconds:.2f} s, steps lost {lost}"
         time.sleep(0.5)
-        left = [l for l in job.leftovers() if fault not in ("node", "store") or "TMPDIR" not in l]
+        # A SIGKILLed launcher's scratch and memory directories: swept by the next meshrun on that node.
+        left = [l for l in job.leftovers() if fault not in ("node", "store") or ("TMPDIR" not in l and "memory" not in l)]
         if fault == "store":
             left = [l for l in left if not l.startswith("unfinished checkpoint")]
         if left:
@@ -110,6 +117,7 @@ class Campaign:
             while nodes[1].pids():
                 time.sleep(0.05)
             nodes[1].wait(10)
+            job.forget_memory(1)  # a new machine: the lost node's memory is gone with it
             job.start_node(1)
             return "SIGKILL of node 1, replaced", t
         if fault == "store":
@@ -143,7 +151,8 @@ def main():
                 print(ref.text()[-8000:])
                 sys.exit("the uninterrupted reference run failed")
             want = ref.checksums()
-            print(f"seed {args.seed}, {args.rounds} round(s), faults {','.join(args.faults)}; reference {want[0][1]}")
+            print(f"seed {args.seed}, {args.rounds} round(s), faults {','.join(args.faults)}, checkpoint.memory_every "
+                  f"{args.memory_every}; reference {want[0][1]}")
             c = Campaign(args, cluster, work)
             t0 = time.time()
             for i in range(args.rounds):
