@@ -111,14 +111,20 @@ def expect_clean(job, killed_nodes=()):
                                                "temporary directory or unfinished checkpoint"), job)
 
 
-def case_worker_kill(cluster, work, want):
-    job = Job(cluster, BIN, work, "worker_kill").start()
+def worker_killed(cluster, work, want, name, sets=()):
+    """SIGKILL of rank 3 (node 1) at FAULT_STEP; the job recovers. Returns the job and the fault's time."""
+    job = Job(cluster, BIN, work, name, sets=sets).start()
     at_fault_step(job)
     pid = cluster.nodes[1].worker_pid(3)
     check(pid is not None, "rank 3 found among node 1's processes", job)
     t = time.monotonic()
     cluster.nodes[1].kill([pid])
     expect_recovered(job, want, t)
+    return job, t
+
+
+def case_worker_kill(cluster, work, want):
+    worker_killed(cluster, work, want, "worker_kill")
 
 
 def case_node_kill(cluster, work, want):
@@ -241,13 +247,7 @@ def expect_resumed_from_memory(job, fault_at, replicas):
 
 
 def case_memory_worker_kill(cluster, work, want):
-    job = Job(cluster, BIN, work, "memory_worker_kill", sets=MEMORY).start()
-    at_fault_step(job)
-    pid = cluster.nodes[1].worker_pid(3)
-    check(pid is not None, "rank 3 found among node 1's processes", job)
-    t = time.monotonic()
-    cluster.nodes[1].kill([pid])
-    expect_recovered(job, want, t)
+    job, t = worker_killed(cluster, work, want, "memory_worker_kill", sets=MEMORY)
     expect_resumed_from_memory(job, t, replicas=0)
 
 
