@@ -28,17 +28,23 @@ int64_t max_windows(const std::vector<std::string>& files, const Config& cfg) {
 }
 
 // UserError when `pattern` (the config key `key`) cannot fill `need` windows: batch × data-parallel ranks for a
-// source read on its own; one window for a source of a mixture, which draws single windows from each.
+// training source read on its own; one window for a source of a mixture, which draws single windows from each;
+// one window a rank for held-out data, which reads smaller micro-batches where it holds fewer
+// (LoaderOptions::fit_batch).
 void check_fills(const Config& cfg, const std::string& where, const char* key, const std::string& pattern,
-                 bool one_of_a_mixture) {
+                 bool one_of_a_mixture, bool held_out = false) {
   const int64_t ranks = cfg.parallel.dp * cfg.parallel.fsdp;
-  const int64_t need = one_of_a_mixture ? 1 : cfg.train.micro_batch_size * ranks;
+  const int64_t need = one_of_a_mixture ? 1 : held_out ? ranks : cfg.train.micro_batch_size * ranks;
   if (ranks < 1 || cfg.data.seq_len < 1 || need < 1) return;  // validate() reports these
   const int64_t at_most = max_windows(expand_glob(pattern, where + key), cfg);
   if (one_of_a_mixture)
     MT_USER_CHECK(at_most >= need, where, key, ": '", pattern, "' holds no window of ", cfg.data.seq_len + 1,
                   " tokens (data.seq_len + 1); each source of a mixture needs one: give more data, or lower "
                   "data.seq_len");
+  if (held_out)
+    MT_USER_CHECK(at_most >= need, where, key, ": '", pattern, "' holds at most ", at_most, " windows of ",
+                  cfg.data.seq_len + 1, " tokens (data.seq_len + 1); validation needs one a data-parallel rank(",
+                  ranks, "): give more held-out data, or lower data.seq_len");
   MT_USER_CHECK(at_most >= need, where, key, ": '", pattern, "' holds at most ", at_most, " windows of ",
                 cfg.data.seq_len + 1, " tokens (data.seq_len + 1); one step needs train.micro_batch_size(",
                 cfg.train.micro_batch_size, ") × data-parallel ranks(", ranks, ") = ", need,
@@ -55,7 +61,7 @@ void check_inputs_exist(const Config& cfg) {
   }
   // Each validation source is read on its own; only where validation runs (train.eval_every > 0).
   for (const auto& s : parse_data_sources(cfg.data.val)) {
-    if (cfg.train.eval_every > 0) check_fills(cfg, where, "data.val", s.pattern, false);
+    if (cfg.train.eval_every > 0) check_fills(cfg, where, "data.val", s.pattern, false, /*held_out=*/true);
     else expand_glob(s.pattern, where + "data.val");
   }
 }

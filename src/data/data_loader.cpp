@@ -49,10 +49,14 @@ DataLoader::DataLoader(LoaderOptions opts) : opts_(std::move(opts)) {
   make_windows();
   const char* unit = flags_.empty() || opts_.packing ? " windows of " : " documents of up to ";
   if (num_sources() == 1) {
+    fit_batch_to_windows();
     const int64_t need = opts_.batch_size * opts_.world_size;
     MT_USER_CHECK(num_windows() >= need, opts_.what, ": '", source_pattern(0), "' holds ", total_tokens_,
-                  " tokens = ", num_windows(), unit, opts_.seq_len + 1, " tokens; one step needs batch(",
-                  opts_.batch_size, ") × ranks(", opts_.world_size, ") = ", need, " windows");
+                  " tokens = ", num_windows(), unit, opts_.seq_len + 1, " tokens; ",
+                  opts_.fit_batch ? cat("held-out data needs one a rank: ", opts_.world_size)
+                                  : cat("one step needs batch(", opts_.batch_size, ") × ranks(", opts_.world_size,
+                                        ") = ", need),
+                  " windows");
     make_order();
     return;
   }
@@ -78,6 +82,16 @@ void DataLoader::open_sources() {
       shard_source_.push_back(static_cast<int32_t>(s));
     }
   }
+}
+
+void DataLoader::fit_batch_to_windows() {
+  const int64_t fits = num_windows() / opts_.world_size;
+  if (!opts_.fit_batch || fits >= opts_.batch_size || fits < 1) return;
+  log::progress("%s: '%s' holds %lld windows of %lld tokens: read in micro-batches of %lld (of the %lld asked) on "
+                "each of %d rank(s)", opts_.what.c_str(), source_pattern(0).c_str(),
+                static_cast<long long>(num_windows()), static_cast<long long>(opts_.seq_len + 1),
+                static_cast<long long>(fits), static_cast<long long>(opts_.batch_size), opts_.world_size);
+  opts_.batch_size = fits;
 }
 
 void DataLoader::make_windows() {

@@ -96,10 +96,10 @@ EvalResult run_eval(const EvalOptions& opts) {
                            .seq_len = cfg.data.seq_len, .batch_size = cfg.train.micro_batch_size,
                            .rank = ev.data_rank(), .world_size = ev.data_ranks(), .shuffle = false,
                            .vocab_size = cfg.model.vocab_size, .loss_mask = cfg.data.loss_mask == LossMask::automatic,
-                           .packing = cfg.data.packing});
+                           .packing = cfg.data.packing, .fit_batch = true});  // as the trainer's validation
   const int64_t available = loader.batches_per_epoch();
   MT_USER_CHECK(opts.batches <= available, "--batches: given ", opts.batches, "; '", opts.data, "' holds ", available,
-                " micro-batches of ", cfg.train.micro_batch_size, " × ", cfg.data.seq_len, " tokens per rank (",
+                " micro-batches of ", loader.batch_size(), " × ", cfg.data.seq_len, " tokens per rank (",
                 ev.data_ranks(), " data-parallel rank(s)); valid 1 … ", available, ", or 0 for all");
   r.step = ck.meta.step;
   r.batches = opts.batches > 0 ? opts.batches : available;
@@ -109,7 +109,7 @@ EvalResult run_eval(const EvalOptions& opts) {
   MT_USER_CHECK(r.loss >= 0, "--data: '", opts.data, "' has no target the loss counts in ", r.batches,
                 " micro-batch(es) per rank (every one masked)");
   r.perplexity = std::exp(r.loss);
-  r.micro_batch_size = cfg.train.micro_batch_size;
+  r.micro_batch_size = loader.batch_size();
   r.seq_len = cfg.data.seq_len;
   r.data_ranks = ev.data_ranks();
   r.world_size = world.world_size;

@@ -441,6 +441,7 @@ void TrainingRun::setup_data() {
   }
   o.what = "data.val";
   o.shuffle = false;  // validation reads the same windows every time
+  o.fit_batch = true;  // a small held-out set is read in smaller micro-batches, not refused
   // Each validation source on its own: its loss is reported beside the overall one.
   for (const DataSource& source : parse_data_sources(cfg_.data.val)) {
     o.sources = {source};

@@ -139,19 +139,27 @@ def world_size_case():
 def small_val_case():
     small = os.path.join(work, "small_val.bin")
     with open(small, "wb") as f:
-        f.write(bytes(2 * 40))  # 40 uint16 tokens: one window of 33 at most, a step needs 4
+        f.write(bytes(2 * 40))  # 40 uint16 tokens: one window of 33 at most; 2 ranks need one each
     sets = [f"--set={s}" for s in [*TINY, f"data.val={small}", "train.eval_every=2",
                                    f"train.out_dir={os.path.join(work, 'small')}"]]
-    for name, cmd in (("meshtrain config", [meshtrain, "config", config, *sets]),
+    for name, cmd in (("meshtrain config", [meshtrain, "config", config, "--world-size", "2", *sets]),
                       ("meshrun", [meshrun, "--standalone", "--nproc-per-node", "2", config, *sets])):
         rc, log = sh(cmd)
         lines = error_lines(log)
         check(rc == 2 and len(lines) == 1 and "data.val" in lines[0] and "holds at most 1 windows" in lines[0]
-              and "one step needs" in lines[0],
-              f"validation: {name} refuses a data.val too small for one step: {lines}")
+              and "validation needs one a data-parallel rank(2)" in lines[0],
+              f"validation: {name} refuses a data.val without a window for each rank: {lines}")
         check("[rank" not in log, f"validation: {name}: no worker started")
     rc, _ = sh([meshtrain, "config", config, *sets, "--set=train.eval_every=0"])
     check(rc == 0, "validation: the same data.val passes where validation is off")
+    # Two windows: fewer than a step's micro_batch_size × ranks, one for each rank: validated in smaller batches.
+    two = os.path.join(work, "two_val.bin")
+    with open(two, "wb") as f:
+        f.write(bytes(2 * 80))
+    rc, log = sh([meshrun, "--standalone", "--nproc-per-node", "2", config, *sets, f"--set=data.val={two}",
+                  "--set=train.steps=2", f"--set=train.out_dir={os.path.join(work, 'two_val')}"])
+    check(rc == 0 and "read in micro-batches of 1 (of the" in log and "validation loss" in log,
+          f"validation: a data.val of 2 windows on 2 ranks is read in micro-batches of 1 (rc={rc}; {log[-1500:]})")
 
 
 def main():

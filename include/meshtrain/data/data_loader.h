@@ -72,6 +72,10 @@ struct LoaderOptions {
   int64_t vocab_size = 0;  // ids must be below it; 0 = not checked
   bool loss_mask = true;   // the sidecars' loss masks (false: every target counts; data.loss_mask: all)
   bool packing = true;     // several documents per window (false: one each, padded; data.packing)
+  // Held-out data (validation, `meshtrain eval`): one source with fewer than batch_size × world_size windows
+  // reads batches of windows / world_size instead (one window a rank at least), said in one line; training data
+  // must fill whole batches.
+  bool fit_batch = false;
 };
 
 struct Batch {
@@ -94,6 +98,7 @@ class DataLoader {
   void reset();  // to the start (every source's)
 
   int64_t num_windows() const { return static_cast<int64_t>(window_start_.size()); }
+  int64_t batch_size() const { return opts_.batch_size; }  // per rank (LoaderOptions::fit_batch may lower it)
   // Sources: the patterns as given, their windows and (a mixture) their shares of the stream.
   size_t num_sources() const { return opts_.sources.size(); }
   const std::string& source_pattern(size_t s) const { return opts_.sources[s].pattern; }
@@ -119,6 +124,8 @@ class DataLoader {
   std::vector<int64_t> deal_one_source();
   // Windows of seq_len + 1 tokens every seq_len tokens (packing), or one per document (no packing).
   void make_windows();
+  // LoaderOptions::fit_batch: a smaller batch where the one source holds fewer windows than a whole one.
+  void fit_batch_to_windows();
   // One row from the flag bytes `f` of its window's n tokens: targets [seq_len] set to -100 where masked (and
   // past n: padding); with `pos`, positions within documents and each document's start (row_offset + t)
   // appended to `starts`. Returns the targets that stay unmasked.

@@ -106,7 +106,8 @@ TEST(DataSources, EverySourceMustMatchAndAMixtureSourceHoldAWindow) {
                 .find("data.train: '" + tiny + "' holds no window of 33 tokens (data.seq_len + 1); each source of a "
                       "mixture needs one"),
             std::string::npos);
-  // Each validation source must fill one step on its own, where validation runs.
+  // Each validation source must hold a window a data-parallel rank on its own, where validation runs (it reads
+  // smaller micro-batches where it holds fewer than a step's).
   c.data.train = {big};
   c.data.val = {big, tiny};
   c.train.eval_every = 10;

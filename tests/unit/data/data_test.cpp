@@ -252,6 +252,23 @@ TEST(DataLoader, TooSmallForOneStepIsAClearError) {
   EXPECT_NE(msg.find("one step needs batch(4) × ranks(2) = 8 windows"), std::string::npos) << msg;
 }
 
+// Held-out data (fit_batch): fewer windows than a whole batch on every rank reads smaller micro-batches; fewer than
+// one a rank is still refused, in one line.
+TEST(DataLoader, HeldOutDataFitsTheBatchToItsWindows) {
+  auto d = temp_dir("small_held_out");
+  data::write_llmc_shard((d / "s.bin").string(), iota_tokens(50));  // 4 windows of 11 tokens
+  data::DataLoader l({.sources = {{(d / "s.bin").string()}}, .what = "data.val", .seq_len = 10, .batch_size = 4,
+                      .world_size = 2, .shuffle = false, .fit_batch = true});
+  EXPECT_EQ(l.batch_size(), 2);
+  EXPECT_EQ(l.next().inputs.size(0), 2);
+  EXPECT_EQ(l.batches_per_epoch(), 1);
+  auto msg = user_error([&] {
+    data::DataLoader({.sources = {{(d / "s.bin").string()}}, .seq_len = 10, .batch_size = 4, .world_size = 5,
+                      .fit_batch = true});
+  });
+  EXPECT_NE(msg.find("held-out data needs one a rank: 5 windows"), std::string::npos) << msg;
+}
+
 TEST(Prepare, BytesSplitAtALineBreak) {
   auto d = temp_dir("prepare");
   std::ofstream((d / "t.txt").string()) << "line one\nline two\nline three\nline four\n";
