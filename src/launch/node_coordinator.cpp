@@ -22,13 +22,20 @@ std::string name_nodes(const std::vector<int>& missing) {
   return out;
 }
 
-std::vector<int> parse_members(const std::string& text) {
+// "0,1,3" → {0, 1, 3}. Read defensively (anyone with the job's token can write the key): anything but ascending
+// node numbers below `nnodes` is a UserError naming the key.
+std::vector<int> parse_members(const std::string& key, const std::string& text, int nnodes) {
   std::vector<int> out;
   size_t at = 0;
-  while (at < text.size()) {
-    const size_t comma = text.find(',', at);
-    out.push_back(std::stoi(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
-    at = comma == std::string::npos ? text.size() : comma + 1;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    const bool digits = !item.empty() && item.size() < 6 && item.find_first_not_of("0123456789") == std::string::npos;
+    const int n = digits ? std::stoi(item) : -1;
+    MT_USER_CHECK(digits && n < nnodes && (out.empty() || n > out.back()), "meshrun: ", key, " at the store is '",
+                  text, "', not ascending node numbers below ", nnodes);
+    out.push_back(n);
+    at = comma + 1;
   }
   return out;
 }
@@ -102,7 +109,7 @@ Membership NodeCoordinator::agree_members(int round) {
                   std::chrono::duration<double>(timeout_).count(), " s (the deciding launcher is gone)");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  Membership m{parse_members(client_->get(members))};
+  Membership m{parse_members(members, client_->get(members), nnodes_)};
   MT_USER_CHECK(m.has(0), "meshrun: round ", round, "'s members (", client_->get(members), ") leave out node 0, "
                 "which hosts the store");
   return m;
