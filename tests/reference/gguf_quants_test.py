@@ -14,6 +14,7 @@ Exit 77 (skipped) without numpy or gguf (scripts/setup.sh installs them into the
     gguf_quants_test.py DRIVER
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -169,6 +170,7 @@ check(np.array_equal(ours, theirs), f"fp16: {edges.size} values incl. subnormals
                                     f"({int(np.count_nonzero(ours != theirs))} differ)")
 
 if failures:
-    print(f"{len(failures)} failure(s)")
+    print(f"{len(failures)} failure(s); inputs kept in {WORK}")
     sys.exit(1)
+shutil.rmtree(WORK, ignore_errors=True)  # kept only when the test fails
 print("gguf quants: all ok")
