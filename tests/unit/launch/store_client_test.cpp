@@ -155,6 +155,35 @@ TEST(StoreServer, ALauncherWritesOnlyItsOwnNodeRecord) {
   EXPECT_TRUE(again.check("meshrun/end/3/1"));
   again.set("meshrun/end/3/0", "1");  // another node's "finished the round": refused
   EXPECT_THROW(again.check("meshrun/end/3/0"), Error);
+  StoreClient third("127.0.0.1", live().port, launcher(1), 10s, 5s);
+  third.set("meshrun/join/3/0", "1");  // another node's "joined the round" (elastic membership): refused
+  EXPECT_THROW(third.check("meshrun/join/3/0"), Error);
+}
+
+// Elastic membership (--nnodes 1:2) over the live store: node 0 alone is a round once the wait for node 1 times
+// out; node 1 joining that round afterwards finds it decided without it. A malformed member list is one line.
+TEST(NodeCoordinator, AnElasticRoundIsTheNodesThatJoinedBeforeItWasDecided) {
+  NodeCoordinator node0("127.0.0.1", live().port, 2, 1, 0, 2, 300ms, kToken);
+  const Membership alone = node0.join(11, nullptr);
+  EXPECT_EQ(alone.nodes, std::vector<int>{0});
+  NodeCoordinator node1("127.0.0.1", live().port, 2, 1, 1, 2, 300ms, kToken);
+  const Membership late = node1.join(11, nullptr);
+  EXPECT_EQ(late.nodes, std::vector<int>{0});
+  EXPECT_FALSE(late.has(1));
+  // Node 0 finishes the round it ran alone at once: the round's end counts its members only.
+  EXPECT_FALSE(node0.finish(11, nullptr).failed);
+  StoreClient forger("127.0.0.1", live().port, launcher(1), 10s, 5s);
+  forger.set("meshrun/members/12", "0,7");
+  forger.add("meshrun/decide/12", 1);  // decided (by someone else) before node 0 comes
+  std::string err;
+  try {
+    node0.join(12, nullptr);
+  } catch (const UserError& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("meshrun/members/12 at the store is '0,7', not ascending node numbers below 2"),
+            std::string::npos)
+      << err;
 }
 
 // A node that never finishes a round (its launcher SIGKILLed with its workers) is named, and nobody waits for
