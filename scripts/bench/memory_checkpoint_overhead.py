@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,8 +28,9 @@ def run(args, out, every, repeat):
     sets = [f"model.n_layer={args.layers}", "model.n_head=4", f"model.d_model={args.d_model}",
             "model.max_seq_len=128", "data.train=synthetic", "data.val=", "train.micro_batch_size=4",
             "train.eval_every=0", "train.sample_tokens=0", "train.threads=1", f"train.steps={args.steps}",
-            "checkpoint.every=0", "checkpoint.save_final=false", "checkpoint.resume=none", "logging.every=1",
-            f"checkpoint.memory_every={every}", f"train.out_dir={run_dir}", "train.overwrite=true"]
+            "checkpoint.every=0", "checkpoint.save_final=false", "checkpoint.resume=auto", "logging.every=1",
+            f"checkpoint.memory_every={every}", f"train.out_dir={run_dir}"]
+    shutil.rmtree(run_dir, ignore_errors=True)  # resume auto (what snapshots need) would find an earlier run's
     cmd = [os.path.join(args.bin_dir, "meshrun"), "--nproc-per-node", str(args.nproc), CONFIG,
            *[f"--set={s}" for s in sets]]
     env = dict(os.environ, OMP_NUM_THREADS="1")

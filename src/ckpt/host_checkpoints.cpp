@@ -123,8 +123,11 @@ bool HostCheckpoints::sends_first() const { return (world_.rank / world_.local_w
 SaveStats HostCheckpoints::save_async(int64_t step, std::vector<ShardedTensor> blocks, const SaveInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
   wait();
-  for (auto& b : blocks) b.write = true;  // every block this rank holds: no other rank's copy is at hand
   SaveStats stats;
+  // After a failed swap the ring is broken (a peer is gone): a newer own copy would prune one its replica still
+  // matches, leaving a restart no step that every rank reaches. The next attempt makes them anew.
+  if (ring_broken_) return stats;
+  for (auto& b : blocks) b.write = true;  // every block this rank holds: no other rank's copy is at hand
   try {
     stats = own_->save_async(step, blocks, info);
   } catch (const std::exception& e) {
@@ -152,8 +155,9 @@ void HostCheckpoints::finish_snapshot(int64_t step) {
     swap(peer(), written, source(), (fs::path(replica_dir_) / step_dir_name(step)).string());
     prune_steps(replica_dir_, 2);
   } catch (const std::exception& e) {
-    log::warn("in-memory checkpoint of step %lld: replica exchange failed: %s", static_cast<long long>(step),
-              e.what());
+    ring_broken_ = true;
+    log::warn("in-memory checkpoint of step %lld: replica exchange failed (%s); no more in-memory checkpoints in "
+              "this attempt", static_cast<long long>(step), e.what());
   }
 }
 

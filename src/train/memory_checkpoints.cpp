@@ -39,6 +39,14 @@ std::unique_ptr<MemoryCheckpoints> MemoryCheckpoints::make(const Config& cfg, co
                 ckpt::HostCheckpoints::kDirEnv);
     return nullptr;
   }
+  // A restart reads them only under checkpoint.resume auto; with none or a path they would cost time for nothing.
+  if (cfg.checkpoint.resume != "auto") {
+    if (every > 0)
+      log::warn("checkpoint.memory_every %lld: off, since a restart resumes from them only under "
+                "checkpoint.resume auto (this run has '%s')", static_cast<long long>(every),
+                cfg.checkpoint.resume.c_str());
+    return nullptr;
+  }
   // The node's ranks together, on the worst rank's figures (plan/memory_model.h counts the same copies).
   const int64_t nodes = w.world.world_size / w.world.local_world_size;
   const double copies = static_cast<double>(plan::snapshot_copies(nodes));

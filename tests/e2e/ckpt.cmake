@@ -66,9 +66,10 @@ meshtrain_add_test(e2e ckpt trainer_resume_gpu_shared
           ${CMAKE_SOURCE_DIR} gpu_shared
   LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 
-# Nothing lost (tests/e2e/ckpt/{resume_auto,nonfinite,random_kill}_test.py): `resume: auto` over damaged checkpoint
-# directories, non-finite steps skipped and never saved, workers killed at random steps resuming bit-exactly.
-foreach(name resume_auto nonfinite random_kill)
+# Nothing lost (tests/e2e/ckpt/{resume_auto,nonfinite,random_kill,memory_checkpoints}_test.py): `resume: auto` over
+# damaged checkpoint directories, non-finite steps skipped and never saved, workers killed at random steps resuming
+# bit-exactly, from disk and from in-memory checkpoints.
+foreach(name resume_auto nonfinite random_kill memory_checkpoints)
   meshtrain_add_test(e2e ckpt ${name}
     COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/ckpt/${name}_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
     PROPERTIES TIMEOUT 300)

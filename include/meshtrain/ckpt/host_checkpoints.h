@@ -15,7 +15,8 @@
 // writes the own copy and then swaps replicas around the ring of nodes: rank R sends its files to
 // R + ranks-per-node and receives those of R − ranks-per-node (even nodes send first, odd nodes receive first, so
 // the ring cannot deadlock). A snapshot that fails to write is skipped with a warning (the disk checkpoints go on);
-// the exchange still runs, empty, so no peer waits for it.
+// the exchange still runs, empty, so no peer waits for it. A failed exchange (a peer gone) ends the snapshots of
+// this attempt: newer own copies would prune the step whose replicas are complete.
 //
 // Restoring (collective, before training): every rank reports the steps of its own copies and of the replicas it
 // holds; the newest step every rank can reach (its own copy, or the replica its peer holds) is chosen by all
@@ -89,6 +90,7 @@ class HostCheckpoints {
   comm::CommPtr comm_;  // CPU backend, used by one thread at a time (the caller's in restore, else worker_)
   std::unique_ptr<CheckpointManager> own_;
   std::thread worker_;
+  bool ring_broken_ = false;  // a swap failed: no more snapshots (set by worker_, read after joining it)
 };
 
 }  // namespace meshtrain::ckpt

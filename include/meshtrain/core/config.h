@@ -219,8 +219,8 @@ using StringList = std::vector<std::string>;
   F(int64_t, memory_every, -1, "In-memory checkpoints under meshrun: each rank's state in its node's "        \
     "memory (/dev/shm, removed when meshrun exits) and a replica in the next node's, so a restart after a "     \
     "failure (checkpoint.resume auto) resumes from the newest step every rank still reaches, not the last disk " \
-    "checkpoint (docs/resilience.md). N = every N steps; -1 = auto: on where the node's memory holds them, at "  \
-    "the interval where they cost ≤ 3 % of the time (measured once); 0 = off")                                                      \
+    "checkpoint (docs/resilience.md). N = every N steps; -1 = auto: on under checkpoint.resume auto where the "  \
+    "node's memory holds them, at the interval where they cost ≤ 3 % of the time (measured once); 0 = off")                                                      \
   F(std::string, resume, "none", "Resume from; one of: none | auto (the newest usable checkpoint in "       \
     "checkpoint.dir; a fresh start only where it holds none) | a checkpoint path")                           \
   F(std::string, init_from, "", "Fine-tuning: the model's weights at step 0, with fresh optimizer state, "  \

@@ -2,8 +2,9 @@
 // themselves are ckpt/host_checkpoints.h's) — whether at all, and how often.
 //
 //   memory_every N > 0   every N steps; a node whose memory file system cannot hold them is a UserError
-//   memory_every -1      auto (the default): on where meshrun gave the workers a memory directory and the node's
-//                        memory holds them; the interval is measured: one snapshot is taken 3 steps after the
+//   memory_every -1      auto (the default): on where meshrun gave the workers a memory directory, the run resumes
+//                        with checkpoint.resume auto (nothing else reads them) and the node's memory holds them;
+//                        the interval is measured: one snapshot is taken 3 steps after the
 //                        start, its whole cost (the copy that blocks the step plus the background write and replica
 //                        swap, which take CPU time from the step on a busy host) against the step time gives the
 //                        smallest interval at which snapshots cost ≤ 3 % of the run
