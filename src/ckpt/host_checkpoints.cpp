@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -82,16 +81,14 @@ bool holds(const at::Tensor& table, int rank, int first_col, int64_t step) {
 
 }  // namespace
 
-std::unique_ptr<HostCheckpoints> HostCheckpoints::from_environment(const comm::WorldInfo& world, std::string layout,
-                                                                   std::chrono::milliseconds timeout) {
-  const char* root = std::getenv(kDirEnv);
-  if (!root || !*root) return nullptr;
+std::unique_ptr<HostCheckpoints> HostCheckpoints::open(std::string root, const comm::WorldInfo& world,
+                                                       std::string layout, std::chrono::milliseconds timeout) {
   comm::CommPtr comm;
   if (world.world_size > 1) {
     comm::CommSetup setup{.backend = CommBackend::cpu, .timeout = timeout, .group = "host_checkpoints"};
     comm = comm::make_communicator(world, setup);
   }
-  return std::make_unique<HostCheckpoints>(root, world, std::move(layout), std::move(comm));
+  return std::make_unique<HostCheckpoints>(std::move(root), world, std::move(layout), std::move(comm));
 }
 
 HostCheckpoints::HostCheckpoints(std::string root, const comm::WorldInfo& world, std::string layout,

@@ -9,6 +9,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/launch/worker_env.h"
 #include "meshtrain/plan/memory_model.h"
 
 namespace meshtrain::train {
@@ -30,13 +31,13 @@ std::unique_ptr<MemoryCheckpoints> MemoryCheckpoints::make(const Config& cfg, co
                                                            MaxOverRanks max_over_ranks) {
   const int64_t every = cfg.checkpoint.memory_every;
   if (every == 0) return nullptr;
-  const char* root = std::getenv(ckpt::HostCheckpoints::kDirEnv);
+  const char* root = std::getenv(launch::kHostCheckpointDirEnv);
   if (!root || !*root) {
     // Auto is quietly off outside meshrun (a single `meshtrain train` has no restart to serve).
     if (every > 0)
       log::warn("checkpoint.memory_every %lld: off, since no launcher gave this process a memory directory that "
                 "outlives it (%s): start the run with meshrun", static_cast<long long>(every),
-                ckpt::HostCheckpoints::kDirEnv);
+                launch::kHostCheckpointDirEnv);
     return nullptr;
   }
   // A restart reads them only under checkpoint.resume auto; with none or a path they would cost time for nothing.
@@ -63,7 +64,7 @@ std::unique_ptr<MemoryCheckpoints> MemoryCheckpoints::make(const Config& cfg, co
     return nullptr;
   }
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000));
-  auto host = ckpt::HostCheckpoints::from_environment(w.world, layout, timeout);
+  auto host = ckpt::HostCheckpoints::open(root, w.world, layout, timeout);
   return std::unique_ptr<MemoryCheckpoints>(
       new MemoryCheckpoints(std::move(host), std::max<int64_t>(every, 0), std::move(max_over_ranks)));
 }

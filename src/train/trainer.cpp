@@ -239,8 +239,10 @@ class TrainingRun {
   void quantize_base_from_init();
   // This rank's generators, as checkpoints save and restore them.
   RngStreams rng_streams() const;
-  double mean_over_ranks(double v);
-  double max_over_ranks(double v);
+  // `v` reduced over every rank (fp32); mean_over_ranks / max_over_ranks: Avg / Max.
+  double over_ranks(double v, comm::ReduceOp op);
+  double mean_over_ranks(double v) { return over_ranks(v, comm::ReduceOp::Avg); }
+  double max_over_ranks(double v) { return over_ranks(v, comm::ReduceOp::Max); }
   // The layout's step_metrics() of every rank, by key (collective over the world).
   std::vector<std::pair<std::string, std::vector<double>>> layout_metrics_over_ranks();
   // Every rank must stop at the same step: the highest signal number any rank saw wins (0 = none).
@@ -823,17 +825,10 @@ std::vector<std::pair<std::string, std::vector<double>>> TrainingRun::layout_met
   return out;
 }
 
-double TrainingRun::mean_over_ranks(double v) {
+double TrainingRun::over_ranks(double v, comm::ReduceOp op) {
   if (!w_.comm) return v;
   auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(w_.comm->device()));
-  w_.comm->all_reduce(t, comm::ReduceOp::Avg)->wait();
-  return static_cast<double>(t.item<float>());
-}
-
-double TrainingRun::max_over_ranks(double v) {
-  if (!w_.comm) return v;
-  auto t = at::full({1}, v, at::TensorOptions(at::kFloat).device(w_.comm->device()));
-  w_.comm->all_reduce(t, comm::ReduceOp::Max)->wait();
+  w_.comm->all_reduce(t, op)->wait();
   return static_cast<double>(t.item<float>());
 }
 

@@ -2,9 +2,9 @@
 // memory and a replica of them in another node's, so a restart after a failure resumes from the newest step every
 // rank can still reach instead of the last disk checkpoint (docs/resilience.md, "In-memory checkpoints").
 //
-// Where: meshrun gives each node's workers a directory in the node's memory file system (/dev/shm; the
-// environment's MESHTRAIN_HOST_CHECKPOINT_DIR), which outlives a killed worker but not the node, and which meshrun
-// removes when it exits. Under it:
+// Where: `root`, the directory meshrun gives each node's workers in the node's memory file system (/dev/shm;
+// launch/worker_env.h kHostCheckpointDirEnv, read by train/memory_checkpoints.h), which outlives a killed worker
+// but not the node, and which meshrun removes when it exits. Under it:
 //   rank_<R>/step_<N>/      rank R's own blocks at step N (model, optimizer, RNG), in the checkpoint format
 //                           (checkpoint.h) but holding one rank's blocks only; the newest 2 kept
 //   replica_<Q>/step_<N>/   the same files of rank Q = R − ranks-per-node (the same local rank on the node before),
@@ -42,12 +42,10 @@ namespace meshtrain::ckpt {
 
 class HostCheckpoints {
  public:
-  static constexpr const char* kDirEnv = "MESHTRAIN_HOST_CHECKPOINT_DIR";
-
-  // Null when the environment names no directory (a process meshrun did not start: nothing would outlive it).
-  // Otherwise collective over the world (the replicas' communicator). `layout`: the layout's description.
-  static std::unique_ptr<HostCheckpoints> from_environment(const comm::WorldInfo& world, std::string layout,
-                                                          std::chrono::milliseconds timeout);
+  // Collective over the world: the replicas' own CPU communicator is made (none for one process).
+  // `layout`: the layout's description.
+  static std::unique_ptr<HostCheckpoints> open(std::string root, const comm::WorldInfo& world, std::string layout,
+                                               std::chrono::milliseconds timeout);
   // `comm`: a CPU-backend communicator over the world, used for nothing else (null for one process).
   HostCheckpoints(std::string root, const comm::WorldInfo& world, std::string layout, comm::CommPtr comm);
   ~HostCheckpoints();  // waits for the background work

@@ -12,7 +12,7 @@ namespace meshtrain::launch {
 // milliseconds since the Unix epoch, so a resumed worker can report how long the recovery took
 // (train/recovery_report.h).
 inline constexpr const char* kFailureTimeEnv = "MESHRUN_FAILURE_UNIX_MS";
-// The node's directory in memory for the workers' in-memory checkpoints (ckpt/host_checkpoints.h reads it):
+// The node's directory in memory for the workers' in-memory checkpoints (train/memory_checkpoints.h reads it):
 // it outlives a killed worker, and meshrun removes it when it exits.
 inline constexpr const char* kHostCheckpointDirEnv = "MESHTRAIN_HOST_CHECKPOINT_DIR";
 // Where meshrun makes that directory: this node's memory file system. Default /dev/shm; tests that play several
