@@ -123,6 +123,11 @@ const std::vector<Flag>& flags() {
       {"max-restarts", nullptr, Kind::Int, "Supervision", "N",
        "restarts of the whole group after a worker fails; never after a root cause that exited 2 "
        "(invalid input: a bad config, flag or file, which a restart would repeat)", MT_INT(max_restarts)},
+      {"in-place-restart", nullptr, Kind::String, "Supervision", "auto|off",
+       "auto: for a meshtrain config with checkpoint.resume auto, a worker killed by a signal is started again "
+       "alone and the other workers regroup with it without restarting (from the in-memory checkpoints); at most "
+       "--max-restarts of them per attempt; a worker that exits with an error still restarts the group. off: "
+       "always restart the whole group", MT_STR(in_place_restart)},
       {"monitor-interval", nullptr, Kind::Double, "Supervision", "SEC",
        "liveness check period (exits are also noticed at once through SIGCHLD)",
        MT_DBL(monitor_interval)},
@@ -253,6 +258,8 @@ void validate(LaunchOptions& o) {
   MT_USER_CHECK(o.node_rank >= 0 && o.node_rank < nn, "meshrun: --node-rank ", o.node_rank,
                 " is outside [0, nnodes=", nn, ")");
   MT_USER_CHECK(o.max_restarts >= 0, "meshrun: --max-restarts must be >= 0, got ", o.max_restarts);
+  MT_USER_CHECK(o.in_place_restart == "auto" || o.in_place_restart == "off", "meshrun: --in-place-restart must be "
+                "auto or off, got '", o.in_place_restart, "'");
   MT_USER_CHECK(o.monitor_interval > 0, "meshrun: --monitor-interval must be > 0");
   MT_USER_CHECK(o.rdzv_timeout > 0, "meshrun: --rdzv-timeout must be > 0");
   MT_USER_CHECK(o.numa_binding == "none" || o.numa_binding == "node" || o.numa_binding == "socket" ||

@@ -186,6 +186,8 @@ void validate_config_program(LaunchPlan& plan) {
   }
   check_fresh_start(cfg);
   plan.worker_env = parse_nccl_env(cfg.comm.nccl_env, cat(plan.command[2], ": comm.nccl_env"));
+  // Only a run that resumes by itself can regroup in place: it starts again from the newest checkpoint.
+  plan.in_place_restart = plan.opts.in_place_restart == "auto" && cfg.checkpoint.resume == "auto";
   if (!plan.worker_env.empty()) {
     std::string set;
     for (const auto& [k, v] : plan.worker_env) set += cat(set.empty() ? "" : " ", k, "=", v);

@@ -78,6 +78,7 @@ void Supervisor::start() {
   scratch_ = std::make_unique<ScratchDir>();
   host_memory_ = std::make_unique<ScratchDir>(host_memory_parent());
   plan_.worker_env[kHostCheckpointDirEnv] = host_memory_->path();
+  if (plan_.in_place_restart) plan_.worker_env[kInPlaceRestartEnv] = "1";
   files_root_ = plan_.log_folder.empty() ? scratch_->path() : plan_.log_folder;
   world_ = plan_.nnodes * plan_.nproc_per_node;
   log::info("meshrun: %d worker(s) on this node (node %d of %d, world size %d), store %s:%d%s, run id %s",
@@ -167,7 +168,9 @@ bool Supervisor::join_round(int attempt) {
 GroupResult Supervisor::run_attempt(int attempt) {
   GroupResult r;
   {
-    WorkerGroup group(round_plan_, attempt, files_root_, *sigs_, wrote_scratch_logs_, binding_);
+    // In-place restarts share --max-restarts with the group's: those left after this attempt's.
+    const int in_place = round_plan_.in_place_restart ? plan_.opts.max_restarts - attempt : 0;
+    WorkerGroup group(round_plan_, attempt, files_root_, *sigs_, wrote_scratch_logs_, binding_, in_place);
     r = group.supervise(hooks_for(attempt));
   }
   if (wrote_scratch_logs_) {

@@ -65,14 +65,21 @@ std::string line_prefix(const std::string& tmpl, const WorkerIdentity& id) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(const LaunchPlan& plan, int attempt, const std::string& files_root, SignalPipe& sigs,
-                         bool& wrote_scratch_logs, const CpuBindingPlan& binding)
-    : plan_(plan), attempt_(attempt), sigs_(sigs) {
-  const std::string base = files_root + "/attempt_" + std::to_string(attempt);
-  for (int lr = 0; lr < plan.nproc_per_node; ++lr) spawn_one(lr, base, wrote_scratch_logs, binding);
+                         bool& wrote_scratch_logs, const CpuBindingPlan& binding, int in_place)
+    : plan_(plan),
+      attempt_(attempt),
+      base_(files_root + "/attempt_" + std::to_string(attempt)),
+      wrote_scratch_logs_(wrote_scratch_logs),
+      binding_(binding),
+      in_place_left_(in_place),
+      sigs_(sigs) {
+  for (int lr = 0; lr < plan.nproc_per_node; ++lr) {
+    WorkerIdentity id = identity_of(lr);
+    spawn(workers_.size(), id, base_ + "/" + std::to_string(id.rank()));
+  }
 }
 
-void WorkerGroup::spawn_one(int lr, const std::string& base, bool& wrote_scratch_logs,
-                            const CpuBindingPlan& binding) {
+WorkerIdentity WorkerGroup::identity_of(int lr) const {
   WorkerIdentity id;
   id.local_rank = lr;
   id.local_world_size = plan_.nproc_per_node;
@@ -88,17 +95,27 @@ void WorkerGroup::spawn_one(int lr, const std::string& base, bool& wrote_scratch
   id.signals_to_handle = plan_.opts.signals_to_handle;
   id.virtual_local_rank = plan_.opts.virtual_local_rank;
   id.extra_env = plan_.worker_env;
-  const std::string dir = base + "/" + std::to_string(id.rank());
+  return id;
+}
+
+void WorkerGroup::spawn(size_t slot, WorkerIdentity id, const std::string& dir) {
+  const int lr = id.local_rank;
   fs::create_directories(dir);
   id.error_file = dir + "/error.json";
   std::error_code ec;
   fs::remove(id.error_file, ec);  // a stale one would be blamed on this attempt
-  ids_.push_back(id);
   SpawnSpec spec;
   spec.argv = plan_.command;
   spec.env = worker_environment(id);
-  spec.cpus = binding.cpus[static_cast<size_t>(lr)];
-  workers_.push_back(WorkerProcess::spawn(spec));
+  spec.cpus = binding_.cpus[static_cast<size_t>(lr)];
+  if (slot == workers_.size()) {
+    ids_.push_back(id);
+    workers_.push_back(WorkerProcess::spawn(spec));
+  } else {
+    ids_[slot] = id;
+    workers_[slot] = WorkerProcess::spawn(spec);
+  }
+  WorkerProcess& w = workers_[slot];
 
   const bool have_log_dir = !plan_.log_folder.empty();
   const int redirect = std_streams_mask(plan_.opts.redirects, lr, "redirects");
@@ -113,13 +130,31 @@ void WorkerGroup::spawn_one(int lr, const std::string& base, bool& wrote_scratch
     r.console_fd = (shown && (!(redirect & bit) || (tee & bit))) ? bit : -1;
     if (have_log_dir || ((redirect | tee) & bit)) {
       r.file_path = dir + (bit == 1 ? "/stdout.log" : "/stderr.log");
-      if (!have_log_dir) wrote_scratch_logs = true;
+      if (!have_log_dir) wrote_scratch_logs_ = true;
     }
-    int fd = bit == 1 ? workers_.back().release_stdout() : workers_.back().release_stderr();
+    int fd = bit == 1 ? w.release_stdout() : w.release_stderr();
     size_t stream = router_.add(fd, r);
-    if (bit == 2 && !binding.notes[static_cast<size_t>(lr)].empty())
-      router_.note(stream, binding.notes[static_cast<size_t>(lr)]);
+    if (bit == 2 && !binding_.notes[static_cast<size_t>(lr)].empty())
+      router_.note(stream, binding_.notes[static_cast<size_t>(lr)]);
   }
+}
+
+bool WorkerGroup::replace_in_place(size_t slot, int wait_status) {
+  // Only a worker that could not regroup itself: one that exits with a code gave up on regrouping (or never
+  // could), and the group restart is the way on.
+  if (in_place_left_ <= 0 || !WIFSIGNALED(wait_status) || stopping_ || res_.notice_signal || res_.failure)
+    return false;
+  --in_place_left_;
+  ++replaced_;
+  WorkerIdentity id = identity_of(ids_[slot].local_rank);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  id.extra_env[kReplacementEnv] = std::to_string(replaced_);
+  id.extra_env[kFailureTimeEnv] = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  log::warn("meshrun: rank %d (pid %d) was %s; starting it again alone (in-place restart %d, %d left), the other "
+            "workers regroup with it", id.rank(), static_cast<int>(workers_[slot].pid()),
+            describe_status(wait_status).c_str(), replaced_, in_place_left_);
+  spawn(slot, id, base_ + "/" + std::to_string(id.rank()) + "/replacement_" + std::to_string(replaced_));
+  return true;
 }
 
 GroupResult WorkerGroup::supervise(const GroupHooks& hooks) {
@@ -213,6 +248,7 @@ void WorkerGroup::reap() {
       continue;
     }
     if (res_.stop_signal || !res_.outside_stop.empty() || (res_.failure && stopped_by_us(st))) continue;
+    if (replace_in_place(i, st)) continue;
     failed.push_back(failure_of(i, st));
   }
   if (failed.empty()) return;

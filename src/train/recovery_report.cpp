@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "meshtrain/comm/attempt_key.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/worker_env.h"
@@ -27,7 +28,10 @@ RecoveryReport RecoveryReport::from_environment(const std::string& metrics_path,
   RecoveryReport r;
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const char* failed_at = std::getenv(launch::kFailureTimeEnv);
-  if (!restarts || std::atoi(restarts) < 1 || !failed_at) return r;
+  // A restarted attempt, or a regrouped generation of this one (train/in_place_restart.h).
+  const bool restarted = (restarts && std::atoi(restarts) >= 1) || comm::generation() >= 1;
+  if (!restarted || !failed_at) return r;
+  r.in_place_ = comm::generation() >= 1;
   char* end = nullptr;
   const long long ms = std::strtoll(failed_at, &end, 10);
   if (end == failed_at || *end != '\0' || ms <= 0) return r;  // not meshrun's: no report rather than a wrong one
@@ -51,7 +55,7 @@ std::string RecoveryReport::at_step(int64_t done, nlohmann::json& rec) {
     redone = cat(n, " step(s) redone (the last logged before it was ", *last_logged_step_, ", the checkpoint's ",
                  resumed_step_, ")");
   }
-  return cat("recovered from the failure in ", log::sprintf("%.1f s", seconds), " (meshrun saw it → step ", done,
+  return cat("recovered from the failure in ", log::sprintf("%.1f s", seconds), in_place_ ? " in place (seen → step " : " (meshrun saw it → step ", done,
              " done); ", redone);
 }
 

@@ -64,6 +64,7 @@
 #include "meshtrain/train/recovery_report.h"
 #include "meshtrain/train/step_profiler.h"
 #include "meshtrain/train/step_telemetry.h"
+#include "meshtrain/train/in_place_restart.h"
 #include "meshtrain/train/stop_signals.h"
 #include "meshtrain/train/validation_loss.h"
 #include "meshtrain/train/worker_setup.h"
@@ -1122,6 +1123,17 @@ TrainResult TrainingRun::run() {
 
 }  // namespace
 
-TrainResult run_training(const Config& cfg) { return TrainingRun(cfg).run(); }
+TrainResult run_training(const Config& cfg) {
+  InPlaceRestart restart(cfg);
+  restart.join_if_replacement();
+  for (;;) {
+    try {
+      return TrainingRun(cfg).run();
+    } catch (const std::exception& e) {
+      // The run is gone (its destructor tore down communicators and background work); the process is kept.
+      if (!restart.regroup_after(e)) throw;
+    }
+  }
+}
 
 }  // namespace meshtrain::train

@@ -41,6 +41,9 @@ struct LaunchOptions {
   std::string local_addr;                  // this node's address; names it in failure reports
   // --- supervision ---------------------------------------------------------------------------------------
   int max_restarts = 0;            // whole-group restarts after a worker failure
+  // auto: a meshtrain config resuming with checkpoint.resume auto gets a killed worker replaced alone, the
+  // others regrouping with it in their processes (LaunchPlan::in_place_restart); off: the group restarts.
+  std::string in_place_restart = "auto";
   double monitor_interval = 0.1;   // seconds between liveness checks (SIGCHLD wakes us earlier)
   double shutdown_timeout = 30.0;  // seconds between SIGTERM and SIGKILL when tearing a group down
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2";

@@ -30,6 +30,9 @@ struct LaunchPlan {
   std::string run_id;
   std::string log_folder;  // <log-dir>/<run-id-or-dated-name>; empty = no --log-dir
   std::vector<int> forwarded_signals;
+  // A worker killed by a signal is started again alone (WorkerGroup) and the others regroup with it
+  // (train/in_place_restart.h): --in-place-restart auto and a meshtrain config with checkpoint.resume auto.
+  bool in_place_restart = false;
   std::string store_exe;  // <dir of meshrun>/meshrun-store, the store helper (rendezvous_host.h)
   // Variables every worker gets on top of torchrun's: a config program's comm.nccl_env (validated by name).
   std::map<std::string, std::string> worker_env;
@@ -43,7 +46,7 @@ LaunchPlan make_launch_plan(const LaunchOptions& o, const std::string& self_dir,
 // validates it for the plan's world size (nnodes × nproc_per_node), so a bad config is one line and exit 2
 // before any worker starts; on a GPU node, more workers than GPUs is refused unless the config asks for the
 // CPU backend (then the workers share the GPUs round-robin, said in one line). Its comm.nccl_env goes into
-// plan.worker_env. No-op for other programs.
+// plan.worker_env. Sets plan.in_place_restart. No-op for other programs.
 void validate_config_program(LaunchPlan& plan);
 
 // UserError when a GPU node would get more workers than GPUs; `config_hint` says how the config could ask

@@ -12,6 +12,12 @@ namespace meshtrain::launch {
 // milliseconds since the Unix epoch, so a resumed worker can report how long the recovery took
 // (train/recovery_report.h).
 inline constexpr const char* kFailureTimeEnv = "MESHRUN_FAILURE_UNIX_MS";
+// "1" when meshrun replaces a killed worker alone (--in-place-restart): the other workers keep their processes
+// and regroup with the replacement (train/in_place_restart.h) instead of being restarted with it.
+inline constexpr const char* kInPlaceRestartEnv = "MESHRUN_IN_PLACE_RESTART";
+// Set on a worker started in place of a killed one: the number of workers this node replaced so far. It meets
+// the survivors at their regroup before its first run.
+inline constexpr const char* kReplacementEnv = "MESHRUN_REPLACEMENT";
 // The node's directory in memory for the workers' in-memory checkpoints (train/memory_checkpoints.h reads it):
 // it outlives a killed worker, and meshrun removes it when it exits.
 inline constexpr const char* kHostCheckpointDirEnv = "MESHTRAIN_HOST_CHECKPOINT_DIR";

@@ -49,15 +49,21 @@ struct GroupHooks {
 class WorkerGroup {
  public:
   // Spawns the workers of attempt `attempt`; their files go under <files_root>/attempt_<k>/<rank>/.
-  // `wrote_scratch_logs` is set when --redirects/--tee wrote files without --log-dir.
+  // `wrote_scratch_logs` is set when --redirects/--tee wrote files without --log-dir. `in_place`: how many
+  // workers killed by a signal may be started again alone (plan.in_place_restart), the others left running to
+  // regroup with them; their files go under <rank>/replacement_<n>/.
   WorkerGroup(const LaunchPlan& plan, int attempt, const std::string& files_root, SignalPipe& sigs,
-              bool& wrote_scratch_logs, const CpuBindingPlan& binding);
+              bool& wrote_scratch_logs, const CpuBindingPlan& binding, int in_place = 0);
   // Runs until every worker is gone.
   GroupResult supervise(const GroupHooks& hooks);
 
  private:
   using Clock = std::chrono::steady_clock;
-  void spawn_one(int local_rank, const std::string& base, bool& wrote_scratch_logs, const CpuBindingPlan& b);
+  WorkerIdentity identity_of(int local_rank) const;
+  // Starts the worker `id` in `slot` (a new one at the end) with its files in `dir`, and routes its output.
+  void spawn(size_t slot, WorkerIdentity id, const std::string& dir);
+  // A worker killed by a signal, started again alone while in-place restarts remain; false: not one to replace.
+  bool replace_in_place(size_t slot, int wait_status);
   void wait_for_events();
   void on_signals();
   void reap();
@@ -70,6 +76,10 @@ class WorkerGroup {
 
   const LaunchPlan& plan_;
   int attempt_;
+  std::string base_;  // <files_root>/attempt_<k>
+  bool& wrote_scratch_logs_;
+  CpuBindingPlan binding_;
+  int in_place_left_ = 0, replaced_ = 0;
   SignalPipe& sigs_;
   const GroupHooks* hooks_ = nullptr;  // set for the duration of supervise()
   GroupResult res_;

@@ -37,7 +37,8 @@ struct TrainResult {
   int64_t num_params = 0;
 };
 
-// `cfg` must be resolved and validated for the current world size.
+// `cfg` must be resolved and validated for the current world size. Under meshrun's in-place restart a failed run
+// starts again in this process once every rank has regrouped (train/in_place_restart.h).
 TrainResult run_training(const Config& cfg);
 
 }  // namespace meshtrain::train

@@ -22,6 +22,7 @@
 #include "comm/cpu/transfer.h"
 #include "comm/diagnostics/op_ledger.h"
 #include "comm/reduce_kernels.h"
+#include "meshtrain/comm/attempt_key.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 
@@ -377,8 +378,7 @@ class CpuCommunicator final : public Communicator, public std::enable_shared_fro
     links_.sockets.resize(static_cast<std::size_t>(n));
     if (n == 1) return;
     const Deadline deadline = Clock::now() + opts_.timeout;
-    const auto restart = env_int(process_env(), "TORCHELASTIC_RESTART_COUNT").value_or(0);
-    const std::string prefix = cat("meshtrain/cpu_comm/attempt", restart, "/", group_, "/addr/");
+    const std::string prefix = cat("meshtrain/cpu_comm/", attempt_key(), "/", group_, "/addr/");
     const std::uint32_t group_hash = fnv1a(group_);
 
     // Listen before publishing, so a peer that reads our address can connect at once. Peers on this host (same

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "meshtrain/comm/world_info.h"
+#include "meshtrain/comm/attempt_key.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 
@@ -29,9 +29,9 @@ ProgressBoard::ProgressBoard(StorePtr store, std::string group, int rank, int si
       size_(size),
       on_dump_request_(std::move(on_dump_request)),
       period_(period) {
-  const auto attempt = env_int(process_env(), "TORCHELASTIC_RESTART_COUNT").value_or(0);
-  prefix_ = cat("meshtrain/progress/attempt", attempt, "/", group_, "/");
-  dump_key_ = cat("meshtrain/flight/attempt", attempt, "/dump");
+  const std::string attempt = attempt_key();
+  prefix_ = cat("meshtrain/progress/", attempt, "/", group_, "/");
+  dump_key_ = cat("meshtrain/flight/", attempt, "/dump");
   store_->set(prefix_ + std::to_string(rank_), store_bytes("0 0"));
   thread_ = std::thread([this] { run(); });
 }

@@ -3,9 +3,9 @@
 // arrived at it (rather than only "it timed out"). Also carries the "please dump your flight recorder" request
 // from the rank that saw a failure to every other rank.
 //
-// Keys (attempt = TORCHELASTIC_RESTART_COUNT, so a restarted job never reads the last attempt's values):
-//   meshtrain/progress/attempt<k>/<group>/<rank>  = "<arrived> <completed>"  (counts of collectives)
-//   meshtrain/flight/attempt<k>/dump              = the reason of the first failure that asked for dumps
+// Keys (attempt = comm/attempt_key.h, so a restarted or regrouped job never reads the last incarnation's values):
+//   meshtrain/progress/<attempt>/<group>/<rank>  = "<arrived> <completed>"  (counts of collectives)
+//   meshtrain/flight/<attempt>/dump              = the reason of the first failure that asked for dumps
 // Publishing every op would cost a store round trip per op; instead a background thread publishes the newest
 // values every `period` when they changed, and checks the dump key. So a reader sees values at most about one
 // period old: timeouts are far longer than that.

@@ -12,7 +12,7 @@
 
 #include "comm/nccl/nccl_utils.h"
 #include "meshtrain/comm/comm_timeout_error.h"
-#include "meshtrain/comm/world_info.h"
+#include "meshtrain/comm/attempt_key.h"
 #include "meshtrain/core/log.h"
 
 namespace meshtrain::comm {
@@ -52,8 +52,9 @@ ncclComm_t nccl_init_rank(const StorePtr& store, int rank, int size, const std::
   MT_USER_CHECK(device >= 0 && device < devices, "NCCL communicator '", group, "': cuda:", device,
                 " does not exist (", devices, " visible CUDA devices; check LOCAL_RANK and CUDA_VISIBLE_DEVICES)");
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  const auto attempt = env_int(process_env(), "TORCHELASTIC_RESTART_COUNT").value_or(0);
-  const std::string prefix = cat("meshtrain/nccl/attempt", attempt, "/", group, "/gen", next_generation(group), "/");
+  // Numbered per incarnation: a replacement worker's first "world" meets the survivors' first of the regroup.
+  const std::string attempt = attempt_key();
+  const std::string prefix = cat("meshtrain/nccl/", attempt, "/", group, "/gen", next_generation(attempt + "/" + group), "/");
 
   ncclUniqueId id;
   if (rank == 0) {

@@ -19,7 +19,7 @@ ncclResult_t nccl_wait_ready(ncclComm_t comm, std::chrono::steady_clock::time_po
                              const std::atomic<bool>* stop = nullptr);
 
 // Rank 0 makes the unique id and sets it under
-//   meshtrain/nccl/attempt<TORCHELASTIC_RESTART_COUNT>/<group>/gen<g>/uid
+//   meshtrain/nccl/<attempt>/<group>/gen<g>/uid
 // (g: how many communicators of this name the process made before); every rank marks itself under
 // .../joined/<rank> and joins. Throws CommTimeoutError naming the ranks that had not joined after `timeout`,
 // Error for an NCCL failure, UserError for a bad device or rank.

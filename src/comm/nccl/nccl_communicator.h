@@ -2,7 +2,7 @@
 // MESHTRAIN_WITH_CUDA (make_communicator names the missing build otherwise).
 //
 // Setup: rank 0 creates the unique id and publishes it in the store under
-//   meshtrain/nccl/attempt<TORCHELASTIC_RESTART_COUNT>/<group>/gen<g>/uid
+//   meshtrain/nccl/<attempt>/<group>/gen<g>/uid
 // (g counts the communicators this process made under that group name, so re-creating a group never reads
 // a stale id); every rank then joins with ncclCommInitRankConfig in non-blocking mode, so that init and every
 // later call can be bounded by the timeout and aborted. split() is ncclCommSplit.
