@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Faults of a two-node job, each node in its own network namespace (netns_cluster.py), one meshrun per node as
-on a cluster, against today's meshrun (a failure restarts the whole job from the last disk checkpoint). Each case
+on a cluster, against today's meshrun (a worker killed by a signal is started again alone and the others regroup
+with it in their processes; other failures restart the whole job from the newest checkpoint). Each case
 makes a reference run first (same job, no fault) and then one run with the fault, and asserts what meshrun must
 do: finish with every rank's parameters bit-identical to the reference's (the checksums the trainer logs at the
 end), or, where recovery is impossible today, exit non-zero with a line naming the cause; never exit 0 after a
@@ -8,16 +9,21 @@ failure, never hang (every wait bounded), and leave no process, /dev/shm entry o
 (beyond what a SIGKILLed launcher cannot remove: its scratch directory, swept by the next meshrun on that node).
 Each case prints the recovery time (fault to the first step completed after it) and the steps lost.
 
-  worker_kill     SIGKILL of one worker (rank 3, node 1)
+  worker_kill     SIGKILL of one worker (rank 3, node 1): node 1's launcher starts it again alone, the other
+                  three ranks regroup with it in place (no restart of the job)
+  worker_kill_group  the same under --in-place-restart off: the whole job restarts
   node_kill       SIGKILL of every process of node 1; its meshrun started again (the node replaced)
   node_lost       SIGKILL of every process of node 1, never replaced
   partition       node 1's switch port down for 2 s (< parallel.timeout_s) and up again
-  long_partition  node 1's switch port down for parallel.timeout_s + 3 s, then up
-  freeze          SIGSTOP of every process of node 1 until node 0's workers name its ranks; then SIGCONT
+  long_partition  node 1's switch port down for parallel.timeout_s + 3 s, then up: every rank's collective times
+                  out and the ranks regroup in place, or (when node 1's ranks reach the store after node 0's
+                  waited parallel.timeout_s at the regroup: TCP's retransmission backoff decides) the job restarts
+  freeze          SIGSTOP of every process of node 1 until node 0's workers name its ranks; then SIGCONT (regroup in
+                  place or restart, as long_partition)
   store_lost      SIGKILL of every process of node 0, which hosts the rendezvous store
   disk_full       the checkpoint directory a 900 KiB tmpfs: a save runs out of space
   memory_worker_kill  worker_kill with in-memory checkpoints every step (checkpoint.memory_every 1, a disk
-                  checkpoint every 8): the restart resumes from memory, at most 1 step lost beyond the step in flight
+                  checkpoint every 8): the regroup resumes from memory, at most 1 step lost beyond the step in flight
   memory_node_kill    node_kill with in-memory checkpoints: node 1's memory is lost with it, its ranks resume from the
                   replicas node 0 holds
   elastic_shrink  three nodes under --nnodes 2:3; every process of node 2 killed, never replaced: nodes 0 and 1 go on
@@ -81,15 +87,24 @@ def at_fault_step(job):
     return wait_until(lambda: job.last_step() >= FAULT_STEP, f"the run reaching step {FAULT_STEP}", job)
 
 
-def expect_recovered(job, want, fault_at, restarted=True):
-    """Both nodes exit 0 with the reference's parameters; prints the recovery figures; nothing left behind."""
+GROUP = "restarting the worker group on every node"
+IN_PLACE = re.compile(r"in-place restart \d+: all 4 ranks regrouped")
+
+
+def recovered_how(text):
+    """'group' (the job restarted), 'in place' (the ranks regrouped in their processes) or 'none'."""
+    return "group" if GROUP in text else "in place" if IN_PLACE.search(text) else "none"
+
+
+def expect_recovered(job, want, fault_at, how=("group",)):
+    """Both nodes exit 0 with the reference's parameters, recovered in one of the ways `how` names; prints the
+    recovery figures; nothing left behind."""
     rcs = job.wait(RUN_LIMIT)
     check(rcs == [0, 0], f"both launchers exit 0 after the fault (exit codes {rcs})", job)
     got = job.checksums()
     check(got == want, f"parameters bit-identical to the uninterrupted run ({got[0][1] if got else None})", job)
     text = job.text()
-    check(("restarting the worker group on every node" in text) == restarted,
-          "the job restarted on every node" if restarted else "the job went on without a restart", job)
+    check(recovered_how(text) in how, f"recovered: {recovered_how(text)} (expected {' or '.join(how)})", job)
     lost, seconds, resumed = job.recovery(fault_at)
     check(seconds is not None, "a step completed after the fault", job)
     print(f"recovery: {seconds:.2f} s from the fault to the first step completed after it; steps lost {lost}"
@@ -111,20 +126,34 @@ def expect_clean(job, killed_nodes=()):
                                                "temporary directory or unfinished checkpoint"), job)
 
 
-def worker_killed(cluster, work, want, name, sets=()):
+def worker_killed(cluster, work, want, name, sets=(), flags=(), how="in place"):
     """SIGKILL of rank 3 (node 1) at FAULT_STEP; the job recovers. Returns the job and the fault's time."""
-    job = Job(cluster, BIN, work, name, sets=sets).start()
+    job = Job(cluster, BIN, work, name, sets=sets, flags=flags).start()
     at_fault_step(job)
     pid = cluster.nodes[1].worker_pid(3)
     check(pid is not None, "rank 3 found among node 1's processes", job)
+    survivors = {r: cluster.nodes[r // 2].worker_pid(r) for r in range(3)}
     t = time.monotonic()
     cluster.nodes[1].kill([pid])
-    expect_recovered(job, want, t)
+    if how == "in place":
+        # Checked as soon as they regrouped: the run then has about ten paced steps to go.
+        wait_until(lambda: IN_PLACE.search(job.text()), "the ranks regrouping in place", job, limit=60)
+        now = {r: cluster.nodes[r // 2].worker_pid(r) for r in range(3)}
+        check(now == survivors, f"ranks 0-2 kept their processes (pids {survivors}, after the regroup {now})", job)
+        check(f"meshrun: rank 3 (pid {pid}) was signal SIGKILL" in cluster.nodes[1].text() and
+              "starting it again alone" in cluster.nodes[1].text(), "node 1's launcher started rank 3 again alone", job)
+    expect_recovered(job, want, t, how=(how,))
+    if how == "in place":
+        check("starting it again alone" not in cluster.nodes[0].text(), "node 0's launcher started nothing", job)
     return job, t
 
 
 def case_worker_kill(cluster, work, want):
     worker_killed(cluster, work, want, "worker_kill")
+
+
+def case_worker_kill_group(cluster, work, want):
+    worker_killed(cluster, work, want, "worker_kill_group", flags=("--in-place-restart", "off"), how="group")
 
 
 def case_node_kill(cluster, work, want):
@@ -163,7 +192,7 @@ def case_node_lost(cluster, work, want):
     expect_clean(job, killed_nodes=(1,))
 
 
-def partition(cluster, work, want, name, seconds, restarted):
+def partition(cluster, work, want, name, seconds, how):
     job = Job(cluster, BIN, work, name, sets=()).start()
     at_fault_step(job)
     t = time.monotonic()
@@ -171,16 +200,16 @@ def partition(cluster, work, want, name, seconds, restarted):
     time.sleep(seconds)
     cluster.nodes[1].link(True)
     print(f"node 1's switch port was down for {seconds:.0f} s (parallel.timeout_s {TIMEOUT_S:.0f})")
-    expect_recovered(job, want, t, restarted=restarted)
+    expect_recovered(job, want, t, how=how)
     return job
 
 
 def case_partition(cluster, work, want):
-    partition(cluster, work, want, "partition", 2.0, restarted=False)
+    partition(cluster, work, want, "partition", 2.0, how=("none",))
 
 
 def case_long_partition(cluster, work, want):
-    job = partition(cluster, work, want, "long_partition", TIMEOUT_S + 3, restarted=True)
+    job = partition(cluster, work, want, "long_partition", TIMEOUT_S + 3, how=("in place", "group"))
     check(re.search(r"timed out after 6000 ms waiting for rank\(s\)", job.text()),
           "a collective's timeout names the ranks it waited for", job)
 
@@ -195,7 +224,7 @@ def case_freeze(cluster, work, want):
                job, limit=TIMEOUT_S + 30)
     print(f"node 1 frozen for {time.monotonic() - t:.1f} s, until node 0 named its ranks")
     cluster.nodes[1].thaw()
-    expect_recovered(job, want, t)
+    expect_recovered(job, want, t, how=("in place", "group"))
 
 
 def case_store_lost(cluster, work, want):

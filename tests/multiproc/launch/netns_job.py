@@ -45,9 +45,10 @@ class Job:
     (node 0 last: the others wait for its store, as on a cluster where nodes start in any order)."""
 
     def __init__(self, cluster, bin_dir, work, name, restarts=2, timeout_s=6.0, rdzv_timeout=20.0, sets=(),
-                 nnodes=None, nodes=None):
+                 nnodes=None, nodes=None, flags=()):
         """`nnodes`: meshrun's --nnodes (default: every node of the cluster); `nodes`: how many of the cluster's
-        nodes run it (the first ones)."""
+        nodes run it (the first ones); `flags`: more meshrun flags."""
+        self.flags = list(flags)
         self.cluster, self.bin_dir, self.name = cluster, bin_dir, name
         self.nodes = nodes or len(cluster.nodes)
         self.nnodes = nnodes or str(self.nodes)
@@ -80,7 +81,7 @@ class Job:
         return [meshrun, "--nnodes", self.nnodes, "--nproc-per-node", str(NPROC), "--node-rank",
                 str(node), "--master-addr", self.cluster.nodes[0].addr, "--master-port", str(self.port),
                 "--max-restarts", str(self.restarts), "--rdzv-timeout", str(self.rdzv_timeout),
-                "--shutdown-timeout", "5", "--run-id", self.name, self.config, *[f"--set={s}" for s in self.sets]]
+                "--shutdown-timeout", "5", "--run-id", self.name, *self.flags, self.config, *[f"--set={s}" for s in self.sets]]
 
     def env(self, node):
         os.makedirs(self.tmpdir(node), exist_ok=True)
