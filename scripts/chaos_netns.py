@@ -10,6 +10,8 @@ and injects one random fault after a random delay:
   partition  node 1's switch port down for a random 0.5 .. parallel.timeout_s + 4 s, then up
   freeze     SIGSTOP of every process of node 1 for a random 0.5 .. parallel.timeout_s + 4 s, then SIGCONT
   store      SIGKILL of every process of node 0 (the rendezvous store's host): recovery is impossible today
+A killed worker is started again alone and the other ranks regroup with it in their processes (meshrun's
+--in-place-restart auto); --in-place-restart off makes every recovery a restart of the whole job.
 With --memory-every N the rounds take in-memory checkpoints every N steps (checkpoint.memory_every; a node's memory
 is lost with the node) and a restart resumes from them where every rank reaches one.
 A round passes when the job ends bit-identical to an uninterrupted run (the per-rank checksums), or, for `store`,
@@ -45,6 +47,8 @@ def parse():
     p.add_argument("--faults", default=",".join(FAULTS), help=f"which to draw from (default: {','.join(FAULTS)})")
     p.add_argument("--memory-every", type=int, default=0,
                    help="checkpoint.memory_every of the rounds (default 0: restarts resume from disk)")
+    p.add_argument("--in-place-restart", default="auto", choices=("auto", "off"),
+                   help="meshrun's --in-place-restart (default auto)")
     p.add_argument("--keep", action="store_true", help="keep every round's logs (default: only a failed one's)")
     a = p.parse_args()
     a.faults = a.faults.split(",")
@@ -72,7 +76,8 @@ class Campaign:
         hold = self.rng.uniform(0.5, TIMEOUT_S + 4)
         rank = self.rng.randrange(4)
         job = Job(self.cluster, self.args.bin_dir, self.work, f"round{i}", restarts=3, timeout_s=TIMEOUT_S,
-                  sets=(f"checkpoint.memory_every={self.args.memory_every}",)).start()
+                  sets=(f"checkpoint.memory_every={self.args.memory_every}",),
+                  flags=("--in-place-restart", self.args.in_place_restart)).start()
         t0 = time.monotonic()
         while job.last_step() < step:
             if time.monotonic() - t0 > LIMIT:
@@ -92,7 +97,10 @@ class Campaign:
                 self.fail(job, f"{what}: exit codes {rcs}, parameters {job.checksums()} (want {want})")
             lost, seconds, _ = job.recovery(fault_at)
             self.figures.setdefault(fault, []).append((seconds, lost))
-            outcome = f"bit-identical; recovery {seconds:.2f} s, steps lost {lost}"
+            text = job.text()
+            how = ("restart" if "restarting the worker group" in text else
+                   "in place" if "ranks regrouped" in text else "no restart")
+            outcome = f"bit-identical ({how}); recovery {seconds:.2f} s, steps lost {lost}"
         time.sleep(0.5)
         # A SIGKILLed launcher's scratch and memory directories: swept by the next meshrun on that node.
         left = [l for l in job.leftovers() if fault not in ("node", "store") or ("TMPDIR" not in l and "memory" not in l)]
