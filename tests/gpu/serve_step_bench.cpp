@@ -11,7 +11,7 @@
 //   old     the step batch copied in, the sampler after the replay, q/k/v and gate/up one GEMM each
 //           (EngineOptions: fused_projections and direct_graph_steps off);
 //   direct  direct graph steps only (host rows staged into the graph, the argmax inside it);
-//   new     direct graph steps and fused projections (both off by default until this run says they pay).
+//   new     direct graph steps and fused projections (the engine's defaults since this bench measured them).
 // They run in that order whatever order PATHS gives, because fusing lays out the model's weights for good.
 //
 //   serve_step_bench OUT.json [PRESET (llama3.1-8b)] [BATCHES (1,8,64)] [PATHS (old,direct,new)]

@@ -41,15 +41,16 @@ struct EngineOptions {
   std::vector<int64_t> cuda_graph_batch_sizes = decode_graph_batch_sizes(SchedulerOptions{}.max_running);
   // q, k and v (and SwiGLU's gate and up) of each block as one GEMM over their weights laid side by side once, when
   // the engine is made (model/fused_projections.h: the modules' parameters become views of one buffer, no second
-  // copy). Off: the model's layout is left as it is (a model fused by an earlier engine stays fused). Off by
-  // default until its CUDA path has run on a GPU (serve_step_bench's `new` path measures it; CPU-tested equal).
-  bool fused_projections = false;
+  // copy). Off: the model's layout is left as it is (a model fused by an earlier engine stays fused). On by
+  // default: serve_step_bench measured it faster on an H100 (docs/PERFORMANCE.md "Engine step paths"; CPU- and
+  // GPU-tested equal to the layout apart).
+  bool fused_projections = true;
   // Decode-only steps that a graph takes go from the scheduler's sequences straight into the graph's inputs (two
   // copies, no step batch), and where every row is greedy without a repetition penalty the graph's own argmax
   // gives the tokens (one replay, one copy of the ids back: DecodeGraphs::run_argmax). Off: such steps make a
-  // step batch, copy it in and sample after the replay, as before (serve_step_bench measures both). Off by
-  // default until it has run on a GPU (gpu.serve.decode_graphs tests it against the step-batch path).
-  bool direct_graph_steps = false;
+  // step batch, copy it in and sample after the replay, as before (serve_step_bench measures both). On by
+  // default: gpu.serve.decode_graphs tests it against the step-batch path, and it is the faster of the two.
+  bool direct_graph_steps = true;
   // Rank 0 of a tensor-parallel group: each step's batch is broadcast to the other ranks, which run the forward
   // with it (TensorParallelSteps::follow), and every step runs eagerly. Null: one process.
   std::shared_ptr<TensorParallelSteps> tp;
