@@ -74,10 +74,10 @@ std::map<RequestId, std::vector<TokenId>> three_greedy_requests(Engine& engine) 
 
 // The engine lays out every block's q/k/v and gate/up by default, and its greedy tokens equal an engine's whose
 // model stays as loaded (fp32 on the CPU).
-TEST(DecodeGraphs, EngineFusesProjectionsWhenAsked) {
+TEST(DecodeGraphs, EngineFusesProjectionsByDefault) {
   auto fused_net = decode_graphs_model(), apart_net = decode_graphs_model();
   PagedKvCache fused_cache(*fused_net, 24, 4), apart_cache(*apart_net, 24, 4);
-  Engine fused(fused_net, fused_cache, {.fused_projections = true}), apart(apart_net, apart_cache);
+  Engine fused(fused_net, fused_cache, {}), apart(apart_net, apart_cache, {.fused_projections = false});
   EXPECT_EQ(fused.fused_projection_groups(), 2 * fused_net->config().n_layer);
   EXPECT_EQ(apart.fused_projection_groups(), 0);
   auto& a = *apart_net->blocks->ptr<model::BlockImpl>(0)->attn;
