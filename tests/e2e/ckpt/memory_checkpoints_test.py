@@ -5,9 +5,11 @@ are on and off, and a worker SIGKILLed under meshrun resuming from memory bit-ex
   - auto (the default) under meshrun with `checkpoint.resume: auto`: on, its interval measured and said;
   - auto with `resume: none`: off, silently (a restart would not read them); an explicit N there: a warning;
   - `meshtrain train` without meshrun and an explicit N: a warning (nothing would outlive the process);
-  - `memory_every 1`, a disk checkpoint only at the end, rank 1 SIGKILLed once step 6 is logged: meshrun restarts
-    the group, which resumes from the in-memory checkpoint (no disk checkpoint exists) and ends with the
-    parameters of an uninterrupted run; meshrun's memory directory is gone once it exits.
+  - `memory_every 1`, a disk checkpoint only at the end, rank 1 SIGKILLed once step 6 is logged: meshrun starts
+    rank 1 again alone, rank 0 keeps its process and regroups with it (in-place restart), both resume from the
+    in-memory checkpoint (no disk checkpoint exists) and end with the parameters of an uninterrupted run;
+    meshrun's memory directory is gone once it exits;
+  - the same under `--in-place-restart off`: meshrun restarts the group, which resumes from memory the same way.
 Usage: memory_checkpoints_test.py BIN_DIR SOURCE_DIR
 """
 import os
@@ -83,26 +85,44 @@ def owner_pid(d):
         return None
 
 
-def killed_worker_resumes_from_memory():
-    rc, ref = launch("reference", "checkpoint.memory_every=0")
-    want = rank_checksums(ref)
-    check(rc == 0 and len(want) == 2, f"the uninterrupted run's checksums ({want})", ref)
-    p = subprocess.Popen([meshrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", config,
-                          *sets("killed", "checkpoint.memory_every=1", "checkpoint.resume=auto")],
+def worker_pids(launcher):
+    """{rank: pid} of the launcher's workers."""
+    children = subprocess.run(["pgrep", "-P", str(launcher)], capture_output=True, text=True).stdout.split()
+    pids = {}
+    for c in children:
+        for var in environ(int(c)):
+            if var.startswith(b"RANK="):
+                pids[int(var[5:])] = int(c)
+    return pids
+
+
+def killed_worker_resumes_from_memory(want, in_place):
+    name = "killed_in_place" if in_place else "killed_group"
+    p = subprocess.Popen([meshrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                          "--in-place-restart", "auto" if in_place else "off", config,
+                          *sets(name, "checkpoint.memory_every=1", "checkpoint.resume=auto")],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=PACED)
-    lines, killed = [], False
+    lines, before, after = [], None, None
     for line in p.stdout:
         lines.append(line)
-        if not killed and re.search(r"\[rank 0\]: .*step +6/", line):
-            children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
-            target = [int(c) for c in children if b"RANK=1" in environ(int(c))]
-            if target:
-                os.kill(target[0], signal.SIGKILL)
-                killed = True
+        if before is None and re.search(r"\[rank 0\]: .*step +6/", line):
+            before = worker_pids(p.pid)
+            if 1 in before:
+                os.kill(before[1], signal.SIGKILL)
+        if after is None and "ranks regrouped" in line:
+            after = worker_pids(p.pid)  # the run then has about 6 paced steps to go
     p.wait(timeout=300)
     log = "".join(lines)
-    check(killed and p.returncode == 0, f"rank 1 SIGKILLed at step 6, meshrun restarted and exited 0 "
-                                        f"(rc {p.returncode})", log)
+    how = "started rank 1 again alone" if in_place else "restarted the group"
+    check(before and 1 in before and p.returncode == 0, f"rank 1 SIGKILLed at step 6, meshrun {how} and exited 0 "
+                                                        f"(rc {p.returncode})", log)
+    if in_place:
+        check("starting it again alone" in log and "restarting the worker group" not in log and after is not None
+              and after.get(0) == before.get(0) and after.get(1) not in (None, before[1]),
+              f"rank 0 kept its process and regrouped with the new rank 1 (pids {before} → {after})", log)
+    else:
+        check("restarting the worker group" in log and "starting it again alone" not in log,
+              "meshrun restarted the whole group", log)
     m = re.search(r"resumed from \S+/rank_0000\d/step_(\d+) at step \d+ \(in-memory checkpoint", log)
     check(m is not None and 4 <= int(m.group(1)) < STEPS, "the restart resumed from an in-memory checkpoint of step "
           f"≥ 4 ({m.group(1) if m else None}; no disk checkpoint exists)", log)
@@ -114,7 +134,11 @@ def killed_worker_resumes_from_memory():
 
 
 when_on_and_off()
-killed_worker_resumes_from_memory()
+rc, ref = launch("reference", "checkpoint.memory_every=0")
+want = rank_checksums(ref)
+check(rc == 0 and len(want) == 2, f"the uninterrupted run's checksums ({want})", ref)
+killed_worker_resumes_from_memory(want, in_place=True)
+killed_worker_resumes_from_memory(want, in_place=False)
 if failures:
     sys.exit(f"{len(failures)} failure(s); logs in {work}")
 shutil.rmtree(work, ignore_errors=True)  # kept only when the test fails
