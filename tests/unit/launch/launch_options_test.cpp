@@ -91,6 +91,37 @@ TEST(LaunchOptions, BadInputIsOneClearLine) {
   EXPECT_NE(user_error({"--tee", "5", "x.py"}).find("0 (none), 1 (stdout)"), std::string::npos);
   EXPECT_NE(user_error({}).find("no program given"), std::string::npos);
   EXPECT_NE(user_error({"--max-restarts"}).find("needs a value"), std::string::npos);
+  EXPECT_NE(user_error({"--in-place-restart", "on", "x.py"}).find("--in-place-restart must be auto or off, got 'on'"),
+            std::string::npos);
+}
+
+// In-place restarts need workers that regroup by themselves: a meshtrain config that resumes with
+// checkpoint.resume auto; --in-place-restart off, another resume or another program restarts the group.
+TEST(LaunchPlan, InPlaceRestartOnlyForAConfigThatResumesByItself) {
+  auto dir = testing_support::temp_dir("in_place_restart");
+  auto data = dir / "train.bin";
+  std::ofstream(data) << std::string(2 * (4 * 256 + 1), 'x');
+  auto fake_meshtrain = dir / "meshtrain";
+  std::ofstream(fake_meshtrain) << "#!/bin/sh\n";
+  std::filesystem::permissions(fake_meshtrain, std::filesystem::perms::owner_all);
+  auto cfg = dir / "run.yaml";
+  std::ofstream(cfg) << "data:\n  train: " << data.string() << "\ntrain:\n  steps: 1\n  micro_batch_size: 1\n"
+                     << "  device: cpu\n";
+  // meshrun's flags, the config, then its overrides.
+  auto in_place = [&](std::vector<std::string> flags, const std::string& resume) {
+    std::vector<std::string> argv{"--nproc-per-node", "2"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {cfg.string(), "--set", "parallel.backend=cpu", "--set", "checkpoint.resume=" + resume});
+    auto plan = make_launch_plan(parse(argv), dir.string(), 0, 2);
+    validate_config_program(plan);
+    return plan.in_place_restart;
+  };
+  EXPECT_TRUE(in_place({}, "auto"));
+  EXPECT_FALSE(in_place({"--in-place-restart", "off"}, "auto"));
+  EXPECT_FALSE(in_place({}, "none"));  // a restart must start over, which only a new group does
+  auto program = make_launch_plan(parse({"--nproc-per-node", "2", "--no-python", "true"}), dir.string(), 0, 2);
+  validate_config_program(program);
+  EXPECT_FALSE(program.in_place_restart);
 }
 
 TEST(LaunchOptions, RdzvEndpointOverridesMaster) {
