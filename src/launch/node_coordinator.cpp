@@ -73,8 +73,9 @@ bool NodeCoordinator::wait_count(const std::string& k, std::chrono::milliseconds
 
 Membership NodeCoordinator::join(int round, const std::function<int()>& interrupted) {
   const bool elastic = min_nodes_ < nnodes_;
+  const bool decided = elastic && client_->check(key("members", round));
   if (elastic) client_->set(cat(key("join", round), "/", node_rank_), "1");
-  client_->add(key("join", round), 1);
+  const bool past_all = client_->add(key("join", round), 1) > nnodes_;
   int sig = 0;
   int64_t seen = 0;
   if (!wait_count(key("join", round), timeout_, interrupted, sig, seen) && (sig || !elastic || seen < min_nodes_)) {
@@ -92,6 +93,7 @@ Membership NodeCoordinator::join(int round, const std::function<int()>& interrup
                   nproc_, " but node 0 has ", theirs, "; every node must run the same number of workers");
   }
   if (elastic) members_ = agree_members(round);
+  members_.running = elastic ? decided && members_.has(node_rank_) : past_all;
   return members_;
 }
 

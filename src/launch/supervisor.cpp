@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
@@ -151,6 +152,10 @@ bool Supervisor::join_round(int attempt) {
                                           "restarts to admit it (--nnodes ", plan_.min_nnodes, ":", plan_.nnodes, ")"));
     return false;
   }
+  replacing_ = m.running && plan_.in_place_restart;
+  if (replacing_)
+    log::warn("meshrun: round %d is running with this node in it (its earlier launcher was lost): starting this "
+              "node's workers in place of the lost ones; the other nodes' workers regroup with them", attempt);
   round_plan_.nnodes = static_cast<int>(m.nodes.size());
   round_plan_.node_rank = m.rank_of(plan_.node_rank);
   const int world = round_plan_.nnodes * plan_.nproc_per_node;
@@ -170,7 +175,8 @@ GroupResult Supervisor::run_attempt(int attempt) {
   {
     // In-place restarts share --max-restarts with the group's: those left after this attempt's.
     const int in_place = round_plan_.in_place_restart ? plan_.opts.max_restarts - attempt : 0;
-    WorkerGroup group(round_plan_, attempt, files_root_, *sigs_, wrote_scratch_logs_, binding_, in_place);
+    WorkerGroup group(round_plan_, attempt, files_root_, *sigs_, wrote_scratch_logs_, binding_, in_place,
+                      std::exchange(replacing_, false));
     r = group.supervise(hooks_for(attempt));
   }
   if (wrote_scratch_logs_) {

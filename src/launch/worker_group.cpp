@@ -65,13 +65,14 @@ std::string line_prefix(const std::string& tmpl, const WorkerIdentity& id) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(const LaunchPlan& plan, int attempt, const std::string& files_root, SignalPipe& sigs,
-                         bool& wrote_scratch_logs, const CpuBindingPlan& binding, int in_place)
+                         bool& wrote_scratch_logs, const CpuBindingPlan& binding, int in_place, bool replacing)
     : plan_(plan),
       attempt_(attempt),
       base_(files_root + "/attempt_" + std::to_string(attempt)),
       wrote_scratch_logs_(wrote_scratch_logs),
       binding_(binding),
       in_place_left_(in_place),
+      replacing_(replacing),
       sigs_(sigs) {
   for (int lr = 0; lr < plan.nproc_per_node; ++lr) {
     WorkerIdentity id = identity_of(lr);
@@ -95,6 +96,7 @@ WorkerIdentity WorkerGroup::identity_of(int lr) const {
   id.signals_to_handle = plan_.opts.signals_to_handle;
   id.virtual_local_rank = plan_.opts.virtual_local_rank;
   id.extra_env = plan_.worker_env;
+  if (replacing_) id.extra_env[kReplacementEnv] = "0";
   return id;
 }
 

@@ -23,6 +23,8 @@
 //   decide/<r>  counter the first launcher done waiting for join/<r> (all MAX, or --rdzv-timeout with at least MIN)
 //                       gets 1 and writes members/<r>: the nodes whose join/<r>/<n> it saw
 //   members/<r> text    "0,1,3": the round's nodes; their place in it is their rank in the round (GROUP_RANK)
+// A launcher that joins a round it was already a member of (join/<r> past nnodes; elastic: members/<r> decided
+// with this node in it) is a replaced node's: Membership::running says so.
 // The round's end counts only its members, and a member that does not finish it within the timeout is left out of
 // the next round while at least MIN remain (the round then counts as failed: its workers lost peers). A node
 // that joins a round after its members were decided is not in it: it reports a failure so the job restarts, and
@@ -44,6 +46,9 @@ namespace meshtrain::launch {
 // The nodes of one round, ascending (node 0, which hosts the store, always among them).
 struct Membership {
   std::vector<int> nodes;
+  // The round was already running with this node in it when this launcher joined: it replaces the node's
+  // launcher of that round (killed with its node), and its workers replace the node's lost workers.
+  bool running = false;
   bool has(int node) const;
   int rank_of(int node) const;  // its place among the round's nodes
 };

@@ -61,6 +61,7 @@ class Supervisor {
   std::string files_root_;
   CpuBindingPlan binding_;
   bool wrote_scratch_logs_ = false;
+  bool replacing_ = false;  // the round joined was running: this node's workers replace its lost ones
 };
 
 }  // namespace meshtrain::launch

@@ -15,7 +15,8 @@ inline constexpr const char* kFailureTimeEnv = "MESHRUN_FAILURE_UNIX_MS";
 // "1" when meshrun replaces a killed worker alone (--in-place-restart): the other workers keep their processes
 // and regroup with the replacement (train/in_place_restart.h) instead of being restarted with it.
 inline constexpr const char* kInPlaceRestartEnv = "MESHRUN_IN_PLACE_RESTART";
-// Set on a worker started in place of a killed one: the number of workers this node replaced so far. It meets
+// Set on a worker started in place of a killed one: the number of workers this node replaced so far (0: this
+// node's launcher was lost too, and every worker of the new one replaces one). It meets
 // the survivors at their regroup before its first run.
 inline constexpr const char* kReplacementEnv = "MESHRUN_REPLACEMENT";
 // The node's directory in memory for the workers' in-memory checkpoints (train/memory_checkpoints.h reads it):

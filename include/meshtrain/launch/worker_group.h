@@ -51,9 +51,10 @@ class WorkerGroup {
   // Spawns the workers of attempt `attempt`; their files go under <files_root>/attempt_<k>/<rank>/.
   // `wrote_scratch_logs` is set when --redirects/--tee wrote files without --log-dir. `in_place`: how many
   // workers killed by a signal may be started again alone (plan.in_place_restart), the others left running to
-  // regroup with them; their files go under <rank>/replacement_<n>/.
+  // regroup with them; their files go under <rank>/replacement_<n>/. `replacing`: every worker starts as the
+  // replacement of a lost one (this node's launcher was lost with its workers; Membership::running).
   WorkerGroup(const LaunchPlan& plan, int attempt, const std::string& files_root, SignalPipe& sigs,
-              bool& wrote_scratch_logs, const CpuBindingPlan& binding, int in_place = 0);
+              bool& wrote_scratch_logs, const CpuBindingPlan& binding, int in_place = 0, bool replacing = false);
   // Runs until every worker is gone.
   GroupResult supervise(const GroupHooks& hooks);
 
@@ -80,6 +81,7 @@ class WorkerGroup {
   bool& wrote_scratch_logs_;
   CpuBindingPlan binding_;
   int in_place_left_ = 0, replaced_ = 0;
+  bool replacing_ = false;
   SignalPipe& sigs_;
   const GroupHooks* hooks_ = nullptr;  // set for the duration of supervise()
   GroupResult res_;

@@ -12,7 +12,8 @@ Each case prints the recovery time (fault to the first step completed after it) 
   worker_kill     SIGKILL of one worker (rank 3, node 1): node 1's launcher starts it again alone, the other
                   three ranks regroup with it in place (no restart of the job)
   worker_kill_group  the same under --in-place-restart off: the whole job restarts
-  node_kill       SIGKILL of every process of node 1; its meshrun started again (the node replaced)
+  node_kill       SIGKILL of every process of node 1; its meshrun started again (the node replaced): it rejoins the
+                  running round and its workers regroup with node 0's, which kept their processes
   node_lost       SIGKILL of every process of node 1, never replaced
   partition       node 1's switch port down for 2 s (< parallel.timeout_s) and up again
   long_partition  node 1's switch port down for parallel.timeout_s + 3 s, then up: every rank's collective times
@@ -25,7 +26,7 @@ Each case prints the recovery time (fault to the first step completed after it) 
   memory_worker_kill  worker_kill with in-memory checkpoints every step (checkpoint.memory_every 1, a disk
                   checkpoint every 8): the regroup resumes from memory, at most 1 step lost beyond the step in flight
   memory_node_kill    node_kill with in-memory checkpoints: node 1's memory is lost with it, its ranks resume from the
-                  replicas node 0 holds
+                  replicas node 0 holds (in place, as node_kill)
   elastic_shrink  three nodes under --nnodes 2:3; every process of node 2 killed, never replaced: nodes 0 and 1 go on
                   as a two-node job from the last disk checkpoint (accumulation raised to keep the global batch),
                   and end with the parameters of a two-node run resumed from that same checkpoint
@@ -156,8 +157,19 @@ def case_worker_kill_group(cluster, work, want):
     worker_killed(cluster, work, want, "worker_kill_group", flags=("--in-place-restart", "off"), how="group")
 
 
+# A replaced node's workers regroup with the survivors, who wait for them up to parallel.timeout_s: 30 s here, so
+# that a slow start of the replacement on a loaded machine cannot turn the regroup into a restart (its peers' sockets
+# close with the node, so nothing waits on the timeout to notice the loss).
+REPLACED_NODE_TIMEOUT_S = 30.0
+
+
+def expect_node_replaced_in_place(cluster, job):
+    check("starting this node's workers in place of the lost ones" in cluster.nodes[1].text(),
+          "node 1's new launcher started its workers in place of the lost ones", job)
+
+
 def case_node_kill(cluster, work, want):
-    job = Job(cluster, BIN, work, "node_kill").start()
+    job = Job(cluster, BIN, work, "node_kill", timeout_s=REPLACED_NODE_TIMEOUT_S).start()
     at_fault_step(job)
     t = time.monotonic()
     killed = cluster.nodes[1].kill()
@@ -166,7 +178,8 @@ def case_node_kill(cluster, work, want):
     wait_until(lambda: not cluster.nodes[1].pids(), "node 1's processes gone", job)
     cluster.nodes[1].wait(10)
     job.start_node(1)
-    expect_recovered(job, want, t)
+    expect_recovered(job, want, t, how=("in place",))
+    expect_node_replaced_in_place(cluster, job)
     check("removed 1 scratch directory" in cluster.nodes[1].text(),
           "the replacement's meshrun swept the killed launcher's scratch directory", job)
 
@@ -281,7 +294,7 @@ def case_memory_worker_kill(cluster, work, want):
 
 
 def case_memory_node_kill(cluster, work, want):
-    job = Job(cluster, BIN, work, "memory_node_kill", sets=MEMORY).start()
+    job = Job(cluster, BIN, work, "memory_node_kill", sets=MEMORY, timeout_s=REPLACED_NODE_TIMEOUT_S).start()
     at_fault_step(job)
     t = time.monotonic()
     cluster.nodes[1].kill()
@@ -289,7 +302,8 @@ def case_memory_node_kill(cluster, work, want):
     cluster.nodes[1].wait(10)
     job.forget_memory(1)
     job.start_node(1)
-    expect_recovered(job, want, t)
+    expect_recovered(job, want, t, how=("in place",))
+    expect_node_replaced_in_place(cluster, job)
     expect_resumed_from_memory(job, t, replicas=2)
 
 
