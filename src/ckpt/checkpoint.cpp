@@ -48,6 +48,16 @@ SaveInfo replicated_info(const nlohmann::json& state, int world) {
   return info;
 }
 
+
+// "rank R could not write its file: <reason>" for the first rank whose gathered list is an error, else "".
+std::string first_write_error(const std::vector<std::string>& rank_lists) {
+  for (size_t r = 0; r < rank_lists.size(); ++r) {
+    const auto j = nlohmann::json::parse(rank_lists[r]);
+    if (j.is_object()) return cat("rank ", r, " could not write its file: ", j.value("error", std::string()));
+  }
+  return "";
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string dir, int64_t keep, comm::CommPtr comm)
@@ -205,7 +215,11 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
   if (ckpt_comm_) {
     at::Tensor status = at::full({1}, failure.empty() ? 0 : 1, at::TensorOptions(at::kInt).device(ckpt_comm_->device()));
     ckpt_comm_->all_reduce(status, comm::ReduceOp::Max)->wait();
-    MT_CHECK(status.cpu().item<int>() == 0 || rank_ == 0, "checkpoint step ", step, ": rank 0 could not commit it");
+    // Every rank has every rank's list: a failed write is named with its reason on every rank, so whichever
+    // rank's error the launcher calls the root cause says what went wrong (a full disk, not "could not commit").
+    const std::string why = first_write_error(lists);
+    MT_CHECK(status.cpu().item<int>() == 0 || rank_ == 0, "checkpoint step ", step, ": ",
+             why.empty() ? std::string("rank 0 could not commit it") : why);
   }
   MT_CHECK(write_error.empty(), "checkpoint step ", step, ": ", write_error);
   MT_CHECK(failure.empty(), "checkpoint step ", step, ": ", failure);
@@ -218,12 +232,9 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
 }
 
 void CheckpointManager::commit(int64_t step, const std::vector<std::string>& rank_lists, const SaveInfo& info) {
+  if (const std::string why = first_write_error(rank_lists); !why.empty()) throw Error(why);  // the whole story
   std::vector<RankShards> per_rank;
-  for (size_t r = 0; r < rank_lists.size(); ++r) {
-    auto j = nlohmann::json::parse(rank_lists[r]);
-    MT_CHECK(!j.is_object(), "rank ", r, " could not write its file: ", j.value("error", std::string()));
-    per_rank.push_back(rank_shards_from_json(j));
-  }
+  for (const std::string& list : rank_lists) per_rank.push_back(rank_shards_from_json(nlohmann::json::parse(list)));
   CheckpointMeta meta;
   meta.step = step;
   meta.world_size = world_;

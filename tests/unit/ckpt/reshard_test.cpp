@@ -166,6 +166,24 @@ TEST(Reshard, OverlappingWritersFailBeforeCommit) {
   EXPECT_EQ(fs::path(ckpt::resolve_checkpoint_dir(d.string())).filename(), "step_00000001");
 }
 
+// A rank whose file cannot be written (a full disk, here a directory in its file's place): every rank's error names
+// that rank and the reason, so whichever rank the launcher blames first shows the cause.
+TEST(Reshard, AFailedWriteIsNamedOnEveryRank) {
+  auto d = temp_dir("failed_write");
+  save_layout(d, layout_named("fsdp2"), 1);
+  auto errors = run_ranks(2, [&](int r, comm::CommPtr c) {
+    ckpt::CheckpointManager m(d.string(), 0, c);
+    c->barrier();  // the managers removed stale temporary directories: block rank 1's file now
+    if (r == 0) fs::create_directories(d / "step_00000002.tmp" / "rank_00001.safetensors");
+    c->barrier();
+    m.save(2, rank_view(layout_named("fsdp2"), r, false), {});
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errors[static_cast<size_t>(r)].find("checkpoint step 2: rank 1 could not write its file"),
+              std::string::npos) << "rank " << r << ": " << errors[static_cast<size_t>(r)];
+  EXPECT_EQ(fs::path(ckpt::resolve_checkpoint_dir(d.string())).filename(), "step_00000001");
+}
+
 TEST(AsyncSave, TensorsMayChangeOnceSaveAsyncReturns) {
   auto d = temp_dir("async");
   ckpt::CheckpointManager m(d.string(), 2, nullptr);
