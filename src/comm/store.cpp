@@ -31,6 +31,11 @@ StoreEndpoint store_endpoint_from_env(const WorldInfo& world, const EnvLookup& e
   return ep;
 }
 
+std::string store_error_text(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
 StorePtr connect_store(const WorldInfo& world, const StoreEndpoint& ep, std::chrono::milliseconds timeout) {
   if (ep.master_addr.empty()) {
     MT_USER_CHECK(world.world_size == 1, "WORLD_SIZE=", world.world_size, " needs MASTER_ADDR and MASTER_PORT");

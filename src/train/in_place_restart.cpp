@@ -50,6 +50,14 @@ bool InPlaceRestart::regroup_after(const std::exception& error) {
 }
 
 void InPlaceRestart::regroup(const std::string& why) {
+  try {
+    meet(why);
+  } catch (const c10::Error& e) {  // the store's own errors, without their C++ stack frames
+    throw Error(cat("in-place restart: the rendezvous store failed: ", comm::store_error_text(e), " (", why, ")"));
+  }
+}
+
+void InPlaceRestart::meet(const std::string& why) {
   const auto t0 = std::chrono::steady_clock::now();
   const comm::StorePtr store = comm::connect_store_from_env(timeout_);
   const std::string base = cat("meshtrain/regroup/attempt", attempt_, "/");

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct StoreEndpoint {
 
 // A string as the bytes a c10d store holds.
 inline std::vector<uint8_t> store_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+// The message of an exception from a c10d store call: a c10::Error's without the C++ stack frames it carries
+// (eight "frame #" lines that say nothing to a user), any other exception's what().
+std::string store_error_text(const std::exception& e);
 
 // Throws UserError for a missing MASTER_ADDR/MASTER_PORT when world_size > 1, or a port outside 1..65535.
 StoreEndpoint store_endpoint_from_env(const WorldInfo& world, const EnvLookup& env = process_env());

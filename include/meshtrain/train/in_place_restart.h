@@ -42,6 +42,7 @@ class InPlaceRestart {
 
  private:
   void regroup(const std::string& why);
+  void meet(const std::string& why);  // the barrier itself; regroup() words the store's errors
 
   comm::WorldInfo world_;
   bool enabled_ = false;

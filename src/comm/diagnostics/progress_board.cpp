@@ -77,7 +77,8 @@ void ProgressBoard::run() {
       failures = 0;
     } catch (const std::exception& e) {
       // The store goes away when the launcher tears the job down; progress reports are best effort.
-      if (++failures == 3) log::debug("progress board '%s': store unreachable: %s", group_.c_str(), e.what());
+      if (++failures == 3) log::debug("progress board '%s': store unreachable: %s", group_.c_str(),
+                                   store_error_text(e).c_str());
       if (failures >= 3) return;
     }
   }
@@ -115,7 +116,7 @@ std::string ProgressBoard::not_arrived(std::uint64_t seq) {
   try {
     all = read_all();
   } catch (const std::exception& e) {
-    return cat("(could not read the other ranks' progress from the store: ", e.what(), ")");
+    return cat("(could not read the other ranks' progress from the store: ", store_error_text(e), ")");
   }
   std::string ranks, where;
   for (const PeerProgress& p : all) {
@@ -134,7 +135,7 @@ void ProgressBoard::request_dumps(const std::string& reason) {
     store_->compareSet(dump_key_, {}, store_bytes(reason));
   } catch (const std::exception& e) {
     log::warn("progress board '%s': cannot ask the other ranks for flight-recorder dumps: %s", group_.c_str(),
-              e.what());
+              store_error_text(e).c_str());
   }
 }
 

@@ -114,3 +114,20 @@ TEST(Store, SingleProcessGetsAnInProcessStore) {
   store->set("k", std::vector<uint8_t>{1, 2});
   EXPECT_EQ(store->get("k"), (std::vector<uint8_t>{1, 2}));
 }
+
+namespace meshtrain::comm {
+namespace {
+
+// A store call's c10::Error is shown without the C++ stack frames it carries; other exceptions as they are.
+TEST(StoreErrorText, DropsTheStackFramesOfAStoreError) {
+  try {
+    TORCH_CHECK(false, "connection reset by peer");
+  } catch (const c10::Error& e) {
+    EXPECT_EQ(store_error_text(e), e.what_without_backtrace());
+    EXPECT_NE(store_error_text(e).find("connection reset by peer"), std::string::npos);
+  }
+  EXPECT_EQ(store_error_text(std::runtime_error("plain")), "plain");
+}
+
+}  // namespace
+}  // namespace meshtrain::comm
