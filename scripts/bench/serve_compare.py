@@ -21,7 +21,7 @@ compared; in bf16 they may part after some tokens, so the first divergence is re
 
 Prints a table and writes OUT/serve_compare.json; exits 1 when either side failed, 2 on bad flags.
 
-Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256] [--hbm-tb-s 4.8]
+Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256] [--hbm-tb-s TB_S]
                         [--prompt-tokens 128] [--concurrency 1,8,64] [--requests N]
 """
 import argparse
@@ -66,6 +66,10 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"serve_compare.py: {message}\n")
 
 
+
+# Peak memory bandwidth of the SXM parts, TB/s (the vendors' data sheets), matched in torch.cuda.get_device_name().
+HBM_TB_S = {"H200": 4.8, "H100": 3.35, "A100": 2.0}
+
 def parse_args(argv):
     ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bin_dir", help="the directory holding the meshtrain binary (build/bin)")
@@ -76,8 +80,9 @@ def parse_args(argv):
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--concurrency", default="1,8,64", help="comma-separated positive integers")
-    ap.add_argument("--hbm-tb-s", type=float, default=4.8,
-                    help="the device's memory bandwidth in TB/s, for the batch-1 limit (H200: 4.8)")
+    ap.add_argument("--hbm-tb-s", type=float, default=None,
+                    help="the device's memory bandwidth in TB/s, for the batch-1 limit (default: by the GPU's name, "
+                         f"{', '.join(f'{k} {v}' for k, v in HBM_TB_S.items())}; none for another)")
     ap.add_argument("--requests", type=int, default=0,
                     help="requests per concurrency (default: 2 × the concurrency, at least 4)")
     a = ap.parse_args(argv)
@@ -438,8 +443,14 @@ def main(argv):
         traceback.print_exc()
         result["errors"]["transformers"] = f"{type(e).__name__}: {e}"
     result["weights_gb"] = weight_bytes(model) / 1e9
+    if a.hbm_tb_s is None and a.device == "cuda":
+        name = torch.cuda.get_device_name()
+        a.hbm_tb_s = next((v for k, v in HBM_TB_S.items() if k in name), None)
+        result["gpu"] = name
     # One token per step at batch 1 reads every weight once: the ceiling on batch-1 decode.
-    result["weight_bandwidth_limit_tokens_per_s"] = a.hbm_tb_s * 1e12 / (result["weights_gb"] * 1e9)
+    if a.hbm_tb_s:
+        result["hbm_tb_s"] = a.hbm_tb_s
+        result["weight_bandwidth_limit_tokens_per_s"] = a.hbm_tb_s * 1e12 / (result["weights_gb"] * 1e9)
     if a.device == "cuda":
         torch.cuda.empty_cache()  # the server is another process and sizes nothing from what is left here
     if ckpt:
