@@ -102,8 +102,13 @@ SaveStats CheckpointManager::save_async(int64_t step, const std::vector<ShardedT
   return start_save(step, tensors, info, /*stage_cpu=*/true);
 }
 
+SaveStats CheckpointManager::save_staged_async(int64_t step, const std::vector<ShardedTensor>& tensors,
+                                               const SaveInfo& info, std::function<void()> ready) {
+  return start_save(step, tensors, info, /*stage_cpu=*/false, std::move(ready));
+}
+
 SaveStats CheckpointManager::start_save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info,
-                                        bool stage_cpu) {
+                                        bool stage_cpu, std::function<void()> ready) {
   const auto t0 = Clock::now();
   SaveStats stats;
   stats.wait_s = wait();
@@ -118,8 +123,8 @@ SaveStats CheckpointManager::start_save(int64_t step, const std::vector<ShardedT
     MT_CHECK(!host.count(t.name), "save: tensor '", t.name, "' is given twice");
     at::Tensor h;
     if (!stage_cpu && t.local.is_cpu()) {
-      // A synchronous save: the caller is blocked until the commit, so its tensors cannot change under the
-      // writer — written straight from them (no 1× state-size copy, no fresh pages).
+      // A synchronous save (the caller is blocked until the commit) or the caller's own staging: its tensors
+      // cannot change under the writer — written straight from them (no 1× state-size copy, no fresh pages).
       h = t.local.detach();
     } else {
       at::Tensor& s = staging_[t.name];
@@ -137,8 +142,10 @@ SaveStats CheckpointManager::start_save(int64_t step, const std::vector<ShardedT
   stats.blocked_s = seconds_since(t0);
   log::debug("checkpoint step %lld: step loop blocked %.3fs (%.3fs waiting for the previous save), %.1f MB to write",
              static_cast<long long>(step), stats.blocked_s, stats.wait_s, static_cast<double>(stats.bytes) / 1e6);
-  writer_ = std::thread([this, step, host = std::move(host), layout = std::move(layout), info]() mutable {
+  writer_ = std::thread([this, step, host = std::move(host), layout = std::move(layout), info,
+                         ready = std::move(ready)]() mutable {
     try {
+      if (ready) ready();
       write_and_commit(step, std::move(host), std::move(layout), std::move(info));
     } catch (...) {
       error_ = std::current_exception();

@@ -66,13 +66,15 @@ void unpack(const at::Tensor& bytes, const at::Tensor& sizes, const std::string&
   fs::rename(tmp, dir);
 }
 
-// Removes all but the newest `keep` step directories under `dir`.
-void prune_steps(const std::string& dir, size_t keep) {
-  std::vector<std::string> steps;
+// Removes the step directories under `dir` older than `keep_from`, keeping the newest 2 whatever it says and never
+// more than the newest 3 (a rank whose snapshots keep failing holds `keep_from` back).
+void prune_steps(const std::string& dir, int64_t keep_from) {
+  std::vector<std::pair<int64_t, std::string>> steps;
   for (const auto& e : fs::directory_iterator(dir))
-    if (step_of_dir_name(e.path().filename().string()) >= 0) steps.push_back(e.path().string());
+    if (const int64_t s = step_of_dir_name(e.path().filename().string()); s >= 0) steps.emplace_back(s, e.path());
   std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + keep < steps.size(); ++i) remove_tree(steps[i]);
+  for (size_t i = 0; i + 2 < steps.size(); ++i)
+    if (steps[i].first < keep_from || i + 3 < steps.size()) remove_tree(steps[i].second);
 }
 
 bool holds(const at::Tensor& table, int rank, int first_col, int64_t step) {
@@ -101,7 +103,7 @@ HostCheckpoints::HostCheckpoints(std::string root, const comm::WorldInfo& world,
   replica_dir_ = (fs::path(root_) / log::sprintf("replica_%05d", source())).string();
   fs::create_directories(own_dir_);
   if (replicates()) fs::create_directories(replica_dir_);
-  own_ = std::make_unique<CheckpointManager>(own_dir_, 2, nullptr);
+  own_ = std::make_unique<CheckpointManager>(own_dir_, /*keep=*/0, nullptr);  // pruned by finish_snapshot
   own_->save_own_blocks_only();
 }
 
@@ -117,7 +119,13 @@ int HostCheckpoints::source() const {
 
 bool HostCheckpoints::sends_first() const { return (world_.rank / world_.local_world_size) % 2 == 0; }
 
-SaveStats HostCheckpoints::save_async(int64_t step, std::vector<ShardedTensor> blocks, const SaveInfo& info) {
+int64_t HostCheckpoints::newest_own() const {
+  const auto own = steps_in(own_dir_);
+  return own.empty() ? -1 : own.front();
+}
+
+SaveStats HostCheckpoints::save_async(int64_t step, std::vector<ShardedTensor> blocks, const SaveInfo& info,
+                                      int64_t keep_from, std::function<void()> ready) {
   const auto t0 = std::chrono::steady_clock::now();
   wait();
   SaveStats stats;
@@ -126,12 +134,12 @@ SaveStats HostCheckpoints::save_async(int64_t step, std::vector<ShardedTensor> b
   if (ring_broken_) return stats;
   for (auto& b : blocks) b.write = true;  // every block this rank holds: no other rank's copy is at hand
   try {
-    stats = own_->save_async(step, blocks, info);
+    stats = ready ? own_->save_staged_async(step, blocks, info, std::move(ready)) : own_->save_async(step, blocks, info);
   } catch (const std::exception& e) {
     log::warn("in-memory checkpoint of step %lld not taken: %s", static_cast<long long>(step), e.what());
   }
   stats.blocked_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  worker_ = std::thread([this, step] { finish_snapshot(step); });
+  worker_ = std::thread([this, step, keep_from] { finish_snapshot(step, keep_from); });
   return stats;
 }
 
@@ -139,18 +147,19 @@ void HostCheckpoints::wait() {
   if (worker_.joinable()) worker_.join();
 }
 
-void HostCheckpoints::finish_snapshot(int64_t step) {
+void HostCheckpoints::finish_snapshot(int64_t step, int64_t keep_from) {
   std::string written;
   try {
     own_->wait();
     written = own_->step_dir(step);
+    prune_steps(own_dir_, keep_from);
   } catch (const std::exception& e) {
     log::warn("in-memory checkpoint of step %lld not written: %s", static_cast<long long>(step), e.what());
   }
   if (!replicates()) return;
   try {
     swap(peer(), written, source(), (fs::path(replica_dir_) / step_dir_name(step)).string());
-    prune_steps(replica_dir_, 2);
+    prune_steps(replica_dir_, keep_from);
   } catch (const std::exception& e) {
     ring_broken_ = true;
     log::warn("in-memory checkpoint of step %lld: replica exchange failed (%s); no more in-memory checkpoints in "

@@ -90,9 +90,14 @@ bool MemoryCheckpoints::due(int64_t done) const { return every_ > 0 ? done % eve
 void MemoryCheckpoints::take(int64_t done, std::vector<ShardedTensor> blocks, const ckpt::SaveInfo& info,
                              double step_s) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto stats = host_->save_async(done, std::move(blocks), info);
-  log::debug("in-memory checkpoint of step %lld: step loop blocked %.3fs, %.1f MB", static_cast<long long>(done),
-             stats.blocked_s, static_cast<double>(stats.bytes) / 1e6);
+  // Every rank's previous snapshot complete, the newest step they all hold: older ones may go (HostCheckpoints).
+  host_->wait();
+  const auto keep_from = static_cast<int64_t>(-max_over_ranks_(-static_cast<double>(host_->newest_own())));
+  // The buffers are free (the previous writer is done); the copies into them land while the next step runs.
+  const auto stats = host_->save_async(done, staging_.stage(blocks), info, keep_from, staging_.landed());
+  log::debug("in-memory checkpoint of step %lld: step loop blocked %.3fs (the previous one's wait included), %.1f MB",
+             static_cast<long long>(done), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+             static_cast<double>(stats.bytes) / 1e6);
   if (every_ > 0) return;
   host_->wait();
   set_interval(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), step_s);

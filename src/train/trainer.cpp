@@ -674,6 +674,7 @@ TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   // its captured graph replays it (train/cuda_graph_step.h).
   at::Tensor loss_sum = graph_step_ ? graph_step_->forward_backward(batches) : par_->forward_backward(batches);
   StepScope optimizer_scope("meshtrain::optimizer");  // clipping, the finiteness check and AdamW
+  if (memory_) memory_->before_update();  // the last snapshot's copies of the state have landed first
   opt_->gradients_ready();  // an offloaded optimizer starts moving gradients to the host
   const double max_norm = cfg_.optimizer.grad_clip;
   if (opt_->steps_on_device()) {

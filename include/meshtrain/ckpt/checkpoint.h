@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <exception>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -75,6 +76,12 @@ class CheckpointManager {
   // the commit, so nothing changes under the writer); returns the step directory.
   std::string save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info);
 
+  // save_async for host tensors the caller has already copied and will not touch until the save is waited for
+  // (its own staging): written as they are, no second copy. `ready` runs on the writer thread before it reads them
+  // (waits for the copies still landing in them, e.g. a device-to-host copy on a side stream).
+  SaveStats save_staged_async(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info,
+                              std::function<void()> ready);
+
   // Replicated state (every rank holds all of it; rank 0 writes it): the API the trainer started with.
   // `state["config"]`, if present, is also recorded as the checkpoint's config.
   std::string save(int64_t step, const std::map<std::string, at::Tensor>& tensors, const nlohmann::json& state);
@@ -99,7 +106,9 @@ class CheckpointManager {
 
  private:
   // Both saves: wait for the previous one, stage (`stage_cpu`: CPU tensors too) and start writer_.
-  SaveStats start_save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info, bool stage_cpu);
+  // `ready`: see save_staged_async (empty: nothing to wait for).
+  SaveStats start_save(int64_t step, const std::vector<ShardedTensor>& tensors, const SaveInfo& info, bool stage_cpu,
+                       std::function<void()> ready = {});
   // The background half of a save: write, gather, commit. Runs on writer_.
   void write_and_commit(int64_t step, std::map<std::string, at::Tensor> host, std::vector<ShardedTensor> layout,
                         SaveInfo info);

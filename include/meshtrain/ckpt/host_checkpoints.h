@@ -6,9 +6,13 @@
 // launch/worker_env.h kHostCheckpointDirEnv, read by train/memory_checkpoints.h), which outlives a killed worker
 // but not the node, and which meshrun removes when it exits. Under it:
 //   rank_<R>/step_<N>/      rank R's own blocks at step N (model, optimizer, RNG), in the checkpoint format
-//                           (checkpoint.h) but holding one rank's blocks only; the newest 2 kept
+//                           (checkpoint.h) but holding one rank's blocks only
 //   replica_<Q>/step_<N>/   the same files of rank Q = R − ranks-per-node (the same local rank on the node before),
-//                           received over a CPU-backend communicator of their own; the newest 2 kept
+//                           received over a CPU-backend communicator of their own
+// Kept: the steps from the newest one every rank had complete when this snapshot began (the caller agrees on it:
+// save_async's `keep_from`), which is 2 each in the steady state. A count alone would not do: a rank whose write is
+// slow can be a step behind another's, which then pruned the last step both had (found on a GPU, where a snapshot
+// took longer than a step).
 // With one node there are no replicas: losing the node loses its memory anyway.
 //
 // Saving: the caller's thread copies the blocks to host memory (the only blocked part); a background thread
@@ -27,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,8 +58,14 @@ class HostCheckpoints {
   HostCheckpoints& operator=(const HostCheckpoints&) = delete;
 
   // Collective. Waits for the previous snapshot, copies `blocks` (every one this rank holds: `write` is ignored)
-  // to host memory and returns; writing and the replica swap run in the background.
-  SaveStats save_async(int64_t step, std::vector<ShardedTensor> blocks, const SaveInfo& info);
+  // to host memory and returns; writing and the replica swap run in the background, and then prune the steps
+  // older than `keep_from` (the newest step every rank holds complete; at least 2 and at most 3 are kept).
+  // `ready` set: `blocks` are the caller's own host copies (still landing until `ready` returns, which the writer
+  // calls first: CheckpointManager::save_staged_async), written without another copy.
+  SaveStats save_async(int64_t step, std::vector<ShardedTensor> blocks, const SaveInfo& info, int64_t keep_from = -1,
+                       std::function<void()> ready = {});
+  // The newest step of this rank's own complete snapshots, −1 for none (after wait()).
+  int64_t newest_own() const;
   // Waits for the background work of the last snapshot (its failure is a warning, not an error).
   void wait();
 
@@ -74,7 +85,7 @@ class HostCheckpoints {
  private:
   int source() const;        // the rank whose replica this rank holds
   bool sends_first() const;  // even nodes send first, odd ones receive first
-  void finish_snapshot(int64_t step);
+  void finish_snapshot(int64_t step, int64_t keep_from);
   // One exchange: this rank's step directory `send_dir` to `to` (−1: none), and `from`'s (−1: none) into
   // `recv_dir` (written as <recv_dir>.tmp, then renamed). An empty or missing `send_dir` sends nothing, which the
   // receiver skips.

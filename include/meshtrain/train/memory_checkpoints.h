@@ -24,6 +24,7 @@
 
 #include "meshtrain/ckpt/host_checkpoints.h"
 #include "meshtrain/core/config.h"
+#include "meshtrain/train/snapshot_staging.h"
 #include "meshtrain/train/worker_setup.h"
 
 namespace meshtrain::train {
@@ -41,9 +42,12 @@ class MemoryCheckpoints {
 
   // Whether a snapshot is taken after `done` steps (the same answer on every rank).
   bool due(int64_t done) const;
-  // Collective. Takes it; under auto, the first one is waited for and measured against `step_s` (this rank's
-  // recent step time) to set the interval.
+  // Collective. Takes it, once every rank's previous one is complete (the newest step they all hold is agreed
+  // on, so that no rank prunes it); under auto, the first one is waited for and measured against `step_s` (this
+  // rank's recent step time) to set the interval.
   void take(int64_t done, std::vector<ShardedTensor> blocks, const ckpt::SaveInfo& info, double step_s);
+  // Before the step's optimizer update: the update waits for the last snapshot's copies (SnapshotStaging).
+  void before_update() { staging_.before_update(); }
   ckpt::HostCheckpoints& store() { return *host_; }
   void wait() { host_->wait(); }
 
@@ -51,6 +55,7 @@ class MemoryCheckpoints {
   MemoryCheckpoints(std::unique_ptr<ckpt::HostCheckpoints> host, int64_t every, MaxOverRanks max_over_ranks);
   void set_interval(double cost_s, double step_s);
 
+  SnapshotStaging staging_;  // the copy to host memory, on a side stream on a GPU (outlives host_'s writer)
   std::unique_ptr<ckpt::HostCheckpoints> host_;
   int64_t every_;       // > 0: the interval; 0: auto, not yet measured
   int64_t probe_step_ = 0;  // auto: the step after which the measured snapshot is taken

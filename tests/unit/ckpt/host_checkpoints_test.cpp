@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <mutex>
 
 #include "meshtrain/ckpt/checkpoint_reader.h"
@@ -34,14 +35,16 @@ std::vector<ShardedTensor> blocks(int rank, int64_t step) {
   return {{"model.w", {kRanks, 3}, {rank, 0}, at::full({1, 3}, rank * 100.0 + static_cast<double>(step)), false}};
 }
 
-// Every rank saves steps 1..`last` (each waited for); `layout` names the layout that saved them.
-void save_steps(const Memory& m, int64_t last, const std::string& layout) {
+// Every rank saves steps 1..`last` (each waited for); `layout` names the layout that saved them. `keep_from(s)`:
+// what the ranks agreed every rank held when step s's snapshot began (by default s − 1, the steady state).
+void save_steps(const Memory& m, int64_t last, const std::string& layout,
+                const std::function<int64_t(int64_t)>& keep_from = [](int64_t s) { return s - 1; }) {
   auto errors = run_ranks(kRanks, [&](int r, comm::CommPtr c) {
     ckpt::HostCheckpoints host(m.node(r), world_of(r), layout, c);
     for (int64_t s = 1; s <= last; ++s) {
       ckpt::SaveInfo info;
       info.mesh = {{"layout", layout}, {"world_size", kRanks}};
-      host.save_async(s, blocks(r, s), info);
+      host.save_async(s, blocks(r, s), info, keep_from(s));
     }
     host.wait();
   });
@@ -84,6 +87,19 @@ TEST(HostCheckpoints, RestoresTheNewestStepFromEachRanksOwnCopy) {
   EXPECT_TRUE(fs::exists(m.node(0) + "/rank_00000/step_00000002"));
   EXPECT_TRUE(fs::exists(m.node(0) + "/replica_00002/step_00000003"));
   EXPECT_FALSE(fs::exists(m.node(0) + "/replica_00002/step_00000001"));
+}
+
+// A step some rank may still lack (its write was slow) is kept until every rank holds a newer one: a snapshot
+// prunes only what is older than the agreed step, keeping 2 at least and 3 at most.
+TEST(HostCheckpoints, KeepsTheStepEveryRankHoldsAndAtMostThree) {
+  Memory m;
+  save_steps(m, 3, "fsdp 4", [](int64_t) { return 1; });  // every rank held only step 1 when 2 and 3 began
+  for (int64_t s : {1, 2, 3}) EXPECT_TRUE(fs::exists(m.node(0) + "/rank_00000/step_0000000" + std::to_string(s)));
+  EXPECT_TRUE(fs::exists(m.node(2) + "/replica_00000/step_00000001"));
+  Memory n;
+  save_steps(n, 4, "fsdp 4", [](int64_t) { return -1; });  // nothing agreed (a rank's writes fail): the newest 3
+  EXPECT_FALSE(fs::exists(n.node(0) + "/rank_00000/step_00000001"));
+  for (int64_t s : {2, 3, 4}) EXPECT_TRUE(fs::exists(n.node(0) + "/rank_00000/step_0000000" + std::to_string(s)));
 }
 
 TEST(HostCheckpoints, ALostNodesRanksTakeTheReplicasTheOtherNodeHolds) {
