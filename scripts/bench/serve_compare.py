@@ -21,7 +21,8 @@ compared; in bf16 they may part after some tokens, so the first divergence is re
 
 Prints a table and writes OUT/serve_compare.json; exits 1 when either side failed, 2 on bad flags.
 
-Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256] [--hbm-tb-s TB_S]
+Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256]
+                        [--hbm-tb-s TB_S]
                         [--prompt-tokens 128] [--concurrency 1,8,64] [--requests N]
 """
 import argparse

@@ -48,7 +48,6 @@ SaveInfo replicated_info(const nlohmann::json& state, int world) {
   return info;
 }
 
-
 // "rank R could not write its file: <reason>" for the first rank whose gathered list is an error, else "".
 std::string first_write_error(const std::vector<std::string>& rank_lists) {
   for (size_t r = 0; r < rank_lists.size(); ++r) {

@@ -134,7 +134,8 @@ SaveStats HostCheckpoints::save_async(int64_t step, std::vector<ShardedTensor> b
   if (ring_broken_) return stats;
   for (auto& b : blocks) b.write = true;  // every block this rank holds: no other rank's copy is at hand
   try {
-    stats = ready ? own_->save_staged_async(step, blocks, info, std::move(ready)) : own_->save_async(step, blocks, info);
+    stats = ready ? own_->save_staged_async(step, blocks, info, std::move(ready))
+                  : own_->save_async(step, blocks, info);
   } catch (const std::exception& e) {
     log::warn("in-memory checkpoint of step %lld not taken: %s", static_cast<long long>(step), e.what());
   }

@@ -15,7 +15,8 @@
 // took longer than a step).
 // With one node there are no replicas: losing the node loses its memory anyway.
 //
-// Saving: the caller's thread copies the blocks to host memory (the only blocked part); a background thread
+// Saving: the caller's thread copies the blocks to host memory (the only blocked part), or hands over host copies
+// of its own still landing (train/snapshot_staging.h: a side stream on a GPU); a background thread
 // writes the own copy and then swaps replicas around the ring of nodes: rank R sends its files to
 // R + ranks-per-node and receives those of R − ranks-per-node (even nodes send first, odd nodes receive first, so
 // the ring cannot deadlock). A snapshot that fails to write is skipped with a warning (the disk checkpoints go on);

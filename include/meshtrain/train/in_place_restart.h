@@ -30,7 +30,6 @@ class InPlaceRestart {
  public:
   // Reads the launcher's environment; off outside such a meshrun or without checkpoint.resume auto.
   explicit InPlaceRestart(const Config& cfg);
-  bool enabled() const { return enabled_; }
 
   // A replacement worker (kReplacementEnv) meets the survivors before its first run; no-op otherwise.
   void join_if_replacement();

@@ -1,8 +1,9 @@
 // What a failure cost, said by the run that recovered from it: meshrun tells a restarted attempt's workers when
 // it saw the failure (launch/worker_env.h kFailureTimeEnv); the resumed trainer reports at the end of its first
 // step the seconds from that moment (the group torn down, restarted, the checkpoint read, one step made; after an
-// in-place restart, train/in_place_restart.h, from when this worker saw the failure) and the steps it redid (the last step the metrics file logged before the failure, less the step it resumed at),
-// in one log line and in that step's metrics record (recovery_s, steps_redone).
+// in-place restart, train/in_place_restart.h, from when this worker saw the failure) and the steps it redid (the
+// last step the metrics file logged before the failure, less the step it resumed at), in one log line and in that
+// step's metrics record (recovery_s, steps_redone).
 #pragma once
 
 #include <cstdint>

@@ -26,7 +26,7 @@ namespace meshtrain::train {
 class SnapshotStaging {
  public:
   // `blocks` with every tensor replaced by this rank's private host copy; those of device tensors are still landing
-  // until wait_copied(). The previous snapshot's writer must be done with the buffers (HostCheckpoints::wait()).
+  // until landed() returns. The previous snapshot's writer must be done with the buffers (HostCheckpoints::wait()).
   std::vector<ShardedTensor> stage(const std::vector<ShardedTensor>& blocks);
   // A function that blocks its caller until the last stage()'s device copies have landed (for the writer's thread;
   // it holds what it waits on, so a later stage() does not change it).

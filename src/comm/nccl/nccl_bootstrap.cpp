@@ -54,7 +54,8 @@ ncclComm_t nccl_init_rank(const StorePtr& store, int rank, int size, const std::
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   // Numbered per incarnation: a replacement worker's first "world" meets the survivors' first of the regroup.
   const std::string attempt = attempt_key();
-  const std::string prefix = cat("meshtrain/nccl/", attempt, "/", group, "/gen", next_generation(attempt + "/" + group), "/");
+  const std::string prefix =
+      cat("meshtrain/nccl/", attempt, "/", group, "/gen", next_generation(attempt + "/" + group), "/");
 
   ncclUniqueId id;
   if (rank == 0) {

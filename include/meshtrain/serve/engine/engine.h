@@ -42,8 +42,8 @@ struct EngineOptions {
   // q, k and v (and SwiGLU's gate and up) of each block as one GEMM over their weights laid side by side once, when
   // the engine is made (model/fused_projections.h: the modules' parameters become views of one buffer, no second
   // copy). Off: the model's layout is left as it is (a model fused by an earlier engine stays fused). On by
-  // default: serve_step_bench measured it faster on an H100 (docs/PERFORMANCE.md "Engine step paths"; CPU- and
-  // GPU-tested equal to the layout apart).
+  // default: serve_step_bench measured it faster on an H100 (docs/PERFORMANCE.md "GPU checks on an H100; the
+  // engine's step paths"; CPU- and GPU-tested equal to the layout apart).
   bool fused_projections = true;
   // Decode-only steps that a graph takes go from the scheduler's sequences straight into the graph's inputs (two
   // copies, no step batch), and where every row is greedy without a repetition penalty the graph's own argmax
