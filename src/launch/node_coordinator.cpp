@@ -2,6 +2,7 @@
 #include "meshtrain/launch/node_coordinator.h"
 
 #include <algorithm>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -10,6 +11,8 @@
 
 namespace meshtrain::launch {
 namespace {
+
+const std::string kEpochKey = "meshrun/epoch";
 
 using Clock = std::chrono::steady_clock;
 
@@ -54,6 +57,20 @@ NodeCoordinator::NodeCoordinator(const std::string& host, int port, int nnodes, 
   for (int n = 0; n < nnodes_; ++n) members_.nodes.push_back(n);
   client_ = std::make_unique<StoreClient>(host, port, StoreCredentials{token, PeerRole::Launcher, node_rank}, timeout);
   client_->set(cat("meshrun/nproc/", node_rank_), std::to_string(nproc_));
+  if (node_rank_ == 0) {
+    std::random_device rd;
+    client_->set(kEpochKey, log::sprintf("%08x%08x", rd(), rd()));
+  }
+}
+
+std::string NodeCoordinator::store_epoch() {
+  const auto deadline = Clock::now() + timeout_;
+  while (!client_->check(kEpochKey)) {
+    MT_USER_CHECK(Clock::now() < deadline, "meshrun: node 0's launcher did not set up the store at ", endpoint(),
+                  " within ", std::chrono::duration<double>(timeout_).count(), " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return client_->get(kEpochKey);
 }
 
 bool NodeCoordinator::wait_count(const std::string& k, std::chrono::milliseconds timeout,

@@ -72,7 +72,7 @@ void StoreClient::send_all(const std::string& bytes) {
   while (off < bytes.size()) {
     ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n == -1 && errno == EINTR) continue;
-    if (n <= 0) throw Error(cat("meshrun: lost the rendezvous store at ", endpoint_, ": ", std::strerror(errno)));
+    if (n <= 0) throw StoreLost(cat("meshrun: lost the rendezvous store at ", endpoint_, ": ", std::strerror(errno)));
     off += static_cast<size_t>(n);
   }
 }
@@ -82,9 +82,9 @@ void StoreClient::recv_all(void* data, size_t n) {
   while (n > 0) {
     ssize_t r = ::recv(fd_, p, n, 0);
     if (r == -1 && errno == EINTR) continue;
-    if (r == 0) throw Error(cat("meshrun: lost the rendezvous store at ", endpoint_, ": connection closed"));
+    if (r == 0) throw StoreLost(cat("meshrun: lost the rendezvous store at ", endpoint_, ": connection closed"));
     if (r < 0)
-      throw Error(cat("meshrun: lost the rendezvous store at ", endpoint_, ": ",
+      throw StoreLost(cat("meshrun: lost the rendezvous store at ", endpoint_, ": ",
                       errno == EAGAIN ? "no answer in time" : std::strerror(errno)));
     p += r;
     n -= static_cast<size_t>(r);

@@ -26,6 +26,8 @@ std::string store_key_refusal(PeerRole role, int node, const std::string& key, b
   }
   if (!launcher_key)
     return cat("the launcher connection of node ", node, " may only touch keys under meshrun/, not '", key, "'");
+  if (write && k == kLauncherSpace + "epoch" && node != 0)
+    return cat("the launcher connection of node ", node, " may not write the store's '", key, "' (node 0's)");
   const std::string nproc = kLauncherSpace + "nproc/";
   if (write && k.rfind(nproc, 0) == 0 && k != nproc + std::to_string(node))
     return cat("the launcher connection of node ", node, " may not write another node's '", key, "'");

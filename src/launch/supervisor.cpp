@@ -19,6 +19,7 @@
 #include "meshtrain/launch/scratch_dir.h"
 #include "meshtrain/launch/signal_forwarder.h"
 #include "meshtrain/launch/signal_names.h"
+#include "meshtrain/launch/store_client.h"
 #include "meshtrain/launch/worker_env.h"
 
 namespace meshtrain::launch {
@@ -51,6 +52,7 @@ int Supervisor::run() {
     const GroupResult r = run_attempt(attempt);
     if (auto code = decide(attempt, r)) return *code;
     note_failure_time(r);
+    if (std::exchange(renumber_, false)) attempt = -1;  // a new store: its rounds count from 0 on every node
   }
 }
 
@@ -67,10 +69,9 @@ void Supervisor::start() {
   plan_.master_port = store_->port();
   plan_.relay_port = store_->relay_port();
   // Reached before anything is printed: an unreachable master is then the one line the user sees.
+  token_ = token;
   if (plan_.nnodes > 1) {
-    nodes_ = std::make_unique<NodeCoordinator>(plan_.master_addr, plan_.master_port, plan_.nnodes, plan_.min_nnodes,
-                                               plan_.node_rank,
-                                               plan_.nproc_per_node, rdzv_timeout, token);
+    nodes_ = connect_nodes();
     // The workers' MASTER_ADDR is the relay's loopback address; the CPU backend would advertise loopback to
     // the other nodes from it, so it is told the interface that reaches the store (unless the user chose).
     if (!std::getenv("MESHTRAIN_COMM_HOST") && !plan_.worker_env.count("MESHTRAIN_COMM_HOST"))
@@ -90,6 +91,37 @@ void Supervisor::start() {
     log::warn("meshrun: %d workers but %d GPU(s) on this node: right for a CPU backend (gloo), but NCCL needs "
               "one GPU per worker", plan_.nproc_per_node, plan_.gpu_count);
   binding_ = bind_near_gpus(plan_);
+}
+
+std::unique_ptr<NodeCoordinator> Supervisor::connect_nodes() const {
+  const auto rdzv_timeout = std::chrono::milliseconds(static_cast<long long>(plan_.opts.rdzv_timeout * 1000));
+  return std::make_unique<NodeCoordinator>(plan_.master_addr, plan_.master_port, plan_.nnodes, plan_.min_nnodes,
+                                           plan_.node_rank, plan_.nproc_per_node, rdzv_timeout, token_);
+}
+
+bool Supervisor::rejoin_new_store(const std::string& why) {
+  if (plan_.host_store || store_rejoins_ >= plan_.opts.max_restarts) return false;
+  log::warn("%s; waiting up to %.0f s (--rdzv-timeout) for node 0 to host the store again (node 0 replaced)",
+            why.c_str(), plan_.opts.rdzv_timeout);
+  try {
+    auto fresh = connect_nodes();
+    const std::string epoch = fresh->store_epoch();
+    if (epoch == epoch_) {
+      log::error("meshrun: the store at %s answers again, but it is the one this node lost (epoch %s): its rounds "
+                 "went on without this node, which cannot rejoin them", fresh->endpoint().c_str(), epoch.c_str());
+      return false;
+    }
+    nodes_ = std::move(fresh);
+    epoch_ = epoch;
+  } catch (const Error& e) {
+    log::error("%s", e.what());
+    return false;
+  }
+  ++store_rejoins_;
+  log::warn("meshrun: node 0 hosts a new store (epoch %s): the job starts again on every node from round 0, resuming "
+            "from the newest checkpoint (store rejoin %d of --max-restarts %d)", epoch_.c_str(), store_rejoins_,
+            plan_.opts.max_restarts);
+  return true;
 }
 
 int Supervisor::interrupted() {
@@ -156,6 +188,7 @@ bool Supervisor::join_round(int attempt) {
   if (replacing_)
     log::warn("meshrun: round %d is running with this node in it (its earlier launcher was lost): starting this "
               "node's workers in place of the lost ones; the other nodes' workers regroup with them", attempt);
+  if (epoch_.empty()) epoch_ = nodes_->store_epoch();  // set by node 0 before it joined
   round_plan_.nnodes = static_cast<int>(m.nodes.size());
   round_plan_.node_rank = m.rank_of(plan_.node_rank);
   const int world = round_plan_.nnodes * plan_.nproc_per_node;
@@ -238,6 +271,14 @@ std::optional<int> Supervisor::decide_with_nodes(int attempt, const GroupResult&
   RoundOutcome out;
   try {
     out = nodes_->finish(attempt, [this] { return interrupted(); });
+  } catch (const StoreLost& e) {
+    if (!r.stop_signal && rejoin_new_store(e.what())) {
+      renumber_ = true;
+      return std::nullopt;
+    }
+    log::error("%s", e.what());
+    print_summary(r, attempt);
+    return local && is_failure_exit_code(*local) ? *local : 1;
   } catch (const Error& e) {
     log::error("%s", e.what());
     print_summary(r, attempt);

@@ -1,6 +1,8 @@
 #include "meshtrain/train/in_place_restart.h"
 
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/launch/worker_env.h"
+#include "meshtrain/train/stop_signals.h"
 
 namespace meshtrain::train {
 namespace {
@@ -37,6 +40,13 @@ void InPlaceRestart::join_if_replacement() {
 
 bool InPlaceRestart::regroup_after(const std::exception& error) {
   if (!enabled_ || dynamic_cast<const UserError*>(&error)) return false;
+  if (const int sig = StopSignals::last_received()) {
+    // The launcher is stopping this worker (its handler only noted the signal while the run lived): no regroup.
+    // The run's handlers are gone, so the signal now does what its sender meant.
+    log::warn("this run failed (%s) after %s came: not regrouping", error.what(), strsignal(sig));
+    ::raise(sig);
+    return false;
+  }
   if (comm::generation() >= max_regroups_) {
     log::error("in-place restart: %d of --max-restarts %d done; this worker exits with its error", comm::generation(),
                max_regroups_);

@@ -30,4 +30,6 @@ StopSignals::~StopSignals() {
 
 int StopSignals::pending() const { return g_received; }
 
+int StopSignals::last_received() { return g_received; }
+
 }  // namespace meshtrain::train

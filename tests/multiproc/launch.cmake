@@ -35,7 +35,7 @@ meshtrain_add_test(multiproc launch store_fuzz
 # bridge (tests/multiproc/launch/netns_cluster.py, netns_faults_test.py; docs/resilience.md): one ctest per fault,
 # each against a reference run made in the same test. Skipped (77) where namespaces cannot be made (no root, no
 # `ip`). scripts/chaos_netns.py draws random faults at random steps over the same harness (not in CI).
-foreach(case worker_kill worker_kill_group node_kill node_lost partition long_partition freeze store_lost disk_full memory_worker_kill
+foreach(case worker_kill worker_kill_group node_kill node_lost partition long_partition freeze store_lost store_replaced disk_full memory_worker_kill
              memory_node_kill elastic_shrink elastic_join)
   meshtrain_add_test(multiproc launch netns_${case}
     COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/netns_faults_test.py

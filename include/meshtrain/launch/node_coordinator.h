@@ -17,6 +17,8 @@
 //                       that finished the round, so the store outlives the others' last reads (a node that
 //                       never finished it is gone: nobody waits for it)
 //   nproc/<n>  text     node n's --nproc-per-node, checked against node 0's at the first join
+//   epoch      text     a random id node 0's launcher gives its store as it starts (only node 0 may write it): a
+//                       launcher that lost the store tells a new one (node 0 replaced) from the one it lost
 //
 // Elastic jobs (--nnodes MIN:MAX) agree on each round's members too:
 //   join/<r>/<n>  "1"   set by node n as it joins round r
@@ -73,6 +75,8 @@ class NodeCoordinator {
   // min_nodes) or when the nodes disagree on --nproc-per-node. `interrupted` is polled while waiting and returns
   // a signal number to give up with (0 = keep waiting).
   Membership join(int round, const std::function<int()>& interrupted);
+  // The store's epoch (above), waiting up to the timeout for node 0 to set it; UserError when it does not.
+  std::string store_epoch();
   // Whether another node has reported a failure in round r (cheap: one request).
   bool failed(int round);
   // Reports a local failure (or stop) in round r; only the first reporter's cause is kept.

@@ -20,6 +20,12 @@ struct StoreCredentials {
   int node = 0;
 };
 
+// The connection to the store broke (its host gone, a reset): the store, and every key in it, may be gone.
+class StoreLost : public Error {
+ public:
+  using Error::Error;
+};
+
 class StoreClient {
  public:
   // Connects to host:port, retrying refused or unreachable connections (the server may not be up yet) until

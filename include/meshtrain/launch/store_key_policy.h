@@ -3,7 +3,7 @@
 //
 //   launcher of node N  only keys under "meshrun/" (node_coordinator.h): the round counters, the failure
 //                       cause, and its own "meshrun/nproc/N" and "meshrun/end/<round>/N" (another node's
-//                       worker count and round marker are read-only)
+//                       worker count and round marker are read-only); "meshrun/epoch" is node 0's only
 //   workers of node N   every key but those under "meshrun/": PyTorch's and meshtrain's rendezvous
 //                       (/worker/attempt_<k>/..., the communicators' keys); they cannot forge a failure, a
 //                       join or another node's record

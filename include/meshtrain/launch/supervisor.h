@@ -6,6 +6,7 @@
 //                                   restart (k+1) while --max-restarts remain and the root cause did not
 //                                   exit 2 (invalid input, restart_policy.h), else root-cause summary and
 //                                   exit with the root cause's exit code (128+N for signal N; never 0)
+//     the store lost (node ≠ 0)   → wait --rdzv-timeout for a replaced node 0's new store, then attempt 0 again
 //     launcher gets a stop signal → forwarded to every group, SIGKILL after --shutdown-timeout, no
 //                                   restart, exit 128+N; a second SIGINT SIGKILLs at once
 //     SIGUSR1/SIGUSR2             → forwarded only; workers keep running (preemption notice)
@@ -49,6 +50,11 @@ class Supervisor {
   void note_failure_time(const GroupResult& r);
   void print_summary(const GroupResult& r, int attempt);
   int interrupted();  // a stop signal received while waiting for other nodes, else 0
+  std::unique_ptr<NodeCoordinator> connect_nodes() const;
+  // After the store was lost (`why`), on a node that does not host it: waits --rdzv-timeout for node 0 to host a
+  // new one (node 0 replaced; told apart from the lost one by its epoch) and connects to it. False: it did not
+  // come (the error said), or this node hosts the store, or --max-restarts rejoins were made.
+  bool rejoin_new_store(const std::string& why);
 
   LaunchPlan plan_;
   LaunchPlan round_plan_;  // plan_ with the round's node rank and node count (elastic membership)
@@ -62,6 +68,10 @@ class Supervisor {
   CpuBindingPlan binding_;
   bool wrote_scratch_logs_ = false;
   bool replacing_ = false;  // the round joined was running: this node's workers replace its lost ones
+  std::string token_;       // the job's store token
+  std::string epoch_;       // the store's (NodeCoordinator::store_epoch), once known
+  int store_rejoins_ = 0;
+  bool renumber_ = false;   // a new store: the next attempt is its round 0
 };
 
 }  // namespace meshtrain::launch

@@ -18,6 +18,9 @@ class StopSignals {
 
   // 0, or the number of the first stop signal received.
   int pending() const;
+  // The same, still readable after the StopSignals is gone (until the next one is made): a run torn down by an
+  // error may have had a stop signal that it never acted on.
+  static int last_received();
 
  private:
   struct sigaction previous_[3];

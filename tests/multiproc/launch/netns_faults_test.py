@@ -21,7 +21,10 @@ Each case prints the recovery time (fault to the first step completed after it) 
                   waited parallel.timeout_s at the regroup: TCP's retransmission backoff decides) the job restarts
   freeze          SIGSTOP of every process of node 1 until node 0's workers name its ranks; then SIGCONT (regroup in
                   place or restart, as long_partition)
-  store_lost      SIGKILL of every process of node 0, which hosts the rendezvous store
+  store_lost      SIGKILL of every process of node 0, which hosts the rendezvous store, never replaced: node 1 waits
+                  --rdzv-timeout for a new store, then exits non-zero naming the lost one
+  store_replaced  the same with in-memory checkpoints, node 0 started again: node 1 rejoins the new store, the job
+                  starts again from round 0 and node 0's ranks resume from the replicas on node 1
   disk_full       the checkpoint directory a 900 KiB tmpfs: a save runs out of space
   memory_worker_kill  worker_kill with in-memory checkpoints every step (checkpoint.memory_every 1, a disk
                   checkpoint every 8): the regroup resumes from memory, at most 1 step lost beyond the step in flight
@@ -244,7 +247,25 @@ def case_store_lost(cluster, work, want):
     job, text = node_gone_for_good(cluster, work, "store_lost", killed=0)
     check(f"meshrun: lost the rendezvous store at {cluster.nodes[0].addr}:{job.port}" in text,
           "node 1 names the lost store and its address", job)
+    check("for node 0 to host the store again" in text, "node 1 waited --rdzv-timeout for a new store", job)
     expect_clean(job, killed_nodes=(0,))
+
+
+def case_store_replaced(cluster, work, want):
+    """Node 0 (the store's host) SIGKILLed with its memory and started again, the same command: node 1 waits for
+    the new store, tells it from the lost one by its epoch, and both nodes start again from round 0; node 0's
+    ranks resume from the replicas node 1 holds."""
+    job = Job(cluster, BIN, work, "store_replaced", sets=MEMORY).start()
+    at_fault_step(job)
+    t = time.monotonic()
+    cluster.nodes[0].kill()
+    wait_until(lambda: not cluster.nodes[0].pids(), "node 0's processes gone", job)
+    cluster.nodes[0].wait(10)
+    job.forget_memory(0)
+    job.start_node(0)
+    expect_recovered(job, want, t, how=("none",))  # a new store: its rounds start again at 0, no "restart" line
+    check("hosts a new store" in cluster.nodes[1].text(), "node 1 rejoined the new store node 0 hosts", job)
+    expect_resumed_from_memory(job, t, replicas=2)
 
 
 def case_disk_full(cluster, work, want):
