@@ -160,6 +160,38 @@ TEST(StoreServer, ALauncherWritesOnlyItsOwnNodeRecord) {
   EXPECT_THROW(third.check("meshrun/join/3/0"), Error);
 }
 
+// The store's epoch tells a launcher that lost its store a new one (node 0 replaced) from the one it lost: node 0's
+// launcher sets it as it starts, and no other node may.
+TEST(StoreServer, OnlyNode0SetsTheStoresEpoch) {
+  NodeCoordinator node0("127.0.0.1", live().port, 2, 2, 0, 2, 1000ms, kToken);
+  NodeCoordinator node1("127.0.0.1", live().port, 2, 2, 1, 2, 1000ms, kToken);
+  const std::string epoch = node1.store_epoch();
+  EXPECT_EQ(epoch.size(), 16u);
+  StoreClient forger("127.0.0.1", live().port, launcher(1), 10s, 5s);
+  forger.set("meshrun/epoch", "forged");  // refused: the connection is closed
+  EXPECT_THROW(forger.check("meshrun/epoch"), Error);
+  EXPECT_EQ(node1.store_epoch(), epoch);
+  NodeCoordinator restarted0("127.0.0.1", live().port, 2, 2, 0, 2, 1000ms, kToken);  // a new node 0: a new epoch
+  EXPECT_NE(node1.store_epoch(), epoch);
+}
+
+// A launcher that joins a round its node was already in (its earlier launcher lost with the node) learns that the
+// round is running: its workers replace the lost ones.
+TEST(NodeCoordinator, ALauncherThatJoinsARunningRoundReplacesItsNode) {
+  NodeCoordinator node0("127.0.0.1", live().port, 2, 2, 0, 2, 2000ms, kToken);
+  NodeCoordinator node1("127.0.0.1", live().port, 2, 2, 1, 2, 2000ms, kToken);
+  Membership m0;
+  std::thread t([&] { m0 = node0.join(31, nullptr); });
+  const Membership m1 = node1.join(31, nullptr);
+  t.join();
+  EXPECT_FALSE(m0.running);
+  EXPECT_FALSE(m1.running);
+  NodeCoordinator replaced1("127.0.0.1", live().port, 2, 2, 1, 2, 2000ms, kToken);
+  const Membership again = replaced1.join(31, nullptr);
+  EXPECT_TRUE(again.running);
+  EXPECT_TRUE(again.has(1));
+}
+
 // Elastic membership (--nnodes 1:2) over the live store: node 0 alone is a round once the wait for node 1 times
 // out; node 1 joining that round afterwards finds it decided without it. A malformed member list is one line.
 TEST(NodeCoordinator, AnElasticRoundIsTheNodesThatJoinedBeforeItWasDecided) {
