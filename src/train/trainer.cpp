@@ -670,11 +670,14 @@ int64_t TrainingRun::step_loss_tokens(int64_t local) {
 
 TrainingRun::StepOutcome TrainingRun::train_step(int64_t step) {
   const auto batches = step_micro_batches();
+  // The last snapshot's copies of the state land before the state is next written: by the optimizer's update,
+  // or, for an offloaded optimizer (which may upload parameters while the backward runs), before the step starts.
+  if (memory_ && !opt_->steps_on_device()) memory_->before_update();
   // The layout runs the micro-batch loop (accumulation, no-sync, precision; parallel/parallel_model.h), or
   // its captured graph replays it (train/cuda_graph_step.h).
   at::Tensor loss_sum = graph_step_ ? graph_step_->forward_backward(batches) : par_->forward_backward(batches);
   StepScope optimizer_scope("meshtrain::optimizer");  // clipping, the finiteness check and AdamW
-  if (memory_) memory_->before_update();  // the last snapshot's copies of the state have landed first
+  if (memory_) memory_->before_update();
   opt_->gradients_ready();  // an offloaded optimizer starts moving gradients to the host
   const double max_norm = cfg_.optimizer.grad_clip;
   if (opt_->steps_on_device()) {

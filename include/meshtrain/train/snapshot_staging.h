@@ -5,7 +5,8 @@
 // place on the host. Two orderings keep the copy exact:
 //   - the writer reads the buffers only once the copies have landed (landed(), called on the writer's thread);
 //   - the next update of the state waits for the copies before it overwrites what they read (before_update(): the
-//     compute stream is ordered after the copy stream; the forward and backward before it only read the state).
+//     compute stream is ordered after the copy stream; the forward and backward before it only read the state;
+//     an offloaded optimizer, which may upload parameters during the backward, waits before the step instead).
 // On the CPU it is a plain copy into the reused buffers, as a disk checkpoint's staging.
 #pragma once
 
