@@ -117,20 +117,10 @@ class Campaign:
             node.kill([pid] if pid else [])
             return f"SIGKILL of rank {rank}", t
         if fault == "node":
-            nodes[1].kill()
-            while nodes[1].pids():
-                time.sleep(0.05)
-            nodes[1].wait(10)
-            job.forget_memory(1)  # a new machine: the lost node's memory is gone with it
-            job.start_node(1)
+            job.kill_and_replace(1, memory_lost=True)  # a new machine: the lost node's memory is gone with it
             return "SIGKILL of node 1, replaced", t
         if fault == "store":
-            nodes[0].kill()
-            while nodes[0].pids():
-                time.sleep(0.05)
-            nodes[0].wait(10)
-            job.forget_memory(0)
-            job.start_node(0)
+            job.kill_and_replace(0, memory_lost=True)
             return "SIGKILL of node 0 (the store's host), replaced", t
         if fault == "partition":
             nodes[1].link(False)

@@ -48,13 +48,16 @@ SaveInfo replicated_info(const nlohmann::json& state, int world) {
   return info;
 }
 
-// "rank R could not write its file: <reason>" for the first rank whose gathered list is an error, else "".
-std::string first_write_error(const std::vector<std::string>& rank_lists) {
-  for (size_t r = 0; r < rank_lists.size(); ++r) {
-    const auto j = nlohmann::json::parse(rank_lists[r]);
-    if (j.is_object()) return cat("rank ", r, " could not write its file: ", j.value("error", std::string()));
-  }
-  return "";
+// A gathered list that is an error object instead of shards: "rank R could not write its file: <reason>".
+std::string write_error_line(size_t rank, const nlohmann::json& list) {
+  return cat("rank ", rank, " could not write its file: ", list.value("error", std::string()));
+}
+
+// write_error_line() of the first rank whose gathered list is an error, else `otherwise`.
+std::string failed_write_or(const std::vector<std::string>& rank_lists, const std::string& otherwise) {
+  for (size_t r = 0; r < rank_lists.size(); ++r)
+    if (const auto j = nlohmann::json::parse(rank_lists[r]); j.is_object()) return write_error_line(r, j);
+  return otherwise;
 }
 
 }  // namespace
@@ -223,9 +226,9 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
     ckpt_comm_->all_reduce(status, comm::ReduceOp::Max)->wait();
     // Every rank has every rank's list: a failed write is named with its reason on every rank, so whichever
     // rank's error the launcher calls the root cause says what went wrong (a full disk, not "could not commit").
-    const std::string why = first_write_error(lists);
+    // (MT_CHECK builds its message only when it fails: the lists are parsed again on that path alone.)
     MT_CHECK(status.cpu().item<int>() == 0 || rank_ == 0, "checkpoint step ", step, ": ",
-             why.empty() ? std::string("rank 0 could not commit it") : why);
+             failed_write_or(lists, "rank 0 could not commit it"));
   }
   MT_CHECK(write_error.empty(), "checkpoint step ", step, ": ", write_error);
   MT_CHECK(failure.empty(), "checkpoint step ", step, ": ", failure);
@@ -238,9 +241,12 @@ void CheckpointManager::write_and_commit(int64_t step, std::map<std::string, at:
 }
 
 void CheckpointManager::commit(int64_t step, const std::vector<std::string>& rank_lists, const SaveInfo& info) {
-  if (const std::string why = first_write_error(rank_lists); !why.empty()) throw Error(why);  // the whole story
   std::vector<RankShards> per_rank;
-  for (const std::string& list : rank_lists) per_rank.push_back(rank_shards_from_json(nlohmann::json::parse(list)));
+  for (size_t r = 0; r < rank_lists.size(); ++r) {
+    const auto j = nlohmann::json::parse(rank_lists[r]);
+    if (j.is_object()) throw Error(write_error_line(r, j));  // the whole story: no source location
+    per_rank.push_back(rank_shards_from_json(j));
+  }
   CheckpointMeta meta;
   meta.step = step;
   meta.world_size = world_;

@@ -169,8 +169,7 @@ GroupHooks Supervisor::hooks_for(int attempt) {
 void Supervisor::note_failure_time(const GroupResult& r) {
   // This node's own failed worker, else the moment this node learnt of another node's failure.
   const auto when = r.failure ? r.failure->when : std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count();
-  plan_.worker_env[kFailureTimeEnv] = std::to_string(ms);
+  plan_.worker_env[kFailureTimeEnv] = failure_time_value(when);
 }
 
 bool Supervisor::join_round(int attempt) {

@@ -149,9 +149,8 @@ bool WorkerGroup::replace_in_place(size_t slot, int wait_status) {
   --in_place_left_;
   ++replaced_;
   WorkerIdentity id = identity_of(ids_[slot].local_rank);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
   id.extra_env[kReplacementEnv] = std::to_string(replaced_);
-  id.extra_env[kFailureTimeEnv] = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  id.extra_env[kFailureTimeEnv] = failure_time_value(std::chrono::system_clock::now());
   log::warn("meshrun: rank %d (pid %d) was %s; starting it again alone (in-place restart %d, %d left), the other "
             "workers regroup with it", id.rank(), static_cast<int>(workers_[slot].pid()),
             describe_status(wait_status).c_str(), replaced_, in_place_left_);

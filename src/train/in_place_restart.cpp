@@ -14,15 +14,6 @@
 #include "meshtrain/train/stop_signals.h"
 
 namespace meshtrain::train {
-namespace {
-
-int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 InPlaceRestart::InPlaceRestart(const Config& cfg) {
   const auto env = comm::process_env();
   world_ = comm::world_info_from_env(env);
@@ -53,7 +44,7 @@ bool InPlaceRestart::regroup_after(const std::exception& error) {
     return false;
   }
   // The recovery report (train/recovery_report.h) counts from here: this worker saw the failure now.
-  ::setenv(launch::kFailureTimeEnv, std::to_string(unix_ms_now()).c_str(), 1);
+  ::setenv(launch::kFailureTimeEnv, launch::failure_time_value(std::chrono::system_clock::now()).c_str(), 1);
   log::warn("this run failed: %s", error.what());
   regroup(cat("after: ", error.what()));
   return true;

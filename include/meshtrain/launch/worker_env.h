@@ -2,6 +2,7 @@
 // script's init_process_group("env://") and meshtrain's own store client both find the launcher's store.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -12,6 +13,10 @@ namespace meshtrain::launch {
 // milliseconds since the Unix epoch, so a resumed worker can report how long the recovery took
 // (train/recovery_report.h).
 inline constexpr const char* kFailureTimeEnv = "MESHRUN_FAILURE_UNIX_MS";
+// kFailureTimeEnv's value for the moment `when`.
+inline std::string failure_time_value(std::chrono::system_clock::time_point when) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count());
+}
 // "1" when meshrun replaces a killed worker alone (--in-place-restart): the other workers keep their processes
 // and regroup with the replacement (train/in_place_restart.h) instead of being restarted with it.
 inline constexpr const char* kInPlaceRestartEnv = "MESHRUN_IN_PLACE_RESTART";

@@ -79,7 +79,7 @@ class WorkerGroup {
   int attempt_;
   std::string base_;  // <files_root>/attempt_<k>
   bool& wrote_scratch_logs_;
-  CpuBindingPlan binding_;
+  const CpuBindingPlan& binding_;  // the Supervisor's, which outlives the group
   int in_place_left_ = 0, replaced_ = 0;
   bool replacing_ = false;
   SignalPipe& sigs_;

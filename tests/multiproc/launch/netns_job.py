@@ -95,6 +95,23 @@ class Job:
         n = self.cluster.nodes[node]
         return n.start(self.argv(node), self.env(node), os.path.join(self.dir, f"node{node}.log"))
 
+    def kill_and_replace(self, node, memory_lost, limit=150):
+        """SIGKILL of every process of `node`, then its meshrun started again with the same command, as a scheduler
+        (or an operator) starts it on a new machine; `memory_lost`: the new machine's memory holds none of the old
+        one's. Returns the pids killed."""
+        n = self.cluster.nodes[node]
+        killed = n.kill()
+        deadline = time.monotonic() + limit
+        while n.pids():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {node}'s processes still there {limit} s after SIGKILL")
+            time.sleep(0.02)
+        n.wait(10)
+        if memory_lost:
+            self.forget_memory(node)
+        self.start_node(node)
+        return killed
+
     def start(self):
         for i in reversed(range(self.nodes)):
             self.start_node(i)
