@@ -61,7 +61,7 @@ ActivationBytes activation_bytes(const ModelConfig& m, const ActivationInputs& i
   const int64_t mlp = (llama ? (in.fused_kernels ? 3 : 4) : 2) * c * N * F / t;
   ActivationBytes a;
   a.block = 2 * 4 * Ns * D + casts + attn + mlp;
-  a.block_checkpoint = 4 * Ns * D;
+  a.block_checkpoint = in.residual_bytes * Ns * D;
   // The MLP's inner gradients (two [N, F/t]) and the largest weight's gradient (bf16 and its fp32 cast): under
   // LoRA an adapter's, A [r, F] or B [F, r] (the adapters are not split by tensor parallelism).
   const int64_t w = in.block_weights_train ? std::max(q * D, D * F) / t : m.lora_rank * std::max(D, F);

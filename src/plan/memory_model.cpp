@@ -26,6 +26,7 @@ struct Sizes {
   int64_t block_trainable = 0;            // of all blocks together
   int64_t dequantized = 0;                // the largest NF4 weight's elements: its dequantized copy around a GEMM
   bool block_weights_train = false;       // some block's base weight trains (LoRA: only its adapters do)
+  bool embed_trains = true;               // the token embedding trains (LoRA: frozen, held in the compute dtype)
 };
 
 Sizes sizes(const Config& cfg, const RankLayout& l) {
@@ -45,6 +46,7 @@ Sizes sizes(const Config& cfg, const RankLayout& l) {
     const int64_t gathered = nf4 ? 0 : (train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes) * n;
     if (p.block == 0) s.block += n, s.block_cast += cast, s.block_gathered += gathered;
     if (p.block < 0) {
+      if (p.name.rfind("tok_embed.", 0) == 0) s.embed_trains = train;
       s.root += n;
       s.root_gathered += gathered;
       s.root_cast += cast;
@@ -99,12 +101,15 @@ struct Step {
 
 ActivationBytes step_activations(const Config& cfg, const RankLayout& l, const Sizes& sz, bool cuda) {
   const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
+  // A frozen embedding held in bf16 (parallelize(): LoRA's base, replicated or gathered) looks up bf16 rows,
+  // and the blocks' residual adds stay bf16: the checkpointed block input is 2 bytes a value, not 4.
+  const int residual = bf16 && !sz.embed_trains && l.frozen_bytes == 2 ? 2 : 4;
   const ActivationInputs in{.micro_batch = cfg.train.micro_batch_size, .seq_len = cfg.data.seq_len, .tp = l.tp,
                             .sequence_parallel = cfg.parallel.sequence_parallel, .compute_bytes = bf16 ? 2 : 4,
                             .fused_kernels = cfg.train.fused_kernels && cuda,
                             .checkpointing = cfg.train.activation_checkpointing,
                             .loss_chunk_bytes = cfg.train.loss_chunk_mb << 20, .head_trains = sz.head_grad > 0,
-                            .block_weights_train = sz.block_weights_train};
+                            .block_weights_train = sz.block_weights_train, .residual_bytes = residual};
   return activation_bytes(cfg.model, in);
 }
 

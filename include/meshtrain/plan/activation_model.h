@@ -8,7 +8,10 @@
 //                          MLP's 2 (llama) or 1 (gpt2); fp32: one shared norm output per norm)
 //   attention              c·N·(q + 2k)/t (q, k after RoPE, v) + c·N·q/t (output) + 4·N·H/t (log-sum-exp)
 //   MLP                    llama: c·N·F/t × 3 (gate, up, product; 4 without the fused SwiGLU); gpt2: × 2
-//   activation checkpoint  the block's input only (4·Ns·D); the block's set comes back during its backward
+//   activation checkpoint  the block's input only (e·Ns·D, e = the residual stream's element size: 4 where the
+//                          embedding trains in fp32, 2 where it is frozen in bf16 — LoRA's and QLoRA's base — and
+//                          its lookup, and so every residual add after it, is bf16); the block's set comes back
+//                          during its backward
 //
 // Pipeline schedules: held_microbatches() is where a schedule says how many micro-batches' activations a stage
 // holds at once (1 without pipelining; 1F1B: min(pp − stage, grad_accum)).
@@ -34,6 +37,10 @@ struct ActivationInputs {
   // Whether the blocks' base weights train. Under LoRA only the adapters do: a block's backward makes no
   // weight gradient larger than an adapter's (r × max(D, F)).
   bool block_weights_train = true;
+  // The residual stream's element size (the block's input, what activation checkpointing keeps): the
+  // embedding's dtype as held — fp32 (4) where it trains, the compute dtype where it is frozen in it (LoRA's
+  // base on a GPU: bf16, 2; model/transformer.cpp's lookup output, then bf16 + bf16 residual adds).
+  int residual_bytes = 4;
 };
 
 struct HeadBytes {

@@ -244,7 +244,8 @@ TEST(MemoryModel, CheckpointingAndShardingLowerThePeak) {
 // only the fp32 adapters (the base is read in bf16, as it is held), and the frozen head and base make no weight
 // gradient — the head's backward makes only ∂h, a block's backward an adapter's gradient at most. A layer is 2
 // bytes per base parameter, 12 per adapter parameter (fp32 weight and AdamW; the block running backward has
-// made no gradient yet), a step count per adapter tensor, and the checkpointed input.
+// made no gradient yet), a step count per adapter tensor, and the checkpointed input — in bf16 (2·N·D), since the
+// frozen embedding is held in bf16 and so is every residual add after its lookup.
 TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
   auto lora = [](int64_t layers) {
     Config c = bench("llama3.1-70b", 1, 4096, layers, true);
@@ -269,7 +270,46 @@ TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
   EXPECT_EQ(two.activation.head.backward_peak, 2 * N * D);
   EXPECT_EQ(two.activation.block_backward, 2 * 2 * N * F + 6 * 16 * F);
   EXPECT_EQ((four.peak_allocated - two.peak_allocated) / 2,
-            2 * base + 12 * adapters + 4 * adapter_tensors + 4 * N * D);
+            2 * base + 12 * adapters + 4 * adapter_tensors + 2 * N * D);
+}
+
+// One QLoRA layer of the 70B shape at micro-batch 1 × 4096 under activation checkpointing, as
+// scripts/bench/layer_memory.py measures it (the difference of the 4- and 2-layer peaks, halved), by hand from
+// what the code allocates (model/nf4_tensor.h, model/linear/nf4_linear.h, parallel/parallelize.cpp):
+//   each block linear of n values in NF4: n/2 code bytes + n/64 absmax codes + 4 · n/16384 fp32 scales + the
+//     1 KiB absmax map and the 4-byte offset; nothing of a weight is kept between its forward and backward
+//     (the one dequantized copy alive around a GEMM is a transient of the step, not of a layer);
+//   the two norm weights, frozen in bf16: 2 · 2·D;
+//   each adapter element: 4 B fp32 weight + 8 B AdamW (the block running backward has made no gradient yet),
+//     + a 4-byte step count per adapter tensor (14);
+//   the checkpointed block input in bf16: 2·N·D (once counted 4·N·D, as if the residual were fp32: 64 MiB a layer
+//     over — the plan said 0.57 GiB a layer where an H200 measured 0.50).
+TEST(MemoryModel, QloraLayerIsItsNf4BytesAdaptersAndBf16Input) {
+  auto qlora = [](int64_t layers) {
+    Config c = bench("llama3.1-70b", 1, 4096, layers, true);
+    c.model.lora_rank = 16;
+    c.model.lora_alpha = 32;
+    c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
+    c.model.base_quant = BaseQuant::nf4;
+    return c;
+  };
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  const MemoryEstimate two = estimate_memory(qlora(2), 1, h200), four = estimate_memory(qlora(4), 1, h200);
+  const int64_t N = 4096, D = 8192, K = 1024, F = 28672, r = 16;
+  struct Lin {
+    int64_t out, in;
+  };
+  const Lin linears[] = {{D, D}, {K, D}, {K, D}, {D, D}, {F, D}, {F, D}, {D, F}};  // q k v o gate up down
+  int64_t nf4 = 0, adapters = 0;
+  for (const Lin& l : linears) {
+    const int64_t n = l.out * l.in;
+    nf4 += n / 2 + n / 64 + 4 * (n / (64 * 256)) + 4 * 256 + 4;
+    adapters += r * (l.in + l.out);
+  }
+  EXPECT_EQ(nf4, 441404444);  // 0.411 GiB: 0.516 B × 855.6e6
+  const int64_t layer = nf4 + 2 * 2 * D + 12 * adapters + 4 * 14 + 2 * N * D;
+  EXPECT_EQ((four.peak_allocated - two.peak_allocated) / 2, layer);
+  EXPECT_NEAR(static_cast<double>(layer) / kGiB, 0.5025, 0.0005);
 }
 
 // QLoRA (model.base_quant nf4): the block linears held in NF4 — 0.516 bytes a parameter, whole on the rank, no
