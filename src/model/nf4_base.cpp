@@ -37,6 +37,21 @@ void quantize_base(TransformerImpl& net, const at::Device& device, const BaseVal
   }
 }
 
+void hold_base_nf4_sizes(TransformerImpl& net) {
+  const auto meta = at::TensorOptions().device(at::kMeta);
+  for (const auto& [name, lin] : nf4_base_linears(net)) {
+    if (lin->weight.requires_grad()) continue;
+    Nf4Tensor q;
+    q.shape = lin->weight.sizes().vec();
+    const int64_t n = lin->weight.numel(), blocks = (n + Nf4Tensor::kBlock - 1) / Nf4Tensor::kBlock;
+    q.codes = at::empty({(n + 1) / 2}, meta.dtype(at::kByte));
+    q.absmax_codes = at::empty({blocks}, meta.dtype(at::kByte));
+    q.absmax_scales = at::empty({(blocks + Nf4Tensor::kAbsmaxBlock - 1) / Nf4Tensor::kAbsmaxBlock}, meta.dtype(at::kFloat));
+    q.absmax_map = at::empty({256}, meta.dtype(at::kFloat));
+    lin->hold_weight_as_nf4(std::move(q));
+  }
+}
+
 void round_trip_nf4_base(const ModelConfig& cfg, std::map<std::string, at::Tensor>& params) {
   at::NoGradGuard no_grad;
   for (const std::string& name : nf4_base_weight_names(cfg)) {

@@ -168,6 +168,26 @@ Nf4Tensor Nf4Tensor::to(const at::Device& device) const {
   return q;
 }
 
+std::vector<at::Tensor> Nf4Tensor::as_rows() const {
+  at::NoGradGuard no_grad;
+  const int64_t r = rows();
+  auto padded = [r](const at::Tensor& t, int64_t width) {
+    return at::constant_pad_nd(t.reshape(-1), {0, r * width - t.numel()}, 0).view({r, width});
+  };
+  return {padded(codes, kRowValues / 2), padded(absmax_codes, kAbsmaxBlock),
+          absmax_scales.contiguous().view(at::kByte).view({r, 4})};
+}
+
+Nf4Tensor Nf4Tensor::over_rows(const std::vector<at::Tensor>& rows) const {
+  MT_CHECK(rows.size() == 3 && rows[0].size(0) == this->rows(), "Nf4Tensor::over_rows: 3 tensors of ", this->rows(),
+           " rows expected");
+  Nf4Tensor q = *this;
+  q.codes = rows[0].view(-1).narrow(0, 0, codes.numel());
+  q.absmax_codes = rows[1].view(-1).narrow(0, 0, absmax_codes.numel());
+  q.absmax_scales = rows[2].view(-1).view(at::kFloat);
+  return q;
+}
+
 int64_t Nf4Tensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

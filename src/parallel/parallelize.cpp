@@ -69,11 +69,17 @@ void materialize_frozen_in(model::TransformerImpl& net, const at::Device& device
 }
 
 // model.base_quant nf4: the frozen block linears held in NF4 before any layout sees them (they leave the
-// parameters, so neither DDP's broadcast nor FSDP's units hold them: every rank keeps the whole NF4 base, 0.52
-// bytes a parameter). Drawn here from the seed, one weight at a time in fp32, as every layout draws them; a run
-// from checkpoint.init_from quantizes them again from the base's values (src/train/trainer.cpp).
-void quantize_seeded_base(model::TransformerImpl& net, const Config& cfg, const at::Device& device) {
+// parameters: DDP's broadcast never sees them, and FSDP shards them apart, parallel/fsdp/fully_shard.h).
+// Replicated layouts: drawn here from the seed, one weight at a time in fp32, as every layout draws them, and
+// held whole on every rank (0.52 bytes a parameter). Sharded ones: held by their sizes only — FSDP draws and
+// quantizes each itself and keeps its rows' share, so no rank holds the whole NF4 base. A run from
+// checkpoint.init_from quantizes them again from the base's values (src/train/trainer.cpp).
+void quantize_seeded_base(model::TransformerImpl& net, const Config& cfg, const at::Device& device, bool sharded) {
   if (cfg.model.base_quant == BaseQuant::none) return;
+  if (sharded) {
+    model::hold_base_nf4_sizes(net);
+    return;
+  }
   model::quantize_base(net, device, [&](const std::string& name, at::IntArrayRef shape) {
     at::Tensor w = at::empty(shape, at::TensorOptions().device(device).dtype(at::kFloat));
     model::init_parameter_block(cfg.model, name, shape.vec(), std::vector<int64_t>(shape.size(), 0), w,
@@ -119,7 +125,7 @@ std::unique_ptr<ParallelModel> parallelize_module(model::Transformer net, const 
   // 2. Which parameters train: marked once on the module; every wrapper below follows the mark. Under
   //    model.base_quant nf4 the frozen block linears then leave the parameters for their NF4 copies.
   if (policy) policy->apply(*net);
-  quantize_seeded_base(*net, cfg, device);
+  quantize_seeded_base(*net, cfg, device, /*sharded=*/stage != 0);
   // 3. Activation checkpointing: the innermost runner, so the recomputation sees gathered parameters.
   model::BlockRunner ac = cfg.train.activation_checkpointing ? model::activation_checkpointing_runner()
                                                              : model::BlockRunner();

@@ -37,13 +37,14 @@ Sizes sizes(const Config& cfg, const RankLayout& l) {
     const bool train = g.trains;
     int64_t n = 1;
     for (int64_t d : p.tp_shape(0, l.tp)) n *= d;
-    // QLoRA's NF4 weights are neither cast nor gathered: each is dequantized for its GEMM (nf4_linear.h).
+    // QLoRA's NF4 weights are never cast: each is dequantized for its GEMM (nf4_linear.h); FSDP gathers their
+    // rows as bytes (rank_state.h).
     const bool nf4 = held_in_nf4(l, p, train);
     if (nf4) s.dequantized = std::max(s.dequantized, n);
     // parallelize(): a frozen parameter may be held in the compute dtype already (LoRA's base), then not cast.
     const int64_t cast = !nf4 && p.matmul && (train || l.frozen_bytes == 4) ? n : 0;
     // FSDP gathers a trainable unit in param_dtype, a frozen one in the dtype it is held in (rank_state.cpp).
-    const int64_t gathered = nf4 ? 0 : (train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes) * n;
+    const int64_t gathered = nf4 ? nf4_rows(n) * kNf4RowBytes : (train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes) * n;
     if (p.block == 0) s.block += n, s.block_cast += cast, s.block_gathered += gathered;
     if (p.block < 0) {
       if (p.name.rfind("tok_embed.", 0) == 0) s.embed_trains = train;

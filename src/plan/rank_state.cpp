@@ -39,6 +39,12 @@ int64_t nf4_bytes(int64_t n) {
   return (n + 1) / 2 + blocks + 4 * ((blocks + 255) / 256) + 4 * 256 + 4;
 }
 
+int64_t nf4_rows(int64_t n) { return (n + 16383) / 16384; }
+
+int64_t nf4_shard_bytes(int64_t n, int64_t shard) {
+  return (nf4_rows(n) + shard - 1) / shard * kNf4RowBytes + 4 * 256 + 4;
+}
+
 bool held_in_nf4(const RankLayout& l, const ParamSpec& p, bool train) {
   const std::string suffix = ".weight";
   const bool weight = p.name.size() > suffix.size() &&
@@ -69,8 +75,15 @@ RankState param_state(const ParamSpec& p, bool train, const RankLayout& l, int64
   const auto shape = p.tp_shape(tp_rank, l.tp);
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
-  if (held_in_nf4(l, p, train)) {  // src/parallel/parallelize.cpp: whole on every rank, outside the layout
-    s.frozen += nf4_bytes(numel);
+  if (held_in_nf4(l, p, train)) {
+    if (l.zero_stage == 0) {  // src/parallel/parallelize.cpp: whole on every rank, outside the layout
+      s.frozen += nf4_bytes(numel);
+      return s;
+    }
+    // parallel/fsdp/fully_shard.h: this rank's rows; their gathered whole (ZeRO-1/2 keep it, FSDP while in use).
+    s.frozen += nf4_shard_bytes(numel, l.shard);
+    if (l.alias) return s;
+    (l.zero_stage < 3 ? s.params : s.gathered_params) += nf4_rows(numel) * kNf4RowBytes;
     return s;
   }
   const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype

@@ -30,6 +30,7 @@ struct Counts {
   double frozen = 0;           // local: frozen parameters (LoRA's base), gathered by FSDP but never reduced
   double embed_trainable = 0;  // local: the root unit's (embeddings, head) trainable part
   double embed_frozen = 0;     // local: … and its frozen part
+  double nf4_bytes = 0;        // QLoRA's NF4 weights' rows, which FSDP gathers as bytes (rank_state.h)
 };
 
 Counts counts(const Config& cfg, int64_t tp) {
@@ -44,9 +45,9 @@ Counts counts(const Config& cfg, int64_t tp) {
     const bool embed = p.name.rfind("tok_embed", 0) == 0 || p.name.rfind("pos_embed", 0) == 0 ||
                        p.name.rfind("lm_head", 0) == 0;
     const bool train = g.trains;
-    // QLoRA's NF4 weights are held whole on every rank: FSDP gathers none of them.
-    const bool gathered = !held_in_nf4(nf4, p, train);
-    if (gathered) (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
+    // QLoRA's NF4 weights: gathered by FSDP as their bytes (0.516 a value), not in a float dtype.
+    if (held_in_nf4(nf4, p, train)) c.nf4_bytes += k * static_cast<double>(nf4_rows(local) * kNf4RowBytes);
+    else (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
     if (embed) (train ? c.embed_trainable : c.embed_frozen) += k * static_cast<double>(local);
   }
   return c;
@@ -90,7 +91,7 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
   // they are held in (rank_state.h: a bf16 base is gathered as it is, an fp32 one in param_dtype).
   const double last = std::min(1.0, n.embed_trainable / std::max(P, 1.0));
   const double fb = l.frozen_bytes == 4 ? pb : l.frozen_bytes;
-  const double gathered = pb * P + fb * n.frozen;
+  const double gathered = pb * P + fb * n.frozen + n.nf4_bytes;
   const double first = std::min(1.0, (pb * n.embed_trainable + fb * n.embed_frozen) / std::max(gathered, 1.0));
   const std::string shard_dim = l.fsdp > 1 ? "fsdp" : "dp";
   if (l.zero_stage == 0) {

@@ -106,10 +106,17 @@ meshtrain_add_test(multiproc parallel desync_timeout
 # against one process at the same tolerance.
 parallel_layout(ddp2_lora 2 llama_lora --family llama --lora --layout ddp --accum 2 --ac)
 parallel_layout(fsdp2_lora 2 llama_lora --family llama --lora --layout fsdp --accum 2 --ac)
-# QLoRA (model.base_quant nf4): the NF4 block linears held whole on every rank outside DDP's and FSDP's
-# parameters, the rest as under LoRA; --check-plan counts the NF4 bytes against the planner's nf4_bytes.
+# QLoRA (model.base_quant nf4): the NF4 block linears outside the module's parameters — whole on every rank
+# under DDP, their rows sharded by FSDP/ZeRO (each rank 1/2 of them, checked) — the rest as under LoRA;
+# --check-plan counts the NF4 bytes against the planner's nf4_bytes / nf4_shard_bytes. The NF4 bytes gather
+# exactly, so the dequantized base is the single process's to the bit: the losses match it at the layouts'
+# fp32 tolerance (the adapters' gradients are averaged in another order).
 parallel_layout(ddp2_qlora 2 llama_qlora --family llama --lora --nf4 --layout ddp --accum 2 --ac)
 parallel_layout(fsdp2_qlora 2 llama_qlora --family llama --lora --nf4 --layout fsdp --accum 2 --ac)
+# FSDP shards the NF4 rows: without activation checkpointing the backward dequantizes from the forward's saved
+# views of the gathered rows, freed in between and gathered again; ZeRO-2 keeps them gathered.
+parallel_layout(fsdp2_qlora_noac 2 llama_qlora --family llama --lora --nf4 --layout fsdp --accum 2)
+parallel_layout(zero2_qlora 2 llama_qlora --family llama --lora --nf4 --layout zero2 --accum 2)
 # LoRA under tensor parallelism: the adapters split with their column-/row-parallel layers (the replicated
 # piece's partial gradients summed over tp) — TP 2 with sequence parallelism and activation checkpointing,
 # FSDP 2 × TP 2, and TP 2 with adapter dropout (masks drawn for the whole input width: the single process's).

@@ -35,6 +35,11 @@ std::vector<std::string> nf4_base_weight_names(const ModelConfig& cfg);
 using BaseValues = std::function<at::Tensor(const std::string& name, at::IntArrayRef shape)>;
 void quantize_base(TransformerImpl& net, const at::Device& device, const BaseValues& values);
 
+// Each block linear's weight held in NF4 by its sizes only (meta tensors: nothing allocated, no values): for a
+// layout that draws and quantizes each weight itself, one at a time, and keeps only its piece (FSDP:
+// parallel/fsdp/fully_shard.h), so that no rank ever holds the whole NF4 base.
+void hold_base_nf4_sizes(TransformerImpl& net);
+
 // `params` (name → tensor, no "model." prefix) with every NF4 base weight replaced by its NF4 round trip in
 // its own dtype: the base a QLoRA run trained over, which its adapters are merged into.
 void round_trip_nf4_base(const ModelConfig& cfg, std::map<std::string, at::Tensor>& params);

@@ -45,6 +45,16 @@ struct Nf4Tensor {
   // The same tensor on `device`.
   Nf4Tensor to(const at::Device& device) const;
 
+  // The storage by rows of kRowValues values (256 blocks of 64: one fp32 scale's), the unit a layout may split
+  // it by with no quantization block straddling two pieces (parallel/fsdp/fully_shard.h shards them): three
+  // byte tensors of rows() rows — codes [R, 8192], absmax codes [R, 256], the scale's fp32 bytes [R, 4] — zero
+  // past the end (a copy). over_rows() reads such rows back: this tensor's shape, map and offset over their
+  // storage (views: no copy; storage released and refilled later is seen through them).
+  static constexpr int64_t kRowValues = kBlock * kAbsmaxBlock;
+  int64_t rows() const { return absmax_scales.numel(); }
+  std::vector<at::Tensor> as_rows() const;
+  Nf4Tensor over_rows(const std::vector<at::Tensor>& rows) const;
+
   int64_t numel() const;
   int64_t blocks() const { return absmax_codes.numel(); }
   // Bytes held: codes, absmax codes, their scales (and offset).

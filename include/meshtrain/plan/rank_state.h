@@ -41,8 +41,9 @@ struct RankLayout {
   bool stream = false;        // optimizer offload streams the gradients (replicated or FSDP, no TP, no pipeline)
   int stream_bytes = 4;       // then: element size of a trainable parameter or FSDP shard (the compute dtype,
                               // bf16 on GPU)
-  bool nf4 = false;           // model.base_quant nf4: the frozen block linears held whole in NF4 on every rank
-                              // (nf4_bytes each), neither sharded, gathered nor cast
+  bool nf4 = false;           // model.base_quant nf4: the frozen block linears held in NF4, never cast —
+                              // whole on every rank in the replicated layouts (nf4_bytes each), by rows of
+                              // 256 quantization blocks under FSDP/ZeRO (nf4_shard_bytes), gathered as bytes
 
   static RankLayout from(const Config& cfg, int64_t world_size);
 };
@@ -50,6 +51,12 @@ struct RankLayout {
 // Bytes of `n` values in NF4 as model/nf4_tensor.h holds them: two codes a byte, an 8-bit absmax per 64 values,
 // an fp32 scale per 256 absmaxes, the 256-entry fp32 map and the offset — 0.516 bytes a value.
 int64_t nf4_bytes(int64_t n);
+// Under FSDP/ZeRO (parallel/fsdp/fully_shard.h): the NF4 storage of `n` values in rows of 16384 values (8192 code
+// bytes, 256 absmax codes, a 4-byte scale: kNf4RowBytes), nf4_rows(n) of them; a rank holds ceil(rows / shard)
+// rows (padded) plus the map and offset whole, and gathers all the rows (nf4_rows(n) × kNf4RowBytes).
+constexpr int64_t kNf4RowBytes = 8192 + 256 + 4;
+int64_t nf4_rows(int64_t n);
+int64_t nf4_shard_bytes(int64_t n, int64_t shard);
 // Whether parameter `p` (trains: `train`) is held in NF4 under layout `l` (QLoRA's frozen block linears).
 bool held_in_nf4(const RankLayout& l, const ParamSpec& p, bool train);
 
@@ -59,7 +66,7 @@ struct RankState {
   int64_t master = 0;     // fp32 master shards of trained parameters (sharded layouts; padding included)
   int64_t frozen = 0;     // shards of frozen parameters (sharded layouts; padding included): no master, held as
                           // they are — LoRA's base in the compute dtype (bf16 on GPU), else fp32; QLoRA's NF4
-                          // block linears (whole, any layout)
+                          // block linears (whole when replicated, their rows' shard under FSDP/ZeRO)
   int64_t grads = 0;      // gradients after the step's backward (sharded: the fp32 shard gradients)
   int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq (fp32) + a 4-byte step count per optimized tensor
   int64_t gathered_params = 0;  // FSDP: this rank's full parameters of every unit (their share when gathered)

@@ -13,6 +13,18 @@
 #include "meshtrain/model/nf4_tensor.h"
 
 namespace meshtrain::model {
+namespace {
+
+// `q`'s shape, map and offset with its codes, absmax codes and scales as meta tensors of their sizes: what a
+// layer whose storage a layout holds keeps of it (sizes answer, nothing is allocated).
+Nf4Tensor sizes_of(const Nf4Tensor& q) {
+  Nf4Tensor m = q;
+  for (at::Tensor* t : {&m.codes, &m.absmax_codes, &m.absmax_scales})
+    *t = at::empty(t->sizes(), t->options().device(at::kMeta));
+  return m;
+}
+
+}  // namespace
 
 LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts) {
   add_parameter("weight", at::empty({out, in}, opts), &weight);
@@ -20,7 +32,7 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
 }
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
-  if (nf4_) return nf4_linear(x, *nf4_, bias);
+  if (nf4_) return nf4_linear(x, nf4_current(), bias);
   if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_, fp8_input_.get());
   if (fused_bias_ && bias.defined()) return bias_linear(x, weight, bias);
   if (master_grads_) return master_linear(x, weight, bias);  // at::linear where it does not apply
@@ -45,12 +57,31 @@ void LinearImpl::hold_weight_as_nf4(Nf4Tensor q) {
   MT_CHECK(q.shape == weight.sizes().vec(), "hold_weight_as_nf4: NF4 of shape ", at::IntArrayRef(q.shape),
            " for a weight of ", weight.sizes());
   const bool first = !nf4_;
+  if (nf4_store_) {  // the layout holds the storage: it writes its piece of the new rows
+    nf4_store_(q.as_rows());
+    nf4_ = std::make_shared<const Nf4Tensor>(sizes_of(q));
+    return;
+  }
   nf4_ = std::make_shared<const Nf4Tensor>(std::move(q));
   if (first) retire_parameter("weight", at::empty(weight.sizes(), weight.options().device(at::kMeta)));
 }
 
+void LinearImpl::hold_nf4_rows(std::vector<at::Tensor> rows, Nf4RowStore store) {
+  MT_CHECK(nf4_, "hold_nf4_rows: the weight is not held in NF4");
+  MT_CHECK(rows.size() == 3 && rows[0].size(0) == nf4_->rows(), "hold_nf4_rows: 3 tensors of ", nf4_->rows(),
+           " rows expected");
+  nf4_ = std::make_shared<const Nf4Tensor>(sizes_of(*nf4_));
+  nf4_rows_ = std::move(rows);
+  nf4_store_ = std::move(store);
+}
+
+Nf4Tensor LinearImpl::nf4_current() const {
+  // Views made when the layer runs: the layout's storage is filled then (a view checks its storage's size).
+  return nf4_rows_.empty() ? *nf4_ : nf4_->over_rows(nf4_rows_);
+}
+
 at::Tensor LinearImpl::weight_values() const {
-  if (nf4_) return nf4_->dequantize(at::kFloat);
+  if (nf4_) return nf4_current().dequantize(at::kFloat);
   return weight.detach().to(at::kFloat);
 }
 

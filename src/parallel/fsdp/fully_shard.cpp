@@ -9,6 +9,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/init.h"
+#include "meshtrain/model/nf4_tensor.h"
 #include "meshtrain/model/param_module.h"
 #include "meshtrain/parallel/post_accumulate_hook.h"
 
@@ -83,8 +84,10 @@ FullyShard::FullyShard(model::TransformerImpl& net, int64_t seed, const at::Devi
   MT_CHECK(opts_.master_location == MasterLocation::device, "FullyShard: master shards on the host are not built");
   if (replicate_ && replicate_->size() == 1) replicate_.reset();
   assign_units(net);
+  assign_held(net);
   init_shards(net, seed);
   install_parameters(net);
+  install_held(net, seed);
   for (auto& b : net.buffers()) b.set_data(b.to(device_));
   for (size_t k = 0; k < params_.size(); ++k)
     if (units_[params_[k].unit].trains) set_post_accumulate_hook(params_[k].full, [this, k] { on_gradient(k); });
@@ -139,7 +142,7 @@ void FullyShard::init_shards(model::TransformerImpl& net, int64_t seed) {
   for (Param& p : params_) {
     Unit& unit = units_[p.unit];
     p.shard = unit.shard_flat.narrow(0, p.offset, p.layout.local_numel()).view(p.layout.local_shape());
-    if (p.layout.local_rows == 0) continue;
+    if (p.layout.local_rows == 0 || p.held) continue;  // held rows: install_held
     if (auto it = current.find(p.name); it != current.end())
       p.shard.copy_(it->second.narrow(0, p.layout.row_begin, p.layout.local_rows));
     else
@@ -161,10 +164,12 @@ void FullyShard::allocate_gradients() {
 }
 
 at::ScalarType FullyShard::stored_dtype(const Unit& unit) const {
+  if (unit.held) return at::kByte;
   return !unit.trains && opts_.frozen_dtype ? *opts_.frozen_dtype : at::kFloat;
 }
 
 at::ScalarType FullyShard::gathered_dtype(const Unit& unit) const {
+  if (unit.held) return at::kByte;
   return !unit.trains && opts_.frozen_dtype ? *opts_.frozen_dtype : opts_.param_dtype;
 }
 
@@ -196,6 +201,102 @@ void FullyShard::install_parameters(model::TransformerImpl& net) {
 FullyShard::~FullyShard() {
   for (auto& p : params_)
     if (units_[p.unit].trains) clear_post_accumulate_hook(p.full);
+  for (auto& h : held_) {  // the layers outlive this object: their rows become their own (no store to call)
+    std::vector<at::Tensor> rows;
+    for (size_t j = 0; j < 3; ++j) rows.push_back(params_[h.first + j].full);
+    h.layer->hold_nf4_rows(std::move(rows), {});
+  }
+}
+
+void FullyShard::assign_held(model::TransformerImpl& net) {
+  const int64_t W = shard_->size(), r = shard_->rank();
+  for (size_t b = 0; b < root_; ++b) {
+    size_t u = units_.size();
+    for (const auto& item : net.blocks->ptr(b)->named_modules()) {
+      auto layer = std::dynamic_pointer_cast<model::LinearImpl>(item.value());
+      if (!layer || !layer->nf4_weight()) continue;
+      if (u == units_.size()) {  // the block's first: its unit
+        block_units_[b].push_back(u);
+        units_.emplace_back();
+        units_.back().block = b;
+        units_.back().trains = false;
+        units_.back().held = true;
+      }
+      Unit& unit = units_[u];
+      const model::Nf4Tensor& q = *layer->nf4_weight();
+      held_.push_back({layer, params_.size()});
+      const std::string name = "blocks." + std::to_string(b) + "." + item.key() + ".weight";
+      const std::pair<const char*, int64_t> parts[] = {{"codes", model::Nf4Tensor::kRowValues / 2},
+                                                       {"absmax_codes", model::Nf4Tensor::kAbsmaxBlock},
+                                                       {"absmax_scale", 4}};
+      for (const auto& [part, width] : parts) {
+        Param p{name + ":nf4_" + part, at::Tensor(), Dim0Shard({q.rows(), width}, r, W), unit.numel, {}, {}};
+        p.unit = u;
+        p.held = true;
+        unit.numel += p.layout.padded_numel();
+        unit.params.push_back(params_.size());
+        params_.push_back(std::move(p));
+      }
+    }
+  }
+}
+
+void FullyShard::store_held(size_t first, const std::vector<at::Tensor>& rows) {
+  at::NoGradGuard no_grad;
+  for (size_t j = 0; j < 3; ++j) {
+    Param& p = params_[first + j];
+    if (p.layout.local_rows > 0)
+      p.shard.copy_(rows[j].narrow(0, p.layout.row_begin, p.layout.local_rows));
+    if (!alias_) units_[p.unit].stale = true;  // gathered again before its next use
+  }
+}
+
+void FullyShard::install_held(model::TransformerImpl& net, int64_t seed) {
+  at::NoGradGuard no_grad;
+  for (const Held& h : held_) {
+    // The layer's values: its NF4 storage, or (held by its sizes only: model::hold_base_nf4_sizes) the weight
+    // drawn for `seed` — whole, in fp32, as every layout draws it — and quantized; one weight at a time.
+    const model::Nf4Tensor& now = *h.layer->nf4_weight();
+    std::optional<model::Nf4Tensor> values;
+    if (!now.codes.is_meta()) {
+      values = now;
+    } else {
+      at::Tensor w = at::empty(now.shape, at::TensorOptions().dtype(at::kFloat).device(device_));
+      const std::string& name = params_[h.first].name;
+      model::init_parameter_block(net.config(), name.substr(0, name.find(':')), now.shape,
+                                  std::vector<int64_t>(now.shape.size(), 0), w, seed);
+      values = model::Nf4Tensor::quantize(w);
+    }
+    std::vector<at::Tensor> rows;
+    for (size_t j = 0; j < 3; ++j) {
+      Param& p = params_[h.first + j];
+      if (alias_) {
+        p.full = p.shard;  // a group of one: the shard is the whole
+      } else {
+        p.full = at::empty(p.layout.global_shape, at::TensorOptions().dtype(at::kByte).device(device_));
+        release_storage(p.full);
+      }
+      rows.push_back(p.full);
+    }
+    h.layer->hold_nf4_rows(std::move(rows), [this, first = h.first](const std::vector<at::Tensor>& r) {
+      store_held(first, r);
+    });
+    h.layer->hold_weight_as_nf4(std::move(*values));  // through the store: this rank's rows, then dropped
+  }
+}
+
+int64_t FullyShard::held_gathered_bytes() const {
+  int64_t n = 0;
+  for (const auto& p : params_)
+    if (p.held && units_[p.unit].gathered && !alias_) n += p.full.numel();
+  return n;
+}
+
+int64_t FullyShard::held_shard_bytes() const {
+  int64_t n = 0;
+  for (const auto& unit : units_)
+    if (unit.held) n += unit.shard_flat.numel();
+  return n;
 }
 
 void FullyShard::zero_grad() {
@@ -216,7 +317,10 @@ void FullyShard::start_gather(size_t u) {
   at::Tensor in = unit.shard_flat.scalar_type() == dtype ? unit.shard_flat : unit.shard_flat.to(dtype);
   // A group of one gathers nothing: the shard is the whole unit.
   unit.gather_out = shard_->size() == 1 ? in : at::empty({shard_->size() * unit.numel}, in.options());
-  unit.gather = PendingCollective::all_gather(*shard_, unit.gather_out, in);
+  // Bytes travel as 32-bit words (every row of NF4 bytes is a multiple of 4 long): the communicators move
+  // words, not bytes.
+  unit.gather = unit.held ? PendingCollective::all_gather(*shard_, unit.gather_out.view(at::kInt), in.view(at::kInt))
+                          : PendingCollective::all_gather(*shard_, unit.gather_out, in);
 }
 
 void FullyShard::ensure_gathered(size_t u) {
@@ -488,7 +592,8 @@ void FullyShard::gather_all() {
 
 std::vector<FullyShard::ShardParam> FullyShard::shard_parameters() const {
   std::vector<ShardParam> out;
-  for (const auto& p : params_) out.push_back({p.name, p.shard, units_[p.unit].trains});
+  for (const auto& p : params_)
+    if (!p.held) out.push_back({p.name, p.shard, units_[p.unit].trains});
   return out;
 }
 
@@ -509,7 +614,8 @@ std::vector<ShardedTensor> FullyShard::sharded_parameters() const {
   std::vector<ShardedTensor> out;
   const bool write = !replicate_ || replicate_->rank() == 0;
   for (const auto& p : params_)
-    out.push_back({p.name, global_shape(p), global_offsets(p), p.shard, write && (!tp_ || tp_->counts(p.name))});
+    if (!p.held)
+      out.push_back({p.name, global_shape(p), global_offsets(p), p.shard, write && (!tp_ || tp_->counts(p.name))});
   return out;
 }
 

@@ -39,7 +39,11 @@
 //   --bf16: train.dtype bf16 (autocast, the fp32 masters' weight gradients from the GEMMs) on the GPU, held to
 //           the bf16 bound (tolerance()); without it every layout runs in fp32.
 //   --nf4: model.base_quant nf4 (with --lora: QLoRA, docs/lora.md): the block linears held in NF4 outside the
-//           parameters, whole on every rank; --check-plan counts their bytes (Nf4Tensor::bytes) with the frozen ones.
+//           parameters — whole on every rank under DDP, by rows of 256 quantization blocks under FSDP — on a wider
+//           model (d_model 256, d_ff 512: every weight 2 to 8 rows of 16384 values, so FSDP 2 splits each in
+//           halves); --check-plan counts their bytes (Nf4Tensor::bytes; FSDP: its held shards, FullyShard::
+//           held_shard_bytes, + each weight's map and offset) with the frozen ones, and under FSDP fails unless
+//           a rank holds 1/W of the NF4 rows.
 //   --lora-dropout P: model.lora_dropout P (with --lora). Ranks draw the adapters' dropout masks from their
 //           default generators, seeded alike in every process (train.seed, as the trainer does), so a layout
 //           whose ranks see the single process's micro-batches in its order (TP alone) drops what it drops.
@@ -82,6 +86,7 @@
 #include "meshtrain/model/linear/linear.h"
 #include "meshtrain/model/nf4_base.h"
 #include "meshtrain/model/nf4_tensor.h"
+#include "meshtrain/parallel/fsdp/sharded_model.h"
 #include "meshtrain/parallel/full_tensor.h"
 #include "meshtrain/parallel/parallelize.h"
 #include "meshtrain/plan/rank_state.h"
@@ -117,6 +122,12 @@ Config make_config(const Args& a, int world) {
     c.model.n_head = 8;
     c.model.n_kv_head = a.family == "llama" ? 4 : 8;
     c.model.d_ff = 64;
+  }
+  if (a.nf4) {  // weights of whole NF4 rows (16384 values), several each: FSDP shards them evenly
+    c.model.d_model = 256;
+    c.model.n_head = 2;
+    c.model.n_kv_head = 1;
+    c.model.d_ff = 512;
   }
   if (a.pp_model) {
     c.model.n_layer = 8;
@@ -288,10 +299,24 @@ int check_plan(const parallel::ParallelModel& par, const train::Optimizer& opt, 
   for (const auto& p : module) got.grads += seen.add(p.grad());
   for (const auto& s : shards) got.grads += seen.add(s.local.grad());
   for (const auto& [name, t] : opt.state_tensors()) got.optimizer += seen.add(t);
-  // QLoRA's NF4 weights, no parameters: held whole by every rank (the plan counts them as frozen).
-  int64_t nf4 = 0;
+  // QLoRA's NF4 weights, no parameters (the plan counts them as frozen): held whole by every rank, or under
+  // FSDP this rank's shards of their rows beside each weight's map and offset.
+  int64_t nf4 = 0, maps = 0, rows = 0;
   for (const auto& [name, lin] : model::nf4_base_linears(*par.net().ptr()))
-    if (const model::Nf4Tensor* q = lin->nf4_weight()) nf4 += q->bytes();
+    if (const model::Nf4Tensor* q = lin->nf4_weight()) {
+      nf4 += q->bytes();
+      maps += q->absmax_map.numel() * 4 + 4;
+      rows += q->rows() * plan::kNf4RowBytes;
+    }
+  const auto* sharded = dynamic_cast<const parallel::ShardedModel*>(&par);
+  if (const int64_t held = sharded ? sharded->fully_shard().held_shard_bytes() : 0; held > 0) {
+    nf4 = held + maps;
+    got.params += sharded->fully_shard().held_gathered_bytes();  // ZeRO-1/2 keep the rows gathered
+    const bool half = held * l.shard == rows;  // the wider --nf4 model: every weight's rows split evenly
+    std::printf("%s rank %d holds %lld bytes of NF4 rows of %lld (1/%lld)\n", half ? "nf4:" : "FAIL nf4:", rank,
+                static_cast<long long>(held), static_cast<long long>(rows), static_cast<long long>(l.shard));
+    if (!half) return 1;
+  }
   // The shards held are the master shards and the frozen parameters' shards together (the plan counts them apart).
   const bool same = got.params == want.params && got.master + nf4 == want.master + want.frozen &&
                     got.grads == want.grads && got.optimizer == want.optimizer;

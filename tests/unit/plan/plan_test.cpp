@@ -346,16 +346,48 @@ TEST(MemoryModel, QloraHoldsTheBaseInNf4) {
   EXPECT_TRUE(q70.fits) << q70.device_total / kGiB << " GiB";
   EXPECT_LT(static_cast<double>(q70.state.frozen) / kGiB, 34.0);  // 68.5e9 block-linear parameters × 0.516 B
   EXPECT_FALSE(estimate_memory(qlora("llama3.1-70b", BaseQuant::none, true), 1, gpu_spec("h100-80gb")).fits);
-  // Under FSDP the NF4 base is held whole on each rank: only the rest is sharded.
-  Config f = qlora("llama3.1-70b", BaseQuant::nf4, true);
-  f.parallel.fsdp = 8;
-  resolve(f, 8);
-  // Beside the whole NF4 base: an eighth of the bf16 embedding and head (and norms).
-  const double rest = static_cast<double>(worst_rank_state(f, 8).frozen - q70.state.frozen);
-  EXPECT_NEAR(rest, 2.0 * 2 * 128256 * 8192 / 8, 1e7);
   std::printf("QLoRA at micro-batch 1, T 2048, AC: 8B %.1f GiB of l4-24gb (LoRA %.1f), 70B %.1f GiB of h100-80gb\n",
               static_cast<double>(q8.device_total) / kGiB, static_cast<double>(l8.device_total) / kGiB,
               static_cast<double>(q70.device_total) / kGiB);
+}
+
+// QLoRA under FSDP 8 (parallel/fsdp/fully_shard.h): each NF4 weight is held by rows of 16384 values (8192 code
+// bytes + 256 absmax codes + a 4-byte scale = 8452 B), ceil(rows / 8) a rank, beside its 1 KiB map and offset;
+// a block's rows are gathered whole as bytes around its forward and its backward — 0.516 B a value where the
+// bf16 LoRA base gathers 2. Counted here by hand for the 70B shape (80 blocks, the seven linears' rows: q and o
+// 4096, k and v 512, gate, up and down 14336).
+TEST(MemoryModel, QloraUnderFsdpShardsTheNf4Rows) {
+  auto fsdp8 = [](BaseQuant quant) {
+    Config c = bench("llama3.1-70b", 1, 2048, 0, true);
+    c.model.lora_rank = 16;
+    c.model.lora_alpha = 32;
+    c.model.base_quant = quant;
+    c.parallel.fsdp = 8;
+    resolve(c, 8);
+    return c;
+  };
+  const Config q = fsdp8(BaseQuant::nf4), lora = fsdp8(BaseQuant::none);
+  const int64_t rows[] = {4096, 512, 512, 4096, 14336, 14336, 14336}, row_bytes = 8192 + 256 + 4;
+  int64_t held = 0, gathered = 0;  // one layer's, per rank and whole
+  for (int64_t r : rows) held += (r + 7) / 8 * row_bytes + 4 * 256 + 4, gathered += r * row_bytes;
+  const int64_t base = 855638016;  // one layer's block-linear values
+  // The frozen shards: the NF4 rows' eighth where LoRA holds an eighth of the bf16 base.
+  EXPECT_EQ(worst_rank_state(q, 8).frozen - worst_rank_state(lora, 8).frozen, 80 * (held - 2 * base / 8));
+  EXPECT_NEAR(static_cast<double>(80 * held) / kGiB, 80 * 0.516 * base / 8 / kGiB, 0.01);  // 4.1 GiB, not 34
+  EXPECT_EQ(worst_rank_state(q, 8).gathered_params - worst_rank_state(lora, 8).gathered_params,
+            80 * (gathered - 2 * base));
+  // The gathers carry the NF4 rows: forward and backward, 80 layers' worth less than LoRA's bf16 base each.
+  const GpuSpec h100 = gpu_spec("h100-80gb");
+  const StepTime sq = estimate_step_time(q, 8, 1, h100, MfuTable::builtin());
+  const StepTime sl = estimate_step_time(lora, 8, 1, h100, MfuTable::builtin());
+  ASSERT_EQ(sq.comm[0].what, "fsdp all-gather (forward)");
+  ASSERT_EQ(sq.comm[1].what, "fsdp all-gather (backward)");
+  for (int k : {0, 1}) EXPECT_NEAR(sl.comm[k].bytes - sq.comm[k].bytes, 80.0 * (2 * base - gathered), 1.0);
+  // Memory: the running and the prefetched block's units gathered at the peak, the NF4 rows in them.
+  const MemoryEstimate mq = estimate_memory(q, 8, h100), ml = estimate_memory(lora, 8, h100);
+  EXPECT_EQ(mq.peak_at, ml.peak_at);
+  EXPECT_EQ(ml.peak.gathered - mq.peak.gathered, 2 * (2 * base - gathered));
+  EXPECT_TRUE(mq.fits);
 }
 
 // optimizer.offload: cpu where the layout downloads the gradients after the backward (ZeRO-2): the AdamW

@@ -6,8 +6,10 @@
 // Embedding under the same module name — parameter names unchanged, the model none the wiser.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/model/param_module.h"
@@ -67,7 +69,15 @@ class LinearImpl : public ParamModule {
   // parameters (no optimizer, checkpoint or layout sees it) and becomes a meta tensor of its shape, which
   // still answers size() and allocates nothing.
   void hold_weight_as_nf4(Nf4Tensor q);
-  // The NF4 weight, or null while the weight is a parameter.
+  // A layout that keeps the NF4 weight's storage itself (FSDP shards it: parallel/fsdp/fully_shard.h): from now
+  // on the weight reads its codes, absmax codes and scales from `rows` (Nf4Tensor::as_rows()'s layout; their
+  // storage is the layout's to fill before this layer runs), and a later hold_weight_as_nf4 hands the new
+  // values' rows to `store` (the layout writes its piece of them) instead of holding them whole. An empty
+  // `store`: the rows are this layer's own again.
+  using Nf4RowStore = std::function<void(const std::vector<at::Tensor>& rows)>;
+  void hold_nf4_rows(std::vector<at::Tensor> rows, Nf4RowStore store);
+  // The NF4 weight, or null while the weight is a parameter. Its storage held by a layout (hold_nf4_rows), its
+  // codes, absmax codes and scales are meta tensors of their sizes: bytes(), rows() and the map answer.
   const Nf4Tensor* nf4_weight() const { return nf4_.get(); }
   // The weight's values in fp32 whichever way it is held (the NF4 one dequantized): for export and merging.
   at::Tensor weight_values() const;
@@ -76,7 +86,12 @@ class LinearImpl : public ParamModule {
   at::Tensor bias;    // [out], undefined without bias
 
  private:
+  // The NF4 weight over its storage: nf4_ itself, or nf4_'s sizes over the layout's rows (views, made per use).
+  Nf4Tensor nf4_current() const;
+
   std::shared_ptr<const Nf4Tensor> nf4_;
+  std::vector<at::Tensor> nf4_rows_;  // hold_nf4_rows: the storage nf4_ reads, and who writes it
+  Nf4RowStore nf4_store_;
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
   bool fused_bias_ = false;

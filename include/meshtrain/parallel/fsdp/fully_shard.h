@@ -24,6 +24,14 @@
 //   streamed (optimizer offload, stage 3; stream_gradients()): shards held in the compute dtype, no gradient shard;
 //     each micro-batch's reduced shard gradient goes to the host optimizer during the backward.
 //
+// Storage a block's layers hold outside their parameters — QLoRA's NF4 weights (model.base_quant nf4,
+// model/linear/linear.h hold_nf4_rows) — is sharded like a frozen parameter: per block one more frozen unit, of
+// bytes, each NF4 weight three byte tensors by rows of 256 quantization blocks (Nf4Tensor::as_rows: codes,
+// absmax codes, scale), so a rank holds whole blocks; gathered as bytes (a quarter of the bf16 weight's) with
+// the block and freed with it, then dequantized by the layer. Not module parameters, they are in neither
+// shard_parameters() nor sharded_parameters() (no optimizer or checkpoint sees them); a layer's new values
+// (the base re-quantized from checkpoint.init_from) come through its store and overwrite this rank's rows.
+//
 // Over tensor parallelism (FSDP × TP, parallel/tp/tensor_parallel.h) the module's parameters are this rank's TP
 // blocks, and each is split by rows like any parameter: the shard is FSDP's dim-0 chunk inside the TP block,
 // so its global offsets are the block's plus the chunk's row (still a rectangle; checkpoints reshard it). Meta
@@ -41,6 +49,7 @@
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/sharded_tensor.h"
 #include "meshtrain/model/block_runner.h"
+#include "meshtrain/model/linear/linear.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/fsdp/dim0_shard.h"
 #include "meshtrain/parallel/gradient_sink.h"
@@ -110,6 +119,11 @@ class FullyShard {
   at::Tensor grad_norm_squared();
   // Elements per rank of all flat shards (padding included): the memory formula's "params / shards".
   int64_t shard_numel() const;
+  // Bytes of this rank's shards of the storage held outside the parameters (the NF4 rows above, padding
+  // included): what the planner counts as their share (plan/rank_state.h).
+  int64_t held_shard_bytes() const;
+  // Bytes of that storage gathered now: ZeRO-1/2 keep it gathered; FSDP only while a block uses it.
+  int64_t held_gathered_bytes() const;
   // Ranks the parameters and gradients are split over.
   int64_t shard_ranks() const { return shard_->size(); }
 
@@ -134,11 +148,13 @@ class FullyShard {
     at::Tensor shard_grad;  // local rows, view into unit.grad_flat
     bool seen = false;
     size_t unit = 0;
+    bool held = false;  // storage a layer holds outside its parameters (NF4 rows), not a module parameter
   };
   struct Unit {
     std::vector<size_t> params;
     size_t block = 0;            // index in the model's block list; the root's is the block count
     bool trains = true;          // false: frozen parameters only (no grad_flat, nothing reduced)
+    bool held = false;           // the block's NF4 rows: frozen bytes
     int64_t numel = 0;           // S: per-rank flat size
     at::Tensor shard_flat;       // [S] fp32 (a frozen unit: opts.frozen_dtype where set)
     at::Tensor grad_flat;        // fp32 [S]; undefined for a frozen unit, and until allocate_gradients()
@@ -155,6 +171,12 @@ class FullyShard {
   void assign_units(model::TransformerImpl& net);
   void init_shards(model::TransformerImpl& net, int64_t seed);
   void install_parameters(model::TransformerImpl& net);
+  // The NF4 rows: a frozen byte unit per block that has some; then each layer reads its rows from the unit's
+  // full tensors and writes values through store_held — first its current ones (or, held by sizes only, the
+  // weight drawn for `seed` and quantized), one weight at a time.
+  void assign_held(model::TransformerImpl& net);
+  void install_held(model::TransformerImpl& net, int64_t seed);
+  void store_held(size_t first, const std::vector<at::Tensor>& rows);
   // The fp32 shard gradients (grad_flat and each shard_grad view), made when the first reduction needs them:
   // a streaming sink (stream_gradients()) is set before that, so the streamed layout never holds them — not
   // even while the model is built, where they would add 4 bytes a trainable parameter to the device's peak.
@@ -186,6 +208,11 @@ class FullyShard {
   std::vector<int64_t> global_shape(const Param& p) const;
   std::vector<int64_t> global_offsets(const Param& p) const;
 
+  struct Held {
+    std::shared_ptr<model::LinearImpl> layer;
+    size_t first = 0;  // its three row tensors: params_[first .. first + 2]
+  };
+  std::vector<Held> held_;
   std::vector<Param> params_;
   std::vector<Unit> units_;
   std::vector<std::vector<size_t>> block_units_;  // per block 0..L-1, then the root: its units

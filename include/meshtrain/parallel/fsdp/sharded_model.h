@@ -33,6 +33,7 @@ class ShardedModel : public ParallelModel {
   std::string describe() const override { return describe_; }
 
   FullyShard& fully_shard() { return *shard_; }
+  const FullyShard& fully_shard() const { return *shard_; }
 
  protected:
   void gather_full_parameters() override { shard_->gather_all(); }
