@@ -105,13 +105,14 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   if (training && !streamed) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1));
   if (training && !offload) per_rank += 8 * P / (tp * (zero >= 1 ? shard : 1));
   // LoRA: the base does not train — held in the compute dtype (a GPU's: bf16 unless train.dtype is fp32; a lower
-  // bound on the CPU's fp32), or QLoRA's block linears in NF4 (≈ 0.5 bytes, whole on every rank; the embeddings
-  // and head counted at that rate too: a lower bound); the adapters' state is left out (a lower bound).
+  // bound on the CPU's fp32), or QLoRA's block linears in NF4 (≈ 0.5 bytes; the embeddings and head counted at
+  // that rate too: a lower bound) — either sharded by FSDP (the NF4 rows too: parallel/fsdp/fully_shard.h), whole
+  // elsewhere; the adapters' state is left out (a lower bound).
   const bool lora = training && cfg.model.lora_rank > 0;
   const bool nf4 = cfg.model.base_quant == BaseQuant::nf4;
   if (lora) {
     const Num base_bytes = nf4 ? 0.5L : (compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4);
-    per_rank = base_bytes * P / (tp * (zero >= 3 && !nf4 ? shard : 1));
+    per_rank = base_bytes * P / (tp * (zero >= 3 ? shard : 1));
   }
   const char* held = lora ? (nf4 ? "the NF4 base of QLoRA (0.5 bytes a parameter; the adapters' state not counted"
                                  : "the frozen LoRA base (in the compute dtype; the adapters' state not counted")

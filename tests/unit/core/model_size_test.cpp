@@ -116,4 +116,10 @@ TEST(ModelSize, AFrozenLoraBaseCountsItsHeldBytes) {
   EXPECT_NO_THROW(check_fits_device(c, true, gpu, "cuda:0"));
   const int64_t p = static_cast<int64_t>(model_size(c.model).params);
   EXPECT_ANY_THROW(check_fits_device(c, true, p / 2 - 1, "cuda:0"));
+  // FSDP shards the NF4 rows too: an eighth of the 0.5 bytes a rank under FSDP 8.
+  Config f = parse_config("{}", "cfg.yaml", true, {"model.preset=llama3.1-70b", "model.lora_rank=16",
+                                                    "model.base_quant=nf4", "data.train=synthetic", "parallel.fsdp=8"});
+  resolve(f, 8);
+  EXPECT_NO_THROW(check_fits_device(f, true, p / 16 + 1, "cuda:0"));
+  EXPECT_ANY_THROW(check_fits_device(f, true, p / 16 - 1, "cuda:0"));
 }

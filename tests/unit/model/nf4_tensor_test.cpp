@@ -170,3 +170,44 @@ TEST(Nf4Linear, QloraModelEqualsLoraOverTheDequantizedBase) {
   ASSERT_NE(wq->nf4_weight(), nullptr);
   EXPECT_TRUE(at::equal(wq->weight_values(), base.at("blocks.0.attn.wq.weight")));
 }
+
+// The rows FSDP shards (Nf4Tensor::as_rows): one per fp32 scale — 16384 values, 8192 code bytes, 256 absmax
+// codes, the scale's 4 bytes — zero past the end, so a piece of whole rows holds whole quantization blocks;
+// over_rows reads the same values back. A layer whose rows a layout holds (LinearImpl::hold_nf4_rows) runs
+// over them, and new values it is given go to the layout's store, not into the layer.
+TEST(Nf4Tensor, RowsHoldWholeQuantizationBlocks) {
+  const int64_t n = 3 * Nf4Tensor::kRowValues + 100;  // 770 blocks, a short last one: 4 rows, the last short
+  at::manual_seed(3);
+  const Nf4Tensor q = Nf4Tensor::quantize(at::randn({n}));
+  const auto rows = q.as_rows();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(q.rows(), 4);
+  EXPECT_EQ(rows[0].sizes(), at::IntArrayRef({4, 8192}));
+  EXPECT_EQ(rows[1].sizes(), at::IntArrayRef({4, 256}));
+  EXPECT_EQ(rows[2].sizes(), at::IntArrayRef({4, 4}));
+  for (int64_t r = 0; r < 4; ++r) {  // row r: its own 256 blocks' codes, absmax codes and scale
+    const int64_t codes = std::min<int64_t>(8192, q.codes.numel() - r * 8192);
+    const int64_t blocks = std::min<int64_t>(256, q.blocks() - r * 256);
+    EXPECT_TRUE(at::equal(rows[0][r].narrow(0, 0, codes), q.codes.narrow(0, r * 8192, codes)));
+    EXPECT_EQ(rows[0][r].narrow(0, codes, 8192 - codes).count_nonzero().item<int64_t>(), 0);
+    EXPECT_TRUE(at::equal(rows[1][r].narrow(0, 0, blocks), q.absmax_codes.narrow(0, r * 256, blocks)));
+    EXPECT_EQ(rows[2][r].view(at::kFloat).item<float>(), q.absmax_scales[r].item<float>());
+  }
+  EXPECT_TRUE(at::equal(q.over_rows(rows).dequantize(at::kFloat), q.dequantize(at::kFloat)));
+
+  model::Linear lin(64, 1024, false, at::TensorOptions());  // 65536 values: 4 rows
+  lin->weight.set_requires_grad(false);
+  at::manual_seed(4);
+  lin->hold_weight_as_nf4(Nf4Tensor::quantize(at::randn({1024, 64})));
+  const at::Tensor x = at::randn({2, 64});
+  const at::Tensor before = lin->forward(x);
+  std::vector<at::Tensor> held = lin->nf4_weight()->as_rows(), stored;
+  lin->hold_nf4_rows(held, [&](const std::vector<at::Tensor>& r) { stored = r; });
+  EXPECT_TRUE(lin->nf4_weight()->codes.is_meta());  // the layer keeps sizes only
+  EXPECT_TRUE(at::equal(lin->forward(x), before));
+  const Nf4Tensor next = Nf4Tensor::quantize(at::randn({1024, 64}));
+  lin->hold_weight_as_nf4(next);
+  ASSERT_EQ(stored.size(), 3u);  // handed to the store, which writes them where the layer reads
+  for (size_t j = 0; j < 3; ++j) held[j].copy_(stored[j]);
+  EXPECT_TRUE(at::equal(lin->weight_values(), next.dequantize(at::kFloat)));
+}
