@@ -33,6 +33,17 @@ Config bench(const std::string& preset, int64_t batch, int64_t seq, int64_t laye
   return c;
 }
 
+// LoRA r16 (alpha 32) on all seven projections of a `preset`-shaped model of `layers` blocks at micro-batch 1 × `seq`
+// with activation checkpointing (scripts/bench/layer_memory.py's runs), its base held as `quant`.
+Config lora_bench(const std::string& preset, int64_t seq, int64_t layers, BaseQuant quant) {
+  Config c = bench(preset, 1, seq, layers, true);
+  c.model.lora_rank = 16;
+  c.model.lora_alpha = 32;
+  c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  c.model.base_quant = quant;
+  return c;
+}
+
 // llama, vocab 10, d_model 4, 2 heads of 2, 1 kv head, d_ff 8, one block, untied: 236 parameters in 12 tensors.
 Config tiny_llama(int64_t world, int64_t fsdp) {
   Config c;
@@ -247,13 +258,7 @@ TEST(MemoryModel, CheckpointingAndShardingLowerThePeak) {
 // made no gradient yet), a step count per adapter tensor, and the checkpointed input — in bf16 (2·N·D), since the
 // frozen embedding is held in bf16 and so is every residual add after its lookup.
 TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
-  auto lora = [](int64_t layers) {
-    Config c = bench("llama3.1-70b", 1, 4096, layers, true);
-    c.model.lora_rank = 16;
-    c.model.lora_alpha = 32;
-    c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
-    return c;
-  };
+  auto lora = [](int64_t layers) { return lora_bench("llama3.1-70b", 4096, layers, BaseQuant::none); };
   const GpuSpec h200 = gpu_spec("h200-141gb");
   const MemoryEstimate two = estimate_memory(lora(2), 1, h200), four = estimate_memory(lora(4), 1, h200);
   int64_t base = 0, adapters = 0, adapter_tensors = 0;
@@ -285,14 +290,7 @@ TEST(MemoryModel, LoraBaseIsNeitherCopiedNorDifferentiated) {
 //   the checkpointed block input in bf16: 2·N·D (once counted 4·N·D, as if the residual were fp32: 64 MiB a layer
 //     over — the plan said 0.57 GiB a layer where an H200 measured 0.50).
 TEST(MemoryModel, QloraLayerIsItsNf4BytesAdaptersAndBf16Input) {
-  auto qlora = [](int64_t layers) {
-    Config c = bench("llama3.1-70b", 1, 4096, layers, true);
-    c.model.lora_rank = 16;
-    c.model.lora_alpha = 32;
-    c.model.lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
-    c.model.base_quant = BaseQuant::nf4;
-    return c;
-  };
+  auto qlora = [](int64_t layers) { return lora_bench("llama3.1-70b", 4096, layers, BaseQuant::nf4); };
   const GpuSpec h200 = gpu_spec("h200-141gb");
   const MemoryEstimate two = estimate_memory(qlora(2), 1, h200), four = estimate_memory(qlora(4), 1, h200);
   const int64_t N = 4096, D = 8192, K = 1024, F = 28672, r = 16;
@@ -316,18 +314,12 @@ TEST(MemoryModel, QloraLayerIsItsNf4BytesAdaptersAndBf16Input) {
 // autocast copy, no gather — plus one weight dequantized to bf16 around its GEMM. 70B fits one 80 GB GPU and 8B a
 // 24 GB one at micro-batch 1, T 2048 (with activation checkpointing), where the bf16 LoRA base does not.
 TEST(MemoryModel, QloraHoldsTheBaseInNf4) {
-  auto qlora = [](const std::string& preset, BaseQuant quant, bool ac) {
-    Config c = bench(preset, 1, 2048, 0, ac);
-    c.model.lora_rank = 16;
-    c.model.lora_alpha = 32;
-    c.model.base_quant = quant;
-    return c;
-  };
+  auto qlora = [](const std::string& preset, BaseQuant quant) { return lora_bench(preset, 2048, 0, quant); };
   EXPECT_EQ(nf4_bytes(64), 32 + 1 + 4 + 1028);
   EXPECT_EQ(nf4_bytes(8192 * 8192), 8192 * 8192 / 2 + 8192 * 8192 / 64 + 4 * 8192 * 8192 / 64 / 256 + 1028);
   // The state, counted by hand (one process): the block linears in NF4 (frozen), the norms, embedding and head in
   // bf16 and the adapters in fp32 (params).
-  const Config c8 = qlora("llama3.1-8b", BaseQuant::nf4, true);
+  const Config c8 = qlora("llama3.1-8b", BaseQuant::nf4);
   int64_t nf4 = 0, held = 0, largest = 0;
   for (const auto& p : param_table(c8.model)) {
     const bool adapter = p.name.find(".lora_") != std::string::npos, linear = p.block >= 0 && p.matmul && !adapter;
@@ -337,15 +329,15 @@ TEST(MemoryModel, QloraHoldsTheBaseInNf4) {
   EXPECT_EQ(worst_rank_state(c8, 1).frozen, nf4);
   EXPECT_EQ(worst_rank_state(c8, 1).params, held);
   const MemoryEstimate q8 = estimate_memory(c8, 1, gpu_spec("l4-24gb"));
-  const MemoryEstimate l8 = estimate_memory(qlora("llama3.1-8b", BaseQuant::none, true), 1, gpu_spec("l4-24gb"));
+  const MemoryEstimate l8 = estimate_memory(qlora("llama3.1-8b", BaseQuant::none), 1, gpu_spec("l4-24gb"));
   EXPECT_GE(q8.peak.transient, 2 * largest);  // the dequantized w1/w3 [14336, 4096] beside the inputs
   EXPECT_EQ(q8.peak.gathered, 0);
   EXPECT_TRUE(q8.fits) << q8.device_total / kGiB << " GiB";
   EXPECT_LT(q8.device_total, l8.device_total * 6 / 10);  // the bf16 base's 15 GB become 3.9
-  const MemoryEstimate q70 = estimate_memory(qlora("llama3.1-70b", BaseQuant::nf4, true), 1, gpu_spec("h100-80gb"));
+  const MemoryEstimate q70 = estimate_memory(qlora("llama3.1-70b", BaseQuant::nf4), 1, gpu_spec("h100-80gb"));
   EXPECT_TRUE(q70.fits) << q70.device_total / kGiB << " GiB";
   EXPECT_LT(static_cast<double>(q70.state.frozen) / kGiB, 34.0);  // 68.5e9 block-linear parameters × 0.516 B
-  EXPECT_FALSE(estimate_memory(qlora("llama3.1-70b", BaseQuant::none, true), 1, gpu_spec("h100-80gb")).fits);
+  EXPECT_FALSE(estimate_memory(qlora("llama3.1-70b", BaseQuant::none), 1, gpu_spec("h100-80gb")).fits);
   std::printf("QLoRA at micro-batch 1, T 2048, AC: 8B %.1f GiB of l4-24gb (LoRA %.1f), 70B %.1f GiB of h100-80gb\n",
               static_cast<double>(q8.device_total) / kGiB, static_cast<double>(l8.device_total) / kGiB,
               static_cast<double>(q70.device_total) / kGiB);
@@ -358,10 +350,7 @@ TEST(MemoryModel, QloraHoldsTheBaseInNf4) {
 // 4096, k and v 512, gate, up and down 14336).
 TEST(MemoryModel, QloraUnderFsdpShardsTheNf4Rows) {
   auto fsdp8 = [](BaseQuant quant) {
-    Config c = bench("llama3.1-70b", 1, 2048, 0, true);
-    c.model.lora_rank = 16;
-    c.model.lora_alpha = 32;
-    c.model.base_quant = quant;
+    Config c = lora_bench("llama3.1-70b", 2048, 0, quant);
     c.parallel.fsdp = 8;
     resolve(c, 8);
     return c;

@@ -66,8 +66,9 @@ class LinearImpl : public ParamModule {
 
   // model.base_quant nf4 (docs/lora.md "QLoRA"): the frozen weight held as `q` from now on — forward and
   // backward dequantize it to the compute dtype (model/linear/nf4_linear.h). `weight` leaves the module's
-  // parameters (no optimizer, checkpoint or layout sees it) and becomes a meta tensor of its shape, which
-  // still answers size() and allocates nothing.
+  // parameters (no optimizer, checkpoint or layout's parameter list sees it; FSDP shards the NF4 storage apart,
+  // through hold_nf4_rows) and becomes a meta tensor of its shape, which still answers size() and allocates
+  // nothing.
   void hold_weight_as_nf4(Nf4Tensor q);
   // A layout that keeps the NF4 weight's storage itself (FSDP shards it: parallel/fsdp/fully_shard.h): from now
   // on the weight reads its codes, absmax codes and scales from `rows` (Nf4Tensor::as_rows()'s layout; their
