@@ -26,6 +26,10 @@ parallel_gpu_layout(fsdp2_offload_accum2 2 "--family llama --accum 4" --family l
 parallel_gpu_layout(zero1 2 "--family gpt2 --accum 2" --family gpt2 --layout zero1)
 parallel_gpu_layout(zero2 2 "--family gpt2 --accum 2" --family gpt2 --layout zero2)
 parallel_gpu_layout(fsdp2 2 "--family llama --accum 2" --family llama --layout fsdp)
+# QLoRA under FSDP 2: the NF4 rows sharded, gathered as bytes (staged through the host as 32-bit words) and
+# dequantized by the CUDA kernel over the gathered rows' views, in the forward, the recompute and the backward.
+parallel_gpu_layout(fsdp2_qlora 2 "--family llama --lora --nf4 --accum 2" --family llama --lora --nf4 --layout fsdp
+                    --accum 2 --ac)
 parallel_gpu_layout(hsdp2x2 4 "--family gpt2 --accum 4" --family gpt2 --layout hsdp --fsdp 2)
 parallel_gpu_layout(tp2 2 "--family gpt2 --tp-model" --family gpt2 --tp-model --layout ddp --tp 2)
 parallel_gpu_layout(tp2_sp 2 "--family llama --tp-model" --family llama --tp-model --layout ddp --tp 2 --sp)
