@@ -1,8 +1,9 @@
 // The decode-attention kernel (model/kernels/paged_decode.h) against the reference paged attention
 // (model/paged_attention.h with no decodes declared: gather + SDPA per sequence), run on the GPU in fp32 on the
 // same values. Sequences of 1, 7, 16, 17, 300 and 4000 tokens in one batch over scrambled blocks, block-table
-// rows wider than needed, GQA ratios 1/4/8, head dims 64 and 128, block sizes 16 and 12; the long batch runs
-// split over the context and the short one in a single split. Also: a zero-length (padding) row, the kernel
+// rows wider than needed (up to a decode graph's 8192 positions), GQA ratios 1/4/8, head dims 64 and 128, block
+// sizes 16 and 12; the long batch runs split over the context, the short one in a single split, and one context
+// cut so that its last run is empty. Also: a zero-length (padding) row, the kernel
 // as paged_attention takes it for a batch's leading decodes, and a CUDA graph captured once and replayed
 // with new lengths and blocks.
 #include <ATen/ATen.h>
@@ -114,12 +115,24 @@ TEST_P(PagedDecodeGpu, MatchesTheReference) {
   const auto opts = at::TensorOptions(at::kCUDA).dtype(c.dtype);
   ASSERT_TRUE(model::paged_decode_supported(at::empty({1, 2 * c.group, c.hd}, opts),
                                             at::empty({1, c.block_size, 2, c.hd}, opts)));
-  // Long: 4000 tokens in 6 rows over 2 KV heads plans many splits (and most of the short rows' splits are past
-  // their context). Short: no row past 17 tokens, table rows of at most 5 blocks: a single split.
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> batches = {
-      {"long", {300, 1, 4000, 17, 7, 16}}, {"short", {7, 17, 1, 16}}};
-  for (const auto& [label, context] : batches) {
-    const auto d = make_decode_batch(c.dtype, context, 2, c.group, c.hd, c.block_size, 3, 11);
+  // Long: 4000 tokens in 6 rows over 2 KV heads plans many splits, and each row cuts its own context into as
+  // many runs as it fills (1 token: one run; 4000: all of them). Short: no row past 17 tokens, table rows of at
+  // most 5 blocks: a single split. Wide: a decode graph's table (8192 positions) under short contexts, each
+  // row cutting its few runs out of many planned. Uneven: one row of 2072 tokens cut into 64 runs of 33, the
+  // last of which starts past the context (an empty run, its neutral partial combined).
+  struct Batch {
+    std::string label;
+    std::vector<int64_t> context;
+    int64_t table_tokens;  // the table rows' width in positions, at least the longest row's blocks + 3
+  };
+  const std::vector<Batch> batches = {{"long", {300, 1, 4000, 17, 7, 16}, 0},
+                                      {"short", {7, 17, 1, 16}, 0},
+                                      {"wide", {130, 255, 1, 64, 200, 33, 96, 129}, 8192},
+                                      {"uneven", {2072}, 4096}};
+  for (const auto& [label, context, table_tokens] : batches) {
+    const int64_t widest = (*std::max_element(context.begin(), context.end()) + c.block_size - 1) / c.block_size;
+    const int64_t extra = std::max<int64_t>(3, (table_tokens + c.block_size - 1) / c.block_size - widest);
+    const auto d = make_decode_batch(c.dtype, context, 2, c.group, c.hd, c.block_size, extra, 11);
     const auto got = model::paged_decode_attention(d.q, d.k, d.v, d.tables, d.lens);
     ASSERT_EQ(got.sizes(), d.q.sizes());
     ASSERT_EQ(got.scalar_type(), c.dtype);

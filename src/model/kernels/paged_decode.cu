@@ -4,16 +4,20 @@
 // - One CTA per (sequence, KV head, split of the context). The query heads of a GQA group (up to kMaxGroup
 //   of them; more take several CTAs) share the CTA, so each key and value is read from memory once per group.
 // - A "thread group" of TPT threads holds one token's head vector, each thread 16 bytes of it (one vector
-//   load), so a warp reads whole, contiguous head rows. The CTA walks its split in tiles: every group loads
-//   the keys and values of kTokensPerGroup tokens at once (all loads in flight before any is used), the
-//   scores of the tile go to shared memory, one warp per query head turns them into probabilities under the
-//   running maximum (online softmax, fp32, base 2 with log2(e) folded into the query's scale), and every
-//   group adds probability × value into its fp32 accumulator. The running maximum is the CTA's, not a
-//   group's, so the groups' accumulators add up plainly at the end.
-// - Split-K: the context is cut into `splits` equal runs (from the shape, never the values, so a captured
-//   graph replays with any lengths). One split writes the normalised output directly; several write
-//   (max, sum, unnormalised output) in fp32 and a second kernel combines them. A split past a sequence's
-//   context writes the neutral partial (max −inf, sum 0, output 0), so the combine never reads garbage.
+//   load), so a warp reads whole, contiguous head rows, several tokens side by side.
+// - Each warp walks its own tokens of the split with its own running maximum (online softmax, fp32, base 2
+//   with log2(e) folded into the query's scale): it loads the keys and values of kUnroll rows of tokens at
+//   once (all loads in flight before any is used), takes the scores, the warp's new maximum by shuffles,
+//   and adds probability × value into its fp32 accumulators. No barrier inside the loop: while one warp
+//   does arithmetic, the SM's other warps have their loads in flight. The CTA's warps meet once at the end,
+//   where their (max, sum, output) are combined through shared memory.
+// - Split-K: the grid has `splits` CTAs per (sequence, head group), a count from the shape alone (the batch,
+//   the heads, the table's width and the GPU's SMs), so a captured graph replays with any lengths. Each
+//   sequence cuts its own context (read on the device) into as many equal runs as it fills, each at least
+//   kMinSplitTokens long, up to `splits`: a short context at batch 1 still spreads over many SMs, a long
+//   batch splits only as far as it fills the GPU, and the CTAs a sequence leaves idle exit at once. A
+//   sequence of one run writes its normalised output directly; one of several writes (max, sum, unnormalised
+//   output) per run in fp32, and a second kernel combines the runs of those sequences.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,11 +32,10 @@ namespace {
 
 constexpr int kThreads = 128;  // 4 warps a CTA
 constexpr int kWarps = kThreads / 32;
-constexpr int kTokensPerGroup = 4;  // tokens whose keys and values one thread group has in flight per tile
-constexpr int kMaxGroup = 8;        // query heads a CTA holds (q and the accumulator are registers per head)
-constexpr int64_t kMinSplitTokens = 128;  // shorter splits spend more on the combine than they save
+constexpr int kMaxGroup = 8;          // query heads a CTA holds (q and the accumulator are registers per head)
+constexpr int kMinSplitTokens = 32;   // about one pass of the CTA's warps: shorter runs cost more to combine
 constexpr int64_t kMaxSplits = 64;
-constexpr int kCtasPerSm = 4;  // about what fits at once; the split count aims for this many per SM
+constexpr int kCtasPerSm = 4;  // a little over what fits at once (3–4): the split count aims for this many per SM
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -43,26 +46,36 @@ int64_t decode_group_tile(int64_t g) {
   return t;
 }
 
-template <typename T, int HD>
+template <typename T, int HD, int GT>
 struct DecodeTile {
-  static constexpr int kVec = kVec16<T>;         // head-dim elements per thread (one 16-byte load)
-  static constexpr int kTpt = HD / kVec;         // threads per token
-  static constexpr int kGroups = kThreads / kTpt;  // tokens a CTA handles side by side
-  static constexpr int kTile = kGroups * kTokensPerGroup;
+  static constexpr int kVec = kVec16<T>;   // head-dim elements per thread (one 16-byte load)
+  static constexpr int kTpt = HD / kVec;   // threads per token
+  static constexpr int kTpw = 32 / kTpt;   // tokens a warp reads side by side
+  // Rows of kTpw tokens a warp has in flight: four, or two where eight heads' queries and accumulators
+  // already take most of the registers.
+  static constexpr int kUnroll = GT >= 8 ? 2 : 4;
+  static constexpr int kWarpTokens = kTpw * kUnroll;  // tokens a warp takes per pass
   static_assert(HD % kVec == 0 && kTpt <= 32 && 32 % kTpt == 0, "a token's head vector must fit one warp");
 };
 
-__device__ __forceinline__ float decode_warp_max(float x) {
-  for (int off = 16; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, off));
-  return x;
+// How sequence b cuts its context of ctx positions: `live` runs (1 ≤ live ≤ splits) of `run` positions, the
+// last one shorter or, rarely, empty. The decode kernel and the combine kernel both derive it from ctx.
+struct DecodeRuns {
+  int live, run;
+};
+
+__device__ __forceinline__ DecodeRuns decode_runs(int ctx, int splits) {
+  const int live = max(1, min(splits, (ctx + kMinSplitTokens - 1) / kMinSplitTokens));
+  return {live, (ctx + live - 1) / live};
 }
 
-__device__ __forceinline__ float decode_warp_sum(float x) {
-  for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(kFullMask, x, off);
-  return x;
+__device__ __forceinline__ int decode_context(const PagedDecodeShape& s, const int32_t* context_lens, int64_t b) {
+  // Clamped to what the table row can address, so a bad length reads no entry past the row; 0 (a padding row)
+  // gives an empty run, hence zeros.
+  return max(0, min(context_lens[b], static_cast<int>(s.max_blocks * s.block_size)));
 }
 
-// Where the splits' partial results live in the scratch: out [B·H, splits, hd], then max and sum [B·H, splits].
+// Where the runs' partial results live in the scratch: out [B·H, splits, hd], then max and sum [B·H, splits].
 // F: float where written, const float where read.
 template <typename F>
 struct DecodePartials {
@@ -77,213 +90,210 @@ __device__ inline DecodePartials<F> decode_partials(F* scratch, const PagedDecod
   return {scratch, scratch + rows * s.hd, scratch + rows * (s.hd + 1)};
 }
 
-// Grid (splits, H_kv · chunks, B): CTA (split, kvh · chunks + chunk, b) takes query heads
-// [kvh · G + chunk · GT, + GT) ∩ kvh's group of G, over positions [split · split_tokens, + split_tokens) ∩
-// [0, context_lens[b]).
+// One warp's pass over its tokens [base, base + kWarpTokens) ∩ [.., t1): loads, scores, the warp's running
+// maximum m and the thread's token group's sum l (every group of the warp shares m, so the groups' sums and
+// accumulators add up plainly at the end).
 template <typename T, int HD, int GT>
-__global__ void __launch_bounds__(kThreads)
-    paged_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
-                        const int32_t* __restrict__ tables, const int32_t* __restrict__ context_lens,
-                        PagedDecodeShape s, int chunks, float scale_log2, float* __restrict__ scratch,
-                        T* __restrict__ out) {
-  using Tile = DecodeTile<T, HD>;
-  constexpr int kVec = Tile::kVec, kTpt = Tile::kTpt, kGroups = Tile::kGroups, kTile = Tile::kTile;
-  __shared__ float prob[GT][kTile];  // the tile's scores, then its probabilities
-  __shared__ float run_max[GT], run_sum[GT], rescale[GT];
-  __shared__ float warp_out[kWarps][GT][HD];
+struct DecodeWarp {
+  using Tile = DecodeTile<T, HD, GT>;
+  static constexpr int kVec = Tile::kVec, kTpt = Tile::kTpt, kTpw = Tile::kTpw, kU = Tile::kUnroll;
 
-  const int split = static_cast<int>(blockIdx.x);
-  const int kvh = static_cast<int>(blockIdx.y) / chunks, chunk = static_cast<int>(blockIdx.y) % chunks;
-  const int64_t b = blockIdx.z;
-  const int group_size = static_cast<int>(s.H / s.Hkv);
-  const int head0 = kvh * group_size + chunk * GT;  // this CTA's first query head
-  const int heads = min(GT, group_size - chunk * GT);
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int grp = tid / kTpt, gl = tid % kTpt;  // the thread's token group and its 16-byte piece of a head row
+  float q[GT][kVec];    // the thread's piece of each query head, pre-scaled
+  float acc[GT][kVec];  // Σ p · v over the group's tokens
+  float m[GT], l[GT];
 
-  // Positions [t0, t1) of this split. The length is clamped to what the table row can address, so a bad
-  // length reads no entry past the row; 0 (a padding row) gives an empty split everywhere, hence zeros.
-  const int max_tokens = static_cast<int>(s.max_blocks * s.block_size);
-  const int ctx = max(0, min(context_lens[b], max_tokens));
-  const int t0 = split * static_cast<int>(s.split_tokens);
-  const int t1 = min(ctx, t0 + static_cast<int>(s.split_tokens));
-
-  // Stores head (head0 + g)'s element d: unnormalised output o with its (max, sum) m and l.
-  auto store = [&](int g, int d, float o, float m, float l) {
-    const int64_t h = head0 + g;
-    if (s.splits == 1) {  // no scratch: the output itself
-      out[(b * s.H + h) * HD + d] = from_float<T>(l > 0.f ? o / l : 0.f);
-    } else {
-      const DecodePartials<float> part = decode_partials(scratch, s);
-      const int64_t row = (b * s.H + h) * s.splits + split;
-      part.out[row * HD + d] = o;
-      if (d == 0) {
-        part.max[row] = m;
-        part.sum[row] = l;
-      }
-    }
-  };
-  if (t0 >= t1) {  // past the context: the neutral partial (with one split, the zero output of an empty row)
-    for (int e = tid; e < heads * HD; e += kThreads) store(e / HD, e % HD, 0.f, -INFINITY, 0.f);
-    return;
-  }
-
-  // The thread's piece of each query head, scaled so that exp2 of a score difference is softmax's exp.
-  float qf[GT][kVec];
+  __device__ __forceinline__ void pass(const T* __restrict__ kc, const T* __restrict__ vc, const int32_t* table,
+                                       const PagedDecodeShape& s, int64_t head_off, int base, int t1, int grp) {
+    const int bs = static_cast<int>(s.block_size);
+    Vec<T, kVec> kv[kU], vv[kU];
 #pragma unroll
-  for (int g = 0; g < GT; ++g) {
-    if (g < heads) {
-      const auto qv =
-          *reinterpret_cast<const Vec<T, kVec>*>(q + b * s.q_stride[0] + (head0 + g) * s.q_stride[1] + gl * kVec);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) qf[g][j] = to_float(qv.v[j]) * scale_log2;
-    } else {  // a head past the group: computed on zeros, never stored
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) qf[g][j] = 0.f;
-    }
-  }
-  float acc[GT][kVec];
-#pragma unroll
-  for (int g = 0; g < GT; ++g)
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) acc[g][j] = 0.f;
-  if (tid < GT) {
-    run_max[tid] = -INFINITY;
-    run_sum[tid] = 0.f;
-  }  // read first after the tile loop's first barrier
-
-  const int64_t head_off = kvh * s.cache_stride[2] + gl * kVec;
-  const int32_t* table = tables + b * s.table_stride;
-  const int bs = static_cast<int>(s.block_size);
-  Vec<T, kVec> zero;
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) zero.v[j] = from_float<T>(0.f);
-
-  for (int tile = t0; tile < t1; tile += kTile) {
-    // 1. Keys and values of the group's tokens tile + u·kGroups + grp (adjacent groups read adjacent slots).
-    Vec<T, kVec> kv[kTokensPerGroup], vv[kTokensPerGroup];
-#pragma unroll
-    for (int u = 0; u < kTokensPerGroup; ++u) {
-      const int t = tile + u * kGroups + grp;
+    for (int u = 0; u < kU; ++u) {
+      const int t = base + u * kTpw + grp;
       if (t < t1) {
         const int64_t off = static_cast<int64_t>(table[t / bs]) * s.cache_stride[0] +
                             static_cast<int64_t>(t % bs) * s.cache_stride[1] + head_off;
         kv[u] = *reinterpret_cast<const Vec<T, kVec>*>(kc + off);
         vv[u] = *reinterpret_cast<const Vec<T, kVec>*>(vc + off);
       } else {
-        kv[u] = zero;
-        vv[u] = zero;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) kv[u].v[j] = vv[u].v[j] = from_float<T>(0.f);
       }
     }
-    // 2. Scores: each thread's partial dot product, summed over the group's kTpt lanes (an aligned run of a
-    //    warp, so xor offsets below kTpt stay inside it). Every lane takes part, masked tokens included.
+    // Scores: the thread's partial dot products summed over its group's kTpt lanes (an aligned run of the
+    // warp, so xor offsets below kTpt stay inside it); every lane of the group then holds the score.
+    float p[kU][GT];
 #pragma unroll
-    for (int u = 0; u < kTokensPerGroup; ++u) {
-      float sc[GT];
+    for (int u = 0; u < kU; ++u) {
+      const bool live = base + u * kTpw + grp < t1;
 #pragma unroll
       for (int g = 0; g < GT; ++g) {
         float d = 0.f;
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) d += qf[g][j] * to_float(kv[u].v[j]);
-        sc[g] = d;
-      }
+        for (int j = 0; j < kVec; ++j) d += q[g][j] * to_float(kv[u].v[j]);
 #pragma unroll
-      for (int g = 0; g < GT; ++g)
-#pragma unroll
-        for (int off = kTpt / 2; off > 0; off /= 2) sc[g] += __shfl_xor_sync(kFullMask, sc[g], off);
-      if (gl == 0) {
-        const bool live = tile + u * kGroups + grp < t1;
-#pragma unroll
-        for (int g = 0; g < GT; ++g) prob[g][u * kGroups + grp] = live ? sc[g] : -INFINITY;
+        for (int off = kTpt / 2; off > 0; off /= 2) d += __shfl_xor_sync(kFullMask, d, off);
+        p[u][g] = live ? d : -INFINITY;
       }
     }
-    __syncthreads();
-    // 3. Online softmax, one warp per head: the new running max, the tile's probabilities under it, and the
-    //    factor that moves what was accumulated under the old max to the new one. The tile's first token is
-    //    live, so the new max is finite; exp2(−inf − finite) = 0 for masked tokens and for the first tile.
-    for (int g = warp; g < GT; g += kWarps) {
-      const float m_old = run_max[g];
-      float m_tile = -INFINITY;
-      for (int i = lane; i < kTile; i += 32) m_tile = fmaxf(m_tile, prob[g][i]);
-      const float m_new = fmaxf(m_old, decode_warp_max(m_tile));
-      float sum = 0.f;
-      for (int i = lane; i < kTile; i += 32) {
-        const float p = exp2f(prob[g][i] - m_new);
-        prob[g][i] = p;
-        sum += p;
-      }
-      sum = decode_warp_sum(sum);
-      if (lane == 0) {
-        const float a = exp2f(m_old - m_new);
-        rescale[g] = a;
-        run_sum[g] = run_sum[g] * a + sum;
-        run_max[g] = m_new;
-      }
-    }
-    __syncthreads();
-    // 4. acc = acc · rescale + Σ p · v over the group's tokens (a masked token has p = 0 and v = 0).
+    // The warp's new maximum (the pass's first token, base, is live, so it is finite), the factor that
+    // moves what was summed under the old one, then the probabilities and Σ p · v.
 #pragma unroll
     for (int g = 0; g < GT; ++g) {
-      const float a = rescale[g];
+      float top = p[0][g];
+#pragma unroll
+      for (int u = 1; u < kU; ++u) top = fmaxf(top, p[u][g]);
+#pragma unroll
+      for (int off = kTpt; off < 32; off *= 2) top = fmaxf(top, __shfl_xor_sync(kFullMask, top, off));
+      const float m_new = fmaxf(m[g], top);
+      const float a = exp2f(m[g] - m_new);  // 0 on the first pass (m = −inf)
+      m[g] = m_new;
+      l[g] *= a;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) acc[g][j] *= a;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        p[u][g] = exp2f(p[u][g] - m_new);  // 0 for a masked token
+        l[g] += p[u][g];
+      }
     }
 #pragma unroll
-    for (int u = 0; u < kTokensPerGroup; ++u) {
+    for (int u = 0; u < kU; ++u) {
       float vf[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) vf[j] = to_float(vv[u].v[j]);
 #pragma unroll
-      for (int g = 0; g < GT; ++g) {
-        const float p = prob[g][u * kGroups + grp];
+      for (int g = 0; g < GT; ++g)
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) acc[g][j] += p * vf[j];
-      }
+        for (int j = 0; j < kVec; ++j) acc[g][j] += p[u][g] * vf[j];
     }
-    __syncthreads();  // the next tile overwrites prob and rescale
   }
 
-  // The groups' accumulators summed: inside each warp by shuffles (xor offsets kTpt and up cross groups),
-  // then the warps' sums through shared memory.
+  // Sums the groups' l and accumulators across the warp (xor offsets kTpt and up cross groups): lanes below
+  // kTpt then hold the warp's.
+  __device__ __forceinline__ void reduce_groups() {
 #pragma unroll
-  for (int g = 0; g < GT; ++g)
+    for (int g = 0; g < GT; ++g) {
 #pragma unroll
-    for (int j = 0; j < kVec; ++j)
+      for (int off = kTpt; off < 32; off *= 2) {
+        l[g] += __shfl_xor_sync(kFullMask, l[g], off);
 #pragma unroll
-      for (int off = kTpt; off < 32; off *= 2) acc[g][j] += __shfl_xor_sync(kFullMask, acc[g][j], off);
-  if (lane < kTpt) {  // the warp's first group (gl == lane) holds the warp's sums
+        for (int j = 0; j < kVec; ++j) acc[g][j] += __shfl_xor_sync(kFullMask, acc[g][j], off);
+      }
+    }
+  }
+};
+
+// Grid (splits, H_kv · chunks, B): CTA (split, kvh · chunks + chunk, b) takes query heads
+// [kvh · G + chunk · GT, + GT) ∩ kvh's group of G, over run `split` of row b's context (decode_runs).
+template <typename T, int HD, int GT>
+__global__ void __launch_bounds__(kThreads)
+    paged_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
+                        const int32_t* __restrict__ tables, const int32_t* __restrict__ context_lens,
+                        PagedDecodeShape s, int chunks, float scale_log2, float* __restrict__ scratch,
+                        T* __restrict__ out) {
+  using Tile = DecodeTile<T, HD, GT>;
+  constexpr int kVec = Tile::kVec, kTpt = Tile::kTpt, kWT = Tile::kWarpTokens;
+  __shared__ float warp_max[kWarps][GT], warp_sum[kWarps][GT];
+  __shared__ float warp_out[kWarps][GT][HD];
+
+  const int split = static_cast<int>(blockIdx.x);
+  const int64_t b = blockIdx.z;
+  const int ctx = decode_context(s, context_lens, b);
+  const DecodeRuns runs = decode_runs(ctx, static_cast<int>(s.splits));
+  if (split >= runs.live) return;  // a run this sequence does not need: the combine reads only the live ones
+  const int t0 = min(ctx, split * runs.run), t1 = min(ctx, t0 + runs.run);
+
+  const int kvh = static_cast<int>(blockIdx.y) / chunks, chunk = static_cast<int>(blockIdx.y) % chunks;
+  const int group_size = static_cast<int>(s.H / s.Hkv);
+  const int head0 = kvh * group_size + chunk * GT;  // this CTA's first query head
+  const int heads = min(GT, group_size - chunk * GT);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int grp = lane / kTpt, gl = lane % kTpt;  // the thread's token group in the warp, its piece of a row
+
+  DecodeWarp<T, HD, GT> w;
+#pragma unroll
+  for (int g = 0; g < GT; ++g) {
+    w.m[g] = -INFINITY;
+    w.l[g] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) w.acc[g][j] = 0.f;
+    if (g < heads) {
+      const auto qv =
+          *reinterpret_cast<const Vec<T, kVec>*>(q + b * s.q_stride[0] + (head0 + g) * s.q_stride[1] + gl * kVec);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) w.q[g][j] = to_float(qv.v[j]) * scale_log2;
+    } else {  // a head past the group: computed on zeros, never stored
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) w.q[g][j] = 0.f;
+    }
+  }
+  const int64_t head_off = kvh * s.cache_stride[2] + gl * kVec;
+  const int32_t* table = tables + b * s.table_stride;
+  for (int base = t0 + warp * kWT; base < t1; base += kWarps * kWT) w.pass(kc, vc, table, s, head_off, base, t1, grp);
+  w.reduce_groups();
+  if (lane < kTpt) {
 #pragma unroll
     for (int g = 0; g < GT; ++g)
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) warp_out[warp][g][gl * kVec + j] = acc[g][j];
+      for (int j = 0; j < kVec; ++j) warp_out[warp][g][gl * kVec + j] = w.acc[g][j];
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < GT; ++g) {
+      warp_max[warp][g] = w.m[g];
+      warp_sum[warp][g] = w.l[g];
+    }
   }
   __syncthreads();
+  // The warps combined (a warp that had no tokens has max −inf and weighs 0); a run with no tokens at all
+  // gives max −inf, sum 0, output 0: the neutral partial, or zeros where the run is the whole sequence.
   for (int e = tid; e < heads * HD; e += kThreads) {
     const int g = e / HD, d = e % HD;
-    float o = 0.f;
+    float top = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += warp_out[w][g][d];
-    store(g, d, o, run_max[g], run_sum[g]);
+    for (int v = 0; v < kWarps; ++v) top = fmaxf(top, warp_max[v][g]);
+    float o = 0.f, l = 0.f;
+    if (top != -INFINITY) {
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) {
+        const float wt = exp2f(warp_max[v][g] - top);
+        o += wt * warp_out[v][g][d];
+        l += wt * warp_sum[v][g];
+      }
+    }
+    const int64_t h = head0 + g;
+    if (runs.live == 1) {  // the whole context in this run: the output itself
+      out[(b * s.H + h) * HD + d] = from_float<T>(l > 0.f ? o / l : 0.f);
+    } else {
+      const DecodePartials<float> part = decode_partials(scratch, s);
+      const int64_t row = (b * s.H + h) * s.splits + split;
+      part.out[row * HD + d] = o;
+      if (d == 0) {
+        part.max[row] = top;
+        part.sum[row] = l;
+      }
+    }
   }
 }
 
-// One CTA per (row, head), one thread per head-dim element: out = Σ_s 2^(m_s − M)·o_s / Σ_s 2^(m_s − M)·l_s
-// with M the splits' largest max. Neutral partials weigh 0; a row whose every split is neutral (context 0)
-// gets zeros.
+// One CTA per (row, head), one thread per head-dim element: out = Σ_r 2^(m_r − M)·o_r / Σ_r 2^(m_r − M)·l_r
+// over the row's live runs, M their largest max. A row of one run was written by the decode kernel itself.
 template <typename T>
-__global__ void paged_decode_combine_kernel(PagedDecodeShape s, const float* __restrict__ scratch,
-                                            T* __restrict__ out) {
-  const DecodePartials<const float> part = decode_partials(scratch, s);
+__global__ void paged_decode_combine_kernel(PagedDecodeShape s, const int32_t* __restrict__ context_lens,
+                                            const float* __restrict__ scratch, T* __restrict__ out) {
   const int64_t row = blockIdx.x;  // b · H + h
+  const DecodeRuns runs = decode_runs(decode_context(s, context_lens, row / s.H), static_cast<int>(s.splits));
+  if (runs.live == 1) return;
+  const DecodePartials<const float> part = decode_partials(scratch, s);
   const int d = static_cast<int>(threadIdx.x);
   const float* m = part.max + row * s.splits;
   const float* l = part.sum + row * s.splits;
   const float* o = part.out + row * s.splits * s.hd + d;
   float big = -INFINITY;
-  for (int64_t i = 0; i < s.splits; ++i) big = fmaxf(big, m[i]);
+  for (int i = 0; i < runs.live; ++i) big = fmaxf(big, m[i]);
   float num = 0.f, den = 0.f;
   if (big != -INFINITY) {
-    for (int64_t i = 0; i < s.splits; ++i) {
+    for (int i = 0; i < runs.live; ++i) {
       const float w = exp2f(m[i] - big);
       num += w * o[i * s.hd];
       den += w * l[i];
@@ -303,7 +313,7 @@ LaunchError launch_decode(const PagedDecodeShape& s, const T* q, const T* k, con
                                                                 scale_log2, scratch, out);
   if (s.splits > 1)
     paged_decode_combine_kernel<T><<<static_cast<unsigned>(s.B * s.H), static_cast<unsigned>(s.hd), 0, stream>>>(
-        s, scratch, out);
+        s, lens, scratch, out);
   return launch_status();
 }
 
@@ -327,7 +337,7 @@ LaunchError decode_shape_error(const PagedDecodeShape& s, const T* q, const T* k
   if (s.B > 65535 || s.Hkv * ((s.H / s.Hkv + kMaxGroup - 1) / kMaxGroup) > 65535)
     return "paged decode: batch or head count past the grid's limit (65535)";
   if (s.max_blocks * s.block_size >= (int64_t{1} << 30)) return "paged decode: block-table rows too long";
-  if (s.splits < 1 || s.split_tokens < 1) return "paged decode: shape not planned (plan_paged_decode)";
+  if (s.splits < 1 || s.splits > kMaxSplits) return "paged decode: shape not planned (plan_paged_decode)";
   const bool strides_ok = s.q_stride[0] % n == 0 && s.q_stride[1] % n == 0 && s.cache_stride[0] % n == 0 &&
                           s.cache_stride[1] % n == 0 && s.cache_stride[2] % n == 0;
   if (!strides_ok || !aligned(q, 16) || !aligned(k, 16) || !aligned(v, 16))
@@ -340,13 +350,9 @@ LaunchError decode_shape_error(const PagedDecodeShape& s, const T* q, const T* k
 void plan_paged_decode(PagedDecodeShape& s, int num_sms) {
   const int64_t gt = decode_group_tile(s.H / std::max<int64_t>(s.Hkv, 1));
   const int64_t ctas = std::max<int64_t>(1, s.B * s.Hkv * ((s.H / std::max<int64_t>(s.Hkv, 1) + gt - 1) / gt));
-  const int64_t max_tokens = s.max_blocks * s.block_size;
-  const int64_t by_length = (max_tokens + kMinSplitTokens - 1) / kMinSplitTokens;
+  const int64_t by_length = (s.max_blocks * s.block_size + kMinSplitTokens - 1) / kMinSplitTokens;
   const int64_t by_fill = (int64_t{kCtasPerSm} * std::max(num_sms, 1) + ctas - 1) / ctas;
-  const int64_t splits = std::clamp(std::min(by_length, by_fill), int64_t{1}, kMaxSplits);
-  // Equal runs; the count recomputed so that no split starts past max_tokens.
-  s.split_tokens = std::max<int64_t>(1, (max_tokens + splits - 1) / splits);
-  s.splits = std::max<int64_t>(1, (max_tokens + s.split_tokens - 1) / s.split_tokens);
+  s.splits = std::clamp(std::min(by_length, by_fill), int64_t{1}, kMaxSplits);
 }
 
 int64_t paged_decode_scratch_floats(const PagedDecodeShape& s) {

@@ -12,12 +12,12 @@ struct PagedDecodeShape {
   int64_t q_stride[2] = {0, 0};            // q: between rows, between heads
   int64_t cache_stride[3] = {0, 0, 0};     // k and v alike: between blocks, slots, heads
   int64_t table_stride = 0;                // block_tables: between rows
-  // Set by plan_paged_decode: each row's context is cut into `splits` runs of `split_tokens` positions.
-  int64_t splits = 1, split_tokens = 1;
+  // Set by plan_paged_decode: the most runs a row's context is cut into (each row cuts its own, by its length).
+  int64_t splits = 1;
 };
 
-// Fills shape.splits and shape.split_tokens from the shape alone (B, H, H_kv, max_blocks · block_size) and
-// the GPU's SM count: enough (row, head group, split) CTAs to fill the GPU, each split at least a few tiles long.
+// Fills shape.splits from the shape alone (B, H, H_kv, max_blocks · block_size) and the GPU's SM count: enough
+// (row, head group, run) CTAs to fill the GPU. Each row then cuts its own context into at most that many runs.
 void plan_paged_decode(PagedDecodeShape& shape, int num_sms);
 
 // The fp32 scratch the launcher needs for a planned shape: the splits' partial results, 0 for one split.
