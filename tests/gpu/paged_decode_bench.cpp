@@ -3,9 +3,11 @@
 // head dim 128, bf16, blocks of 16 tokens scrambled over the cache), batch 1, 8 and 64 at contexts of 128, 1024
 // and 4096 tokens. The kernel runs twice: with table rows as wide as the context, and with the rows a decode
 // graph holds (kGraphTableTokens positions wide, the model's context, whatever the lengths), which is how the
-// serving engine calls it. Each is timed with CUDA events around single calls, the median of 20 after 3 warm-up
-// calls; the kernel's bandwidth is the keys and values it must read (B · context · H_kv · hd · 2 bytes, twice)
-// over its time in the graph's table. Prints a table; writes JSON to argv[1] (default paged_decode_bench.json). Exit code 77 without a GPU
+// serving engine calls it. The kernel is timed as the engine runs it, inside a CUDA graph: 10 calls captured
+// once, the graph replayed between CUDA events, the median of 20 replays after 3 warm-up ones, per call (an
+// eager call's host overhead would hide a short kernel); the reference, which is not capturable, as single
+// eager calls, the median of 20 after 3 warm-up. The kernel's bandwidth is the keys and values it must read
+// (B · context · H_kv · hd · 2 bytes, twice) over its time in the graph's table. Prints a table; writes JSON to argv[1] (default paged_decode_bench.json). Exit code 77 without a GPU
 // or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -19,6 +21,8 @@
 
 #if MESHTRAIN_CUDA_KERNELS
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -54,6 +58,20 @@ double median_us(const std::function<void()>& call) {
   return us[us.size() / 2];
 }
 
+// Per call: `calls` calls captured in one CUDA graph (on a side stream, as capture needs), the median replay / calls.
+double graph_us(const std::function<void()>& call, int calls = 10) {
+  call();  // warm-up outside the capture (allocations, first launch)
+  at::cuda::CUDAGraph graph;
+  {
+    const auto side = c10::cuda::getStreamFromPool();
+    const c10::cuda::CUDAStreamGuard guard(side);
+    graph.capture_begin();
+    for (int i = 0; i < calls; ++i) call();
+    graph.capture_end();
+  }
+  return median_us([&] { graph.replay(); }) / calls;
+}
+
 BenchRow bench_decode(int64_t B, int64_t context) {
   const int64_t H = 32, Hkv = 8, hd = 128, bs = 16;
   const int64_t blocks_per_seq = (context + bs - 1) / bs, num_blocks = B * blocks_per_seq;
@@ -69,8 +87,8 @@ BenchRow bench_decode(int64_t B, int64_t context) {
   const model::PagedLayerCache cache{k, v};
   BenchRow row{B, context};
   const auto wide = at::constant_pad_nd(tables, {0, std::max<int64_t>(0, kGraphTableTokens / bs - blocks_per_seq)});
-  row.kernel_us = median_us([&] { (void)model::paged_decode_attention(q, k, v, tables, lens); });
-  row.graph_table_us = median_us([&] { (void)model::paged_decode_attention(q, k, v, wide, lens); });
+  row.kernel_us = graph_us([&] { (void)model::paged_decode_attention(q, k, v, tables, lens); });
+  row.graph_table_us = graph_us([&] { (void)model::paged_decode_attention(q, k, v, wide, lens); });
   row.reference_us = median_us([&] { (void)model::paged_attention(q, cache, batch); });
   const double bytes = 2.0 * static_cast<double>(B * context * Hkv * hd) * 2.0;
   row.kernel_gbs = bytes / (row.graph_table_us * 1e-6) / 1e9;

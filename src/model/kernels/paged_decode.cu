@@ -6,11 +6,12 @@
 // - A "thread group" of TPT threads holds one token's head vector, each thread 16 bytes of it (one vector
 //   load), so a warp reads whole, contiguous head rows, several tokens side by side.
 // - Each warp walks its own tokens of the split with its own running maximum (online softmax, fp32, base 2
-//   with log2(e) folded into the query's scale): it loads the keys and values of kUnroll rows of tokens at
-//   once (all loads in flight before any is used), takes the scores, the warp's new maximum by shuffles,
-//   and adds probability × value into its fp32 accumulators. No barrier inside the loop: while one warp
-//   does arithmetic, the SM's other warps have their loads in flight. The CTA's warps meet once at the end,
-//   where their (max, sum, output) are combined through shared memory.
+//   with log2(e) folded into the query's scale). Its keys and values reach shared memory by asynchronous
+//   copies (cp.async) two passes ahead of the arithmetic, and the block ids of the pass after those are
+//   prefetched into registers, so the cache is being read while the warp works: per pass it waits for its
+//   copies, takes the scores, the warp's new maximum by shuffles, and adds probability × value into its fp32
+//   accumulators. Each thread reads back only the slots it copied itself, so the loop has no barrier at all.
+//   The CTA's warps meet once at the end, where their (max, sum, output) are combined in shared memory.
 // - Split-K: the grid has `splits` CTAs per (sequence, head group), a count from the shape alone (the batch,
 //   the heads, the table's width and the GPU's SMs), so a captured graph replays with any lengths. Each
 //   sequence cuts its own context (read on the device) into as many equal runs as it fills, each at least
@@ -90,53 +91,78 @@ __device__ inline DecodePartials<F> decode_partials(F* scratch, const PagedDecod
   return {scratch, scratch + rows * s.hd, scratch + rows * (s.hd + 1)};
 }
 
-// One warp's pass over its tokens [base, base + kWarpTokens) ∩ [.., t1): loads, scores, the warp's running
-// maximum m and the thread's token group's sum l (every group of the warp shares m, so the groups' sums and
+// 16 bytes from global to shared memory without passing through registers; zeros where !live (src-size 0).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool live) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(live ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// One warp's walk over its tokens: passes of kWarpTokens tokens, the next two passes' keys and values in
+// flight into the warp's two shared-memory stages while one is worked on. Holds the warp's running maximum m
+// and the thread's token group's sum l (every group of the warp shares m, so the groups' sums and
 // accumulators add up plainly at the end).
 template <typename T, int HD, int GT>
 struct DecodeWarp {
   using Tile = DecodeTile<T, HD, GT>;
   static constexpr int kVec = Tile::kVec, kTpt = Tile::kTpt, kTpw = Tile::kTpw, kU = Tile::kUnroll;
+  static constexpr int kStageVecs = kU * 2 * 32;  // a pass: per row u, keys then values, 16 bytes a lane
+  using V = Vec<T, kVec>;
 
   float q[GT][kVec];    // the thread's piece of each query head, pre-scaled
   float acc[GT][kVec];  // Σ p · v over the group's tokens
   float m[GT], l[GT];
 
-  __device__ __forceinline__ void pass(const T* __restrict__ kc, const T* __restrict__ vc, const int32_t* table,
-                                       const PagedDecodeShape& s, int64_t head_off, int base, int t1, int grp) {
-    const int bs = static_cast<int>(s.block_size);
-    Vec<T, kVec> kv[kU], vv[kU];
+  const T* kc;
+  const T* vc;
+  const int32_t* table;
+  int64_t block_stride, slot_stride, head_off;
+  int bs, t1, grp, lane;
+
+  // Block ids of the thread's tokens in the pass at `base` (0 past t1: never read).
+  __device__ __forceinline__ void load_ids(int base, int (&ids)[kU]) const {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int t = base + u * kTpw + grp;
-      if (t < t1) {
-        const int64_t off = static_cast<int64_t>(table[t / bs]) * s.cache_stride[0] +
-                            static_cast<int64_t>(t % bs) * s.cache_stride[1] + head_off;
-        kv[u] = *reinterpret_cast<const Vec<T, kVec>*>(kc + off);
-        vv[u] = *reinterpret_cast<const Vec<T, kVec>*>(vc + off);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) kv[u].v[j] = vv[u].v[j] = from_float<T>(0.f);
-      }
+      ids[u] = t < t1 ? table[t / bs] : 0;
     }
-    // Scores: the thread's partial dot products summed over its group's kTpt lanes (an aligned run of the
-    // warp, so xor offsets below kTpt stay inside it); every lane of the group then holds the score.
+  }
+
+  __device__ __forceinline__ void issue(V* stage, int base, const int (&ids)[kU]) const {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int t = base + u * kTpw + grp;
+      const bool live = t < t1;
+      const int64_t off = live ? ids[u] * block_stride + static_cast<int64_t>(t % bs) * slot_stride + head_off : 0;
+      cp_async16(&stage[(2 * u) * 32 + lane], kc + off, live);
+      cp_async16(&stage[(2 * u + 1) * 32 + lane], vc + off, live);
+    }
+  }
+
+  // The pass at `base` from its stage: scores (each thread's partial dot products summed over its group's kTpt
+  // lanes, an aligned run of the warp, so xor offsets below kTpt stay inside it), the warp's new maximum (the
+  // pass's first token, base, is live, so it is finite), the factor that moves what was summed under the old
+  // one, then the probabilities and Σ p · v. Masked tokens were copied as zeros and score −inf.
+  __device__ __forceinline__ void work(const V* stage, int base) {
     float p[kU][GT];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
+      const V kv = stage[(2 * u) * 32 + lane];
       const bool live = base + u * kTpw + grp < t1;
 #pragma unroll
       for (int g = 0; g < GT; ++g) {
         float d = 0.f;
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) d += q[g][j] * to_float(kv[u].v[j]);
+        for (int j = 0; j < kVec; ++j) d += q[g][j] * to_float(kv.v[j]);
 #pragma unroll
         for (int off = kTpt / 2; off > 0; off /= 2) d += __shfl_xor_sync(kFullMask, d, off);
         p[u][g] = live ? d : -INFINITY;
       }
     }
-    // The warp's new maximum (the pass's first token, base, is live, so it is finite), the factor that
-    // moves what was summed under the old one, then the probabilities and Σ p · v.
 #pragma unroll
     for (int g = 0; g < GT; ++g) {
       float top = p[0][g];
@@ -158,14 +184,43 @@ struct DecodeWarp {
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
+      const V vv = stage[(2 * u + 1) * 32 + lane];
       float vf[kVec];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) vf[j] = to_float(vv[u].v[j]);
+      for (int j = 0; j < kVec; ++j) vf[j] = to_float(vv.v[j]);
 #pragma unroll
       for (int g = 0; g < GT; ++g)
 #pragma unroll
         for (int j = 0; j < kVec; ++j) acc[g][j] += p[u][g] * vf[j];
     }
+  }
+
+  // Every pass base0, base0 + step, ... below t1, through the two stages. A commit group per pass (an empty
+  // one past the last) keeps "all but the newest group done" meaning "this pass has landed".
+  __device__ __forceinline__ void walk(V (*stages)[kStageVecs], int base0, int step) {
+    const int passes = base0 < t1 ? (t1 - base0 + step - 1) / step : 0;
+    int ids[kU];
+    if (passes > 0) {
+      load_ids(base0, ids);
+      issue(stages[0], base0, ids);
+    }
+    cp_async_commit();
+    if (passes > 1) {
+      load_ids(base0 + step, ids);
+      issue(stages[1], base0 + step, ids);
+    }
+    cp_async_commit();
+    if (passes > 2) load_ids(base0 + 2 * step, ids);
+    for (int i = 0; i < passes; ++i) {
+      cp_async_wait<1>();
+      work(stages[i % 2], base0 + i * step);
+      if (i + 2 < passes) {  // into the stage just worked on: this thread's reads of it are done
+        issue(stages[i % 2], base0 + (i + 2) * step, ids);
+        if (i + 3 < passes) load_ids(base0 + (i + 3) * step, ids);
+      }
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
   }
 
   // Sums the groups' l and accumulators across the warp (xor offsets kTpt and up cross groups): lanes below
@@ -192,7 +247,9 @@ __global__ void __launch_bounds__(kThreads)
                         PagedDecodeShape s, int chunks, float scale_log2, float* __restrict__ scratch,
                         T* __restrict__ out) {
   using Tile = DecodeTile<T, HD, GT>;
+  using Warp = DecodeWarp<T, HD, GT>;
   constexpr int kVec = Tile::kVec, kTpt = Tile::kTpt, kWT = Tile::kWarpTokens;
+  __shared__ typename Warp::V stages[kWarps][2][Warp::kStageVecs];
   __shared__ float warp_max[kWarps][GT], warp_sum[kWarps][GT];
   __shared__ float warp_out[kWarps][GT][HD];
 
@@ -210,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int grp = lane / kTpt, gl = lane % kTpt;  // the thread's token group in the warp, its piece of a row
 
-  DecodeWarp<T, HD, GT> w;
+  Warp w;
 #pragma unroll
   for (int g = 0; g < GT; ++g) {
     w.m[g] = -INFINITY;
@@ -227,9 +284,17 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < kVec; ++j) w.q[g][j] = 0.f;
     }
   }
-  const int64_t head_off = kvh * s.cache_stride[2] + gl * kVec;
-  const int32_t* table = tables + b * s.table_stride;
-  for (int base = t0 + warp * kWT; base < t1; base += kWarps * kWT) w.pass(kc, vc, table, s, head_off, base, t1, grp);
+  w.kc = kc;
+  w.vc = vc;
+  w.table = tables + b * s.table_stride;
+  w.block_stride = s.cache_stride[0];
+  w.slot_stride = s.cache_stride[1];
+  w.head_off = kvh * s.cache_stride[2] + gl * kVec;
+  w.bs = static_cast<int>(s.block_size);
+  w.t1 = t1;
+  w.grp = grp;
+  w.lane = lane;
+  w.walk(stages[warp], t0 + warp * kWT, kWarps * kWT);
   w.reduce_groups();
   if (lane < kTpt) {
 #pragma unroll
