@@ -5,13 +5,16 @@ target: ≥ 1.3× its tokens/s at no more peak memory).
 
 Both: Llama 3.1 8B's shape (full depth, random init), the base frozen in bf16, LoRA rank 16 (alpha 32, no
 dropout) on all seven projections (q, k, v, o, gate, up, down) with fp32 adapters and fused AdamW, bf16
-autocast, micro-batch 2 × sequence 2048 of random tokens, SDPA attention, no gradient checkpointing,
-global-norm clip 1.0. The median step after warm-up gives tokens/s; peak memory is the allocator's peak.
+autocast, micro-batch 2 × sequence 2048 of random tokens, SDPA attention, global-norm clip 1.0, no activation
+(gradient) checkpointing unless --ac, which turns it on for every row (meshtrain: train.activation_checkpointing,
+a block's input kept; transformers: gradient_checkpointing_enable, non-reentrant). The median step after warm-up gives tokens/s; peak memory is the allocator's peak.
 A third row, meshtrain-qlora, is the same meshtrain run with the base's block linears in NF4
 (`--set model.base_quant=nf4`, docs/lora.md "QLoRA"; the QLoRA issue's target: ≥ 0.8× meshtrain LoRA's tokens/s
-at ≤ 0.5× its peak memory). Prints one table and writes every row to OUT/lora_compare.json.
+at ≤ 0.5× its peak memory). --impls picks the rows (default all three). Prints one table and writes every row to
+OUT/lora_compare.json.
 
-Usage: lora_compare.py MESHTRAIN_BIN OUT_DIR [--rank 16] [--batch 2] [--seq 2048] [--layers 0] [--steps 10]
+Usage: lora_compare.py MESHTRAIN_BIN OUT_DIR [--rank 16] [--batch 2] [--seq 2048] [--layers 0] [--steps 10] [--ac]
+                       [--impls meshtrain,meshtrain-qlora,hf-peft]
        lora_compare.py --hf-peft-run [same shape flags] --json FILE     (one HF + PEFT run; what the above calls)
 """
 import argparse
@@ -47,6 +50,8 @@ def hf_peft_run(a):
         model = transformers.LlamaForCausalLM(cfg)
     torch.set_default_dtype(torch.float32)
     model.config.use_cache = False
+    if a.ac:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     lcfg = LoraConfig(r=a.rank, lora_alpha=2 * a.rank, lora_dropout=0.0, target_modules=TARGETS_HF, bias="none",
                       task_type="CAUSAL_LM")
     model = get_peft_model(model, lcfg)  # adapters in fp32 (PEFT's autocast_adapter_dtype)
@@ -74,7 +79,7 @@ def hf_peft_run(a):
             times.append(time.perf_counter() - t0)
     times.sort()
     med = times[len(times) // 2]
-    res = {"impl": "hf-peft", "params": n_params, "trainable": sum(p.numel() for p in trainable), "seq": a.seq,
+    res = {"impl": "hf-peft", "ac": a.ac, "params": n_params, "trainable": sum(p.numel() for p in trainable), "seq": a.seq,
            "batch": a.batch, "step_time_s": med, "tokens_per_s": a.batch * a.seq / med,
            "peak_memory_bytes": torch.cuda.max_memory_allocated(), "last_loss": loss.item(),
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -97,24 +102,28 @@ def compare(a):
     os.makedirs(a.out, exist_ok=True)
     shape = ["--batch", str(a.batch), "--seq", str(a.seq), "--layers", str(a.layers), "--steps", str(a.steps),
              "--warmup", str(a.warmup)]
+    ours_ac = ["--set", "train.activation_checkpointing=true"] if a.ac else []
     ours = [a.meshtrain, "bench", "train", "--preset", "llama3.1-8b", "--lora", str(a.rank),
-            "--set", "optimizer.weight_decay=0"] + shape  # model.lora_targets' default: all seven
+            "--set", "optimizer.weight_decay=0"] + ours_ac + shape  # model.lora_targets' default: all seven
     runs = [("meshtrain", ours),
             ("meshtrain-qlora", ours + ["--set", "model.base_quant=nf4"]),
-            ("hf-peft", [sys.executable, os.path.abspath(__file__), "--hf-peft-run", "--rank", str(a.rank)] + shape)]
+            ("hf-peft", [sys.executable, os.path.abspath(__file__), "--hf-peft-run", "--rank", str(a.rank)] + shape +
+             (["--ac"] if a.ac else []))]
+    runs = [r for r in runs if r[0] in a.impls]
     rows = []
     for impl, cmd in runs:
         js = os.path.join(a.out, f"lora.{impl}.json")
         if run(cmd + ["--json", js], os.path.join(a.out, f"lora.{impl}.log")):
             with open(js) as f:
                 r = json.load(f)
-            r.update(impl=impl, rank=a.rank, layers=a.layers or 32)
+            r.update(impl=impl, rank=a.rank, layers=a.layers or 32, ac=a.ac)
             rows.append(r)
     with open(os.path.join(a.out, "lora_compare.json"), "w") as f:
         json.dump(rows, f, indent=1)
     hf = next((r for r in rows if r["impl"] == "hf-peft"), None)
     lora = next((r for r in rows if r["impl"] == "meshtrain"), None)
-    print(f"LoRA r{a.rank}, Llama 3.1 8B shape ({a.layers or 32} layers), micro-batch {a.batch} × T {a.seq}, bf16")
+    print(f"LoRA r{a.rank}, Llama 3.1 8B shape ({a.layers or 32} layers), micro-batch {a.batch} × T {a.seq}, bf16, "
+          f"activation checkpointing {'on' if a.ac else 'off'}")
     print(f"{'impl':16s} {'tokens/s':>10s} {'peak GiB':>9s} {'× HF tokens/s':>14s} {'× HF memory':>12s} "
           f"{'× LoRA tokens/s':>16s} {'× LoRA memory':>14s}")
 
@@ -140,7 +149,14 @@ def main():
     ap.add_argument("--layers", type=int, default=0, help="override the 32 layers (0 keeps them)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--ac", action="store_true", help="activation (gradient) checkpointing on every row")
+    ap.add_argument("--impls", default="meshtrain,meshtrain-qlora,hf-peft",
+                    help="comma-separated rows to run: meshtrain, meshtrain-qlora, hf-peft")
     a = ap.parse_args()
+    known = {"meshtrain", "meshtrain-qlora", "hf-peft"}
+    a.impls = a.impls.split(",")
+    if not a.impls or any(i not in known for i in a.impls):
+        ap.error(f"--impls {','.join(a.impls)}: valid rows are {', '.join(sorted(known))}, comma-separated")
     if a.hf_peft_run:
         if not a.json:
             ap.error("--hf-peft-run needs --json FILE")
