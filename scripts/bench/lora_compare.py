@@ -7,7 +7,8 @@ Both: Llama 3.1 8B's shape (full depth, random init), the base frozen in bf16, L
 dropout) on all seven projections (q, k, v, o, gate, up, down) with fp32 adapters and fused AdamW, bf16
 autocast, micro-batch 2 × sequence 2048 of random tokens, SDPA attention, global-norm clip 1.0, no activation
 (gradient) checkpointing unless --ac, which turns it on for every row (meshtrain: train.activation_checkpointing,
-a block's input kept; transformers: gradient_checkpointing_enable, non-reentrant). The median step after warm-up gives tokens/s; peak memory is the allocator's peak.
+a block's input kept; transformers: gradient_checkpointing_enable, non-reentrant). The median step after warm-up
+gives tokens/s; peak memory is the allocator's peak.
 A third row, meshtrain-qlora, is the same meshtrain run with the base's block linears in NF4
 (`--set model.base_quant=nf4`, docs/lora.md "QLoRA"; the QLoRA issue's target: ≥ 0.8× meshtrain LoRA's tokens/s
 at ≤ 0.5× its peak memory). --impls picks the rows (default all three). Prints one table and writes every row to
@@ -79,8 +80,8 @@ def hf_peft_run(a):
             times.append(time.perf_counter() - t0)
     times.sort()
     med = times[len(times) // 2]
-    res = {"impl": "hf-peft", "ac": a.ac, "params": n_params, "trainable": sum(p.numel() for p in trainable), "seq": a.seq,
-           "batch": a.batch, "step_time_s": med, "tokens_per_s": a.batch * a.seq / med,
+    res = {"impl": "hf-peft", "ac": a.ac, "params": n_params, "trainable": sum(p.numel() for p in trainable),
+           "seq": a.seq, "batch": a.batch, "step_time_s": med, "tokens_per_s": a.batch * a.seq / med,
            "peak_memory_bytes": torch.cuda.max_memory_allocated(), "last_loss": loss.item(),
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                         "peft": __import__("peft").__version__}}

@@ -46,7 +46,8 @@ void hold_base_nf4_sizes(TransformerImpl& net) {
     const int64_t n = lin->weight.numel(), blocks = (n + Nf4Tensor::kBlock - 1) / Nf4Tensor::kBlock;
     q.codes = at::empty({(n + 1) / 2}, meta.dtype(at::kByte));
     q.absmax_codes = at::empty({blocks}, meta.dtype(at::kByte));
-    q.absmax_scales = at::empty({(blocks + Nf4Tensor::kAbsmaxBlock - 1) / Nf4Tensor::kAbsmaxBlock}, meta.dtype(at::kFloat));
+    const int64_t scales = (blocks + Nf4Tensor::kAbsmaxBlock - 1) / Nf4Tensor::kAbsmaxBlock;
+    q.absmax_scales = at::empty({scales}, meta.dtype(at::kFloat));
     q.absmax_map = at::empty({256}, meta.dtype(at::kFloat));
     lin->hold_weight_as_nf4(std::move(q));
   }

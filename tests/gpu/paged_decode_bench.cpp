@@ -7,8 +7,8 @@
 // once, the graph replayed between CUDA events, the median of 20 replays after 3 warm-up ones, per call (an
 // eager call's host overhead would hide a short kernel); the reference, which is not capturable, as single
 // eager calls, the median of 20 after 3 warm-up. The kernel's bandwidth is the keys and values it must read
-// (B · context · H_kv · hd · 2 bytes, twice) over its time in the graph's table. Prints a table; writes JSON to argv[1] (default paged_decode_bench.json). Exit code 77 without a GPU
-// or without the kernels in the build.
+// (B · context · H_kv · hd · 2 bytes, twice) over its time in the graph's table. Prints a table; writes JSON to
+// argv[1] (default paged_decode_bench.json). Exit code 77 without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 

@@ -36,7 +36,8 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 8;          // query heads a CTA holds (q and the accumulator are registers per head)
 constexpr int kMinSplitTokens = 32;   // about one pass of the CTA's warps: shorter runs cost more to combine
 constexpr int64_t kMaxSplits = 64;
-constexpr int kCtasPerSm = 4;  // a little over what fits at once (3–4): the split count aims for this many per SM
+constexpr int kCtasPerSm = 4;  // what fits at once for a GQA group of 4 (registers, shared memory): the split
+                               // count aims for this many per SM
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
