@@ -103,10 +103,10 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// One warp's walk over its tokens: passes of kWarpTokens tokens, the next two passes' keys and values in
-// flight into the warp's two shared-memory stages while one is worked on. Holds the warp's running maximum m
-// and the thread's token group's sum l (every group of the warp shares m, so the groups' sums and
-// accumulators add up plainly at the end).
+// One warp's walk over its tokens: passes of kWarpTokens tokens through the warp's two shared-memory stages.
+// A pass's copies are issued as the pass two before it is done, so the next pass's are in flight into one
+// stage while the other is worked on. Holds the warp's running maximum m and the thread's token group's sum l
+// (every group of the warp shares m, so the groups' sums and accumulators add up plainly at the end).
 template <typename T, int HD, int GT>
 struct DecodeWarp {
   using Tile = DecodeTile<T, HD, GT>;
