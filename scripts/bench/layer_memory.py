@@ -27,7 +27,10 @@ The plan gets the same --set values as the run. A mode whose run fails is report
 for the others.
 
     python3 scripts/bench/layer_memory.py build/bin/meshtrain OUT [--seq 4096] [--batch 1]
-        [--modes full,lora,offload,offload_fsdp]
+        [--modes full,lora,offload,offload_fsdp] [--gpu auto|h100-80gb|...]
+
+The plan's card (--gpu) is by default the one the runs use (nvidia-smi's name of GPU 0, as `meshtrain plan --gpu`
+names it); the per-layer peaks do not depend on it, but the table and the JSON say which card measured them.
 """
 import argparse
 import json
@@ -86,6 +89,25 @@ def predict(meshtrain, out, mode, layers, args):
     return json.loads(p.stdout)["layouts"][0]["memory"]["peak_allocated_bytes"]
 
 
+# meshtrain plan's card names (src/plan/gpu_spec.cpp) by a part of the name nvidia-smi gives; the first match wins.
+PLAN_GPUS = [("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A100-SXM4-40GB", "a100-40gb"),
+             ("A100-PCIE-40GB", "a100-40gb"), ("A100", "a100-80gb"), ("L4", "l4-24gb")]
+
+
+def visible_gpu():
+    """(nvidia-smi's name of GPU 0, the plan's name for it); the plan's default card where neither is known."""
+    try:
+        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        name = ""
+    plan = next((p for part, p in PLAN_GPUS if part in name), None)
+    if plan is None:
+        print(f"the GPU is '{name or 'unknown'}', which meshtrain plan does not name: planning for h200-141gb",
+              file=sys.stderr)
+    return name or "unknown", plan or "h200-141gb"
+
+
 def split(two, four):
     per = (four - two) / 2
     return per, two - 2 * per
@@ -98,13 +120,18 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--gpu", default="h200-141gb", help="the GPU the plan assumes (meshtrain plan --gpu)")
+    ap.add_argument("--gpu", default="auto",
+                    help="the GPU the plan assumes (meshtrain plan --gpu); auto: the card the runs use")
     ap.add_argument("--modes", default="full,lora,offload,offload_fsdp")
     args = ap.parse_args()
+    card = args.gpu
+    if args.gpu == "auto":
+        card, args.gpu = visible_gpu()
     os.makedirs(args.out, exist_ok=True)
     gib = 1024 ** 3
     rows, ok = [], True
-    print(f"{SHAPE} shape, micro-batch {args.batch} × {args.seq}, activation checkpointing, one GPU")
+    print(f"{SHAPE} shape, micro-batch {args.batch} × {args.seq}, activation checkpointing, one GPU ({card}; "
+          f"planned for {args.gpu})")
     print(f"{'mode':<12} {'what':<10} {'measured GiB':>13} {'planned GiB':>12} {'meas/plan':>9} {'setup GiB':>10}")
     for mode in args.modes.split(","):
         if mode not in MODES:
@@ -128,7 +155,8 @@ def main():
                      "setup_per_layer_bytes": s_per,
                      "measured_rest_bytes": m_rest, "planned_rest_bytes": p_rest})
     with open(os.path.join(args.out, "layer_memory.json"), "w") as f:
-        json.dump({"shape": SHAPE, "seq": args.seq, "batch": args.batch, "gpu": args.gpu, "rows": rows}, f, indent=1)
+        json.dump({"shape": SHAPE, "seq": args.seq, "batch": args.batch, "gpu": card, "plan_gpu": args.gpu,
+                   "rows": rows}, f, indent=1)
     sys.exit(0 if ok else 1)
 
 
