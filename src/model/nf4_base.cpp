@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/init.h"
 #include "meshtrain/model/linear/linear.h"
 #include "meshtrain/model/nf4_tensor.h"
 #include "meshtrain/model/transformer.h"
@@ -35,6 +36,13 @@ void quantize_base(TransformerImpl& net, const at::Device& device, const BaseVal
              lin->weight.sizes());
     lin->hold_weight_as_nf4(Nf4Tensor::quantize(w.to(device)));
   }
+}
+
+at::Tensor seeded_base_weight(const ModelConfig& cfg, const std::string& name, at::IntArrayRef shape,
+                              const at::Device& device, int64_t seed) {
+  at::Tensor w = at::empty(shape, at::TensorOptions().device(device).dtype(at::kFloat));
+  init_parameter_block(cfg, name, shape.vec(), std::vector<int64_t>(shape.size(), 0), w, seed);
+  return w;
 }
 
 void hold_base_nf4_sizes(TransformerImpl& net) {

@@ -174,8 +174,8 @@ std::vector<at::Tensor> Nf4Tensor::as_rows() const {
   auto padded = [r](const at::Tensor& t, int64_t width) {
     return at::constant_pad_nd(t.reshape(-1), {0, r * width - t.numel()}, 0).view({r, width});
   };
-  return {padded(codes, kRowValues / 2), padded(absmax_codes, kAbsmaxBlock),
-          absmax_scales.contiguous().view(at::kByte).view({r, 4})};
+  return {padded(codes, kRowBytes[0]), padded(absmax_codes, kRowBytes[1]),
+          absmax_scales.contiguous().view(at::kByte).view({r, kRowBytes[2]})};
 }
 
 Nf4Tensor Nf4Tensor::over_rows(const std::vector<at::Tensor>& rows) const {

@@ -81,10 +81,7 @@ void quantize_seeded_base(model::TransformerImpl& net, const Config& cfg, const 
     return;
   }
   model::quantize_base(net, device, [&](const std::string& name, at::IntArrayRef shape) {
-    at::Tensor w = at::empty(shape, at::TensorOptions().device(device).dtype(at::kFloat));
-    model::init_parameter_block(cfg.model, name, shape.vec(), std::vector<int64_t>(shape.size(), 0), w,
-                                cfg.train.seed);
-    return w;
+    return model::seeded_base_weight(cfg.model, name, shape, device, cfg.train.seed);
   });
 }
 

@@ -35,6 +35,11 @@ std::vector<std::string> nf4_base_weight_names(const ModelConfig& cfg);
 using BaseValues = std::function<at::Tensor(const std::string& name, at::IntArrayRef shape)>;
 void quantize_base(TransformerImpl& net, const at::Device& device, const BaseValues& values);
 
+// A base weight `name` of `shape` as every layout draws it from `seed`: whole, in fp32, on `device` (what
+// quantize_base's values give for a seeded base, and what FSDP quantizes into its rows).
+at::Tensor seeded_base_weight(const ModelConfig& cfg, const std::string& name, at::IntArrayRef shape,
+                              const at::Device& device, int64_t seed);
+
 // Each block linear's weight held in NF4 by its sizes only (meta tensors: nothing allocated, no values): for a
 // layout that draws and quantizes each weight itself, one at a time, and keeps only its piece (FSDP:
 // parallel/fsdp/fully_shard.h), so that no rank ever holds the whole NF4 base.

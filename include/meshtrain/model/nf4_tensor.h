@@ -51,6 +51,8 @@ struct Nf4Tensor {
   // past the end (a copy). over_rows() reads such rows back: this tensor's shape, map and offset over their
   // storage (views: no copy; storage released and refilled later is seen through them).
   static constexpr int64_t kRowValues = kBlock * kAbsmaxBlock;
+  // Bytes of a row in each of as_rows()' three tensors: codes, absmax codes, the scale.
+  static constexpr std::array<int64_t, 3> kRowBytes{kRowValues / 2, kAbsmaxBlock, 4};
   int64_t rows() const { return absmax_scales.numel(); }
   std::vector<at::Tensor> as_rows() const;
   Nf4Tensor over_rows(const std::vector<at::Tensor>& rows) const;

@@ -9,6 +9,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/init.h"
+#include "meshtrain/model/nf4_base.h"
 #include "meshtrain/model/nf4_tensor.h"
 #include "meshtrain/model/param_module.h"
 #include "meshtrain/parallel/post_accumulate_hook.h"
@@ -226,11 +227,10 @@ void FullyShard::assign_held(model::TransformerImpl& net) {
       const model::Nf4Tensor& q = *layer->nf4_weight();
       held_.push_back({layer, params_.size()});
       const std::string name = "blocks." + std::to_string(b) + "." + item.key() + ".weight";
-      const std::pair<const char*, int64_t> parts[] = {{"codes", model::Nf4Tensor::kRowValues / 2},
-                                                       {"absmax_codes", model::Nf4Tensor::kAbsmaxBlock},
-                                                       {"absmax_scale", 4}};
-      for (const auto& [part, width] : parts) {
-        Param p{name + ":nf4_" + part, at::Tensor(), Dim0Shard({q.rows(), width}, r, W), unit.numel, {}, {}};
+      const char* parts[] = {"codes", "absmax_codes", "absmax_scale"};  // Nf4Tensor::as_rows' order
+      for (size_t j = 0; j < 3; ++j) {
+        const int64_t width = model::Nf4Tensor::kRowBytes[j];
+        Param p{name + ":nf4_" + parts[j], at::Tensor(), Dim0Shard({q.rows(), width}, r, W), unit.numel, {}, {}};
         p.unit = u;
         p.held = true;
         unit.numel += p.layout.padded_numel();
@@ -261,11 +261,9 @@ void FullyShard::install_held(model::TransformerImpl& net, int64_t seed) {
     if (!now.codes.is_meta()) {
       values = now;
     } else {
-      at::Tensor w = at::empty(now.shape, at::TensorOptions().dtype(at::kFloat).device(device_));
       const std::string& name = params_[h.first].name;
-      model::init_parameter_block(net.config(), name.substr(0, name.find(':')), now.shape,
-                                  std::vector<int64_t>(now.shape.size(), 0), w, seed);
-      values = model::Nf4Tensor::quantize(w);
+      values = model::Nf4Tensor::quantize(
+          model::seeded_base_weight(net.config(), name.substr(0, name.find(':')), now.shape, device_, seed));
     }
     std::vector<at::Tensor> rows;
     for (size_t j = 0; j < 3; ++j) {
@@ -319,8 +317,9 @@ void FullyShard::start_gather(size_t u) {
   unit.gather_out = shard_->size() == 1 ? in : at::empty({shard_->size() * unit.numel}, in.options());
   // Bytes travel as 32-bit words (every row of NF4 bytes is a multiple of 4 long): the communicators move
   // words, not bytes.
-  unit.gather = unit.held ? PendingCollective::all_gather(*shard_, unit.gather_out.view(at::kInt), in.view(at::kInt))
-                          : PendingCollective::all_gather(*shard_, unit.gather_out, in);
+  unit.gather = unit.held
+                    ? PendingCollective::all_gather(*shard_, unit.gather_out.view(at::kInt), in.view(at::kInt))
+                    : PendingCollective::all_gather(*shard_, unit.gather_out, in);
 }
 
 void FullyShard::ensure_gathered(size_t u) {
