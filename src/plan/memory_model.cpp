@@ -45,7 +45,7 @@ Sizes sizes(const Config& cfg, const RankLayout& l) {
     const int64_t cast = !nf4 && p.matmul && (train || l.frozen_bytes == 4) ? n : 0;
     // FSDP gathers a trainable unit in param_dtype, a frozen one in the dtype it is held in (rank_state.cpp).
     const int64_t held_bytes = train || l.frozen_bytes == 4 ? l.param_bytes : l.frozen_bytes;
-    const int64_t gathered = nf4 ? nf4_rows(n) * kNf4RowBytes : held_bytes * n;
+    const int64_t gathered = nf4 ? nf4_gathered_bytes(n) : held_bytes * n;
     if (p.block == 0) s.block += n, s.block_cast += cast, s.block_gathered += gathered;
     if (p.block < 0) {
       if (p.name.rfind("tok_embed.", 0) == 0) s.embed_trains = train;

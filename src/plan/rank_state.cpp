@@ -41,6 +41,8 @@ int64_t nf4_bytes(int64_t n) {
 
 int64_t nf4_rows(int64_t n) { return (n + 16383) / 16384; }
 
+int64_t nf4_gathered_bytes(int64_t n) { return nf4_rows(n) * kNf4RowBytes; }
+
 int64_t nf4_shard_bytes(int64_t n, int64_t shard) {
   return (nf4_rows(n) + shard - 1) / shard * kNf4RowBytes + 4 * 256 + 4;
 }
@@ -83,7 +85,7 @@ RankState param_state(const ParamSpec& p, bool train, const RankLayout& l, int64
     // parallel/fsdp/fully_shard.h: this rank's rows; their gathered whole (ZeRO-1/2 keep it, FSDP while in use).
     s.frozen += nf4_shard_bytes(numel, l.shard);
     if (l.alias) return s;
-    (l.zero_stage < 3 ? s.params : s.gathered_params) += nf4_rows(numel) * kNf4RowBytes;
+    (l.zero_stage < 3 ? s.params : s.gathered_params) += nf4_gathered_bytes(numel);
     return s;
   }
   const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype

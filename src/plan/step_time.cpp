@@ -46,7 +46,7 @@ Counts counts(const Config& cfg, int64_t tp) {
                        p.name.rfind("lm_head", 0) == 0;
     const bool train = g.trains;
     // QLoRA's NF4 weights: gathered by FSDP as their bytes (0.516 a value), not in a float dtype.
-    if (held_in_nf4(nf4, p, train)) c.nf4_bytes += k * static_cast<double>(nf4_rows(local) * kNf4RowBytes);
+    if (held_in_nf4(nf4, p, train)) c.nf4_bytes += k * static_cast<double>(nf4_gathered_bytes(local));
     else (train ? c.trainable : c.frozen) += k * static_cast<double>(local);
     if (embed) (train ? c.embed_trainable : c.embed_frozen) += k * static_cast<double>(local);
   }

@@ -53,9 +53,10 @@ struct RankLayout {
 int64_t nf4_bytes(int64_t n);
 // Under FSDP/ZeRO (parallel/fsdp/fully_shard.h): the NF4 storage of `n` values in rows of 16384 values (8192 code
 // bytes, 256 absmax codes, a 4-byte scale: kNf4RowBytes), nf4_rows(n) of them; a rank holds ceil(rows / shard)
-// rows (padded) plus the map and offset whole, and gathers all the rows (nf4_rows(n) × kNf4RowBytes).
+// rows (padded) plus the map and offset whole, and gathers all the rows (nf4_gathered_bytes).
 constexpr int64_t kNf4RowBytes = 8192 + 256 + 4;
 int64_t nf4_rows(int64_t n);
+int64_t nf4_gathered_bytes(int64_t n);  // nf4_rows(n) × kNf4RowBytes
 int64_t nf4_shard_bytes(int64_t n, int64_t shard);
 // Whether parameter `p` (trains: `train`) is held in NF4 under layout `l` (QLoRA's frozen block linears).
 bool held_in_nf4(const RankLayout& l, const ParamSpec& p, bool train);
