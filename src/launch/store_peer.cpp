@@ -11,20 +11,35 @@
 #include <cerrno>
 
 namespace meshtrain::launch {
+namespace {
+
+// "127.0.0.1:40312" or "[::1]:40312".
+std::string endpoint_name(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
+  }
+  auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+  ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+  return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
+}
+
+}  // namespace
 
 std::string socket_peer_name(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
-  }
-  auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-  ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-  return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
+  return endpoint_name(ss);
+}
+
+std::string socket_local_endpoint(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  return endpoint_name(ss);
 }
 
 std::string socket_local_name(int fd) {

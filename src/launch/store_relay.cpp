@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -100,7 +101,7 @@ void StoreRelay::accept_one(int fd) {
   auto p = std::make_unique<RelayPair>();
   p->name = socket_peer_name(fd);
   p->down.fd = fd;
-  const long uid = loopback_socket_uid(p->name);
+  const long uid = loopback_socket_uid(p->name, socket_local_endpoint(fd));
   if (uid != static_cast<long>(::getuid())) {
     relay_line(p->name, uid < 0 ? "refused: its socket is not a local one (/proc/net/tcp)"
                                 : cat("refused: its socket belongs to uid ", uid, ", not to the job's uid ",
@@ -182,19 +183,22 @@ void StoreRelay::run() {
 
 }  // namespace
 
-long loopback_socket_uid(const std::string& peer) {
-  const std::vector<std::string> want = proc_net_addresses(peer);
+long loopback_socket_uid(const std::string& peer, const std::string& local) {
+  const std::vector<std::string> want = proc_net_addresses(peer), toward = proc_net_addresses(local);
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream f(table);
     std::string line;
     std::getline(f, line);  // header
     while (std::getline(f, line)) {
       std::istringstream ss(line);
-      std::string slot, local, remote, state, queues, timer, retr;
+      std::string slot, local_col, remote, state, queues, timer, retr;
       long uid = -1;
-      if (!(ss >> slot >> local >> remote >> state >> queues >> timer >> retr >> uid)) continue;
-      for (const auto& w : want)
-        if (local == w) return uid;
+      if (!(ss >> slot >> local_col >> remote >> state >> queues >> timer >> retr >> uid)) continue;
+      const auto listed = [](const std::vector<std::string>& forms, const std::string& a) {
+        return std::find(forms.begin(), forms.end(), a) != forms.end();
+      };
+      constexpr const char* kEstablished = "01";  // a TIME_WAIT entry (06) is a closed connection's
+      if (state == kEstablished && listed(want, local_col) && listed(toward, remote)) return uid;
     }
   }
   return -1;

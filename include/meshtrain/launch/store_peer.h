@@ -9,6 +9,9 @@ namespace meshtrain::launch {
 // "127.0.0.1:40312", "[::1]:40312"; "?" when the socket has no peer.
 std::string socket_peer_name(int fd);
 
+// This end's address and port of a socket, as socket_peer_name prints a peer's; "?" when unknown.
+std::string socket_local_endpoint(int fd);
+
 // This end's address of a connected socket, without the port ("10.0.0.2", "::1"); "" when unknown.
 std::string socket_local_name(int fd);
 

@@ -26,8 +26,11 @@ struct StoreRelayOptions {
 // Relays until the process is signalled.
 [[noreturn]] void relay_store(const StoreRelayOptions& opts);
 
-// The uid owning the local TCP socket whose address is `peer` ("127.0.0.1:40312" as socket_peer_name
-// prints it), from /proc/net/tcp and /proc/net/tcp6; -1 when it is not found.
-long loopback_socket_uid(const std::string& peer);
+// The uid owning the established local TCP socket whose address is `peer` and whose peer is `local`
+// ("127.0.0.1:40312" as socket_peer_name and socket_local_endpoint print them: an accepted connection's two
+// ends), from /proc/net/tcp and /proc/net/tcp6; -1 when it is not found. Both ends and the state, not the
+// peer's address alone: a closed connection's TIME_WAIT entry, listed with uid 0, may hold the same address
+// when its port is reused, and answered for the new socket (a stranger's connection then passed as root's).
+long loopback_socket_uid(const std::string& peer, const std::string& local);
 
 }  // namespace meshtrain::launch

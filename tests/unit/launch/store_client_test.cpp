@@ -15,6 +15,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/launch/node_coordinator.h"
 #include "meshtrain/launch/rendezvous_host.h"
+#include "meshtrain/launch/store_peer.h"
 #include "meshtrain/launch/store_relay.h"
 #include "meshtrain/launch/store_server.h"
 
@@ -293,4 +294,31 @@ TEST(RendezvousHost, ForeignAddressIsNamed) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The relay's owner check (loopback_socket_uid) finds an accepted connection's client socket by both its ends and
+// only while it is established: a connection to another port is not it, and once the client has closed, its
+// entry (FIN_WAIT, then TIME_WAIT with uid 0) no longer answers — an entry of a closed connection whose port a
+// new client reuses once answered as root's for that client.
+TEST(StoreRelay, OwnerOfALoopbackConnectionIsFoundByBothEndsWhileEstablished) {
+  int port = 0, other_port = 0;
+  const int listener = bind_store_socket("127.0.0.1", 0, "the relay", port);
+  const int other = bind_store_socket("127.0.0.1", 0, "the relay", other_port);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const int accepted = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  const std::string peer = socket_peer_name(accepted), local = socket_local_endpoint(accepted);
+  EXPECT_EQ(local, "127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(loopback_socket_uid(peer, local), static_cast<long>(::getuid()));
+  EXPECT_EQ(loopback_socket_uid(peer, "127.0.0.1:" + std::to_string(other_port)), -1);
+  ::close(client);  // the client's end leaves ESTABLISHED at once (FIN_WAIT), whatever the server does next
+  EXPECT_EQ(loopback_socket_uid(peer, local), -1);
+  ::close(accepted);
+  ::close(other);
+  ::close(listener);
 }
