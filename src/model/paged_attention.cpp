@@ -9,6 +9,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/attention_backend.h"
 #include "meshtrain/model/kernels/paged_decode.h"
+#include "meshtrain/model/kernels/paged_kv_write.h"
 
 namespace meshtrain::model {
 namespace {
@@ -94,8 +95,13 @@ at::Tensor paged_prefill_chunks(const at::Tensor& q, const PagedLayerCache& cach
 void write_paged_kv(PagedLayerCache& cache, const at::Tensor& k, const at::Tensor& v, const PagedBatch& batch) {
   MT_CHECK(k.dim() == 3 && k.size(0) == batch.slots.size(0), "write_paged_kv: keys ", k.sizes(), " for ",
            batch.slots.size(0), " slots");
-  paged_slot_rows(cache.k).index_copy_(0, batch.slots, k.to(cache.k.scalar_type()));
-  paged_slot_rows(cache.v).index_copy_(0, batch.slots, v.to(cache.v.scalar_type()));
+  auto k_rows = paged_slot_rows(cache.k), v_rows = paged_slot_rows(cache.v);
+  if (paged_kv_write_supported(k_rows, v_rows, k, v, batch.slots)) {  // one launch for both, from the strided views
+    paged_kv_write(k_rows, v_rows, k, v, batch.slots);
+    return;
+  }
+  k_rows.index_copy_(0, batch.slots, k.to(cache.k.scalar_type()));
+  v_rows.index_copy_(0, batch.slots, v.to(cache.v.scalar_type()));
 }
 
 at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, const PagedBatch& batch) {

@@ -20,6 +20,15 @@ meshtrain_use_torch(paged_decode_gpu_tests)
 target_include_directories(paged_decode_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
 meshtrain_add_test(gpu serve paged_decode COMMAND paged_decode_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 
+# The paged cache's write kernel (model/kernels/paged_kv_write.h) against index_copy_: strided keys and values of
+# one projection output into scattered slots, fp32/bf16/fp16, bit for bit; a slot past the cache not written.
+add_executable(paged_kv_write_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/paged_kv_write_test.cpp)
+target_link_libraries(paged_kv_write_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+meshtrain_warnings(paged_kv_write_gpu_tests)
+meshtrain_use_torch(paged_kv_write_gpu_tests)
+target_include_directories(paged_kv_write_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
+meshtrain_add_test(gpu serve paged_kv_write COMMAND paged_kv_write_gpu_tests PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+
 # The kernel timed against the reference at Llama 3.1 8B's attention shape (bf16), batch 1/8/64 × context
 # 128/1024/4096: time, speedup and the kernel's K/V bandwidth; table + JSON.
 add_executable(paged_decode_bench ${CMAKE_CURRENT_LIST_DIR}/paged_decode_bench.cpp)

@@ -1,0 +1,71 @@
+#include "meshtrain/model/kernels/paged_kv_write.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <cstdint>
+
+#include "model/kernels/cuda_kernel_call.h"
+#include "meshtrain/core/error.h"
+
+#if MESHTRAIN_CUDA_KERNELS
+#include "model/kernels/paged_kv_write_cuda.h"
+#endif
+
+namespace meshtrain::model {
+namespace {
+
+// [rows or N, H_kv, hd] with unit stride along hd, every other stride and the start 16-byte aligned.
+bool vector_rows(const at::Tensor& t) {
+  const int64_t n = 16 / static_cast<int64_t>(t.element_size());
+  return t.dim() == 3 && t.stride(2) == 1 && t.stride(0) % n == 0 && t.stride(1) % n == 0 && t.size(2) % n == 0 &&
+         reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+}
+
+}  // namespace
+
+bool paged_kv_write_supported(const at::Tensor& k_rows, const at::Tensor& v_rows, const at::Tensor& k,
+                              const at::Tensor& v, const at::Tensor& slots) {
+#if MESHTRAIN_CUDA_KERNELS
+  const auto dt = k_rows.scalar_type();
+  if (!k_rows.is_cuda() || (dt != at::kFloat && dt != at::kBFloat16 && dt != at::kHalf)) return false;
+  for (const at::Tensor* t : {&v_rows, &k, &v})
+    if (t->device() != k_rows.device() || t->scalar_type() != dt || !vector_rows(*t)) return false;
+  if (!vector_rows(k_rows) || v_rows.sizes() != k_rows.sizes() || v_rows.strides() != k_rows.strides()) return false;
+  if (k.sizes() != v.sizes() || k.size(1) != k_rows.size(1) || k.size(2) != k_rows.size(2)) return false;
+  return slots.device() == k_rows.device() && slots.scalar_type() == at::kLong && slots.dim() == 1 &&
+         slots.size(0) == k.size(0) && (slots.size(0) <= 1 || slots.stride(0) == 1);
+#else
+  (void)k_rows;
+  (void)v_rows;
+  (void)k;
+  (void)v;
+  (void)slots;
+  return false;
+#endif
+}
+
+void paged_kv_write(at::Tensor& k_rows, at::Tensor& v_rows, const at::Tensor& k, const at::Tensor& v,
+                    const at::Tensor& slots) {
+  MT_CHECK(paged_kv_write_supported(k_rows, v_rows, k, v, slots), "paged_kv_write: no kernel for keys ", k.sizes(),
+           " ", k.scalar_type(), " on ", k.device(), " into a cache ", k_rows.sizes(), " ", k_rows.scalar_type());
+#if MESHTRAIN_CUDA_KERNELS
+  const c10::DeviceGuard guard(k.device());
+  cuda::PagedKvWriteShape s;
+  s.N = k.size(0);
+  s.Hkv = k.size(1);
+  s.hd = k.size(2);
+  s.rows = k_rows.size(0);
+  for (int d = 0; d < 2; ++d) {
+    s.k_stride[d] = k.stride(d);
+    s.v_stride[d] = v.stride(d);
+    s.cache_stride[d] = k_rows.stride(d);
+  }
+  cuda::check_launch(cuda::paged_kv_write(cuda::dtype_of(k), s, k.const_data_ptr(), v.const_data_ptr(),
+                                          slots.const_data_ptr<int64_t>(), k_rows.mutable_data_ptr(),
+                                          v_rows.mutable_data_ptr(), cuda::stream_of(k)),
+                     "paged kv write");
+#endif
+}
+
+}  // namespace meshtrain::model
