@@ -22,7 +22,7 @@ compared; in bf16 they may part after some tokens, so the first divergence is re
 Prints a table and writes OUT/serve_compare.json; exits 1 when either side failed, 2 on bad flags.
 
 Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256]
-                        [--hbm-tb-s TB_S]
+                        [--hbm-tb-s TB_S] [--quantization none|fp8]
                         [--prompt-tokens 128] [--concurrency 1,8,64] [--requests N]
 """
 import argparse
@@ -78,6 +78,9 @@ def parse_args(argv):
     ap.add_argument("--preset", default="llama3.2-1b", choices=sorted(PRESETS))
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])  # what `meshtrain serve --dtype` takes
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--quantization", default="none", choices=["none", "fp8"],
+                    help="`meshtrain serve --quantization`: fp8 holds its block weights in FP8 (transformers stays "
+                         "in --dtype; the batch-1 limit stays that of the --dtype weights)")
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--concurrency", default="1,8,64", help="comma-separated positive integers")
@@ -221,7 +224,7 @@ def start_server(a, ckpt):
     c_max = max(a.levels)
     blocks = c_max * -(-(a.prompt_tokens + a.new_tokens) // BLOCK_SIZE) + 16  # every request's cache at once
     cmd = [a.meshtrain, "serve", ckpt, "--port", "0", "--blocks", str(blocks), "--block-size", str(BLOCK_SIZE),
-           "--max-running", str(c_max), "--device", a.device, "--dtype", a.dtype]
+           "--max-running", str(c_max), "--device", a.device, "--dtype", a.dtype, "--quantization", a.quantization]
     f = open(log, "w")
     proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
     f.close()
@@ -390,7 +393,8 @@ def print_table(a, result):
     one = ms.get(1, {}).get("tokens_per_s")
     if lim and one and a.device == "cuda":
         print(f"batch 1: {one:.1f} tok/s = {100 * one / lim:.1f} % of the weight-bandwidth limit ({lim:.0f} tok/s: "
-              f"{result['weights_gb']:.2f} GB of weights at {a.hbm_tb_s} TB/s)")
+              f"{result['weights_gb']:.2f} GB of {a.dtype} weights at {a.hbm_tb_s} TB/s"
+              f"{'; meshtrain served FP8 block weights' if a.quantization == 'fp8' else ''})")
     g = result["greedy"]
     if g:
         print(f"greedy, first prompt: {g['mismatches']} of {g['compared']} tokens differ; first divergence: "
@@ -444,6 +448,7 @@ def main(argv):
         traceback.print_exc()
         result["errors"]["transformers"] = f"{type(e).__name__}: {e}"
     result["weights_gb"] = weight_bytes(model) / 1e9
+    result["quantization"] = a.quantization
     if a.hbm_tb_s is None and a.device == "cuda":
         name = torch.cuda.get_device_name()
         a.hbm_tb_s = next((v for k, v in HBM_TB_S.items() if k in name), None)

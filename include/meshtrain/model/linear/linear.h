@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "meshtrain/core/config_enums.h"
+#include "meshtrain/model/linear/fp8_weight.h"
 #include "meshtrain/model/param_module.h"
 
 namespace meshtrain::model {
@@ -43,7 +44,7 @@ class LinearImpl : public ParamModule {
   virtual bool can_fuse_gelu() const { return true; }
   // Whether a fused op may compute this layer's x·Wᵀ + b in its place (model/linear/gelu_mlp.h): can_fuse_gelu()
   // and no FP8 matmuls.
-  bool can_fuse() const { return fp8_ == Fp8Scaling::off && !nf4_ && can_fuse_gelu(); }
+  bool can_fuse() const { return fp8_ == Fp8Scaling::off && !nf4_ && !fp8_weight_.defined() && can_fuse_gelu(); }
   // Whether forward(x), run without gradients, is exactly x·Wᵀ + b on this layer's own weight and bias (this
   // rank's block of them), so that an inference step may compute it inside one GEMM with other layers that read
   // the same input, their weights laid side by side (model/fused_projections.h). Unlike can_fuse(), a layer
@@ -80,6 +81,13 @@ class LinearImpl : public ParamModule {
   // The NF4 weight, or null while the weight is a parameter. Its storage held by a layout (hold_nf4_rows), its
   // codes, absmax codes and scales are meta tensors of their sizes: bytes(), rows() and the map answer.
   const Nf4Tensor* nf4_weight() const { return nf4_.get(); }
+  // Inference with FP8 weights (docs/serving.md "FP8 weights"): the weight held as `w` from now on, and forward is
+  // fp8_weight_linear (model/linear/fp8_weight.h), without gradients. `weight` leaves the module's parameters and
+  // becomes a meta tensor of its shape and dtype, as for NF4. Only for a layer whose forward is this class's own
+  // (can_fuse()).
+  void hold_weight_as_fp8(Fp8Weight w);
+  // The FP8 weight, undefined while the weight is a parameter.
+  const Fp8Weight& fp8_weight() const { return fp8_weight_; }
   // The weight's values in fp32 whichever way it is held (the NF4 one dequantized): for export and merging.
   at::Tensor weight_values() const;
 
@@ -93,6 +101,7 @@ class LinearImpl : public ParamModule {
   std::shared_ptr<const Nf4Tensor> nf4_;
   std::vector<at::Tensor> nf4_rows_;  // hold_nf4_rows: the storage nf4_ reads, and who writes it
   Nf4RowStore nf4_store_;
+  Fp8Weight fp8_weight_;
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
   bool fused_bias_ = false;
