@@ -163,7 +163,7 @@ int cmd_serve(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("fp32"))(
       "quantization", "the blocks' linear weights held as none (as --dtype says) or fp8 (e4m3 with a scale per "
       "output row, each token's activations cast as it runs: half the bytes of bf16; a GPU with FP8 matmuls, "
-      "one rank)", cxxopts::value<std::string>()->default_value("none"))(
+      "under meshrun each rank its shards)", cxxopts::value<std::string>()->default_value("none"))(
       "cuda-graphs", "replay decode steps as CUDA graphs on a GPU: on or off",
       cxxopts::value<std::string>()->default_value("on"))(
       "tp-timeout", "under meshrun: seconds a collective of the tensor-parallel ranks may take before it is an "

@@ -12,9 +12,9 @@
 namespace meshtrain::model {
 namespace {
 
-// Whether FP8 takes this layer: its forward is x·Wᵀ + b on its whole weight, and the FP8 GEMM takes the sizes.
+// Whether FP8 takes this layer: its product is x·Wᵀ + b on a plain weight, and the FP8 GEMM takes the sizes.
 bool fp8_takes(const LinearImpl& l) {
-  return l.can_fuse() && l.weight.defined() && l.weight.dim() == 2 && l.weight.size(0) % 16 == 0 &&
+  return l.can_hold_fp8() && l.weight.defined() && l.weight.dim() == 2 && l.weight.size(0) % 16 == 0 &&
          l.weight.size(1) % 16 == 0;
 }
 
@@ -87,8 +87,8 @@ std::string fp8_weights_refusal(const TransformerImpl& model) {
     for (const auto& m : model.blocks->ptr<BlockImpl>(i)->modules(/*include_self=*/false))
       if (const auto* l = dynamic_cast<const LinearImpl*>(m.get()); l != nullptr && fp8_takes(*l)) any = true;
   if (!any)
-    return "no linear layer of the blocks computes x·Wᵀ + b alone with sizes that are multiples of 16 (tensor "
-           "parallelism, adapters and NF4 keep their own matmuls)";
+    return "no linear layer of the blocks computes x·Wᵀ + b on a plain weight with sizes that are multiples of 16 "
+           "(adapters and NF4 keep their own matmuls)";
   return "";
 }
 

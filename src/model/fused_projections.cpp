@@ -38,7 +38,7 @@ at::Tensor projections_joined_view(const std::vector<at::Tensor>& ts) {
 bool projections_fusable(const std::vector<LinearImpl*>& layers) {
   const at::Tensor& w0 = layers.front()->weight;
   for (const LinearImpl* l : layers) {
-    if (!l->plain_in_inference() || !l->weight.defined() || l->weight.dim() != 2 ||
+    if (!l->plain_in_inference() || l->fp8_weight().defined() || !l->weight.defined() || l->weight.dim() != 2 ||
         l->weight.size(1) != w0.size(1) || l->weight.scalar_type() != w0.scalar_type() ||
         l->weight.device() != w0.device() || l->bias.defined() != layers.front()->bias.defined())
       return false;
@@ -80,7 +80,7 @@ namespace {
 SideBySide fp8_side_by_side(const std::vector<const LinearImpl*>& layers, const std::vector<at::Tensor>& bs) {
   std::vector<at::Tensor> qs, scales;
   for (const LinearImpl* l : layers) {
-    if (!l->fp8_weight().defined()) return {};
+    if (!l->plain_in_inference() || !l->fp8_weight().defined()) return {};
     qs.push_back(l->fp8_weight().q);
     scales.push_back(l->fp8_weight().scale);
   }
@@ -105,7 +105,8 @@ SideBySide side_by_side(const std::vector<const LinearImpl*>& layers) {
   }
   if (layers.front()->fp8_weight().defined()) return fp8_side_by_side(layers, bs);
   for (const LinearImpl* l : layers) {
-    if (!l->plain_in_inference() || !l->weight.defined() || l->weight.dim() != 2) return {};
+    if (!l->plain_in_inference() || l->fp8_weight().defined() || !l->weight.defined() || l->weight.dim() != 2)
+      return {};
     ws.push_back(l->weight);
   }
   for (const auto& w : ws)

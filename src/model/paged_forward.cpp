@@ -63,7 +63,7 @@ at::Tensor paged_attention_layer(AttentionImpl& attn, const at::Tensor& x, const
 // the add is the GEMM's own (addmm, beta 1: one kernel instead of a GEMM and an add, one rounding instead of
 // two); the CPU keeps the separate add, so that its fp32 logits stay those of the unfused path bit for bit.
 at::Tensor paged_down_residual(LinearImpl& down, const at::Tensor& hidden, const at::Tensor& h) {
-  if (!hidden.is_cuda() || !down.plain_in_inference() || down.bias.defined() ||
+  if (!hidden.is_cuda() || !down.plain_in_inference() || down.fp8_weight().defined() || down.bias.defined() ||
       down.weight.scalar_type() != h.scalar_type() || hidden.scalar_type() != h.scalar_type())
     return down.forward_residual(hidden, h);
   const int64_t d = h.size(-1);

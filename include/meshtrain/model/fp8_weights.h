@@ -22,7 +22,8 @@ struct Fp8WeightsSummary {
   int64_t bytes_after = 0;   // their FP8 codes and scales
 };
 
-// Holds the blocks' plain linear layers (LinearImpl::can_fuse(), both sizes multiples of 16) in FP8; layers
+// Holds the blocks' linear layers that can (LinearImpl::can_hold_fp8(): a tensor-parallel shard too, not an
+// adapted layer; both sizes multiples of 16) in FP8; layers
 // already in FP8 and the others are left as they are. The old weights are released (a CUDA caller may hand the
 // caching allocator's memory back to the device).
 Fp8WeightsSummary hold_weights_in_fp8(TransformerImpl& model);

@@ -77,12 +77,16 @@ void LinearImpl::hold_nf4_rows(std::vector<at::Tensor> rows, Nf4RowStore store) 
 }
 
 void LinearImpl::hold_weight_as_fp8(Fp8Weight w) {
-  MT_CHECK(can_fuse(), "hold_weight_as_fp8: ", name(), " computes more than x·Wᵀ + b (adapters, FP8 training "
-           "matmuls, NF4 or a shard): its weight stays as it is");
+  MT_CHECK(can_hold_fp8(), "hold_weight_as_fp8: ", name(), " computes more than x·Wᵀ + b on a plain weight "
+           "(adapters, FP8 training matmuls, NF4, or an FP8 weight already): its weight stays as it is");
   MT_CHECK(w.defined() && w.q.sizes() == weight.sizes(), "hold_weight_as_fp8: FP8 weight of shape ",
            w.defined() ? w.q.sizes() : at::IntArrayRef{}, " for a weight of ", weight.sizes());
   fp8_weight_ = std::move(w);
   retire_parameter("weight", at::empty(weight.sizes(), weight.options().device(at::kMeta)));
+}
+
+at::Tensor LinearImpl::local_product(const at::Tensor& x, const at::Tensor& b) const {
+  return fp8_weight_.defined() ? fp8_weight_linear(x, fp8_weight_, b) : at::linear(x, weight, b);
 }
 
 Nf4Tensor LinearImpl::nf4_current() const {

@@ -114,12 +114,10 @@ WeightQuantization weight_quantization_from_flag(const std::string& value) {
 model::Transformer load_serving_model(const ckpt::InferenceCheckpoint& ck, const ServingRanks& ranks,
                                       WeightQuantization quant) {
   check_tensor_parallel_split(ck.config.model, ranks.tp());
-  MT_USER_CHECK(quant == WeightQuantization::none || ranks.tp() == 1, "--quantization fp8: not under tensor "
-                "parallelism yet (its layers keep their own matmuls); serve on one rank, or without --quantization");
   model::Transformer net = ranks.group ? load_tensor_parallel_model(ck, ranks) : ckpt::load_model(ck);
   net->to(ranks.placement.device(), ranks.placement.dtype().toScalarType());  // the engine follows the weights
   net->eval();
-  if (quant == WeightQuantization::fp8) hold_serving_weights_in_fp8(*net);
+  if (quant == WeightQuantization::fp8) hold_serving_weights_in_fp8(*net);  // each rank its own shards
   return net;
 }
 

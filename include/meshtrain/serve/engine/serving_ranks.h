@@ -52,8 +52,8 @@ WeightQuantization weight_quantization_from_flag(const std::string& value);
 // The checkpoint's model on `ranks.placement`, in eval mode: whole for one process (ckpt::load_model: a LoRA
 // checkpoint's adapters merged), else this rank's blocks only, read from the checkpoint as the trainer's TP layout
 // (adapters kept beside their split weights). check_tensor_parallel_split first. With `quant` fp8 the blocks'
-// weights are then held in FP8 and the memory they leave handed back to the device before the caller sizes its KV
-// cache; refused in one line (UserError) under tensor parallelism or on a GPU without FP8 matmuls.
+// weights (each rank's shards) are then held in FP8 and the memory they leave handed back to the device before the
+// caller sizes its KV cache; refused in one line (UserError) on a GPU without FP8 matmuls.
 model::Transformer load_serving_model(const ckpt::InferenceCheckpoint& ck, const ServingRanks& ranks,
                                       WeightQuantization quant = WeightQuantization::none);
 
