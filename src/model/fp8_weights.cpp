@@ -32,7 +32,8 @@ bool one_buffer(const std::vector<LinearImpl*>& layers) {
 // alone gives), each layer holding its rows of it.
 void hold_group(const std::vector<LinearImpl*>& layers, Fp8WeightsSummary& s) {
   std::vector<const LinearImpl*> view(layers.begin(), layers.end());
-  at::Tensor joined = side_by_side(view).weight;  // already one buffer (fuse_projections): no copy
+  // One layer's own weight, or a group already in one buffer (fuse_projections): no copy.
+  at::Tensor joined = layers.size() == 1 ? layers.front()->weight : side_by_side(view).weight;
   if (!joined.defined()) {
     std::vector<at::Tensor> ws;
     for (const LinearImpl* l : layers) ws.push_back(l->weight);

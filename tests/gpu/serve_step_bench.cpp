@@ -116,8 +116,10 @@ struct EnginePath {
   const char* name;
   bool direct, fused, fp8;
 };
-constexpr EnginePath kPaths[] = {
-    {"old", false, false, false}, {"direct", true, false, false}, {"new", true, true, false}, {"fp8", true, true, true}};
+constexpr EnginePath kPaths[] = {{"old", false, false, false},
+                                  {"direct", true, false, false},
+                                  {"new", true, true, false},
+                                  {"fp8", true, true, true}};
 
 struct BatchRow {
   std::string path;

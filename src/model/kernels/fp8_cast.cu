@@ -1,8 +1,9 @@
 // The FP8 casts of train.fp8 in two passes over the input: the absolute maxima (fp8_amax), then the scaled,
 // saturated cast (fp8_cast), which can write the transposed copy from the same read, so the backward's
-// column-major operands need no copy of their own. A row-scaled row-major copy alone (an inference GEMM's input,
-// a few rows a decode step) is one kernel, fp8_cast_rows: a block per row finds its maximum and casts it. The composite ATen ops take five passes for one copy (|x|,
-// amax, the multiply, the clamp, the cast) and two more for a transposed one.
+// column-major operands need no copy of their own. The composite ATen ops take five passes for one copy (|x|,
+// amax, the multiply, the clamp, the cast) and two more for a transposed one. A row-scaled row-major copy alone
+// (an inference GEMM's input, a few rows a decode step) is one kernel, fp8_cast_rows: a block per row finds its
+// maximum and casts the row.
 //
 // Tiles. fp8_amax: a block of 8 warps covers 64 rows × 256 columns; a lane reads 8 consecutive elements of a
 // row (one 16-byte access for bf16), a row's maximum is a warp reduce, a column's a reduce over the warps in
