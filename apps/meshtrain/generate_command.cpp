@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 // The flags of one mode only, refused in the other with one line.
 constexpr const char* kBatchOnly[] = {"output",      "max-running", "blocks", "block-size", "max-step-tokens",
-                                      "top-p",       "repetition-penalty"};
+                                      "top-p",       "repetition-penalty", "quantization"};
 constexpr const char* kSingleOnly[] = {"prompt", "chat", "system", "logits"};
 
 void refuse_flags(const cxxopts::ParseResult& r, const char* const* begin, const char* const* end, const char* why) {
@@ -87,7 +87,8 @@ int generate_file(const cxxopts::ParseResult& r, const std::string& checkpoint, 
        .cache_tokens = int64_t{gen.scheduler.num_blocks} * gen.scheduler.block_size});
   const serve::ServingRanks ranks = serve::join_serving_ranks(
       placement, std::chrono::milliseconds(static_cast<int64_t>(ck.config.parallel.timeout_s * 1000)));
-  model::Transformer net = serve::load_serving_model(ck, ranks);  // the engine follows the weights
+  model::Transformer net = serve::load_serving_model(  // the engine follows the weights
+      ck, ranks, serve::weight_quantization_from_flag(r["quantization"].as<std::string>()));
   if (!ranks.leader()) {  // a tensor-parallel rank: its share of each step rank 0 leads, until rank 0 is done
     serve::PagedKvCache cache(*net, gen.scheduler.num_blocks, gen.scheduler.block_size);
     ranks.steps->follow(*net, cache);
@@ -146,6 +147,8 @@ int cmd_generate(int argc, char** argv) {
       "block-size", "with --input: tokens per KV block", cxxopts::value<int64_t>()->default_value("16"))(
       "max-step-tokens", "with --input: tokens per engine step (a decode counts 1, a prefill chunk its length)",
       cxxopts::value<int64_t>()->default_value("2048"))(
+      "quantization", "with --input: the blocks' linear weights held as none (--dtype) or fp8 (e4m3, a scale per "
+      "output row; a GPU with FP8 matmuls)", cxxopts::value<std::string>()->default_value("none"))(
       "h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");

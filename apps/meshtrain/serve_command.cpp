@@ -161,6 +161,9 @@ int cmd_serve(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("cpu"))(
       "dtype", "the weights' and the KV cache's precision: fp32 or bf16",
       cxxopts::value<std::string>()->default_value("fp32"))(
+      "quantization", "the blocks' linear weights held as none (as --dtype says) or fp8 (e4m3 with a scale per "
+      "output row, each token's activations cast as it runs: half the bytes of bf16; a GPU with FP8 matmuls, "
+      "under meshrun each rank its shards)", cxxopts::value<std::string>()->default_value("none"))(
       "cuda-graphs", "replay decode steps as CUDA graphs on a GPU: on or off",
       cxxopts::value<std::string>()->default_value("on"))(
       "tp-timeout", "under meshrun: seconds a collective of the tensor-parallel ranks may take before it is an "
@@ -189,13 +192,14 @@ int cmd_serve(int argc, char** argv) {
   gen.cuda_graphs = graphs == "on";
   const c10::TensorOptions placement =  // checked before any weight is read
       placement_from_flags(r["device"].as<std::string>(), r["dtype"].as<std::string>());
+  const serve::WeightQuantization quant = serve::weight_quantization_from_flag(r["quantization"].as<std::string>());
   const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path);
   const double tp_timeout = r.count("tp-timeout") ? r["tp-timeout"].as<double>() : ck.config.parallel.timeout_s;
   MT_USER_CHECK(tp_timeout >= 0.1, "--tp-timeout ", tp_timeout, ": must be at least 0.1 seconds");
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);
   const serve::ServingRanks ranks =
       serve::join_serving_ranks(placement, std::chrono::milliseconds(static_cast<int64_t>(tp_timeout * 1000)));
-  model::Transformer net = serve::load_serving_model(ck, ranks);  // the engine follows the weights
+  model::Transformer net = serve::load_serving_model(ck, ranks, quant);  // the engine follows the weights
   gen.scheduler.num_blocks = kv_blocks(r, blocks, fraction, ck.config.model, ranks, gen.scheduler);
   if (!ranks.leader()) return follow_leader(*net, gen.scheduler, *ranks.steps);
   gen.tp = ranks.steps;

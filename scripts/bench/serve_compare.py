@@ -22,7 +22,7 @@ compared; in bf16 they may part after some tokens, so the first divergence is re
 Prints a table and writes OUT/serve_compare.json; exits 1 when either side failed, 2 on bad flags.
 
 Usage: serve_compare.py BIN_DIR OUT [--preset llama3.2-1b] [--dtype bf16] [--device cuda] [--new-tokens 256]
-                        [--hbm-tb-s TB_S]
+                        [--hbm-tb-s TB_S] [--quantization none,fp8]
                         [--prompt-tokens 128] [--concurrency 1,8,64] [--requests N]
 """
 import argparse
@@ -78,6 +78,10 @@ def parse_args(argv):
     ap.add_argument("--preset", default="llama3.2-1b", choices=sorted(PRESETS))
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])  # what `meshtrain serve --dtype` takes
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--quantization", default="none",
+                    help="`meshtrain serve --quantization`, a comma-separated list of none and fp8: one server run "
+                         "each against the one transformers run (fp8 holds the block weights in FP8; transformers "
+                         "stays in --dtype, and the batch-1 limit is that of the --dtype weights)")
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--concurrency", default="1,8,64", help="comma-separated positive integers")
@@ -96,6 +100,11 @@ def parse_args(argv):
     for flag in ("new_tokens", "prompt_tokens"):
         if getattr(a, flag) < 1:
             ap.error(f"--{flag.replace('_', '-')} {getattr(a, flag)}: must be a positive integer")
+    a.quantizations = a.quantization.split(",")
+    if not a.quantizations or any(q not in ("none", "fp8") for q in a.quantizations) or \
+            len(set(a.quantizations)) != len(a.quantizations):
+        ap.error(f"--quantization {a.quantization}: expected distinct values of none and fp8, e.g. none,fp8")
+    a.quantization = a.quantizations[0]
     if a.requests < 0:
         ap.error(f"--requests {a.requests}: must be a positive integer (0 = 2 × the concurrency)")
     a.meshtrain = os.path.join(a.bin_dir, "meshtrain")
@@ -221,7 +230,7 @@ def start_server(a, ckpt):
     c_max = max(a.levels)
     blocks = c_max * -(-(a.prompt_tokens + a.new_tokens) // BLOCK_SIZE) + 16  # every request's cache at once
     cmd = [a.meshtrain, "serve", ckpt, "--port", "0", "--blocks", str(blocks), "--block-size", str(BLOCK_SIZE),
-           "--max-running", str(c_max), "--device", a.device, "--dtype", a.dtype]
+           "--max-running", str(c_max), "--device", a.device, "--dtype", a.dtype, "--quantization", a.quantization]
     f = open(log, "w")
     proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
     f.close()
@@ -373,24 +382,33 @@ def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
+def serve_keys(a, q):
+    """The result's keys of one server run: the first quantization's are the plain names (as before lists)."""
+    if q == a.quantizations[0]:
+        return "meshtrain_serve", "ratios_b_over_a"
+    return f"meshtrain_serve_{q}", f"ratios_b_over_a_{q}"
+
+
 def print_table(a, result):
     hf = {r["concurrency"]: r for r in (result["transformers"] or {}).get("rows", [])}
-    ms = {r["concurrency"]: r for r in (result["meshtrain_serve"] or {}).get("rows", [])}
     print(f"\n{a.preset}, random init, greedy, prompt {a.prompt_tokens} + {a.new_tokens} new tokens; transformers on "
-          f"{a.device} in {a.dtype}, meshtrain serve the same")
-    print(f"{'C':>4s} {'HF tok/s':>10s} {'serve tok/s':>12s} {'× HF':>7s} {'TTFT p50':>9s} {'TTFT p90':>9s} "
-          f"{'ITL p50':>8s} {'ITL p90':>8s}  (ms)")
-    for c in a.levels:
-        h, m = hf.get(c, {}), ms.get(c, {})
-        print(f"{c:4d} {fmt(h.get('tokens_per_s'), '10.1f')} {fmt(m.get('tokens_per_s'), '12.1f')} "
-              f"{fmt(result['ratios_b_over_a'].get(str(c)), '7.2f')} {fmt(m.get('ttft_ms_p50'), '9.1f')} "
-              f"{fmt(m.get('ttft_ms_p90'), '9.1f')} {fmt(m.get('itl_ms_p50'), '8.2f')} "
-              f"{fmt(m.get('itl_ms_p90'), '8.2f')}")
+          f"{a.device} in {a.dtype}, meshtrain serve the same (block weights as --quantization says)")
+    print(f"{'C':>4s} {'quant':>5s} {'HF tok/s':>10s} {'serve tok/s':>12s} {'× HF':>7s} {'TTFT p50':>9s} "
+          f"{'TTFT p90':>9s} {'ITL p50':>8s} {'ITL p90':>8s}  (ms)")
     lim = result.get("weight_bandwidth_limit_tokens_per_s")
-    one = ms.get(1, {}).get("tokens_per_s")
-    if lim and one and a.device == "cuda":
-        print(f"batch 1: {one:.1f} tok/s = {100 * one / lim:.1f} % of the weight-bandwidth limit ({lim:.0f} tok/s: "
-              f"{result['weights_gb']:.2f} GB of weights at {a.hbm_tb_s} TB/s)")
+    for q in a.quantizations:
+        key, ratios = serve_keys(a, q)
+        ms = {r["concurrency"]: r for r in (result.get(key) or {}).get("rows", [])}
+        for c in a.levels:
+            h, m = hf.get(c, {}), ms.get(c, {})
+            print(f"{c:4d} {q:>5s} {fmt(h.get('tokens_per_s'), '10.1f')} {fmt(m.get('tokens_per_s'), '12.1f')} "
+                  f"{fmt(result.get(ratios, {}).get(str(c)), '7.2f')} {fmt(m.get('ttft_ms_p50'), '9.1f')} "
+                  f"{fmt(m.get('ttft_ms_p90'), '9.1f')} {fmt(m.get('itl_ms_p50'), '8.2f')} "
+                  f"{fmt(m.get('itl_ms_p90'), '8.2f')}")
+        one = ms.get(1, {}).get("tokens_per_s")
+        if lim and one and a.device == "cuda":
+            print(f"batch 1, {q}: {one:.1f} tok/s = {100 * one / lim:.1f} % of the weight-bandwidth limit "
+                  f"({lim:.0f} tok/s: {result['weights_gb']:.2f} GB of {a.dtype} weights at {a.hbm_tb_s} TB/s)")
     g = result["greedy"]
     if g:
         print(f"greedy, first prompt: {g['mismatches']} of {g['compared']} tokens differ; first divergence: "
@@ -444,6 +462,7 @@ def main(argv):
         traceback.print_exc()
         result["errors"]["transformers"] = f"{type(e).__name__}: {e}"
     result["weights_gb"] = weight_bytes(model) / 1e9
+    result["quantization"] = a.quantizations
     if a.hbm_tb_s is None and a.device == "cuda":
         name = torch.cuda.get_device_name()
         a.hbm_tb_s = next((v for k, v in HBM_TB_S.items() if k in name), None)
@@ -454,14 +473,20 @@ def main(argv):
         result["weight_bandwidth_limit_tokens_per_s"] = a.hbm_tb_s * 1e12 / (result["weights_gb"] * 1e9)
     if a.device == "cuda":
         torch.cuda.empty_cache()  # the server is another process and sizes nothing from what is left here
-    if ckpt:
+    b_tokens = None
+    for q in a.quantizations if ckpt else []:
+        a.quantization = q
+        key, ratios = serve_keys(a, q)
         try:
-            result["meshtrain_serve"], b_tokens = side_serve(a, ckpt, prompts)
+            result[key], tokens = side_serve(a, ckpt, prompts)
+            b_tokens = tokens if q == a.quantizations[0] else b_tokens
         except Exception as e:  # noqa: BLE001
-            result["errors"]["meshtrain_serve"] = f"{type(e).__name__}: {e}"
-    if result["transformers"] and result["meshtrain_serve"]:
-        for h, m in zip(result["transformers"]["rows"], result["meshtrain_serve"]["rows"]):
-            result["ratios_b_over_a"][str(h["concurrency"])] = m["tokens_per_s"] / h["tokens_per_s"]
+            result["errors"][key] = f"{type(e).__name__}: {e}"
+            continue
+        if result["transformers"]:
+            result[ratios] = {str(h["concurrency"]): m["tokens_per_s"] / h["tokens_per_s"]
+                              for h, m in zip(result["transformers"]["rows"], result[key]["rows"])}
+    a.quantization = a.quantizations[0]
     result["greedy"] = greedy_check(a_tokens, b_tokens)
     if result["greedy"] and result["greedy"]["first_divergence"] is not None:
         result["greedy"].update(divergence_margin(torch, model, prompts[0], a_tokens, b_tokens,

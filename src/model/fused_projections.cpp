@@ -7,6 +7,7 @@
 #include <torch/autograd.h>
 
 #include "meshtrain/model/block.h"
+#include "meshtrain/model/linear/fp8_weight.h"
 
 namespace meshtrain::model {
 namespace {
@@ -37,7 +38,7 @@ at::Tensor projections_joined_view(const std::vector<at::Tensor>& ts) {
 bool projections_fusable(const std::vector<LinearImpl*>& layers) {
   const at::Tensor& w0 = layers.front()->weight;
   for (const LinearImpl* l : layers) {
-    if (!l->plain_in_inference() || !l->weight.defined() || l->weight.dim() != 2 ||
+    if (!l->plain_in_inference() || l->fp8_weight().defined() || !l->weight.defined() || l->weight.dim() != 2 ||
         l->weight.size(1) != w0.size(1) || l->weight.scalar_type() != w0.scalar_type() ||
         l->weight.device() != w0.device() || l->bias.defined() != layers.front()->bias.defined())
       return false;
@@ -64,24 +65,49 @@ void projections_lay_out(const std::vector<LinearImpl*>& layers, const std::stri
 // Fuses one group; whether side_by_side() finds it.
 bool projections_fuse_group(const std::vector<LinearImpl*>& layers) {
   const std::vector<const LinearImpl*> view(layers.begin(), layers.end());
-  if (side_by_side(view).weight.defined()) return true;
+  if (side_by_side(view).found()) return true;
   if (!projections_fusable(layers)) return false;
   projections_lay_out(layers, "weight");
   if (layers.front()->bias.defined()) projections_lay_out(layers, "bias");
-  return side_by_side(view).weight.defined();
+  return side_by_side(view).found();
 }
 
 }  // namespace
+
+namespace {
+
+// side_by_side() for layers that all hold FP8 weights: their codes and their scales each adjacent.
+SideBySide fp8_side_by_side(const std::vector<const LinearImpl*>& layers, const std::vector<at::Tensor>& bs) {
+  std::vector<at::Tensor> qs, scales;
+  for (const LinearImpl* l : layers) {
+    if (!l->plain_in_inference() || !l->fp8_weight().defined()) return {};
+    qs.push_back(l->fp8_weight().q);
+    scales.push_back(l->fp8_weight().scale);
+  }
+  if (!projections_adjacent(qs) || !projections_adjacent(scales) || (!bs.empty() && !projections_adjacent(bs)))
+    return {};
+  return {.bias = bs.empty() ? at::Tensor() : projections_joined_view(bs),
+          .fp8 = {projections_joined_view(qs), projections_joined_view(scales)}};
+}
+
+}  // namespace
+
+at::Tensor SideBySide::forward(const at::Tensor& x) const {
+  return fp8.defined() ? fp8_weight_linear(x, fp8, bias) : at::linear(x, weight, bias);
+}
 
 SideBySide side_by_side(const std::vector<const LinearImpl*>& layers) {
   if (layers.size() < 2) return {};
   std::vector<at::Tensor> ws, bs;
   for (const LinearImpl* l : layers) {
-    if (!l->plain_in_inference() || !l->weight.defined() || l->weight.dim() != 2 ||
-        l->bias.defined() != layers.front()->bias.defined())
+    if (l->bias.defined() != layers.front()->bias.defined()) return {};
+    if (l->bias.defined()) bs.push_back(l->bias);
+  }
+  if (layers.front()->fp8_weight().defined()) return fp8_side_by_side(layers, bs);
+  for (const LinearImpl* l : layers) {
+    if (!l->plain_in_inference() || l->fp8_weight().defined() || !l->weight.defined() || l->weight.dim() != 2)
       return {};
     ws.push_back(l->weight);
-    if (l->bias.defined()) bs.push_back(l->bias);
   }
   for (const auto& w : ws)
     if (w.size(1) != ws.front().size(1)) return {};

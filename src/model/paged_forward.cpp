@@ -35,8 +35,8 @@ PagedQkv paged_qkv(AttentionImpl& attn, const at::Tensor& x, const at::Tensor& c
   const int64_t n_head = attn.wq->weight.size(0) / hd, n_kv_head = attn.wk->weight.size(0) / hd;
   const int64_t N = x.size(1);
   const SideBySide fused = side_by_side({attn.wq.get(), attn.wk.get(), attn.wv.get()});
-  if (fused.weight.defined()) {
-    const auto heads = at::linear(x, fused.weight, fused.bias)
+  if (fused.found()) {
+    const auto heads = fused.forward(x)
                            .view({1, N, n_head + 2 * n_kv_head, hd})
                            .transpose(1, 2);  // [1, H + 2 H_kv, N, hd]: q's heads, k's, v's
     const auto qk = paged_rope(attn, heads.narrow(1, 0, n_head + n_kv_head), cos, sin);
@@ -63,7 +63,7 @@ at::Tensor paged_attention_layer(AttentionImpl& attn, const at::Tensor& x, const
 // the add is the GEMM's own (addmm, beta 1: one kernel instead of a GEMM and an add, one rounding instead of
 // two); the CPU keeps the separate add, so that its fp32 logits stay those of the unfused path bit for bit.
 at::Tensor paged_down_residual(LinearImpl& down, const at::Tensor& hidden, const at::Tensor& h) {
-  if (!hidden.is_cuda() || !down.plain_in_inference() || down.bias.defined() ||
+  if (!hidden.is_cuda() || !down.plain_in_inference() || down.fp8_weight().defined() || down.bias.defined() ||
       down.weight.scalar_type() != h.scalar_type() || hidden.scalar_type() != h.scalar_type())
     return down.forward_residual(hidden, h);
   const int64_t d = h.size(-1);
@@ -79,9 +79,9 @@ at::Tensor paged_block(BlockImpl& block, const at::Tensor& x, const at::Tensor& 
   MlpImpl& mlp = *block.mlp;
   const SideBySide gate_up =
       mlp.swiglu() ? side_by_side({mlp.gate.get(), mlp.up.get()}) : SideBySide{};
-  if (!gate_up.weight.defined()) return mlp.forward_residual(n, h);
+  if (!gate_up.found()) return mlp.forward_residual(n, h);
   // MlpImpl's SwiGLU with gate and up in one GEMM; the down projection and the residual add as forward_residual.
-  const auto gu = at::linear(n, gate_up.weight, gate_up.bias);  // [1, N, 2 d_ff]: gate | up
+  const auto gu = gate_up.forward(n);  // [1, N, 2 d_ff]: gate | up
   const int64_t d_ff = mlp.gate->weight.size(0);
   const auto gate = gu.narrow(-1, 0, d_ff), up = gu.narrow(-1, d_ff, d_ff);
   const auto hidden = mlp.fused() ? fused_swiglu(gate, up) : at::silu(gate) * up;
@@ -94,10 +94,13 @@ std::vector<PagedLayerCache> make_paged_cache(const TransformerImpl& model, int6
   const ModelConfig& cfg = model.config();
   MT_CHECK(model.blocks->size() > 0, "make_paged_cache: a model without blocks");
   const int64_t hd = cfg.d_model / cfg.n_head;
-  const auto& wk = model.blocks->ptr<BlockImpl>(0)->attn->wk->weight;  // this rank's key heads, dtype, device
+  // This rank's key heads from wk's rows; the dtype and device from the head, as a weight held in FP8 keeps only
+  // its shape and dtype (model/fp8_weights.h).
+  const auto& wk = model.blocks->ptr<BlockImpl>(0)->attn->wk->weight;
+  const auto opts = wk.options().device(model.head_weight().device()).requires_grad(false);
   std::vector<PagedLayerCache> cache(model.blocks->size());
   for (auto& layer : cache) {
-    layer.k = at::zeros({num_blocks, block_size, wk.size(0) / hd, hd}, wk.options().requires_grad(false));
+    layer.k = at::zeros({num_blocks, block_size, wk.size(0) / hd, hd}, opts);
     layer.v = at::zeros_like(layer.k);
   }
   return cache;

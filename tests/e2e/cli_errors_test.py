@@ -137,6 +137,10 @@ check("meshtrain bench train / --unfuse list", [meshtrain, "bench", "train", "--
 # meshtrain serve's on/off flag, refused before the checkpoint is read.
 check("meshtrain serve / --cuda-graphs", [meshtrain, "serve", work, "--cuda-graphs", "maybe"],
       "--cuda-graphs maybe: expected on or off")
+check("meshtrain serve / --quantization", [meshtrain, "serve", work, "--quantization", "int4"],
+      "--quantization int4: expected none or fp8")
+check("meshtrain generate / --quantization without --input", [meshtrain, "generate", work, "--quantization", "fp8"],
+      "--quantization: only with --input")
 
 
 def config_lines(*sets):

@@ -11,7 +11,8 @@ cache small enough that the batch preempts:
   - a stop string from the middle of a greedy text cuts it there (finish_reason "stop", token_ids a prefix);
   - without --max-tokens, the default is lowered to what fits the cache (a given one that does not fit is refused);
   - the progress line on stderr counts every request;
-  - bf16 runs too (exit 0, every line answered), and the single-prompt mode takes --dtype;
+  - bf16 runs too (exit 0, every line answered), and so do FP8 block weights (--quantization fp8, the CPU's
+    composite maths); the single-prompt mode takes --dtype;
   - mistakes: a line that is not JSON, without prompt or messages, max_tokens 0, a token id outside the
     vocabulary, a prompt too long for the cache, a chat for a model without template; --input without --output,
     --blocks or --top-p without --input, --prompt with it, an --output in a missing directory, --device cuda:99
@@ -141,6 +142,10 @@ check("default max_tokens fits the cache", got[0].get("token_ids") == w, f"{r.st
 write_lines(inp, [c[0] for c in cases])
 r = generate(inp, out, "--dtype", "bf16")
 check("bf16", r.returncode == 0 and len(read_out(out)) == len(cases), f"exit {r.returncode}\n{r.stderr}")
+# FP8 block weights on the CPU (the composite definition): runs, every line answered, the weights' line printed.
+r = generate(inp, out, "--quantization", "fp8")
+check("fp8 weights", r.returncode == 0 and len(read_out(out)) == len(cases) and "FP8 weights: " in r.stderr,
+      f"exit {r.returncode}\n{r.stderr}")
 
 # The single-prompt mode takes --device and --dtype too.
 r = subprocess.run([MESHTRAIN, "generate", ckpt, "--prompt", PROMPTS[0], "--temperature", "0", "--tokens", "4",

@@ -4,7 +4,9 @@
 The tiny Llama shape (2 layers, 64 wide, fp32), 16 prompt tokens + 8 new ones, concurrency 1 and 2, 4 requests
 each: both sides must run (transformers `generate`, and a real `meshtrain serve` on a free loopback port), the
 JSON must hold both sides' rows with positive throughput and the server's latency percentiles, and in fp32 the
-first prompt's greedy tokens must be equal on both sides. Then bad flags: one line on stderr, exit 2.
+first prompt's greedy tokens must be equal on both sides; `--quantization none,fp8` runs a second server with FP8
+block weights (the CPU's composite maths) whose rows and ratios land beside the first's. Then bad flags: one line
+on stderr, exit 2.
 
     serve_bench_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 failure, 77 skipped (no torch / transformers).
@@ -41,7 +43,7 @@ def run(*flags, timeout=540):
 
 out = os.path.join(WORK, "out")
 p = run(BIN, out, "--device", "cpu", "--preset", "tiny-llama", "--dtype", "fp32", "--new-tokens", "8",
-        "--prompt-tokens", "16", "--concurrency", "1,2", "--requests", "4")
+        "--prompt-tokens", "16", "--concurrency", "1,2", "--requests", "4", "--quantization", "none,fp8")
 print(p.stdout)
 check(p.returncode == 0, f"the smoke run exits 0 (got {p.returncode}: {p.stderr.strip()[-2000:]})")
 path = os.path.join(out, "serve_compare.json")
@@ -64,13 +66,18 @@ if res:
               and (itl == (None, None) or (itl[0] > 0 and itl[0] <= itl[1])),
               f"C={r['concurrency']}: latency percentiles ({r})")
     check(set(res["ratios_b_over_a"]) == {"1", "2"}, f"a B/A ratio per concurrency: {res['ratios_b_over_a']}")
+    fp8 = res.get("meshtrain_serve_fp8") or {}
+    check([r["output_tokens"] for r in fp8.get("rows", [])] == [4 * 8, 4 * 8] and
+          "fp8" in fp8.get("command", []) and set(res.get("ratios_b_over_a_fp8", {})) == {"1", "2"},
+          f"--quantization none,fp8: a second server run with FP8 block weights, its rows and ratios ({fp8})")
     g = res.get("greedy") or {}
     check(g.get("compared") == 8 and g.get("mismatches") == 0 and g.get("first_divergence") is None,
           f"fp32 greedy tokens equal on both sides: {g}")
     check(res["versions"].get("torch") and res["settings"]["preset"] == "tiny-llama", "versions and settings")
 
 for flags, needle in [(["--concurrency", "1,0"], "--concurrency"), (["--concurrency", "1,2,1"], "--concurrency"),
-                      (["--preset", "nope"], "--preset"), (["--new-tokens", "0"], "--new-tokens")]:
+                      (["--preset", "nope"], "--preset"), (["--new-tokens", "0"], "--new-tokens"),
+                      (["--quantization", "int4"], "--quantization")]:
     p = run(BIN, os.path.join(WORK, "bad"), "--device", "cpu", *flags, timeout=120)
     last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
     check(p.returncode == 2 and needle in last and "Traceback" not in p.stderr,

@@ -7,6 +7,8 @@ real worker processes on the CPU backend, against the single process (docs/servi
     rank 0 reports progress and writes the output, and each rank holds about half of the parameters; a tiny
     byte-level GPT-2 (learned positions, biases, tied head)
     the same;
+  - generate --input --quantization fp8 under TP 2: each rank holds its shards in FP8, every line answered (TP 2
+    equals TP 1 within FP8's rounding, not bit for bit: the share of equal ids is printed);
   - TP 3 (4 heads do not split over 3 ranks): meshrun exits 2 with the one line naming model.n_head, no output;
   - serve: an httpx client gets the same greedy text from TP 2 as from TP 1, whole and streamed (the chunks add up
     to the text, [DONE] last) and a chat completion; after an idle spell longer than --tp-timeout (the heartbeat
@@ -127,6 +129,28 @@ lines = [{"prompt": p, "id": i} for i, p in enumerate(PROMPTS)]
 lines += [{"prompt": tok(PROMPTS[0])["input_ids"], "max_tokens": 5},
           {"messages": [{"role": "user", "content": PROMPTS[1]}]}]
 compare_generate("llama", llama, lines)
+
+# --- FP8 block weights under TP 2: each rank holds its shards in FP8 (the CPU's composite maths). The row-parallel
+# layers scale each rank's slice of a row by its own maximum, so TP 2 equals TP 1 within FP8 rounding, not bit for
+# bit: every line answered, each rank's weights line printed, the share of equal ids shown.
+fp8_in, fp8_out1, fp8_out2 = (os.path.join(WORK, f) for f in ("fp8.jsonl", "fp8.tp1.jsonl", "fp8.tp2.jsonl"))
+write_lines(fp8_in, lines)
+r1 = subprocess.run([MESHTRAIN, "generate", llama, "--input", fp8_in, "--output", fp8_out1, "--temperature", "0",
+                     "--max-tokens", "12", "--quantization", "fp8", *CACHE], capture_output=True, text=True,
+                    timeout=TIMEOUT)
+r2 = subprocess.run([*meshrun(2), "generate", llama, "--input", fp8_in, "--output", fp8_out2, "--temperature", "0",
+                     "--max-tokens", "12", "--quantization", "fp8", *CACHE], capture_output=True, text=True,
+                    timeout=TIMEOUT, env=dict(os.environ, MESHTRAIN_PROGRESS_EVERY_S="0"))
+said = r2.stdout + r2.stderr
+check("fp8 TP 1 and TP 2: exit 0", r1.returncode == 0 and r2.returncode == 0,
+      f"TP 1 exit {r1.returncode}: {r1.stderr}\nTP 2 exit {r2.returncode}: {said}")
+if r1.returncode == 0 and r2.returncode == 0:
+    a, b = read_out(fp8_out1), read_out(fp8_out2)
+    check("fp8 TP 2: one line per prompt, each with tokens", len(b) == len(lines) and all(x["token_ids"] for x in b),
+          f"{b}")
+    check("fp8 TP 2: both ranks hold their shards in FP8", said.count("FP8 weights: 14 linear layers") == 2, said)
+    same = sum(x == y for p, q in zip(a, b) for x, y in zip(p["token_ids"], q["token_ids"]))
+    print(f"fp8: TP 2 gave {same} of {sum(len(p['token_ids']) for p in a)} token ids equal to TP 1's")
 
 # --- TP 3: 4 heads cannot be split -----------------------------------------------------------------------------------
 bad_out = os.path.join(WORK, "tp3.jsonl")

@@ -27,6 +27,8 @@
 #include <tuple>
 #include <vector>
 
+#include "meshtrain/model/fp8_weights.h"
+#include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/model/paged_forward.h"
 #include "meshtrain/serve/engine/decode_graphs.h"
 #include "meshtrain/serve/engine/engine.h"
@@ -258,6 +260,38 @@ TEST_F(DecodeGraphsGpu, EngineGivesTheEagerTokens) {
     expect_equal_up_to_near_tie(net16_, r, "generate_all with graphs", with[i].tokens, without[i].tokens);
     expect_equal_up_to_near_tie(net16_, r, "the engine's own loop with graphs", direct.at(r.id), without[i].tokens);
   }
+}
+
+// With the blocks' weights held in FP8 (model/fp8_weights.h: the row-scaled FP8 GEMMs and the activations' casts
+// captured in the graphs), graphs on and off give the same greedy tokens up to the first near-tie of the eager
+// FP8 model.
+TEST_F(DecodeGraphsGpu, Fp8WeightsGraphsGiveTheEagerTokens) {
+  torch::NoGradGuard no_grad;
+  if (!model::fp8_matmul_available(c10::Device(at::kCUDA, 0))) GTEST_SKIP() << "no FP8 matmuls on this GPU";
+  const SchedulerOptions so{.num_blocks = 40, .block_size = 16, .max_tokens_per_step = 64, .max_running = 4};
+  std::vector<GenerationRequest> requests;
+  const int32_t lens[] = {20, 33, 7, 40, 18}, news[] = {14, 5, 24, 10, 12};
+  for (int i = 0; i < 5; ++i) requests.push_back({graphs_request(30 + i, lens[i], news[i]), {.temperature = 0}});
+  const auto bf16 = generate_all(net16_, requests, {.scheduler = so, .cuda_graphs = false});
+  const auto s = model::hold_weights_in_fp8(*net16_);
+  EXPECT_EQ(s.layers, 4 * 7);
+  EXPECT_LT(s.bytes_after, s.bytes_before * 0.52) << "e4m3 codes and one fp32 scale per row, against bf16";
+  PagedKvCache cache(*net16_, so.num_blocks, so.block_size);
+  Engine engine(net16_, cache, engine_options({.scheduler = so}));
+  ASSERT_NE(engine.graphs(), nullptr) << "the FP8 engine captured no graphs";
+  EXPECT_EQ(engine.fused_projection_groups(), 4 * 2) << "q/k/v and gate/up side by side in FP8";
+  const auto with = engine_tokens(engine, so, requests);
+  const auto without = generate_all(net16_, requests, {.scheduler = so, .cuda_graphs = false});
+  size_t same_as_bf16 = 0, total = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i].request;
+    expect_equal_up_to_near_tie(net16_, r, "FP8 weights with graphs", with.at(r.id), without[i].tokens);
+    const auto& b = bf16[i].tokens;
+    same_as_bf16 += static_cast<size_t>(std::mismatch(b.begin(), b.end(), without[i].tokens.begin()).first - b.begin());
+    total += b.size();
+  }
+  std::printf("FP8 weights: %zu of %zu greedy tokens equal to bf16's before the first difference\n", same_as_bf16,
+              total);
 }
 
 // Every decode-only step of five requests run three ways on one graph set: the step batch copied in, the host rows

@@ -134,6 +134,26 @@ TEST(Fp8CastGpu, BothCopiesEqualTheCompositeByteForByte) {
           }
 }
 
+// The row-scaled row-major copy alone is one kernel of its own (fp8_cast_rows: a block per row); its bytes and
+// scales are the composite's all the same, over every shape, dtype, format and kind of values above.
+TEST(Fp8CastGpu, RowScaledRowMajorAloneEqualsTheCompositeByteForByte) {
+  for (auto dt : {at::kFloat, at::kBFloat16})
+    for (auto fmt : {kE4M3, kE5M2})
+      for (Shape s : kShapes)
+        for (int v = 0; v < 4; ++v) {
+          at::manual_seed(20 + v);
+          const bool misaligned = s.rows == 33 || (s.rows == 64 && v % 2 == 1);
+          const auto t = input(s, dt, static_cast<Values>(v), misaligned);
+          const auto got = model::fp8_cast(t, Fp8Scaling::rowwise, fmt, model::Fp8Copies::rowmajor);
+          const auto want = model::fp8_cast_composite(t, Fp8Scaling::rowwise, fmt, model::Fp8Copies::rowmajor);
+          const auto w = what(s, dt, v, Fp8Scaling::rowwise, fmt);
+          EXPECT_FALSE(got.qt.defined()) << w;
+          EXPECT_TRUE(same_bytes(got.q, want.q)) << w;
+          EXPECT_TRUE(at::equal(got.inv_scale, want.inv_scale)) << w;
+          EXPECT_TRUE(dequantizes(got.q, got.inv_scale, t, fmt)) << w;
+        }
+}
+
 TEST(Fp8CastGpu, EachCopyAloneEqualsTheComposite) {
   at::manual_seed(3);
   const auto t = input({96, 200}, at::kBFloat16, Values::normal);

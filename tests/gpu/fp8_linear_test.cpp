@@ -10,6 +10,9 @@
 // casts bit for bit (tests/gpu/fp8_cast_test.cpp checks the casts themselves), the layer's bounds hold on
 // sizes that fill none of the kernels' tiles, and layers sharing one input's casts (q, k, v) give what three
 // casts of their own give, bit for bit.
+// FP8 weights for inference (model/linear/fp8_weight.h): the CUDA GEMM is the CPU's definition (the dequantized
+// operands multiplied) within bf16 rounding of its result and the GEMM's accumulation, for 1 to 64 rows (a decode
+// batch), and within the one-matmul bound of the fp32 product.
 // Skipped (77) without a GPU that has FP8 matmuls.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -23,6 +26,7 @@
 #include "meshtrain/model/kernels/fp8_cast.h"
 #include "meshtrain/model/linear/fp8_linear.h"
 #include "meshtrain/model/linear/fp8_shared_input.h"
+#include "meshtrain/model/linear/fp8_weight.h"
 #include "meshtrain/model/transformer.h"
 #include "support/autograd_graph.h"
 #include "support/gpu_test_main.h"
@@ -164,6 +168,29 @@ TEST(Fp8Gpu, ModelLossWithinOnePercentOfBf16) {
     at::autocast::clear_cache();
     EXPECT_NEAR(l.item<double>(), bf16, 0.01 * bf16) << name(s);
     for (const auto& p : net->parameters()) ASSERT_TRUE(p.grad().defined() && p.grad().isfinite().all().item<bool>());
+  }
+}
+
+TEST(Fp8Gpu, WeightLinearIsTheCpuDefinitionForAnyRowCount) {
+  at::manual_seed(5);
+  const auto w = (at::randn({272, 512}, kCuda) * 0.02).to(at::kBFloat16);
+  const auto bias = (at::randn({272}, kCuda) * 0.1).to(at::kBFloat16);
+  const model::Fp8Weight q = model::quantize_fp8_weight(w);
+  ASSERT_EQ(q.q.scalar_type(), at::kFloat8_e4m3fn);
+  const model::Fp8Weight q_cpu{q.q.cpu(), q.scale.cpu()};
+  for (const int64_t rows : {1, 3, 16, 17, 64}) {
+    const auto x = at::randn({rows, 512}, kCuda).to(at::kBFloat16);
+    const auto y = model::fp8_weight_linear(x, q, bias);
+    ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{rows, 272}));
+    // The CPU's definition from the same bf16 input: its casts are the CUDA kernels' bytes (fp8_cast.h).
+    const auto want = model::fp8_weight_linear(x.cpu(), q_cpu, bias.cpu());
+    const double def = rel_err(y.cpu(), want), exact = rel_err(y, at::addmm(bias.to(at::kFloat), x.to(at::kFloat),
+                                                                                w.to(at::kFloat).t()));
+    std::printf("%lld rows: against the CPU definition %.2e, against the fp32 product %.3f\n",
+                static_cast<long long>(rows), def, exact);
+    EXPECT_LE(def, 1e-2) << rows << " rows";
+    EXPECT_LE(exact, 0.06) << rows << " rows";
   }
 }
 

@@ -11,8 +11,9 @@
 //   old     the step batch copied in, the sampler after the replay, q/k/v and gate/up one GEMM each
 //           (EngineOptions: fused_projections and direct_graph_steps off);
 //   direct  direct graph steps only (host rows staged into the graph, the argmax inside it);
-//   new     direct graph steps and fused projections (the engine's defaults since this bench measured them).
-// They run in that order whatever order PATHS gives, because fusing lays out the model's weights for good.
+//   new     direct graph steps and fused projections (the engine's defaults since this bench measured them);
+//   fp8     new with the blocks' weights held in FP8 (model/fp8_weights.h, `meshtrain serve --quantization fp8`).
+// They run in that order whatever order PATHS gives, because fusing and FP8 lay out the model's weights for good.
 //
 //   serve_step_bench OUT.json [PRESET (llama3.1-8b)] [BATCHES (1,8,64)] [PATHS (old,direct,new)]
 //
@@ -39,6 +40,7 @@
 #endif
 
 #include "meshtrain/core/config.h"
+#include "meshtrain/model/fp8_weights.h"
 #include "meshtrain/model/paged_forward.h"
 #include "meshtrain/serve/engine/engine.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
@@ -112,9 +114,12 @@ Profile profile_kernels(const std::function<void()>& call, int steps) {
 // An engine path (the header's PATHS).
 struct EnginePath {
   const char* name;
-  bool direct, fused;
+  bool direct, fused, fp8;
 };
-constexpr EnginePath kPaths[] = {{"old", false, false}, {"direct", true, false}, {"new", true, true}};
+constexpr EnginePath kPaths[] = {{"old", false, false, false},
+                                  {"direct", true, false, false},
+                                  {"new", true, true, false},
+                                  {"fp8", true, true, true}};
 
 struct BatchRow {
   std::string path;
@@ -207,7 +212,7 @@ std::vector<EnginePath> parse_paths(const std::string& text) {
   for (std::string p; std::getline(list, p, ',');) names.push_back(p);
   for (const auto& n : names) {
     if (std::none_of(std::begin(kPaths), std::end(kPaths), [&](const EnginePath& p) { return n == p.name; })) {
-      std::fprintf(stderr, "serve_step_bench: PATHS: unknown path '%s'; valid: old, direct, new\n", n.c_str());
+      std::fprintf(stderr, "serve_step_bench: PATHS: unknown path '%s'; valid: old, direct, new, fp8\n", n.c_str());
       std::exit(2);
     }
   }
@@ -263,6 +268,11 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   std::vector<BatchRow> rows;
   for (const EnginePath& path : paths) {
+    if (path.fp8) {
+      const auto s = model::hold_weights_in_fp8(*net);
+      std::printf("| (fp8: %lld layers, %.2f GB -> %.2f GB) |\n", static_cast<long long>(s.layers),
+                  s.bytes_before / 1e9, s.bytes_after / 1e9);
+    }
     for (size_t i = 0; i < batches.size(); ++i) {
       const BatchRow r = bench_batch(net, batches[i], i == 0 || i + 1 == batches.size(), path);
       char sample[32] = "in graph";

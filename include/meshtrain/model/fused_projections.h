@@ -11,8 +11,11 @@
 // sharding own the parameters' storage); the serving engine calls it once at load.
 //
 //   model::fuse_projections(*net);                           // once, before CUDA graphs capture the weights
-//   auto w = model::side_by_side({wq, wk, wv});              // [Σ out, in] views, or undefined
-//   if (w.weight.defined()) y = at::linear(x, w.weight, w.bias);   // q | k | v along the last dim
+//   auto w = model::side_by_side({wq, wk, wv});              // [Σ out, in] views, or nothing found
+//   if (w.found()) y = w.forward(x);                         // q | k | v along the last dim
+//
+// Layers whose weights are held in FP8 (model/fp8_weights.h) are found side by side the same way, from their codes
+// and scales.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/model/linear/fp8_weight.h"
 #include "meshtrain/model/linear/linear.h"
 #include "meshtrain/model/transformer.h"
 
@@ -28,9 +32,15 @@ namespace meshtrain::model {
 
 // The weight [Σ out_i, in] of `layers` and their bias [Σ out_i] (undefined where they have none) as single
 // tensors, where every layer is plain_in_inference() and their weights (and biases) lie side by side in one
-// buffer in this order; both undefined elsewhere.
+// buffer in this order; or, where every layer holds an FP8 weight and their codes and scales lie so, `fp8`, their
+// FP8 weights as one; all undefined elsewhere.
 struct SideBySide {
   at::Tensor weight, bias;
+  Fp8Weight fp8;
+
+  bool found() const { return weight.defined() || fp8.defined(); }
+  // Every layer's forward(x), [..., Σ out_i], by one GEMM. Only where found().
+  at::Tensor forward(const at::Tensor& x) const;
 };
 SideBySide side_by_side(const std::vector<const LinearImpl*>& layers);
 

@@ -46,6 +46,14 @@ Fp8Cast cast_with_kernels(const at::Tensor& t, Fp8Scaling scaling, at::ScalarTyp
   const c10::DeviceGuard guard(t.device());
   const bool rowwise = scaling == Fp8Scaling::rowwise, rm = wants_rowmajor(copies), tr = wants_transposed(copies);
   const int64_t rows = t.size(0), cols = t.size(1);
+  const auto f = fmt == at::kFloat8_e4m3fn ? cuda::Fp8Format::kE4M3 : cuda::Fp8Format::kE5M2;
+  if (rowwise && !tr) {  // one kernel: each row's maximum and cast (fp8_cast_rows)
+    Fp8Cast c{at::empty({rows, cols}, t.options().dtype(fmt)), at::empty({rows, 1}, t.options().dtype(at::kFloat))};
+    cuda::check_launch(cuda::fp8_cast_rows(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, c.q.mutable_data_ptr(),
+                                           c.inv_scale.mutable_data_ptr<float>(), cuda::stream_of(t)),
+                       "FP8 row cast");
+    return c;
+  }
   const Fp8Amax amax = fp8_amax(t, !rowwise, rowwise && rm, rowwise && tr);
   const auto f32 = t.options().dtype(at::kFloat);
   Fp8Cast c;
@@ -60,7 +68,6 @@ Fp8Cast cast_with_kernels(const at::Tensor& t, Fp8Scaling scaling, at::ScalarTyp
     c.inv_scale_t = rowwise ? at::empty({cols, 1}, f32) : at::empty({}, f32);
     tr_out = out_of(c.qt, c.inv_scale_t, rowwise ? amax.cols : amax.tensor, rowwise);
   }
-  const auto f = fmt == at::kFloat8_e4m3fn ? cuda::Fp8Format::kE4M3 : cuda::Fp8Format::kE5M2;
   cuda::check_launch(
       cuda::fp8_cast(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, rm_out, tr_out, cuda::stream_of(t)),
       "FP8 cast");

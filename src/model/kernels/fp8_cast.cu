@@ -1,7 +1,9 @@
 // The FP8 casts of train.fp8 in two passes over the input: the absolute maxima (fp8_amax), then the scaled,
 // saturated cast (fp8_cast), which can write the transposed copy from the same read, so the backward's
 // column-major operands need no copy of their own. The composite ATen ops take five passes for one copy (|x|,
-// amax, the multiply, the clamp, the cast) and two more for a transposed one.
+// amax, the multiply, the clamp, the cast) and two more for a transposed one. A row-scaled row-major copy alone
+// (an inference GEMM's input, a few rows a decode step) is one kernel, fp8_cast_rows: a block per row finds its
+// maximum and casts the row.
 //
 // Tiles. fp8_amax: a block of 8 warps covers 64 rows × 256 columns; a lane reads 8 consecutive elements of a
 // row (one 16-byte access for bf16), a row's maximum is a warp reduce, a column's a reduce over the warps in
@@ -185,6 +187,39 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One block per row: the row's maximum (a block reduce), then the row's cast from a second read of it (from cache:
+// a row is at most a few tens of KB). One launch where the two kernels above take two and a memset.
+template <typename T, Fp8Format F, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    fp8_cast_rows_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, uint8_t* __restrict__ q,
+                         float* __restrict__ inv_scale) {
+  __shared__ float warp_part[kWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r = blockIdx.x;
+  float m = 0.f;
+  for (int64_t c = static_cast<int64_t>(threadIdx.x) * kV; c < cols; c += kThreads * kV) {
+    float v[kV];
+    load_row<T, kVec>(x, rows, cols, r, c, v);
+#pragma unroll
+    for (int k = 0; k < kV; ++k) m = max_nan(m, fabsf(v[k]));
+  }
+  m = warp_max(m);
+  if (lane == 0) warp_part[warp] = m;
+  __syncthreads();
+  float amax = warp_part[0];
+  for (int w = 1; w < kWarps; ++w) amax = max_nan(amax, warp_part[w]);
+  const float s = scale_from<T, F>(amax);
+  for (int64_t c = static_cast<int64_t>(threadIdx.x) * kV; c < cols; c += kThreads * kV) {
+    float v[kV];
+    load_row<T, kVec>(x, rows, cols, r, c, v);
+    Vec<uint8_t, kV> b;
+#pragma unroll
+    for (int k = 0; k < kV; ++k) b.v[k] = quantize<T, F>(v[k], s);
+    store_line<kVec>(q + r * cols, cols, c, b);
+  }
+  if (threadIdx.x == 0) inv_scale[r] = 1.f / s;
+}
+
 LaunchError zero(float* p, int64_t n, cudaStream_t st) {
   if (p == nullptr || n == 0) return nullptr;
   return cuda_error(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * sizeof(float), st));
@@ -230,6 +265,28 @@ LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64
       vec ? launch(fp8_cast_kernel<T, Fp8Format::kE4M3, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE4M3, false>);
     else
       vec ? launch(fp8_cast_kernel<T, Fp8Format::kE5M2, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE5M2, false>);
+    return launch_status();
+  });
+}
+
+LaunchError fp8_cast_rows(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64_t cols, void* q,
+                          float* inv_scale, void* stream) {
+  if (rows == 0 || cols == 0) return nullptr;
+  if (rows > 2147483647) return "fp8_cast_rows: more rows than one grid dimension takes";
+  const auto st = static_cast<cudaStream_t>(stream);
+  const auto grid = static_cast<unsigned>(rows);
+  return dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xt = static_cast<const T*>(x);
+    auto* qb = static_cast<uint8_t*>(q);
+    const bool vec = cols % kV == 0 && aligned(x, kV * sizeof(T)) && aligned(q, kV);
+    const auto launch = [&](auto kernel) { kernel<<<grid, kThreads, 0, st>>>(xt, rows, cols, qb, inv_scale); };
+    if (fmt == Fp8Format::kE4M3)
+      vec ? launch(fp8_cast_rows_kernel<T, Fp8Format::kE4M3, true>)
+          : launch(fp8_cast_rows_kernel<T, Fp8Format::kE4M3, false>);
+    else
+      vec ? launch(fp8_cast_rows_kernel<T, Fp8Format::kE5M2, true>)
+          : launch(fp8_cast_rows_kernel<T, Fp8Format::kE5M2, false>);
     return launch_status();
   });
 }

@@ -37,4 +37,9 @@ LaunchError fp8_amax(DType dt, const void* x, int64_t rows, int64_t cols, Fp8Ama
 LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64_t cols, Fp8Out rowmajor,
                      Fp8Out transposed, void* stream);
 
+// The row-major copy alone, scaled per row, in one launch: for each row of x, its absolute maximum, then
+// inv_scale[r] and q[r] as fp8_amax + fp8_cast compute them (the same bytes).
+LaunchError fp8_cast_rows(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64_t cols, void* q,
+                          float* inv_scale, void* stream);
+
 }  // namespace meshtrain::model::cuda

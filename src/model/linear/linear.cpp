@@ -33,6 +33,7 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
   if (nf4_) return nf4_linear(x, nf4_current(), bias);
+  if (fp8_weight_.defined()) return fp8_weight_linear(x, fp8_weight_, bias);
   if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_, fp8_input_.get());
   if (fused_bias_ && bias.defined()) return bias_linear(x, weight, bias);
   if (master_grads_) return master_linear(x, weight, bias);  // at::linear where it does not apply
@@ -75,6 +76,19 @@ void LinearImpl::hold_nf4_rows(std::vector<at::Tensor> rows, Nf4RowStore store) 
   nf4_store_ = std::move(store);
 }
 
+void LinearImpl::hold_weight_as_fp8(Fp8Weight w) {
+  MT_CHECK(can_hold_fp8(), "hold_weight_as_fp8: ", name(), " computes more than x·Wᵀ + b on a plain weight "
+           "(adapters, FP8 training matmuls, NF4, or an FP8 weight already): its weight stays as it is");
+  MT_CHECK(w.defined() && w.q.sizes() == weight.sizes(), "hold_weight_as_fp8: FP8 weight of shape ",
+           w.defined() ? w.q.sizes() : at::IntArrayRef{}, " for a weight of ", weight.sizes());
+  fp8_weight_ = std::move(w);
+  retire_parameter("weight", at::empty(weight.sizes(), weight.options().device(at::kMeta)));
+}
+
+at::Tensor LinearImpl::local_product(const at::Tensor& x, const at::Tensor& b) const {
+  return fp8_weight_.defined() ? fp8_weight_linear(x, fp8_weight_, b) : at::linear(x, weight, b);
+}
+
 Nf4Tensor LinearImpl::nf4_current() const {
   // Views made when the layer runs: the layout's storage is filled then (a view checks its storage's size).
   return nf4_rows_.empty() ? *nf4_ : nf4_->over_rows(nf4_rows_);
@@ -82,6 +96,7 @@ Nf4Tensor LinearImpl::nf4_current() const {
 
 at::Tensor LinearImpl::weight_values() const {
   if (nf4_) return nf4_current().dequantize(at::kFloat);
+  if (fp8_weight_.defined()) return fp8_weight_.dequantize(at::kFloat);
   return weight.detach().to(at::kFloat);
 }
 

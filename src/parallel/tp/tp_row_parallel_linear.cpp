@@ -11,7 +11,7 @@ RowParallelLinearImpl::RowParallelLinearImpl(at::Tensor weight, at::Tensor bias,
     : TpLinearImpl(std::move(weight), std::move(bias), std::move(tp), std::move(sp)) {}
 
 at::Tensor RowParallelLinearImpl::forward(const at::Tensor& x) {
-  auto partial = at::linear(x, weight);  // [B, T, out]: this rank's share of the sum
+  auto partial = local_product(x, at::Tensor());  // [B, T, out]: this rank's share of the sum
   // LoRA: A [r, in/tp] is this rank's columns, B [out, r] whole; B (A_i x_i) summed over the ranks is B (A x),
   // so the adapters' term joins the partial output and rides the reduction the base's output makes anyway —
   // no collective of its own (reducing A_i x_i first would add one per layer, forward and backward). The

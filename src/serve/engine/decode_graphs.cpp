@@ -85,10 +85,12 @@ bool DecodeGraphs::supported(const model::TransformerImpl& model, PagedKvCache& 
   if (!k.is_cuda()) return false;
   const ModelConfig& cfg = model.config();
   const int64_t hd = cfg.d_model / cfg.n_head;
-  const auto& wq = model.blocks->ptr<model::BlockImpl>(0)->attn->wq->weight;  // this rank's query heads
+  // This rank's query heads; the device is the cache's (a weight held in FP8 keeps only its shape and dtype).
+  const auto& wq = model.blocks->ptr<model::BlockImpl>(0)->attn->wq->weight;
+  const auto q = at::empty({1, wq.size(0) / hd, hd}, wq.options().device(k.device()).requires_grad(false));
   // Where the kernel does not take the decodes, they go through the reference attention, which reads each chunk's
   // host values (a replay would freeze them): nothing can be captured. False in a build without CUDA kernels.
-  return model::paged_decode_supported(at::empty({1, wq.size(0) / hd, hd}, wq.options().requires_grad(false)), k);
+  return model::paged_decode_supported(q, k);
 }
 
 DecodeGraphs::DecodeGraphs(model::Transformer model, PagedKvCache& cache, std::vector<int64_t> batch_sizes,

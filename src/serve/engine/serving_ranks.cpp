@@ -4,11 +4,17 @@
 #include <c10/util/accumulate.h>
 #include <torch/cuda.h>
 
+#ifdef MESHTRAIN_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/model/fp8_weights.h"
 #include "meshtrain/model/param_module.h"
 #include "meshtrain/parallel/tp/tensor_parallel.h"
+#include "meshtrain/serve/engine/paged_kv_cache.h"
 
 namespace meshtrain::serve {
 namespace {
@@ -51,6 +57,19 @@ model::Transformer load_tensor_parallel_model(const ckpt::InferenceCheckpoint& c
   return net;
 }
 
+// --quantization fp8: the blocks' weights in FP8, the bf16 ones' memory handed back to the device (the KV cache is
+// sized from what is free next), and one line saying what changed.
+void hold_serving_weights_in_fp8(model::TransformerImpl& net) {
+  const std::string why = model::fp8_weights_refusal(net);
+  MT_USER_CHECK(why.empty(), "--quantization fp8: ", why);
+  const model::Fp8WeightsSummary s = model::hold_weights_in_fp8(net);
+#ifdef MESHTRAIN_WITH_CUDA
+  if (net.head_weight().is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  log::info("FP8 weights: %lld linear layers of the blocks, %s -> %s", static_cast<long long>(s.layers),
+            memory_text(s.bytes_before).c_str(), memory_text(s.bytes_after).c_str());
+}
+
 }  // namespace
 
 int64_t ServingRanks::min_over_ranks(int64_t v) const {
@@ -86,11 +105,19 @@ void check_tensor_parallel_split(const ModelConfig& m, int tp) {
                 " is smaller than the ranks; run at most ", m.vocab_size);
 }
 
-model::Transformer load_serving_model(const ckpt::InferenceCheckpoint& ck, const ServingRanks& ranks) {
+WeightQuantization weight_quantization_from_flag(const std::string& value) {
+  if (value == "none") return WeightQuantization::none;
+  MT_USER_CHECK(value == "fp8", "--quantization ", value, ": expected none or fp8");
+  return WeightQuantization::fp8;
+}
+
+model::Transformer load_serving_model(const ckpt::InferenceCheckpoint& ck, const ServingRanks& ranks,
+                                      WeightQuantization quant) {
   check_tensor_parallel_split(ck.config.model, ranks.tp());
   model::Transformer net = ranks.group ? load_tensor_parallel_model(ck, ranks) : ckpt::load_model(ck);
   net->to(ranks.placement.device(), ranks.placement.dtype().toScalarType());  // the engine follows the weights
   net->eval();
+  if (quant == WeightQuantization::fp8) hold_serving_weights_in_fp8(*net);  // each rank its own shards
   return net;
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "meshtrain/comm/fake_communicator.h"
+#include "meshtrain/model/fp8_weights.h"
 #include "meshtrain/model/fused_projections.h"
 #include "meshtrain/parallel/tp/tensor_parallel.h"
 #include "meshtrain/parallel/tp/tp_vocab_parallel_embedding.h"
@@ -192,3 +193,29 @@ TEST(TpApply, ColumnParallelShardsFuseForInference) {
   EXPECT_EQ(model::fuse_projections(*m), 2 * n_layer);
   EXPECT_TRUE(at::equal(m->forward(tokens), want));
 }
+
+namespace {
+
+// Serving with FP8 weights under tensor parallelism (docs/serving.md "FP8 weights"): the column- and row-parallel
+// layers hold their blocks in FP8 and run the FP8 product between their collectives, q/k/v and gate/up side by
+// side; over one rank the model computes what the same model without tensor parallelism computes in FP8.
+TEST(TpApply, Fp8WeightsRunInsideTheTensorParallelLayers) {
+  torch::NoGradGuard no_grad;
+  auto c = tiny("llama", 1);
+  auto plain = initialised(c);
+  auto m = initialised(c);
+  apply_tensor_parallel(*m, comm::make_fake_communicator(0, 1), c);
+  const auto tokens = at::randint(0, c.model.vocab_size, {1, 8}, at::kLong);
+  const auto full = m->forward(tokens);
+  const int64_t layers = 7 * static_cast<int64_t>(m->blocks->size());
+  EXPECT_EQ(model::hold_weights_in_fp8(*m).layers, layers);
+  EXPECT_EQ(model::hold_weights_in_fp8(*plain).layers, layers);
+  auto& a = *m->blocks->ptr<model::BlockImpl>(0)->attn;
+  EXPECT_TRUE(a.wo->fp8_weight().defined()) << "a row-parallel layer holds FP8 too";
+  EXPECT_TRUE(model::side_by_side({a.wq.get(), a.wk.get(), a.wv.get()}).fp8.defined());
+  const auto got = m->forward(tokens), want = plain->forward(tokens);
+  EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-5)) << (got - want).abs().max();
+  EXPECT_GT((got - full).abs().max().item<double>(), 1e-5) << "the FP8 products ran";
+}
+
+}  // namespace

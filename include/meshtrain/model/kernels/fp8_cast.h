@@ -8,8 +8,8 @@
 //
 // On CUDA (fp32 or bf16, a build with the fused kernels) two passes over t: one for the maxima (of the
 // tensor, or of every row and every column at once) and one that writes both copies, each scale computed on
-// the device from its maximum. Elsewhere the composite ATen ops run (fp8_cast_composite), which define the
-// result: both give the same bytes.
+// the device from its maximum; a row-scaled row-major copy alone (an inference GEMM's input) is one kernel.
+// Elsewhere the composite ATen ops run (fp8_cast_composite), which define the result: both give the same bytes.
 #pragma once
 
 #include <ATen/core/Tensor.h>

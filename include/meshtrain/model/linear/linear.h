@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "meshtrain/core/config_enums.h"
+#include "meshtrain/model/linear/fp8_weight.h"
 #include "meshtrain/model/param_module.h"
 
 namespace meshtrain::model {
@@ -43,13 +44,14 @@ class LinearImpl : public ParamModule {
   virtual bool can_fuse_gelu() const { return true; }
   // Whether a fused op may compute this layer's x·Wᵀ + b in its place (model/linear/gelu_mlp.h): can_fuse_gelu()
   // and no FP8 matmuls.
-  bool can_fuse() const { return fp8_ == Fp8Scaling::off && !nf4_ && can_fuse_gelu(); }
+  bool can_fuse() const { return holds_plain_weight() && can_fuse_gelu(); }
   // Whether forward(x), run without gradients, is exactly x·Wᵀ + b on this layer's own weight and bias (this
-  // rank's block of them), so that an inference step may compute it inside one GEMM with other layers that read
-  // the same input, their weights laid side by side (model/fused_projections.h). Unlike can_fuse(), a layer
-  // whose forward adds only collectives that are the identity in a forward (a column-parallel shard) answers
-  // true; adapters, FP8 matmuls or a collective on the output answer false.
-  virtual bool plain_in_inference() const { return can_fuse(); }
+  // rank's block of them), however the weight is held (in FP8 for inference too), so that an inference step may
+  // compute it inside one GEMM with other layers that read the same input, their weights laid side by side
+  // (model/fused_projections.h). Unlike can_fuse(), a layer whose forward adds only collectives that are the
+  // identity in a forward (a column-parallel shard) answers true; adapters, FP8 training matmuls, NF4 or a
+  // collective on the output answer false.
+  virtual bool plain_in_inference() const { return fp8_ == Fp8Scaling::off && !nf4_ && can_fuse_gelu(); }
   // With a bias: forward through bias_linear (model/linear/bias_linear.h: the bias gradient inside the weight-gradient
   // GEMM on CUDA) instead of at::linear; default off. Layers that override forward keep their own matmuls.
   void set_fused_bias(bool on) { fused_bias_ = on; }
@@ -80,11 +82,28 @@ class LinearImpl : public ParamModule {
   // The NF4 weight, or null while the weight is a parameter. Its storage held by a layout (hold_nf4_rows), its
   // codes, absmax codes and scales are meta tensors of their sizes: bytes(), rows() and the map answer.
   const Nf4Tensor* nf4_weight() const { return nf4_.get(); }
+  // Inference with FP8 weights (docs/serving.md "FP8 weights"): the weight held as `w` from now on, and the
+  // layer's product is fp8_weight_linear (model/linear/fp8_weight.h), without gradients. `weight` leaves the
+  // module's parameters and becomes a meta tensor of its shape and dtype, as for NF4. Only where can_hold_fp8().
+  void hold_weight_as_fp8(Fp8Weight w);
+  // Whether hold_weight_as_fp8 may take this layer: its weight is a plain tensor (no FP8 training matmuls, NF4 or
+  // FP8 weight already) and its forward computes nothing on it but x·Wᵀ + b (with collectives around it, for
+  // the tensor-parallel layers, which run local_product()); adapters answer false.
+  virtual bool can_hold_fp8() const { return holds_plain_weight() && can_fuse_gelu(); }
+  // The FP8 weight, undefined while the weight is a parameter.
+  const Fp8Weight& fp8_weight() const { return fp8_weight_; }
   // The weight's values in fp32 whichever way it is held (the NF4 one dequantized): for export and merging.
   at::Tensor weight_values() const;
 
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out], undefined without bias
+
+ protected:
+  // x·Wᵀ + b on this layer's weight however it is held: at::linear, or fp8_weight_linear for an FP8 weight. What
+  // a subclass's forward calls for its own block's product.
+  at::Tensor local_product(const at::Tensor& x, const at::Tensor& b) const;
+  // Neither FP8 training matmuls, nor NF4, nor an FP8 weight: `weight` is the tensor the product reads.
+  bool holds_plain_weight() const { return fp8_ == Fp8Scaling::off && !nf4_ && !fp8_weight_.defined(); }
 
  private:
   // The NF4 weight over its storage: nf4_ itself, or nf4_'s sizes over the layout's rows (views, made per use).
@@ -93,6 +112,7 @@ class LinearImpl : public ParamModule {
   std::shared_ptr<const Nf4Tensor> nf4_;
   std::vector<at::Tensor> nf4_rows_;  // hold_nf4_rows: the storage nf4_ reads, and who writes it
   Nf4RowStore nf4_store_;
+  Fp8Weight fp8_weight_;
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
   bool fused_bias_ = false;

@@ -24,6 +24,8 @@ class TpLinearImpl : public model::LinearImpl {
   bool has_adapters() const { return lora_A.defined(); }
   // The matmul is on this rank's block, between collectives: no fused GELU epilogue.
   bool can_fuse_gelu() const override { return false; }
+  // The block's product is local_product(): its weight may be held in FP8 for serving, unless adapters ride on it.
+  bool can_hold_fp8() const override { return holds_plain_weight() && !has_adapters(); }
 
   at::Tensor lora_A;  // undefined without adapters
   at::Tensor lora_B;

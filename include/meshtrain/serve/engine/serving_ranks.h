@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/comm/communicator.h"
@@ -42,9 +43,18 @@ ServingRanks join_serving_ranks(const c10::TensorOptions& placement, std::chrono
 // `tp` ranks cannot split evenly, or whose vocabulary is smaller than `tp`.
 void check_tensor_parallel_split(const ModelConfig& m, int tp);
 
+// How the blocks' linear weights are held for serving: as loaded (in the placement's dtype), or in FP8
+// (`--quantization fp8`: model/fp8_weights.h, docs/serving.md "FP8 weights").
+enum class WeightQuantization { none, fp8 };
+// `--quantization`'s value: none or fp8; UserError naming the flag otherwise.
+WeightQuantization weight_quantization_from_flag(const std::string& value);
+
 // The checkpoint's model on `ranks.placement`, in eval mode: whole for one process (ckpt::load_model: a LoRA
 // checkpoint's adapters merged), else this rank's blocks only, read from the checkpoint as the trainer's TP layout
-// (adapters kept beside their split weights). check_tensor_parallel_split first.
-model::Transformer load_serving_model(const ckpt::InferenceCheckpoint& ck, const ServingRanks& ranks);
+// (adapters kept beside their split weights). check_tensor_parallel_split first. With `quant` fp8 the blocks'
+// weights (each rank's shards) are then held in FP8 and the memory they leave handed back to the device before the
+// caller sizes its KV cache; refused in one line (UserError) on a GPU without FP8 matmuls.
+model::Transformer load_serving_model(const ckpt::InferenceCheckpoint& ck, const ServingRanks& ranks,
+                                      WeightQuantization quant = WeightQuantization::none);
 
 }  // namespace meshtrain::serve
