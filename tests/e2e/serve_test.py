@@ -336,6 +336,16 @@ check("latency histograms", counts == {
     "time_between_tokens_seconds_count": generated - answered, "generation_tokens_total": generated,
     "prompt_tokens_total": 90 * answered} and metric(text, "meshtrain_time_to_first_token_seconds_sum") > 0,
       f"{counts}, {answered} answered\n{text}")
+# Every engine step timed once; the tokens through the model and those the prefix cache gave cover the answered
+# prompts (90 each; the prompts are the same, so later ones may share the first's full blocks), and a rate gauge
+# for each kind of token.
+steps = metric(text, "meshtrain_engine_steps_total")
+hits = metric(text, "meshtrain_prefix_cache_hit_tokens_total")
+check("step histogram, computed tokens, rates", steps and metric(text, "meshtrain_engine_step_seconds_count") == steps
+      and hits is not None and metric(text, "meshtrain_computed_tokens_total") + hits >= 90 * answered
+      and metric(text, "meshtrain_kv_blocks_cached") is not None
+      and all((metric(text, f"meshtrain_{k}_tokens_per_second") or -1) >= 0 for k in ("generation", "computed")),
+      text)
 conn.close()
 r = subprocess.run([MESHTRAIN, "serve", ckpt, "--max-waiting", "0"], capture_output=True, text=True, timeout=TIMEOUT)
 check("--max-waiting 0 → exit 2", r.returncode == 2 and "--max-waiting" in r.stderr and "\n" not in r.stderr.strip(),

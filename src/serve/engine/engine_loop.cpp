@@ -94,7 +94,11 @@ int64_t EngineLoop::stop() {
 
 EngineLoopMetrics EngineLoop::metrics() const {
   std::lock_guard lock(mu_);
-  return metrics_;
+  EngineLoopMetrics m = metrics_;
+  const Clock::time_point now = Clock::now();
+  m.generation_tokens_per_second = generated_rate_.per_second(now);
+  m.computed_tokens_per_second = computed_rate_.per_second(now);
+  return m;
 }
 
 void EngineLoop::run() {
@@ -202,17 +206,23 @@ void EngineLoop::end_cancelled_and_stopped() {
 }
 
 void EngineLoop::run_step() {
+  const Clock::time_point start = Clock::now();
+  const int64_t computed_before = scheduler_->stats().computed_tokens;
   const StepPlan plan = scheduler_->step();
   MT_CHECK(!plan.empty(), "engine loop: the scheduler has work but planned an empty step");
   const std::vector<SampledToken> sampled = engine_->step(plan, *scheduler_);
   const std::vector<Finished> finished = scheduler_->on_tokens(sampled);
   {
     // The metrics first: a reader that sees its request end then also sees the step counted.
+    const Clock::time_point end = Clock::now();
     std::lock_guard lock(mu_);
     snapshot_scheduler();
     time_tokens(sampled);
     metrics_.requests_finished += static_cast<int64_t>(finished.size());
     metrics_.generated_tokens += static_cast<int64_t>(sampled.size());
+    metrics_.step_time.observe(std::chrono::duration<double>(end - start).count());
+    generated_rate_.add(end, static_cast<int64_t>(sampled.size()));
+    computed_rate_.add(end, scheduler_->stats().computed_tokens - computed_before);
   }
   for (const SampledToken& t : sampled) streams_.at(t.id)->push(t.token);
   for (const Finished& f : finished) {
@@ -228,6 +238,9 @@ void EngineLoop::snapshot_scheduler() {
   metrics_.blocks_free = scheduler_->pool().num_free();
   metrics_.steps = scheduler_->stats().steps;
   metrics_.preemptions = scheduler_->stats().preemptions;
+  metrics_.computed_tokens = scheduler_->stats().computed_tokens;
+  metrics_.prefix_hit_tokens = scheduler_->stats().prefix_hit_tokens;
+  metrics_.blocks_cached = scheduler_->pool().num_published();
 }
 
 void EngineLoop::time_tokens(const std::vector<SampledToken>& sampled) {

@@ -234,6 +234,17 @@ std::string OpenAiRoutes::metrics_text() const {
                            m.prompt_tokens) +
          prometheus_metric("generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens) +
          prometheus_metric("engine_steps_total", "counter", "Engine steps run.", m.steps) +
+         prometheus_metric("computed_tokens_total", "counter",
+                           "Tokens through the model: prefill chunks and decodes.", m.computed_tokens) +
+         prometheus_metric("prefix_cache_hit_tokens_total", "counter",
+                           "Prompt tokens taken from cached KV blocks instead of computed.", m.prefix_hit_tokens) +
+         prometheus_metric("kv_blocks_cached", "gauge",
+                           "KV cache blocks holding a shareable prompt prefix (in use or free).", m.blocks_cached) +
+         prometheus_gauge("generation_tokens_per_second", "Tokens generated per second over the last 10 s.",
+                          m.generation_tokens_per_second) +
+         prometheus_gauge("computed_tokens_per_second",
+                          "Tokens through the model (prefill and decode) per second over the last 10 s.",
+                          m.computed_tokens_per_second) +
          prometheus_metric("preemptions_total", "counter", "Sequences preempted for KV blocks.", m.preemptions) +
          prometheus_metric("http_requests_total", "counter", "HTTP requests received.", http_requests_.load()) +
          prometheus_histogram("time_to_first_token_seconds",
@@ -241,7 +252,10 @@ std::string OpenAiRoutes::metrics_text() const {
                               m.time_to_first_token) +
          prometheus_histogram("time_between_tokens_seconds",
                               "Between the engine steps that sampled two consecutive tokens of a request.",
-                              m.time_between_tokens);
+                              m.time_between_tokens) +
+         prometheus_histogram("engine_step_seconds",
+                              "One engine step: the scheduler's plan, the model's forward and the sampling.",
+                              m.step_time);
 }
 
 }  // namespace meshtrain::serve::http

@@ -15,6 +15,13 @@ std::string prometheus_metric(const std::string& name, const char* type, const s
   return header(name, type, help) + "meshtrain_" + name + ' ' + std::to_string(value) + '\n';
 }
 
+std::string prometheus_gauge(const std::string& name, const std::string& help, double value) {
+  std::ostringstream s;
+  s.precision(6);
+  s << header(name, "gauge", help) << "meshtrain_" << name << ' ' << value << '\n';
+  return s.str();
+}
+
 std::string prometheus_histogram(const std::string& name, const std::string& help, const LatencyHistogram& h) {
   std::ostringstream s;
   s << header(name, "histogram", help);

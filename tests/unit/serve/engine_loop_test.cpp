@@ -62,6 +62,17 @@ TEST(EngineLoop, ConcurrentSubmissionsStreamWhatGenerateAllGives) {
   EXPECT_EQ(m.generated_tokens, 6 * 8);
   EXPECT_EQ(m.requests_finished, 6);
   EXPECT_EQ(m.blocks_free, 12);
+  // Every step timed once; each token through the model counted: the prompts less what the cache gave, and
+  // every generated token but each request's last (sampled, never fed back); a preempted request's context again
+  // (the arrival order, and so the preemptions, is the threads').
+  EXPECT_EQ(m.step_time.count(), m.steps);
+  EXPECT_GT(m.steps, 0);
+  const int64_t once = m.prompt_tokens + 6 * (8 - 1);
+  EXPECT_GE(m.computed_tokens + m.prefix_hit_tokens, once) << m.computed_tokens;
+  if (m.preemptions == 0) {
+    EXPECT_EQ(m.computed_tokens + m.prefix_hit_tokens, once) << m.computed_tokens;
+  }
+  EXPECT_GE(m.generation_tokens_per_second, 0.0);
 }
 
 TEST(EngineLoop, RefusedRequestEndsItsStreamWithOneLine) {

@@ -41,6 +41,15 @@ TEST(PrometheusText, GaugeAndCounter) {
   EXPECT_EQ(p.samples[0], (std::pair<std::string, double>{"meshtrain_requests_running", 3}));
 }
 
+TEST(PrometheusText, FractionalGauge) {
+  const Parsed p = parse(prometheus_gauge("generation_tokens_per_second", "Tokens generated per second.", 1234.5678));
+  EXPECT_EQ(p.comments[1], "# TYPE meshtrain_generation_tokens_per_second gauge");
+  ASSERT_EQ(p.samples.size(), 1u);
+  EXPECT_EQ(p.samples[0].first, "meshtrain_generation_tokens_per_second");
+  EXPECT_DOUBLE_EQ(p.samples[0].second, 1234.57);
+  EXPECT_EQ(parse(prometheus_gauge("r", "none yet", 0)).samples[0].second, 0.0);
+}
+
 TEST(PrometheusText, HistogramBucketsAreCumulativeAndEndAtInf) {
   LatencyHistogram h;
   for (double s : {0.0005, 0.001, 0.003, 0.2, 0.2, 7.0, 100.0}) h.observe(s);

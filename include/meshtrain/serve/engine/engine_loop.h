@@ -22,6 +22,7 @@
 #include "meshtrain/serve/engine/latency_histogram.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/engine/request_stream.h"
+#include "meshtrain/serve/engine/token_rate.h"
 
 namespace meshtrain::serve {
 
@@ -38,8 +39,15 @@ struct EngineLoopMetrics {
   int64_t preemptions = 0;
   int64_t requests_refused = 0;    // turned away because max_waiting requests were already waiting
   int64_t requests_aborted = 0;    // ended unfinished because their client went away (RequestStream::cancel)
+  int64_t computed_tokens = 0;     // tokens through the model: prefill chunks and decodes (SchedulerStats)
+  int64_t prefix_hit_tokens = 0;   // prompt tokens taken from cached blocks instead of computed
+  int64_t blocks_cached = 0;       // published blocks: a prompt prefix a later request can share
   LatencyHistogram time_to_first_token;   // submit() to the step that sampled a request's first token
   LatencyHistogram time_between_tokens;   // between the steps that sampled two consecutive tokens of a request
+  LatencyHistogram step_time;             // one engine step: the scheduler's plan, the model, the sampling
+  // Over the last 10 s (serve/engine/token_rate.h), as of the snapshot: tokens generated, tokens computed.
+  double generation_tokens_per_second = 0;
+  double computed_tokens_per_second = 0;
 };
 
 class EngineLoop {
@@ -120,6 +128,7 @@ class EngineLoop {
 
   RequestId next_id_ = 1;
   EngineLoopMetrics metrics_;
+  TokenRate generated_rate_, computed_rate_;  // the steps' tokens, for metrics()' per-second figures
   std::thread thread_;
 };
 
