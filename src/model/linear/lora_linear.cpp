@@ -19,9 +19,13 @@ at::Tensor LoraLinearImpl::forward(const at::Tensor& x) {
   // The adapters run in the compute dtype like the base: under autocast both linears are cast; without it a
   // base held in bf16 takes bf16 adapters' weights too (their fp32 master stays with the optimizer).
   const at::Tensor xa = dropout_ > 0.0 && is_training() ? lora_dropout(x, dropout_, x.size(-1), 0) : x;
-  auto a = at::linear(xa, lora_A.to(x.scalar_type()));   // [..., r]
-  auto b = at::linear(a, lora_B.to(x.scalar_type()));    // [..., out]
-  return y + b * scale_;
+  auto a = at::linear(xa, lora_A.to(x.scalar_type()));  // [..., r]
+  // The adapter's product added to the base's output by its own GEMM (beta 1) with the scale folded into B
+  // ([out, r]: tiny): one kernel where the product, its scaling and the add were three passes over [..., out],
+  // and the backward's gradient reaches the base's output as it is, unscaled and uncopied.
+  const auto b_scaled = (lora_B.to(x.scalar_type()) * scale_).t();  // [r, out]
+  const int64_t out = y.size(-1);
+  return at::addmm(y.reshape({-1, out}), a.reshape({-1, a.size(-1)}), b_scaled).view(y.sizes());
 }
 
 at::Tensor LoraLinearImpl::merged_weight() const {
