@@ -6,13 +6,13 @@ offloaded run's ratio to the on-device one, peak GPU memory, the host update tim
 per step (from the run's metrics.jsonl, median over the timed steps) — and writes every row to
 OUT/offload_compare.json.
 
-Model: Llama 3.1 8B when its offloaded state fits in host memory, else Llama 3.2 3B. The offloaded optimizer
-holds 16 bytes per parameter in host memory (fp32 master, exp_avg, exp_avg_sq, the gradient's host buffer;
-train/offloaded_adamw.h), pinned: 8.03e9 × 16 B = 128 GB (120 GiB) for 8B, which does not fit beside the
-process and the OS in a 128 GiB host; 3.21e9 × 16 B = 51 GB (48 GiB) for 3B does. --model forces one. With
-accumulation (both default cases) the gradients sum on the device and go to the host after the backward;
-at --accum 1 a single process streams them during the backward and keeps only bf16 parameters on the device
-(docs/offload.md). --delay adds a third run per accumulation with `optimizer.offload_delay: 1` (the host update
+Model: Llama 3.1 8B when its offloaded state fits in host memory, else Llama 3.2 3B. With accumulation (both
+default cases) and without --delay the gradients are held: they sum on the device in bf16 and go down in chunks
+at the step, and the host holds 12 bytes a parameter (fp32 master, exp_avg, exp_avg_sq; train/chunked_update.h),
+pinned: 8.03e9 × 12 B = 96 GB (90 GiB) for 8B, which fits in a 128 GiB host. At --accum 1 a single process
+streams them during the backward, and with --delay they are downloaded whole: 16 bytes a parameter (the
+gradient's host buffer too), 120 GiB for 8B, which does not fit beside the process and the OS; 3.21e9 × 16 B =
+51 GB (48 GiB) for 3B does. --model forces one (docs/offload.md). --delay adds a third run per accumulation with `optimizer.offload_delay: 1` (the host update
 of each step overlapping the next step's forward and backward; its effect on the loss:
 scripts/bench/loss_compare.py --variants offload,offload-delay).
 
@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 PARAMS = {"llama3.1-8b": 8.03e9, "llama3.2-3b": 3.21e9}
-HOST_BYTES_PER_PARAM = 16
+HELD_BYTES_PER_PARAM, HOST_BYTES_PER_PARAM = 12, 16
 HOST_HEADROOM = 0.85  # of MemTotal the pinned state may take: the process, page cache and the OS need the rest
 
 
@@ -38,10 +38,10 @@ def host_memory_bytes():
     return 0
 
 
-def pick_model(asked):
+def pick_model(asked, held):
     total = host_memory_bytes()
     for name in ([asked] if asked != "auto" else ["llama3.1-8b", "llama3.2-3b"]):
-        need = PARAMS[name] * HOST_BYTES_PER_PARAM
+        need = PARAMS[name] * (HELD_BYTES_PER_PARAM if held else HOST_BYTES_PER_PARAM)
         fits = need <= HOST_HEADROOM * total
         print(f"{name}: offloaded state {need / 2**30:.0f} GiB pinned host memory, "
               f"{'fits' if fits else 'does not fit'} in {HOST_HEADROOM:.0%} of {total / 2**30:.0f} GiB")
@@ -102,9 +102,10 @@ def main():
     ap.add_argument("--delay", action="store_true", help="also run optimizer.offload_delay=1")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    model = pick_model(a.model)
+    accums = [int(x) for x in a.accum.split(",")]
+    model = pick_model(a.model, held=min(accums) > 1 and not a.delay)
     rows = []
-    for accum in (int(x) for x in a.accum.split(",")):
+    for accum in accums:
         for optimizer in ("device", "offload", "delayed") if a.delay else ("device", "offload"):
             r = run_one(a, model, accum, optimizer)
             if r:

@@ -99,10 +99,13 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   const GradientLayout layout{.zero_stage = zero, .aliased = zero >= 1 && shard_ranks == 1, .tp = p.tp, .pp = p.pp,
                               .gradient_shards = zero >= 3 ? shard_ranks : 1};
   const bool streamed = offload && offload_streams_gradients(layout, cfg.train.grad_accum);
+  // Held: the weights and their gradients in the compute dtype (at most 4 bytes together, counted as the fp32
+  // weights' 4).
+  const bool holds = offload && offload_holds_gradients(layout, cfg.train.grad_accum, cfg.optimizer.offload_delay == 1);
   // Bytes per parameter on this rank: fp32 weights, gradients, two AdamW moments, each divided by tp and by
   // the data-parallel ranks once the ZeRO stage shards it.
   Num per_rank = 4 * P / (tp * (zero >= 3 ? shard : 1));
-  if (training && !streamed) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1));
+  if (training && !streamed && !holds) per_rank += 4 * P / (tp * (zero >= 2 ? shard : 1));
   if (training && !offload) per_rank += 8 * P / (tp * (zero >= 1 ? shard : 1));
   // LoRA: the base does not train — held in the compute dtype (a GPU's: bf16 unless train.dtype is fp32; a lower
   // bound on the CPU's fp32), or QLoRA's block linears in NF4 (≈ 0.5 bytes; the embeddings and head counted at
@@ -118,6 +121,7 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
                                  : "the frozen LoRA base (in the compute dtype; the adapters' state not counted")
                      : !training ? "the fp32 weights"
                      : streamed ? "training (fp32 weights; the gradients and AdamW moments are on the host"
+                     : holds    ? "training (weights and gradients in the compute dtype; the AdamW state is on the host"
                      : offload  ? "training (fp32 weights and gradients; the AdamW moments are on the host"
                                 : "training (fp32 weights, gradients and AdamW moments";
   const std::string name = cfg.source.empty() ? "config" : cfg.source;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "meshtrain/core/config_enums.h"
+#include "meshtrain/core/gradient_streaming.h"
 #include "meshtrain/plan/param_table.h"
 
 namespace meshtrain::plan {
@@ -146,10 +147,10 @@ Step plan_step(const Config& cfg, int64_t world_size, bool cuda) {
   // Only trainable units have gradients (parallel/fsdp/fully_shard.h splits each block by trainable and frozen).
   if (s.zero12 && l.zero_stage == 1 && s.accumulation > 1)
     s.accumulated_full_grads = l.param_bytes * (s.sizes.root_trainable + s.blocks * s.sizes.block_grad);
-  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed replicated offload,
-  // and a frozen base held in bf16 (LoRA) have none.
+  // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed or held replicated
+  // offload, and a frozen base held in bf16 (LoRA) have none.
   const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
-  const bool copies = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream);
+  const bool copies = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream && !l.hold);
   s.block_copy = copies ? 2 * s.sizes.block_cast : 0;
   s.root_copy = copies ? 2 * s.sizes.root_cast : 0;
   s.block_full = s.fsdp ? s.sizes.block_gathered : 0;
@@ -224,7 +225,7 @@ MemoryItems end_of_backward(const Step& s, bool tied_embeddings) {
   m.grads += s.plain_grads + s.accumulated_full_grads;
   m.transient += tied_embeddings ? 4 * s.sizes.head_grad : 0;
   m.gathered = s.root_full;
-  const int64_t bucket_bytes = l.stream ? l.stream_bytes : 4;
+  const int64_t bucket_bytes = l.stream || l.hold ? l.stream_bytes : 4;
   m.comm_buffers = l.reducer && l.reduce_bytes != bucket_bytes ? l.reduce_bytes * s.state.grads / bucket_bytes : 0;
   return m;
 }
@@ -258,6 +259,8 @@ void add_totals(MemoryEstimate& e, const Step& s, int64_t world_size, const GpuS
   e.device_memory = gpu.memory_bytes;
   e.fits = e.device_total <= e.device_memory;
   if (s.offload) e.host_optimizer = 2 * s.state.optimizer;  // master + gradient buffers: as many bytes as m + v
+  // Held: no gradient buffers (the master is half of m + v), a few pinned slots instead (core/gradient_streaming.h).
+  if (l.hold) e.host_optimizer = s.state.optimizer + s.state.optimizer / 2 + kHeldSlotBytes;
   // Streamed with accumulation on CUDA: a pinned fp32 staging buffer per parameter (half of m + v).
   if (l.stream && s.accumulation > 1 && cuda) e.host_optimizer += s.state.optimizer / 2;
   if (s.memory_snapshots) e.host_snapshots = s.state.optimizer + s.state.optimizer / 2;

@@ -61,7 +61,7 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   s += line(f, "= device total", gib(m.device_total) + (m.fits ? "" : "  DOES NOT FIT"));
   s += line(f, "  of the GPU's", gib(m.device_memory));
   if (m.host_optimizer > 0)
-    s += line(f, "host memory (offload: master, m, v, gradients)", gib(m.host_optimizer));
+    s += line(f, "host memory (offload: master, m, v; gradient buffers unless held)", gib(m.host_optimizer));
   // Per node: every GPU's rank keeps its snapshots in the node's memory file system.
   if (m.host_snapshots > 0)
     s += line(f, "host memory per node, in-memory checkpoints",

@@ -29,6 +29,8 @@ RankLayout RankLayout::from(const Config& cfg, int64_t world_size) {
                              .gradient_shards = l.zero_stage == 3 ? l.shard : 1};
   l.stream = cfg.optimizer.offload == OptimizerOffload::cpu &&
              offload_streams_gradients(grads, cfg.train.grad_accum);
+  l.hold = cfg.optimizer.offload == OptimizerOffload::cpu &&
+           offload_holds_gradients(grads, cfg.train.grad_accum, cfg.optimizer.offload_delay == 1);
   l.stream_bytes = compute_dtype(cfg.train, /*cuda=*/true) == Dtype::bf16 ? 2 : 4;
   l.nf4 = cfg.model.base_quant == BaseQuant::nf4;
   return l;
@@ -90,9 +92,9 @@ RankState param_state(const ParamSpec& p, bool train, const RankLayout& l, int64
   }
   const int64_t held = train ? 4 : l.frozen_bytes;  // parallelize(): LoRA's frozen base in the compute dtype
   if (l.zero_stage == 0) {
-    if (l.stream) {  // the master on the host; gradients in DDP's buckets only
+    if (l.stream || l.hold) {  // the master on the host; streamed: gradients in DDP's buckets only
       s.params += (train ? l.stream_bytes : l.frozen_bytes) * numel;
-      s.grads += train && l.reducer ? l.stream_bytes * numel : 0;
+      s.grads += train && (l.reducer || l.hold) ? l.stream_bytes * numel : 0;
       s.optimizer += train ? 8 * numel + 4 : 0;
       return s;
     }

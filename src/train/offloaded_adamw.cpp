@@ -12,10 +12,12 @@
 #include <mutex>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/gradient_streaming.h"
 #include "meshtrain/core/log.h"
 #include "meshtrain/parallel/parallel_model.h"
 #include "meshtrain/train/host_adamw.h"
 #include "meshtrain/train/host_arena.h"
+#include "meshtrain/train/stream_order.h"
 
 namespace meshtrain::train {
 namespace {
@@ -31,17 +33,6 @@ int pick_threads(const OptimizerConfig& cfg) {
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-// What is queued on `later` from now on runs after what `earlier` holds so far.
-void order_after(c10::Device device, const c10::Stream& earlier, const c10::Stream& later) {
-  c10::Event e(device.type());
-  e.record(earlier);
-  e.block(later);
-}
-
-c10::Stream compute_stream(c10::Device device) {
-  return c10::impl::VirtualGuardImpl(device.type()).getStream(device);
 }
 
 }  // namespace
@@ -84,13 +75,13 @@ OffloadedAdamW::OffloadedAdamW(std::vector<Param> params, const OptimizerConfig&
     d2h_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/false);
     h2d_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/false);
   }
-  // Four host tensors per parameter (master, moments, gradient buffer): carved from a few pinned chunks on
-  // an accelerator (train/host_arena.h), plain host memory on the CPU.
+  // Three host tensors per parameter (master, moments): carved from a few pinned chunks on an accelerator
+  // (train/host_arena.h), plain host memory on the CPU. The gradient buffers come when a way needs them.
   std::vector<std::vector<int64_t>> sizes;
   for (const auto& p : params_) {
     MT_CHECK(p.param.device() == device_, "OffloadedAdamW: parameter ", p.name, " is on ", p.param.device(),
              ", the others on ", device_);
-    for (int k = 0; k < 4; ++k) sizes.push_back(p.param.sizes().vec());
+    for (int k = 0; k < 3; ++k) sizes.push_back(p.param.sizes().vec());
   }
   std::optional<HostArena> arena;
   if (on_device_) arena.emplace(/*pinned=*/true, sizes);
@@ -102,10 +93,9 @@ OffloadedAdamW::OffloadedAdamW(std::vector<Param> params, const OptimizerConfig&
   };
   for (size_t i = 0; i < params_.size(); ++i) {
     HostState st;
-    st.master = host(4 * i).copy_(params_[i].param);
-    st.exp_avg = host(4 * i + 1).zero_();
-    st.exp_avg_sq = host(4 * i + 2).zero_();
-    st.grad = host(4 * i + 3);
+    st.master = host(3 * i).copy_(params_[i].param);
+    st.exp_avg = host(3 * i + 1).zero_();
+    st.exp_avg_sq = host(3 * i + 2).zero_();
     st.step = at::zeros({}, at::kFloat);
     state_.push_back(std::move(st));
   }
@@ -113,6 +103,19 @@ OffloadedAdamW::OffloadedAdamW(std::vector<Param> params, const OptimizerConfig&
   log::progress("optimizer.offload: AdamW on %d host threads, %.2f GiB of %s host memory%s", workers_.size(),
                 static_cast<double>(host_bytes) / (1 << 30), on_device_ ? "pinned" : "plain",
                 delay_ ? "; delayed update (each step's gradients are one update stale)" : "");
+}
+
+void OffloadedAdamW::make_gradient_buffers() {
+  if (state_.empty() || state_.front().grad.defined()) return;
+  MT_CHECK(!held_, "OffloadedAdamW: the gradients are held on the device, not downloaded");
+  std::vector<std::vector<int64_t>> sizes;
+  for (const auto& p : params_) sizes.push_back(p.param.sizes().vec());
+  std::optional<HostArena> arena;
+  if (on_device_) arena.emplace(/*pinned=*/true, sizes);
+  for (size_t i = 0; i < state_.size(); ++i) state_[i].grad = arena ? arena->take(i) : at::empty(sizes[i], at::kFloat);
+  if (arena)
+    log::progress("optimizer.offload: %.2f GiB of pinned host memory for the gradients",
+                  static_cast<double>(arena->reserved_bytes()) / (1 << 30));
 }
 
 OffloadedAdamW::~OffloadedAdamW() {
@@ -130,6 +133,10 @@ OffloadedAdamW::~OffloadedAdamW() {
 
 void OffloadedAdamW::gradients_ready() {
   at::NoGradGuard no_grad;
+  if (held_) {  // they stay where they are until step() takes them down chunk by chunk
+    downloads_started_ = true;
+    return;
+  }
   if (streaming_ || !step_closed_) {
     // The gradients came through take_gradient() during the backward: wait for the last copies and additions.
     if (on_device_) d2h_->synchronize();
@@ -142,6 +149,7 @@ void OffloadedAdamW::gradients_ready() {
     return;
   }
   d2h_bytes_ = 0;
+  make_gradient_buffers();
   // The copy stream starts after everything the compute stream queued so far: the backward and the
   // reductions that made the gradients (and, for a pending update's uploads, read the parameters).
   if (on_device_) order_after(device_, compute_stream(device_), *d2h_);
@@ -175,7 +183,9 @@ void OffloadedAdamW::step(double lr, double grad_scale) {
   if (!downloads_started_) gradients_ready();
   downloads_started_ = false;
   const auto start = std::chrono::steady_clock::now();
-  if (delay_) {
+  if (held_) {
+    step_held(lr, grad_scale);
+  } else if (delay_) {
     launch(lr, grad_scale);
     pending_ = true;  // finished by the next gradients_ready() or a sync point
   } else {
@@ -189,6 +199,25 @@ void OffloadedAdamW::step(double lr, double grad_scale) {
   waited_ms_ = 0;
 }
 
+AdamWScalars OffloadedAdamW::scalars(size_t i, double lr, double grad_scale) {
+  HostState& st = state_[i];
+  st.step.add_(1.0);
+  return AdamWScalars::make(lr, cfg_.beta1, cfg_.beta2, cfg_.eps, params_[i].decay ? cfg_.weight_decay : 0.0,
+                            st.step.item<double>(), grad_scale);
+}
+
+void OffloadedAdamW::step_held(double lr, double grad_scale) {
+  std::vector<ChunkedUpdate::Target> targets;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    if (!params_[i].param.grad().defined()) continue;
+    const HostState& st = state_[i];
+    targets.push_back({params_[i].param, st.master, st.exp_avg, st.exp_avg_sq, scalars(i, lr, grad_scale)});
+  }
+  held_->run(targets);
+  d2h_bytes_ = held_->downloaded_bytes();
+  h2d_bytes_ = held_->uploaded_bytes();
+}
+
 void OffloadedAdamW::launch(double lr, double grad_scale) {
   MT_CHECK(!pending_, "OffloadedAdamW: a step launched before the previous update finished");
   spans_->left.assign(state_.size(), 0);
@@ -199,10 +228,7 @@ void OffloadedAdamW::launch(double lr, double grad_scale) {
     if (!st.has_grad) continue;
     if (st.downloaded) st.downloaded->synchronize();  // this gradient is on the host now
     if (st.uploaded) st.uploaded->synchronize();      // the last upload has read the master it rewrites
-    st.step.add_(1.0);
-    const AdamWScalars s = AdamWScalars::make(lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
-                                              params_[i].decay ? cfg_.weight_decay : 0.0,
-                                              st.step.item<double>(), grad_scale);
+    const AdamWScalars s = scalars(i, lr, grad_scale);
     const int64_t n = st.master.numel();
     spans->left[i] = std::max<int64_t>(1, (n + kSpan - 1) / kSpan);
     float* p = st.master.data_ptr<float>();
@@ -277,30 +303,52 @@ void OffloadedAdamW::upload(size_t i) {
   state_[i].uploaded->record(*h2d_);
 }
 
-bool OffloadedAdamW::stream_from(parallel::ParallelModel& par) {
+bool OffloadedAdamW::switch_parameters(parallel::ParallelModel& par, const std::function<bool()>& layout_switch) {
   // The masters were copied from the fp32 parameters at construction. The layout replaces each shard by its
   // cast one unit at a time; a reference held here would keep every fp32 shard alive until the last cast (the
   // device would peak at 6 bytes a parameter while the model is set up, not 4), so they are let go first and
-  // taken again from the layout — its new shards, or the same ones where it cannot stream.
+  // taken again from the layout — its new shards, or the same ones where it cannot switch.
   for (auto& p : params_) p.param = at::Tensor();
-  const bool streams = par.stream_gradients(*this);
+  const bool switched = layout_switch();
   const auto now = par.optimizer_params();
   MT_CHECK(now.size() == params_.size(), "OffloadedAdamW: the layout has ", now.size(), " optimizer parameters, ",
-           params_.size(), " before streaming");
+           params_.size(), " before the switch");
   for (size_t i = 0; i < now.size(); ++i) {
     MT_CHECK(now[i].name == params_[i].name, "OffloadedAdamW: parameter ", i, " is ", now[i].name, ", was ",
              params_[i].name);
     params_[i].param = now[i].param;
   }
-  if (!streams) return false;
+  return switched;
+}
+
+bool OffloadedAdamW::stream_from(parallel::ParallelModel& par) {
+  MT_CHECK(!held_, "OffloadedAdamW: the gradients are held on the device already");
+  if (!switch_parameters(par, [&] { return par.stream_gradients(*this); })) return false;
   streaming_ = true;
   log::progress("optimizer.offload: gradients leave the device as the backward produces them; the device "
                 "holds %s parameters", c10::toString(params_.empty() ? at::kFloat : params_.front().param.scalar_type()));
   return true;
 }
 
+bool OffloadedAdamW::hold_gradients_from(parallel::ParallelModel& par) {
+  MT_CHECK(!streaming_, "OffloadedAdamW: the gradients are streamed already");
+  if (delay_ || !switch_parameters(par, [&] { return par.hold_gradients(); })) return false;
+  hold_gradients(kHeldChunkElements, kHeldSlots);
+  return true;
+}
+
+void OffloadedAdamW::hold_gradients(int64_t chunk_elements, int slots) {
+  MT_CHECK(!delay_, "OffloadedAdamW: the delayed update reads a whole step's gradients from host buffers; they "
+                    "cannot stay on the device");
+  held_ = std::make_unique<ChunkedUpdate>(device_, d2h_, h2d_, workers_, chunk_elements, slots);
+  log::progress("optimizer.offload: the gradients stay on the device in %s and go down in chunks at the step "
+                "(%.2f GiB of %s slots)",
+                c10::toString(params_.empty() ? at::kFloat : params_.front().param.scalar_type()),
+                static_cast<double>(held_->host_bytes()) / (1 << 30), on_device_ ? "pinned" : "plain");
+}
+
 at::Tensor OffloadedAdamW::master_of(const at::Tensor& param) const {
-  if (!streaming_) return at::Tensor();
+  if (!streaming_ && !held_) return at::Tensor();
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].param.is_same(param)) return state_[i].master;
   return at::Tensor();
@@ -311,6 +359,7 @@ void OffloadedAdamW::take_gradient(size_t index, const at::Tensor& grad) {
   if (!grad.defined()) return;
   at::NoGradGuard no_grad;
   if (step_closed_) {  // the step's first gradient of any parameter: a new accumulation
+    make_gradient_buffers();
     if (pending_) {
       // The pending update reads the gradient buffers; its uploads wait for gradients_ready(), after the
       // backward that still reads the parameters.
@@ -386,11 +435,11 @@ void OffloadedAdamW::parameters_changed() {
   at::NoGradGuard no_grad;
   finish_pending();  // its uploads would overwrite what was written
   if (on_device_) h2d_->synchronize();  // no upload may land after this read
-  if (!streaming_) {
+  if (!streaming_ && !held_) {
     for (size_t i = 0; i < state_.size(); ++i) state_[i].master.copy_(params_[i].param);
     return;
   }
-  // Streaming: checkpoints load into the host master (master_of), which the parameters are the cast of.
+  // Streaming or held: checkpoints load into the host master (master_of), which the parameters are the cast of.
   const double before = h2d_bytes_;
   for (size_t i = 0; i < state_.size(); ++i) upload(i);
   h2d_bytes_ = before;

@@ -23,7 +23,11 @@ std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const Op
   for (const auto& p : par.optimizer_params()) params.push_back({p.name, p.param, p.decay});
   auto opt = make_optimizer(std::move(params), cfg);
   // The layout itself says whether it can stream (ParallelModel::stream_gradients); the accumulation rule here.
-  if (streams_gradients(par.gradient_shards(), grad_accum)) opt->stream_from(par);
+  if (streams_gradients(par.gradient_shards(), grad_accum)) {
+    opt->stream_from(par);
+  } else if (cfg.offload_delay == 0) {
+    opt->hold_gradients_from(par);
+  }
   return opt;
 }
 

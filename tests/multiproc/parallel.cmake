@@ -55,14 +55,16 @@ parallel_layout(fsdp2_accum2 2 gpt2 --family gpt2 --layout fsdp --accum 2 --ac)
 # optimizer.offload: cpu (master and moments in host memory, clipping inside the host update) against the
 # on-device optimizer's single-process reference: DDP 2 and FSDP 2 (with accumulation). Without accumulation
 # the replicated layouts stream each gradient to the host during the backward (one process: from the
-# post-accumulate hooks; DDP 2: the averaged buckets); with it they sum on the device and download. FSDP and
-# HSDP stream at any accumulation (plan/gradient_streaming.h): each unit's reduce-scattered shard gradient goes
+# post-accumulate hooks; DDP 2: the averaged buckets); with it they hold the gradients: summed on the device
+# in the compute dtype, taken down in chunks at the step. FSDP and HSDP stream at any accumulation
+# (core/gradient_streaming.h): each unit's reduce-scattered shard gradient goes
 # to the host during the backward and the host sums the micro-batches; the device keeps the shards only in
 # param_dtype (--check-plan: no gradient shard, no fp32 master on the device). Frozen parameters (train.freeze)
 # stay bit-identical; HSDP averages each shard gradient over the replicas before it leaves.
 parallel_layout(ddp2_offload 2 gpt2 --family gpt2 --layout ddp --offload)
 parallel_layout(ddp2_offload_accum2 2 gpt2 --family gpt2 --layout ddp --accum 2 --offload)
 parallel_layout(single_offload 1 llama --family llama --layout single --offload)
+parallel_layout(single_offload_accum2 1 llama --family llama --layout single --accum 2 --offload)
 parallel_layout(fsdp2_offload 2 llama --family llama --layout fsdp --offload)
 parallel_layout(fsdp2_offload_accum2 2 llama --family llama --layout fsdp --accum 2 --offload)
 parallel_layout(fsdp2_offload_freeze 2 gpt2_freeze --family gpt2 --layout fsdp --freeze-half --accum 2 --ac --offload)

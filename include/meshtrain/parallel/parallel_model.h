@@ -102,6 +102,11 @@ class ParallelModel {
     (void)sink;
     return false;
   }
+  // Optimizer offload where gradients do not stream (core/gradient_streaming.h's held way): from now on the
+  // trainable parameters are held in the compute dtype and their gradients accumulate on the device in it;
+  // clip_grad_norm() takes the norm there and the optimizer takes them down in chunks at the step. Call once,
+  // before the first step; optimizer_params() afterwards names the new tensors. False: this layout cannot.
+  virtual bool hold_gradients() { return false; }
   // Ranks each gradient is split over (FSDP's shard group; 1 where every rank holds whole gradients): a
   // streamed rank moves 1/that of the model's gradient to the host per micro-batch (core/gradient_streaming.h).
   virtual int64_t gradient_shards() const { return 1; }

@@ -51,7 +51,8 @@ struct MemoryEstimate {
   ActivationBytes activation;    // per block with and without checkpointing, the head: for the report
   RankState state;               // the worst rank's state
   // optimizer.offload: cpu: host bytes of the offloaded optimizer (fp32 master copy, AdamW moments, the
-  // gradients' host buffers: 16 bytes per optimized element); the moments are then not in `peak`.
+  // gradients' host buffers: 16 bytes per optimized element; held on the device: 12 and the pinned slots);
+  // the moments are then not in `peak`.
   int64_t host_optimizer = 0;
   // checkpoint.memory_every (unless 0): the bytes of one in-memory checkpoint of this rank (train/memory_checkpoints.h
   // keeps snapshot_copies(nodes) of them in host memory), taken as 12 bytes per trained element (fp32 weight +

@@ -15,6 +15,9 @@
 //                                        counted as params) — the fp32 master is on the host;
 //                                        gradients leave during the backward: DDP keeps its buckets (in the
 //                                        compute dtype), a plain model and FSDP none after the step
+//   optimizer.offload: cpu, replicated without TP, accumulating, not delayed: held — trainable parameters and
+//                                        their gradients in the compute dtype (DDP: in its buckets), the fp32
+//                                        master and the moments on the host
 // Tensor parallelism first cuts each parameter into this rank's block (param_table.h); frozen parameters
 // (train.freeze) have no gradient and no optimizer state.
 #pragma once
@@ -39,7 +42,9 @@ struct RankLayout {
   int reduce_bytes = 4;       // gradient reduction element size (parallel.reduce_dtype)
   int frozen_bytes = 4;       // element size of a frozen parameter (LoRA's base: the compute dtype, bf16 on GPU)
   bool stream = false;        // optimizer offload streams the gradients (replicated or FSDP, no TP, no pipeline)
-  int stream_bytes = 4;       // then: element size of a trainable parameter or FSDP shard (the compute dtype,
+  bool hold = false;          // optimizer offload holds the gradients on the device in the compute dtype
+                              // (replicated, no TP, accumulating, not delayed)
+  int stream_bytes = 4;       // then (either): element size of a trainable parameter or FSDP shard (the compute dtype,
                               // bf16 on GPU)
   bool nf4 = false;           // model.base_quant nf4: the frozen block linears held in NF4, never cast —
                               // whole on every rank in the replicated layouts (nf4_bytes each), by rows of

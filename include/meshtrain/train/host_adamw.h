@@ -33,4 +33,11 @@ struct AdamWScalars {
 void adamw_update_span(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                        const AdamWScalars& s);
 
+// The same update with the gradient given in the device parameter's dtype, which also receives the new
+// parameter in that dtype (`bf16`: bfloat16 for both, the cast rounding to nearest even as a tensor cast does;
+// else fp32): the held-gradient step (train/chunked_update.h) reads a chunk of gradient and writes the chunk
+// that goes back up.
+void adamw_update_span_cast(float* param, const void* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                            const AdamWScalars& s, bool bf16, void* param_out);
+
 }  // namespace meshtrain::train

@@ -16,6 +16,11 @@
 // the copy landed (accumulation in fp32 on the host, never through bf16 on the device). gradients_ready()
 // then only waits for the copies and additions; the norm's squares come from the host buffers; uploads
 // write the cast of the master.
+// Held (hold_gradients_from(), where the layout can and neither streaming nor the delayed update applies:
+// core/gradient_streaming.h): the host master is THE master, the layout keeps its parameters and gradients in
+// the compute dtype on the device, and step() takes each gradient down in chunks through a few pinned slots,
+// updates the chunk and sends its cast back up (train/chunked_update.h); the norm is the layout's, taken on
+// the device. No gradient buffer on the host: 12 bytes a parameter there, not 16.
 // Delayed update (optimizer.offload_delay: 1, DeepSpeed's delayed parameter update): step() of step N queues
 // the spans and returns at once, without uploads; step N+1's forward and backward run on the parameters the
 // device already has while the host updates. Step N+1's gradients_ready() waits for update N, queues its
@@ -33,10 +38,12 @@
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "meshtrain/parallel/gradient_sink.h"
+#include "meshtrain/train/chunked_update.h"
 #include "meshtrain/train/host_workers.h"
 #include "meshtrain/train/optimizer.h"
 
@@ -53,6 +60,10 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
   void parameters_changed() override;
   void settle() override;
   bool stream_from(parallel::ParallelModel& par) override;
+  bool hold_gradients_from(parallel::ParallelModel& par) override;
+  // What hold_gradients_from() does once the layout holds its parameters in the compute dtype (tests call it
+  // on parameters of their own): later steps go through `slots` pinned slots of `chunk_elements`.
+  void hold_gradients(int64_t chunk_elements, int slots);
   at::Tensor master_of(const at::Tensor& param) const override;
   void take_gradient(size_t index, const at::Tensor& grad) override;
   void before_reuse() override;
@@ -69,7 +80,8 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
  private:
   // Per optimizer parameter: its host state and the event after its gradient's download.
   struct HostState {
-    at::Tensor master, exp_avg, exp_avg_sq, grad, step;  // fp32, contiguous, host (pinned on CUDA)
+    at::Tensor master, exp_avg, exp_avg_sq, step;  // fp32, contiguous, host (pinned on CUDA)
+    at::Tensor grad;  // fp32, host, pinned on CUDA: made by the first download or streamed gradient (never held)
     at::Tensor staging;                                  // streaming, CUDA: a later micro-batch's copy (lazy)
     std::optional<c10::Event> downloaded;                // set by gradients_ready() (device parameters only)
     std::optional<c10::Event> uploaded;                  // after the last upload read the master (device only)
@@ -92,6 +104,13 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
   void finish_pending();
   // Streaming, CUDA: one micro-batch's gradient into the host buffer (first) or added to it (later).
   void stream_in(HostState& st, const at::Tensor& grad);
+  // The host gradient buffers of the downloaded and streamed ways, made at their first use.
+  void make_gradient_buffers();
+  // Held: the update through chunked_.
+  void step_held(double lr, double grad_scale);
+  // Lets the parameters go, lets the layout switch them (`layout_switch`) and takes the new ones.
+  bool switch_parameters(parallel::ParallelModel& par, const std::function<bool()>& layout_switch);
+  AdamWScalars scalars(size_t i, double lr, double grad_scale);
 
   OptimizerConfig cfg_;
   bool on_device_ = false;  // parameters live on an accelerator (streams, events and pinned memory apply)
@@ -107,6 +126,7 @@ class OffloadedAdamW : public Optimizer, public parallel::GradientSink {
   bool downloads_started_ = false;
   bool streaming_ = false;     // gradients arrive through take_gradient(); the host master is the master
   bool step_closed_ = true;    // streaming: the next take_gradient() starts a new step's accumulation
+  std::unique_ptr<ChunkedUpdate> held_;  // the gradients stay on the device (hold_gradients())
   double host_ms_ = 0, d2h_bytes_ = 0, h2d_bytes_ = 0;
 };
 

@@ -67,6 +67,14 @@ class Optimizer {
     (void)par;
     return false;
   }
+  // Where the layout can hold its parameters and gradients in the compute dtype on the device
+  // (ParallelModel::hold_gradients) and the optimizer can take the gradients from there in chunks at the step
+  // (core/gradient_streaming.h's held way): the optimizer's parameters become the layout's compute-dtype ones
+  // and its own fp32 master is the master.
+  virtual bool hold_gradients_from(parallel::ParallelModel& par) {
+    (void)par;
+    return false;
+  }
   // The fp32 master of a live parameter when this optimizer holds it apart from the parameter (checkpoints
   // save and load it; parameters_changed() then writes the parameters from it); undefined otherwise.
   virtual at::Tensor master_of(const at::Tensor& param) const {
@@ -97,7 +105,9 @@ std::unique_ptr<Optimizer> make_optimizer(std::vector<Optimizer::Param> params, 
 // The optimizer of `par`'s optimizer_params(); offloaded, it takes the gradients as the layout produces them
 // where the layout can stream them (stream_from) and streams_gradients (core/gradient_streaming.h) says
 // so at `grad_accum` for the layout's gradient shards: FSDP at any accumulation, whole gradients only at 1.
-// Otherwise the gradients sum on the device and leave after the backward.
+// Otherwise, without the delayed update, where the layout can hold them (hold_gradients_from): the gradients
+// sum on the device in the compute dtype and go down in chunks at the step. Otherwise they sum on the device in
+// fp32 and leave after the backward.
 std::unique_ptr<Optimizer> make_optimizer(parallel::ParallelModel& par, const OptimizerConfig& cfg,
                                           int64_t grad_accum);
 

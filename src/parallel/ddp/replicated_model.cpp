@@ -45,19 +45,9 @@ bool ReplicatedModel::stream_gradients(GradientSink& sink) {
   if (tp_) return false;
   MT_CHECK(!sink_, "ReplicatedModel: gradients are streamed already");
   sink_ = &sink;
-  const at::ScalarType dtype = autocast_ ? at::kBFloat16 : at::kFloat;
-  {
-    at::NoGradGuard no_grad;
-    model::replace_parameters(*net_, [&](const std::string&, const at::Tensor& p) {
-      if (!p.requires_grad() || p.scalar_type() == dtype) return p;
-      return p.to(dtype).requires_grad_(true);
-    });
-  }
-  params_.clear();
-  for (const auto& item : net_->named_parameters()) params_.emplace_back(item.key(), item.value());
+  hold_in_compute_dtype();
   std::vector<size_t> index(params_.size());
   for (size_t k = 0; k < params_.size(); ++k) index[k] = optimizer_index(k);
-  make_reducer();
   if (reducer_) {
     reducer_->on_reduced([this, index](size_t k) { sink_->take_gradient(index[k], params_[k].second.grad()); });
     return true;
@@ -74,6 +64,27 @@ bool ReplicatedModel::stream_gradients(GradientSink& sink) {
     });
   }
   return true;
+}
+
+bool ReplicatedModel::hold_gradients() {
+  if (tp_) return false;  // as for streaming: sequence parallelism's partial gradients are summed after the backward
+  MT_CHECK(!sink_, "ReplicatedModel: gradients are streamed already");
+  hold_in_compute_dtype();
+  return true;
+}
+
+void ReplicatedModel::hold_in_compute_dtype() {
+  const at::ScalarType dtype = autocast_ ? at::kBFloat16 : at::kFloat;
+  {
+    at::NoGradGuard no_grad;
+    model::replace_parameters(*net_, [&](const std::string&, const at::Tensor& p) {
+      if (!p.requires_grad() || p.scalar_type() == dtype) return p;
+      return p.to(dtype).requires_grad_(true);
+    });
+  }
+  params_.clear();
+  for (const auto& item : net_->named_parameters()) params_.emplace_back(item.key(), item.value());
+  make_reducer();
 }
 
 at::Tensor ReplicatedModel::loss(const at::Tensor& tokens, const at::Tensor& targets, const model::Documents* docs) {

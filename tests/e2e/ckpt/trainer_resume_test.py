@@ -17,7 +17,7 @@
   offload        optimizer.offload: cpu against the on-device optimizer under FSDP 2 (each unit's reduced shard
                  gradient streamed during the backward; the host master is the master, the device holds the shards
                  in param_dtype), in a single process (gradients streamed from the backward) and with accumulation
-                 2 (summed on the device, then downloaded): every step's loss within
+                 2 (held: summed on the device, then taken down in chunks at the step): every step's loss within
                  OFFLOAD_ATOL; a checkpoint saved with offload resumes without it and one saved without
                  resumes with it (the format is the same), steps 4-6 within OFFLOAD_ATOL of the uninterrupted run;
                  the step log and metrics.jsonl report the host update time and the bytes moved each way.
@@ -37,7 +37,8 @@
                  (streamed) and 4 (downloaded): from the CPU run's step-3 checkpoint, steps 4-6 within GPU_ATOL
                  of the CPU run; a CUDA run resumed from its own step-3 checkpoint within GPU_ATOL of itself.
   offload_gpu    (label gpu; exit 77 without a GPU) optimizer.offload: cpu on one GPU (pinned buffers, copy
-                 streams; at accumulation 1 gradients streamed during the backward, bf16 parameters on the device)
+                 streams; at accumulation 1 gradients streamed during the backward, at 4 held on the device and
+                 taken down in chunks; bf16 parameters on the device either way)
                  against the on-device optimizer, fp32 and bf16, accumulation 1 and 4, and FSDP over one rank with
                  bf16 parameters (streamed: bf16 shards, each unit's reduced gradient to the host): losses within
                  GPU_ATOL / BF16_ATOL; the bf16 runs' peak device memory below the on-device optimizer's.
@@ -212,8 +213,8 @@ def offload_costs(out):
 
 
 OFFLOAD_CASES = {  # case → (layout, extra settings, streamed): FSDP streams its shard gradients at any
-    # accumulation; a single process streams without accumulation, with it the gradients sum on the device
-    # (plan/gradient_streaming.h)
+    # accumulation; a single process streams without accumulation, with it the gradients are held: they sum on
+    # the device and go down in chunks at the step (core/gradient_streaming.h)
     "fsdp2": ("fsdp2", [], True),
     "single": ("single", [], True),
     "single_accum2": ("single", ["train.micro_batch_size=4", "train.grad_accum=2"], False),
@@ -228,6 +229,8 @@ def offload():
         _, log = train(off_out, layout, *extra, "optimizer.offload=cpu", "optimizer.offload_threads=2")
         streams = "gradients leave the device as the backward produces them" in log
         expect(streams == streamed, f"{case}: streaming {streams} (the log says whether)")
+        held = "the gradients stay on the device" in log
+        expect(held == (layout == "single" and not streamed), f"{case}: held {held} (the log says whether)")
         ref, got = losses(ref_out), losses(off_out)
         diff = max_diff(got, ref, range(1, STEPS + 1))
         expect(diff <= OFFLOAD_ATOL, f"{case}: offloaded losses {got} vs on-device {ref}: max diff {diff:.3g}")
@@ -313,11 +316,13 @@ def offload_gpu():
         _, log = train(off_out, "single", *cuda, "optimizer.offload=cpu")
         streams = "gradients leave the device as the backward produces them" in log
         expect(streams == (accum == 1), f"{name}: streaming {streams}, expected only without accumulation")
+        held = "the gradients stay on the device" in log
+        expect(held == (accum > 1), f"{name}: held {held}, expected with accumulation")
         expect(not extra or "fsdp over 1 shard" in log, f"{name}: not the FSDP layout")
         diff = max_diff(losses(off_out), losses(ref_out), range(1, STEPS + 1))
         expect(diff <= atol, f"{name}: offloaded vs on-device losses: max diff {diff:.3g} > {atol}")
         ref_peak, off_peak = peak_memory(ref_out), peak_memory(off_out)
-        if dtype == "bf16":  # no moments on the device (streamed: no fp32 master or gradient either)
+        if dtype == "bf16":  # no moments on the device (streamed or held: no fp32 master or gradient either)
             expect(off_peak < ref_peak, f"{name}: peak device memory {off_peak} with offload, {ref_peak} without")
         print(f"offload on CUDA, {name}: steps 1-{STEPS} max |loss diff| {diff:.2e} ≤ {atol}; peak {off_peak / 2**20:.1f} "
               f"MiB (on-device optimizer {ref_peak / 2**20:.1f} MiB); last step {offload_costs(off_out)}: ok")

@@ -81,14 +81,22 @@ TEST(ModelSize, TheDeviceMustHoldThisRanksShare) {
   EXPECT_NO_THROW(check_fits_device(small, true, 16 * p, "cpu"));
   EXPECT_ANY_THROW(check_fits_device(small, true, 16 * p - 1, "cpu"));
   EXPECT_NO_THROW(check_fits_device(small, false, 4 * p, "cpu"));
-  // optimizer.offload: cpu with accumulation: the moments are on the host, weights and gradients (8 bytes)
-  // stay (a whole model streams its gradients only without accumulation: core/gradient_streaming.h).
+  // optimizer.offload: cpu with accumulation under the delayed update: the moments are on the host, fp32
+  // weights and gradients (8 bytes) stay (a whole model streams its gradients only without accumulation, and
+  // holds them in the compute dtype with it unless the update is delayed: core/gradient_streaming.h).
   Config offloaded = small;
   offloaded.optimizer.offload = OptimizerOffload::cpu;
+  offloaded.optimizer.offload_delay = 1;
   offloaded.train.grad_accum = 2;
   EXPECT_NO_THROW(check_fits_device(offloaded, true, 8 * p, "cpu"));
   EXPECT_NE(user_error([&] { check_fits_device(offloaded, true, 8 * p - 1, "cpu"); })
                 .find("training (fp32 weights and gradients; the AdamW moments are on the host"),
+            std::string::npos);
+  // Held (not delayed): weights and gradients in the compute dtype, counted as the fp32 weights' 4 bytes.
+  offloaded.optimizer.offload_delay = 0;
+  EXPECT_NO_THROW(check_fits_device(offloaded, true, 4 * p, "cpu"));
+  EXPECT_NE(user_error([&] { check_fits_device(offloaded, true, 4 * p - 1, "cpu"); })
+                .find("training (weights and gradients in the compute dtype; the AdamW state is on the host"),
             std::string::npos);
   // Without accumulation the gradients stream to the host too: the weights (4 bytes) stay.
   offloaded.train.grad_accum = 1;

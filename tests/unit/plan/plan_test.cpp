@@ -8,6 +8,7 @@
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/gradient_streaming.h"
 #include "meshtrain/core/model_size.h"
 #include "meshtrain/plan/activation_model.h"
 #include "meshtrain/plan/layout_search.h"
@@ -415,7 +416,7 @@ TEST(MemoryModel, InMemoryCheckpointsTakeHostMemoryOnly) {
 // Streamed offload (one GPU, ReplicatedModel::stream_gradients): the device holds the bf16 parameters and no
 // gradient buffer, no autocast copies, no moments; the largest gradient in flight and its fp32 cast are a
 // transient. Llama 3.1 8B full fine-tune with checkpointing at 1 × 2048 then plans below the 48 GB target.
-// The host: 16 bytes a parameter, 20 with accumulation (the pinned staging buffer).
+// The host: 16 bytes a parameter; with accumulation the gradients are held instead (12 bytes and the slots).
 TEST(MemoryModel, StreamedOffloadKeepsBf16ParametersOnTheDevice) {
   const GpuSpec h200 = gpu_spec("h200-141gb");
   Config c = bench("llama3.1-8b", 1, 2048, 0, true);
@@ -430,13 +431,23 @@ TEST(MemoryModel, StreamedOffloadKeepsBf16ParametersOnTheDevice) {
   EXPECT_LT(e.device_total, 48'000'000'000ll);
   const int64_t tensors = static_cast<int64_t>(param_table(c.model).size());
   EXPECT_EQ(e.host_optimizer, 16 * n + 8 * tensors);  // m + v + 4-byte step counts, twice
-  // With accumulation the gradients sum on the device and leave after the backward (train/optimizer.h): the
-  // fp32 master and gradient are back on the device, the moments stay on the host.
+  // With accumulation the gradients are held (train/chunked_update.h): bf16 weights and bf16 gradients on the
+  // device, still below 48 GB; the host keeps 12 bytes a parameter and the pinned slots, which fit a 128 GiB host.
   c.train.grad_accum = 32;
   const MemoryEstimate acc = estimate_memory(c, 1, h200);
-  EXPECT_EQ(acc.state.params, 4 * n);
-  EXPECT_EQ(acc.host_optimizer, 16 * n + 8 * tensors);
-  EXPECT_GT(acc.device_total, 48'000'000'000ll);
+  EXPECT_EQ(acc.state.params, 2 * n);
+  EXPECT_EQ(acc.state.grads, 2 * n);
+  EXPECT_EQ(acc.peak.weight_copies, 0);
+  EXPECT_EQ(acc.host_optimizer, 12 * n + 6 * tensors + kHeldSlotBytes);
+  EXPECT_LT(acc.host_optimizer, 100'000'000'000ll);
+  EXPECT_LT(acc.device_total, 48'000'000'000ll);
+  // The delayed update downloads instead: the fp32 master and gradient are back on the device, 16 bytes a
+  // parameter on the host.
+  c.optimizer.offload_delay = 1;
+  const MemoryEstimate delayed = estimate_memory(c, 1, h200);
+  EXPECT_EQ(delayed.state.params, 4 * n);
+  EXPECT_EQ(delayed.host_optimizer, 16 * n + 8 * tensors);
+  EXPECT_GT(delayed.device_total, 48'000'000'000ll);
   Config device = bench("llama3.1-8b", 1, 2048, 0, true);
   EXPECT_GT(estimate_memory(device, 1, h200).device_total, 120'000'000'000ll);
 }

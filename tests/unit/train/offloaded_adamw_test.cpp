@@ -132,6 +132,82 @@ TEST(OffloadedAdamW, StateMovesBetweenOptimizersAndLoadedParametersArePickedUp) 
   EXPECT_THROW(b.load_state_tensors(saved, "optim."), UserError);
 }
 
+// Held gradients (the layout keeps them on the device; step() takes them down in chunks through a few slots):
+// chunks of 1000 elements through 3 slots cut every parameter across chunk and slot boundaries, and the
+// parameters smaller than a chunk share the ring with the rest. Five steps with clipping: equal to the fused
+// kernel within fp32 rounding, and the step log counts each gradient down and each parameter up once.
+TEST(OffloadedAdamW, HeldGradientsGoThroughTheChunksLikeTheFusedUpdate) {
+  const OptimizerConfig c = config();
+  auto on_device = make_params();
+  auto offloaded = clone(on_device);
+  train::AdamW ref(on_device, c);
+  train::OffloadedAdamW off(offloaded, c);
+  off.hold_gradients(/*chunk_elements=*/1000, /*slots=*/3);
+  for (int step = 1; step <= 5; ++step) {
+    const double clip = step % 2 ? 0.37 : 1.0;
+    for (size_t i = 0; i < on_device.size(); ++i) {
+      const at::Tensor g = at::randn_like(on_device[i].param);
+      on_device[i].param.mutable_grad() = g * static_cast<float>(clip);
+      offloaded[i].param.mutable_grad() = g.clone();
+    }
+    ref.step(1e-2);
+    off.gradients_ready();
+    off.step(1e-2, clip);
+    for (size_t i = 0; i < on_device.size(); ++i) {
+      EXPECT_LT(max_rel_diff(offloaded[i].param, on_device[i].param), 2e-6) << on_device[i].name << " step " << step;
+      // The host master is the master: the parameter is its copy.
+      EXPECT_TRUE(at::equal(off.master_of(offloaded[i].param), offloaded[i].param)) << on_device[i].name;
+    }
+  }
+  const auto a = off.state_tensors(), b = ref.state_tensors();
+  for (const auto& [name, t] : b) EXPECT_LT(max_rel_diff(a.at(name), t), 2e-6) << name;
+  const int64_t elements = 300 * 700 + 65537 + 5 + 64;
+  for (const auto& [key, value] : off.step_metrics()) {
+    if (key == "D2H MB" || key == "H2D MB") {
+      EXPECT_NEAR(value, 4.0 * elements / 1e6, 1e-9) << key;
+    }
+  }
+}
+
+// Held under bf16 compute: the layout's parameters and gradients are bf16, the master fp32. Each step reads the
+// bf16 gradient, updates the fp32 master as AdamW does from that gradient in fp32, and writes back the master's
+// bf16 cast — every element of it exactly, chunk and slot boundaries included.
+TEST(OffloadedAdamW, HeldBf16GradientsUpdateTheMasterAndWriteItsCast) {
+  const OptimizerConfig c = config();
+  auto masters = make_params();  // fp32: the reference AdamW's parameters are the master
+  std::vector<train::Optimizer::Param> bf16;
+  for (const auto& p : masters)
+    bf16.push_back({p.name, p.param.detach().to(at::kBFloat16).requires_grad_(), p.decay});
+  {
+    at::NoGradGuard no_grad;  // the master starts as the cast's values, as a layout's switch leaves it
+    for (size_t i = 0; i < masters.size(); ++i) masters[i].param.copy_(bf16[i].param);
+  }
+  train::AdamW ref(masters, c);
+  train::OffloadedAdamW off(bf16, c);
+  off.hold_gradients(/*chunk_elements=*/777, /*slots=*/2);
+  for (int step = 1; step <= 3; ++step) {
+    for (size_t i = 0; i < masters.size(); ++i) {
+      const at::Tensor g = at::randn_like(masters[i].param).to(at::kBFloat16);
+      bf16[i].param.mutable_grad() = g;
+      masters[i].param.mutable_grad() = g.to(at::kFloat);
+    }
+    ref.step(1e-2);
+    off.gradients_ready();
+    off.step(1e-2);
+    for (size_t i = 0; i < masters.size(); ++i) {
+      const at::Tensor master = off.master_of(bf16[i].param);
+      EXPECT_LT(max_rel_diff(master, masters[i].param), 2e-6) << masters[i].name << " step " << step;
+      EXPECT_TRUE(at::equal(bf16[i].param, master.to(at::kBFloat16))) << masters[i].name << " step " << step;
+    }
+  }
+  const int64_t elements = 300 * 700 + 65537 + 5 + 64;
+  for (const auto& [key, value] : off.step_metrics()) {
+    if (key == "D2H MB" || key == "H2D MB") {
+      EXPECT_NEAR(value, 2.0 * elements / 1e6, 1e-9) << key;
+    }
+  }
+}
+
 // The span kernel alone against the closed form in double.
 TEST(HostAdamW, SpanMatchesTheClosedForm) {
   float p[3] = {1.0f, -2.0f, 0.5f}, m[3] = {0.1f, 0.0f, -0.2f}, v[3] = {0.01f, 0.0f, 0.04f};

@@ -32,6 +32,9 @@ class ReplicatedModel : public ParallelModel {
   // syncs every micro-batch, so nothing accumulates on the device) and handed over as they finish. Not
   // under tensor parallelism (false).
   bool stream_gradients(GradientSink& sink) override;
+  // Trainable parameters cast to the compute dtype; their gradients accumulate in it (in DDP's buckets, built
+  // anew in that dtype). Not under tensor parallelism (false).
+  bool hold_gradients() override;
   std::vector<ShardedTensor> sharded_parameters() const override;
   std::string describe() const override;
   bool replicated() const override { return !tp_; }
@@ -44,6 +47,8 @@ class ReplicatedModel : public ParallelModel {
   std::vector<std::pair<std::string, at::Tensor>> params_;
   // Builds the reducer over params_ (when there is a dp group).
   void make_reducer();
+  // Casts the trainable parameters to the compute dtype (streamed or held offload) and rebuilds the reducer.
+  void hold_in_compute_dtype();
   // The optimizer parameter index of params_[k] (frozen ones: none).
   size_t optimizer_index(size_t k) const;
 
