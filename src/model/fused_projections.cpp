@@ -72,10 +72,6 @@ bool projections_fuse_group(const std::vector<LinearImpl*>& layers) {
   return side_by_side(view).found();
 }
 
-}  // namespace
-
-namespace {
-
 // side_by_side() for layers that all hold FP8 weights: their codes and their scales each adjacent.
 SideBySide fp8_side_by_side(const std::vector<const LinearImpl*>& layers, const std::vector<at::Tensor>& bs) {
   std::vector<at::Tensor> qs, scales;

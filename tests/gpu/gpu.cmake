@@ -1,13 +1,25 @@
 # Single-process GPU checks (docs/architecture.md "Test tiers"), named gpu.<room>.<case>.
-# One GPU-labelled gtest binary of the model room: tests/gpu/SOURCE as NAME_gpu_tests, registered as
-# gpu.model.NAME (label gpu; exit 77 = skipped where it cannot run: tests/support/gpu_test_main.h).
+# One GPU-labelled gtest binary: tests/gpu/SOURCE as NAME_gpu_tests, linked to LIB (default meshtrain_model) and
+# registered as gpu.ROOM.NAME (default room model; TIMEOUT default 600; label gpu; exit 77 = skipped where it
+# cannot run: tests/support/gpu_test_main.h).
 function(meshtrain_gpu_test name source)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "ROOM;LIB;TIMEOUT" "")
+  if(NOT arg_ROOM)
+    set(arg_ROOM model)
+  endif()
+  if(NOT arg_LIB)
+    set(arg_LIB meshtrain_model)
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 600)
+  endif()
   add_executable(${name}_gpu_tests ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/${source})
-  target_link_libraries(${name}_gpu_tests PRIVATE meshtrain_model GTest::gtest)
+  target_link_libraries(${name}_gpu_tests PRIVATE ${arg_LIB} GTest::gtest)
   meshtrain_warnings(${name}_gpu_tests)
   meshtrain_use_torch(${name}_gpu_tests)
   target_include_directories(${name}_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-  meshtrain_add_test(gpu model ${name} COMMAND ${name}_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+  meshtrain_add_test(gpu ${arg_ROOM} ${name} COMMAND ${name}_gpu_tests
+                     PROPERTIES TIMEOUT ${arg_TIMEOUT} SKIP_RETURN_CODE 77)
 endfunction()
 
 # The model's fused CUDA kernels against their composite ATen versions, fp32 and bf16, forward and gradients
@@ -43,10 +55,4 @@ meshtrain_gpu_test(attention_backend attention_backend_test.cpp)
 # AdamW's step with the clip divisor and the skip flag as device tensors (the trainer's step without a host
 # read) through ATen's CUDA fused kernel: equal to the in-place clip, a skip leaves everything bit-identical
 # (label gpu; exit 77 without a GPU).
-add_executable(adamw_device_step_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/adamw_device_step_test.cpp)
-target_link_libraries(adamw_device_step_gpu_tests PRIVATE meshtrain_train GTest::gtest)
-meshtrain_warnings(adamw_device_step_gpu_tests)
-meshtrain_use_torch(adamw_device_step_gpu_tests)
-target_include_directories(adamw_device_step_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-meshtrain_add_test(gpu train adamw_device_step COMMAND adamw_device_step_gpu_tests
-  PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_gpu_test(adamw_device_step adamw_device_step_test.cpp ROOM train LIB meshtrain_train)

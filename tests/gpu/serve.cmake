@@ -2,32 +2,17 @@
 
 # The paged forward on CUDA: bf16 within bf16 rounding of the plain forward, fp32 equal to it, for chunked ragged
 # steps over scrambled blocks (Llama with GQA, GPT-2).
-add_executable(paged_forward_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/paged_forward_test.cpp)
-target_link_libraries(paged_forward_gpu_tests PRIVATE meshtrain_model GTest::gtest)
-meshtrain_warnings(paged_forward_gpu_tests)
-meshtrain_use_torch(paged_forward_gpu_tests)
-target_include_directories(paged_forward_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-meshtrain_add_test(gpu serve paged_forward COMMAND paged_forward_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_gpu_test(paged_forward paged_forward_test.cpp ROOM serve)
 
 # The decode-attention kernel (model/kernels/paged_decode.h) against the reference paged attention in fp32: fp32,
 # bf16 and fp16, GQA 1 to 12, head dims 64 and 128, block sizes 1 to 16, contexts of 1 to 4000 tokens in one
 # batch over scrambled blocks, one split and many; a padding row; paged_attention's decode path; a captured
 # CUDA graph replayed with new lengths.
-add_executable(paged_decode_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/paged_decode_test.cpp)
-target_link_libraries(paged_decode_gpu_tests PRIVATE meshtrain_model GTest::gtest)
-meshtrain_warnings(paged_decode_gpu_tests)
-meshtrain_use_torch(paged_decode_gpu_tests)
-target_include_directories(paged_decode_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-meshtrain_add_test(gpu serve paged_decode COMMAND paged_decode_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_gpu_test(paged_decode paged_decode_test.cpp ROOM serve)
 
 # The paged cache's write kernel (model/kernels/paged_kv_write.h) against index_copy_: strided keys and values of
 # one projection output into scattered slots, fp32/bf16/fp16, bit for bit; a slot past the cache not written.
-add_executable(paged_kv_write_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/paged_kv_write_test.cpp)
-target_link_libraries(paged_kv_write_gpu_tests PRIVATE meshtrain_model GTest::gtest)
-meshtrain_warnings(paged_kv_write_gpu_tests)
-meshtrain_use_torch(paged_kv_write_gpu_tests)
-target_include_directories(paged_kv_write_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-meshtrain_add_test(gpu serve paged_kv_write COMMAND paged_kv_write_gpu_tests PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+meshtrain_gpu_test(paged_kv_write paged_kv_write_test.cpp ROOM serve TIMEOUT 300)
 
 # The kernel timed against the reference at Llama 3.1 8B's attention shape (bf16), batch 1/8/64 × context
 # 128/1024/4096: time, speedup and the kernel's K/V bandwidth; table + JSON.
@@ -41,12 +26,7 @@ meshtrain_add_test(gpu serve paged_decode_bench
 # CUDA graphs of decode steps: every step's logits with graphs within bf16 rounding of the eager step's (padded
 # batches, shrinking batches, prefills between), padding writing only the scratch block; the engine's greedy tokens
 # with graphs on and off equal up to a near-tie.
-add_executable(decode_graphs_gpu_tests ${CMAKE_CURRENT_LIST_DIR}/decode_graphs_test.cpp)
-target_link_libraries(decode_graphs_gpu_tests PRIVATE meshtrain_serve_engine GTest::gtest)
-meshtrain_warnings(decode_graphs_gpu_tests)
-meshtrain_use_torch(decode_graphs_gpu_tests)
-target_include_directories(decode_graphs_gpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-meshtrain_add_test(gpu serve decode_graphs COMMAND decode_graphs_gpu_tests PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_gpu_test(decode_graphs decode_graphs_test.cpp ROOM serve LIB meshtrain_serve_engine)
 
 # Where an engine step's time goes on a preset shape (default Llama 3.1 8B, bf16): the whole step and its parts
 # (step batch, graph replay, eager forward, sampler) at batch 1/8/64, the prefill step, and a kernel profile of

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <initializer_list>
 
 #include "model/kernels/cuda_kernel.h"
@@ -22,6 +23,16 @@ namespace meshtrain::model::cuda {
 inline DType dtype_of(const at::Tensor& t) {
   if (t.scalar_type() == at::kBFloat16) return DType::kBF16;
   return t.scalar_type() == at::kHalf ? DType::kF16 : DType::kF32;
+}
+
+// Whether `t`'s rows allow 16-byte loads: unit stride along the last dimension, every other stride and the
+// start 16-byte aligned (the paged kernels' vector loads).
+inline bool rows_allow_16_byte_loads(const at::Tensor& t) {
+  const int64_t n = 16 / static_cast<int64_t>(t.element_size());
+  if (t.stride(t.dim() - 1) != 1 || reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 != 0) return false;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d)
+    if (t.stride(d) % n != 0) return false;
+  return true;
 }
 
 // Whether a fused kernel can take these tensors: a CUDA build, all on one CUDA device, fp32 or bf16 alike.

@@ -15,18 +15,6 @@
 #endif
 
 namespace meshtrain::model {
-namespace {
-
-// Whether t's rows (every stride but the last, which is 1) and its start allow 16-byte loads.
-bool decode_vector_rows(const at::Tensor& t) {
-  const int64_t n = 16 / static_cast<int64_t>(t.element_size());
-  if (t.stride(t.dim() - 1) != 1 || reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 != 0) return false;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d)
-    if (t.stride(d) % n != 0) return false;
-  return true;
-}
-
-}  // namespace
 
 bool paged_decode_supported(const at::Tensor& q, const at::Tensor& k_cache) {
 #if MESHTRAIN_CUDA_KERNELS
@@ -37,7 +25,7 @@ bool paged_decode_supported(const at::Tensor& q, const at::Tensor& k_cache) {
   const int64_t hd = q.size(2);
   if ((hd != 64 && hd != 128) || k_cache.size(3) != hd) return false;
   if (k_cache.size(2) < 1 || q.size(1) % k_cache.size(2) != 0) return false;
-  return decode_vector_rows(k_cache);  // q is copied where its rows are not; the cache never is
+  return cuda::rows_allow_16_byte_loads(k_cache);  // q is copied where its rows are not; the cache never is
 #else
   (void)q;
   (void)k_cache;
@@ -51,7 +39,7 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache
            q.scalar_type(), " on ", q.device(), " over a cache ", k_cache.sizes(), " ", k_cache.scalar_type());
   MT_CHECK(v_cache.sizes() == k_cache.sizes() && v_cache.strides() == k_cache.strides() &&
                v_cache.scalar_type() == k_cache.scalar_type() && v_cache.device() == k_cache.device() &&
-               decode_vector_rows(v_cache),
+               cuda::rows_allow_16_byte_loads(v_cache),
            "paged_decode_attention: values ", v_cache.sizes(), " unlike keys ", k_cache.sizes());
   const int64_t B = q.size(0);
   MT_CHECK(block_tables.dim() == 2 && block_tables.size(0) == B && block_tables.scalar_type() == at::kInt &&
@@ -64,7 +52,7 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache
            context_lens.sizes(), " ", context_lens.scalar_type());
 #if MESHTRAIN_CUDA_KERNELS
   const c10::DeviceGuard guard(q.device());
-  const at::Tensor qv = decode_vector_rows(q) ? q : q.contiguous();
+  const at::Tensor qv = cuda::rows_allow_16_byte_loads(q) ? q : q.contiguous();
   auto out = at::empty({B, q.size(1), q.size(2)}, q.options());
   cuda::PagedDecodeShape s;
   s.B = B;

@@ -15,11 +15,10 @@
 namespace meshtrain::model {
 namespace {
 
-// [rows or N, H_kv, hd] with unit stride along hd, every other stride and the start 16-byte aligned.
+// [rows or N, H_kv, hd] whose rows allow 16-byte loads, hd a whole number of them.
 bool vector_rows(const at::Tensor& t) {
-  const int64_t n = 16 / static_cast<int64_t>(t.element_size());
-  return t.dim() == 3 && t.stride(2) == 1 && t.stride(0) % n == 0 && t.stride(1) % n == 0 && t.size(2) % n == 0 &&
-         reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+  return t.dim() == 3 && t.size(2) % (16 / static_cast<int64_t>(t.element_size())) == 0 &&
+         cuda::rows_allow_16_byte_loads(t);
 }
 
 }  // namespace
