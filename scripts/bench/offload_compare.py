@@ -12,9 +12,9 @@ at the step, and the host holds 12 bytes a parameter (fp32 master, exp_avg, exp_
 pinned: 8.03e9 × 12 B = 96 GB (90 GiB) for 8B, which fits in a 128 GiB host. At --accum 1 a single process
 streams them during the backward, and with --delay they are downloaded whole: 16 bytes a parameter (the
 gradient's host buffer too), 120 GiB for 8B, which does not fit beside the process and the OS; 3.21e9 × 16 B =
-51 GB (48 GiB) for 3B does. --model forces one (docs/offload.md). --delay adds a third run per accumulation with `optimizer.offload_delay: 1` (the host update
-of each step overlapping the next step's forward and backward; its effect on the loss:
-scripts/bench/loss_compare.py --variants offload,offload-delay).
+51 GB (48 GiB) for 3B does. --model forces one (docs/offload.md). --delay adds a third run per accumulation
+with `optimizer.offload_delay: 1` (the host update of each step overlapping the next step's forward and
+backward; its effect on the loss: scripts/bench/loss_compare.py --variants offload,offload-delay).
 
 Usage: offload_compare.py MESHTRAIN_BIN OUT_DIR [--model auto|llama3.1-8b|llama3.2-3b] [--accum 32,4]
                           [--steps N] [--warmup N] [--threads N] [--delay]

@@ -101,7 +101,8 @@ void check_fits_device(const Config& cfg, bool training, int64_t device_bytes, c
   const bool streamed = offload && offload_streams_gradients(layout, cfg.train.grad_accum);
   // Held: the weights and their gradients in the compute dtype (at most 4 bytes together, counted as the fp32
   // weights' 4).
-  const bool holds = offload && offload_holds_gradients(layout, cfg.train.grad_accum, cfg.optimizer.offload_delay == 1);
+  const bool holds =
+      offload && offload_holds_gradients(layout, cfg.train.grad_accum, cfg.optimizer.offload_delay == 1);
   // Bytes per parameter on this rank: fp32 weights, gradients, two AdamW moments, each divided by tp and by
   // the data-parallel ranks once the ZeRO stage shards it.
   Num per_rank = 4 * P / (tp * (zero >= 3 ? shard : 1));

@@ -1,6 +1,7 @@
 // How optimizer offload (optimizer.offload: cpu) moves the gradients to the host: streamed during the backward,
-// held on the device until the step, or downloaded whole. The one rule that make_optimizer (train/optimizer.h) follows, the planner (plan/rank_state.h) counts memory
-// by and the device check (core/model_size.h) leaves the gradients off the device by. In core so that all
+// held on the device until the step, or downloaded whole. The one rule that make_optimizer (train/optimizer.h)
+// follows, the planner (plan/rank_state.h) counts memory by and the device check (core/model_size.h) leaves the
+// gradients off the device by. In core so that all
 // three reach it: core cannot include plan.
 //
 // Which layouts can stream: the replicated one (single process, DDP) and FSDP/HSDP, whose gradients leave as
@@ -11,10 +12,10 @@
 // fp32 buffer: about 12 bytes a parameter through host memory per micro-batch, for the parameters this rank
 // holds gradients of. A whole model per process (single process, DDP) measured far slower than the device
 // (Llama 3.2 3B at 32 micro-batches of 2048 tokens on an H200: over 0.6 s of host work per 0.1 s micro-batch),
-// so it streams only without accumulation; with accumulation it holds the gradients on the device instead. FSDP moves its 1/N shard per micro-batch while each rank still
-// computes the whole model on its own tokens: host time over compute time falls by N (Llama 3.1 70B, FSDP 8,
-// 1 × 4096 tokens: about 0.3, hidden behind the backward; docs/offload.md has the arithmetic), so a sharded
-// layout streams at any accumulation.
+// so it streams only without accumulation; with accumulation it holds the gradients on the device instead.
+// FSDP moves its 1/N shard per micro-batch while each rank still computes the whole model on its own tokens:
+// host time over compute time falls by N (Llama 3.1 70B, FSDP 8, 1 × 4096 tokens: about 0.3, hidden behind the
+// backward; docs/offload.md has the arithmetic), so a sharded layout streams at any accumulation.
 #pragma once
 
 #include <cstdint>

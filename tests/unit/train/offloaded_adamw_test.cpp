@@ -48,15 +48,19 @@ double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
+namespace {
+
 // Five steps with clipping applied inside the update (the offloaded way) against the layout's way (gradients
-// scaled on the device first, then the fused kernel): equal within fp32 rounding, state included.
-TEST(OffloadedAdamW, MatchesFusedAdamWWithClippingAndDecayGroups) {
+// scaled on the device first, then the fused kernel): equal within fp32 rounding, state included. `held_chunk`
+// 0: the gradients downloaded whole; else held, taken through slots of that many elements (3 of them).
+void check_five_steps_against_fused(int64_t held_chunk) {
   const OptimizerConfig c = config();
   auto on_device = make_params();
   auto offloaded = clone(on_device);
   train::AdamW ref(on_device, c);
   train::OffloadedAdamW off(offloaded, c);
   EXPECT_EQ(off.threads(), 3);
+  if (held_chunk > 0) off.hold_gradients(held_chunk, /*slots=*/3);
   for (int step = 1; step <= 5; ++step) {
     const double clip = step % 2 ? 0.37 : 1.0;  // clipping on odd steps
     const double lr = 1e-2 / step;
@@ -68,14 +72,19 @@ TEST(OffloadedAdamW, MatchesFusedAdamWWithClippingAndDecayGroups) {
     ref.step(lr);
     off.gradients_ready();
     off.step(lr, clip);
-    for (size_t i = 0; i < on_device.size(); ++i)
+    for (size_t i = 0; i < on_device.size(); ++i) {
       EXPECT_LT(max_rel_diff(offloaded[i].param, on_device[i].param), 2e-6) << on_device[i].name << " step " << step;
+      // Held, the host master is the master: the parameter is its copy.
+      if (held_chunk > 0) {
+        EXPECT_TRUE(at::equal(off.master_of(offloaded[i].param), offloaded[i].param)) << on_device[i].name;
+      }
+    }
   }
   const auto a = off.state_tensors(), b = ref.state_tensors();
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : b) EXPECT_LT(max_rel_diff(a.at(name), t), 2e-6) << name;
   EXPECT_EQ(a.at("big.step").item<float>(), 5.0f);
-  // The step log's figures: every gradient down and every parameter up, 4 bytes an element.
+  // The step log's figures: every gradient down and every parameter up once, 4 bytes an element.
   const int64_t elements = 300 * 700 + 65537 + 5 + 64;
   for (const auto& [key, value] : off.step_metrics()) {
     if (key == "D2H MB" || key == "H2D MB") {
@@ -86,6 +95,15 @@ TEST(OffloadedAdamW, MatchesFusedAdamWWithClippingAndDecayGroups) {
     }
   }
 }
+
+}  // namespace
+
+TEST(OffloadedAdamW, MatchesFusedAdamWWithClippingAndDecayGroups) { check_five_steps_against_fused(0); }
+
+// Held gradients (the layout keeps them on the device; step() takes them down in chunks through a few slots):
+// chunks of 1000 elements through 3 slots cut every parameter across chunk and slot boundaries, and the
+// parameters smaller than a chunk share the ring with the rest.
+TEST(OffloadedAdamW, HeldGradientsGoThroughTheChunksLikeTheFusedUpdate) { check_five_steps_against_fused(1000); }
 
 // A parameter without a gradient is skipped: its value and step count stay as they were.
 TEST(OffloadedAdamW, SkipsParametersWithoutGradients) {
@@ -130,43 +148,6 @@ TEST(OffloadedAdamW, StateMovesBetweenOptimizersAndLoadedParametersArePickedUp) 
     EXPECT_LT(max_rel_diff(b_params[i].param, a_params[i].param), 2e-6) << a_params[i].name;
   saved["optim.big.exp_avg"] = at::zeros({3});
   EXPECT_THROW(b.load_state_tensors(saved, "optim."), UserError);
-}
-
-// Held gradients (the layout keeps them on the device; step() takes them down in chunks through a few slots):
-// chunks of 1000 elements through 3 slots cut every parameter across chunk and slot boundaries, and the
-// parameters smaller than a chunk share the ring with the rest. Five steps with clipping: equal to the fused
-// kernel within fp32 rounding, and the step log counts each gradient down and each parameter up once.
-TEST(OffloadedAdamW, HeldGradientsGoThroughTheChunksLikeTheFusedUpdate) {
-  const OptimizerConfig c = config();
-  auto on_device = make_params();
-  auto offloaded = clone(on_device);
-  train::AdamW ref(on_device, c);
-  train::OffloadedAdamW off(offloaded, c);
-  off.hold_gradients(/*chunk_elements=*/1000, /*slots=*/3);
-  for (int step = 1; step <= 5; ++step) {
-    const double clip = step % 2 ? 0.37 : 1.0;
-    for (size_t i = 0; i < on_device.size(); ++i) {
-      const at::Tensor g = at::randn_like(on_device[i].param);
-      on_device[i].param.mutable_grad() = g * static_cast<float>(clip);
-      offloaded[i].param.mutable_grad() = g.clone();
-    }
-    ref.step(1e-2);
-    off.gradients_ready();
-    off.step(1e-2, clip);
-    for (size_t i = 0; i < on_device.size(); ++i) {
-      EXPECT_LT(max_rel_diff(offloaded[i].param, on_device[i].param), 2e-6) << on_device[i].name << " step " << step;
-      // The host master is the master: the parameter is its copy.
-      EXPECT_TRUE(at::equal(off.master_of(offloaded[i].param), offloaded[i].param)) << on_device[i].name;
-    }
-  }
-  const auto a = off.state_tensors(), b = ref.state_tensors();
-  for (const auto& [name, t] : b) EXPECT_LT(max_rel_diff(a.at(name), t), 2e-6) << name;
-  const int64_t elements = 300 * 700 + 65537 + 5 + 64;
-  for (const auto& [key, value] : off.step_metrics()) {
-    if (key == "D2H MB" || key == "H2D MB") {
-      EXPECT_NEAR(value, 4.0 * elements / 1e6, 1e-9) << key;
-    }
-  }
 }
 
 // Held under bf16 compute: the layout's parameters and gradients are bf16, the master fp32. Each step reads the
