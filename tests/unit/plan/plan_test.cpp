@@ -527,8 +527,8 @@ TEST(StepTime, ComputeAndDdpAllReduceByHand) {
 // The whole Llama 3.1 8B at micro-batch 1 × 2048 on one H200 spends a third of its step in passes over its 8B
 // parameters: the plan against the steps measured there (docs/PERFORMANCE.md "`meshtrain plan` against measured
 // peaks": 0.291 s, 0.351 s with checkpointing), which the model without the passes missed by 33 % and 27 %.
-// Offloaded, the optimizer's pass leaves the device; streamed (accumulation 1), the casts and the fp32
-// gradient buffers go too.
+// Offloaded, the optimizer's pass leaves the device; streamed (accumulation 1) or held (with accumulation), the
+// casts and the fp32 gradient buffers go too; the delayed update downloads, and keeps them.
 TEST(StepTime, WholeLlama8bAtMicroBatchOneCountsTheParameterPasses) {
   const GpuSpec h200 = gpu_spec("h200-141gb");
   for (const auto& [ac, measured] : {std::pair{false, 0.291}, std::pair{true, 0.351}}) {
@@ -543,6 +543,8 @@ TEST(StepTime, WholeLlama8bAtMicroBatchOneCountsTheParameterPasses) {
   c.optimizer.offload = OptimizerOffload::cpu;
   EXPECT_EQ(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 0);
   c.train.grad_accum = 2;
+  EXPECT_EQ(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 0);
+  c.optimizer.offload_delay = 1;
   EXPECT_NEAR(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 2 * 12 * P, 1e3);
 }
 
