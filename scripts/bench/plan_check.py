@@ -94,12 +94,15 @@ def main():
                      "activation_checkpointing": ac, "predicted_peak_bytes": pred, "measured_peak_bytes": meas,
                      "ratio": ratio, "peak_at": plan["memory"]["peak_at"], "items": plan["memory"]["items"],
                      "predicted_step_s": plan["time"]["step_s"], "measured_step_s": bench["step_time_s"],
-                     "measured_tokens_per_s": bench["tokens_per_s"], "measured_mfu": bench["mfu"]})
+                     "measured_tokens_per_s": bench["tokens_per_s"], "measured_mfu": bench["mfu"],
+                     "params": bench["params"]})
     json.dump(rows, open(os.path.join(a.out, "plan_check.json"), "w"), indent=1)
-    # MFU by shape, from the runs without recomputation (what the step-time model divides FLOPs by).
+    # MFU by shape, from the runs without recomputation (what the step-time model divides FLOPs by), with the
+    # model's parameters and the step time, so that the plan takes the step's parameter passes out of it.
     mfu = [{"family": "gpt2" if r["preset"].startswith("gpt2") else "llama",
             "d_model": {"gpt2-124m": 768, "llama3.2-1b": 2048, "llama3.1-8b": 4096}[r["preset"]],
-            "tokens": r["batch"] * r["seq"], "mfu": r["measured_mfu"], "source": f"plan_check {r['case']}"}
+            "tokens": r["batch"] * r["seq"], "mfu": r["measured_mfu"], "params": r["params"],
+            "step_s": r["measured_step_s"], "source": f"plan_check {r['case']}"}
            for r in rows if not r["activation_checkpointing"] and r["measured_mfu"] > 0]
     if mfu:
         json.dump(mfu, open(os.path.join(a.out, "mfu.json"), "w"), indent=1)

@@ -13,11 +13,11 @@ constexpr double kGB = 1e9;
 const std::vector<GpuSpec>& table() {
   static const std::vector<GpuSpec> t = {
       // A 24 GB PCIe card (no NVLink: collectives at the PCIe rate), for single-GPU fine-tuning plans (QLoRA).
-      {"l4-24gb", 23034 * kMiB, 121e12, 22 * kGB, 22 * kGB, 12 * kGB, 500 * kMiB},
-      {"a100-40gb", 40960 * kMiB, 312e12, 230 * kGB, 22 * kGB, 45 * kGB, 600 * kMiB},
-      {"a100-80gb", 81920 * kMiB, 312e12, 230 * kGB, 22 * kGB, 45 * kGB, 600 * kMiB},
-      {"h100-80gb", 81559 * kMiB, 989e12, 360 * kGB, 45 * kGB, 45 * kGB, 600 * kMiB},
-      {"h200-141gb", 143771 * kMiB, 989e12, 360 * kGB, 45 * kGB, 45 * kGB, 600 * kMiB},
+      {"l4-24gb", 23034 * kMiB, 121e12, 22 * kGB, 22 * kGB, 12 * kGB, 500 * kMiB, 300 * kGB},
+      {"a100-40gb", 40960 * kMiB, 312e12, 230 * kGB, 22 * kGB, 45 * kGB, 600 * kMiB, 1555 * kGB},
+      {"a100-80gb", 81920 * kMiB, 312e12, 230 * kGB, 22 * kGB, 45 * kGB, 600 * kMiB, 2039 * kGB},
+      {"h100-80gb", 81559 * kMiB, 989e12, 360 * kGB, 45 * kGB, 45 * kGB, 600 * kMiB, 3350 * kGB},
+      {"h200-141gb", 143771 * kMiB, 989e12, 360 * kGB, 45 * kGB, 45 * kGB, 600 * kMiB, 4800 * kGB},
   };
   return t;
 }

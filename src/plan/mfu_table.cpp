@@ -3,21 +3,45 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/model_size.h"
 
 namespace meshtrain::plan {
 
+namespace {
+
+// Trained parameters of a preset, with `layers` blocks where given.
+double preset_params(const std::string& preset, int64_t layers = 0) {
+  ModelConfig m;
+  apply_model_preset(preset, m);
+  if (layers > 0) m.n_layer = layers;
+  return static_cast<double>(model_size(m).params);
+}
+
+// A row's MFU with its parameter passes taken out of its step time.
+double compute_mfu(const MfuRow& r, double pass_s_per_param) {
+  const double pass_s = r.params * pass_s_per_param;
+  if (r.params <= 0 || r.step_s <= 0 || pass_s >= r.step_s) return r.mfu;
+  return std::min(1.0, r.mfu * r.step_s / (r.step_s - pass_s));
+}
+
+}  // namespace
+
 MfuTable MfuTable::builtin() {
   MfuTable t;
-  // docs/PERFORMANCE.md, "Fused CUDA kernels", H200, 2026-12-02: meshtrain (fused) rows.
+  // docs/PERFORMANCE.md, "Fused CUDA kernels", H200, 2026-12-02: meshtrain (fused) rows; the step times are
+  // the same shapes' in "`meshtrain plan` against measured peaks", 2026-12-03.
   t.rows_ = {
-      {Family::gpt2, 768, 32 * 1024, 0.208, "H200 bench train gpt2-124m b32 T1024"},
-      {Family::llama, 2048, 8 * 2048, 0.493, "H200 bench train llama3.2-1b b8 T2048"},
-      {Family::llama, 4096, 4 * 2048, 0.497, "H200 bench train llama3.1-8b (8 layers) b4 T2048"},
+      {Family::gpt2, 768, 32 * 1024, 0.208, "H200 bench train gpt2-124m b32 T1024", preset_params("gpt2-124m"), 0.127},
+      {Family::llama, 2048, 8 * 2048, 0.493, "H200 bench train llama3.2-1b b8 T2048", preset_params("llama3.2-1b"),
+       0.265},
+      {Family::llama, 4096, 4 * 2048, 0.497, "H200 bench train llama3.1-8b (8 layers) b4 T2048",
+       preset_params("llama3.1-8b", 8), 0.235},
   };
   return t;
 }
@@ -39,15 +63,17 @@ MfuTable MfuTable::from_json_file(const std::string& path) {
                   ": entry ", i, " needs family, d_model and mfu");
     const Family family = parse_enum<Family>(r["family"].get<std::string>(), cat(path, ": entry ", i, ": family"));
     MfuRow row{family, r["d_model"].get<int64_t>(), r.value("tokens", int64_t{0}), r["mfu"].get<double>(),
-               r.value("source", path)};
+               r.value("source", path), r.value("params", 0.0), r.value("step_s", 0.0)};
     MT_USER_CHECK(row.mfu > 0 && row.mfu <= 1 && row.d_model > 0, path, ": entry ", i, ": mfu ", row.mfu,
                   " and d_model ", row.d_model, "; valid: 0 < mfu ≤ 1, d_model > 0");
+    MT_USER_CHECK(row.params >= 0 && row.step_s >= 0, path, ": entry ", i, ": params ", row.params, " and step_s ",
+                  row.step_s, "; valid: ≥ 0 (0: unknown)");
     t.rows_.push_back(row);
   }
   return t;
 }
 
-double MfuTable::lookup(const ModelConfig& m, std::string* why) const {
+double MfuTable::lookup(const ModelConfig& m, std::string* why, double pass_s_per_param) const {
   std::vector<const MfuRow*> same;
   for (const auto& r : rows_)
     if (r.family == m.family) same.push_back(&r);
@@ -64,10 +90,11 @@ double MfuTable::lookup(const ModelConfig& m, std::string* why) const {
   }
   if (!lo) lo = hi;
   if (!hi) hi = lo;
-  double mfu = lo->mfu;
+  const double lo_mfu = compute_mfu(*lo, pass_s_per_param), hi_mfu = compute_mfu(*hi, pass_s_per_param);
+  double mfu = lo_mfu;
   if (lo != hi) {
     const double a = std::log2(static_cast<double>(lo->d_model)), b = std::log2(static_cast<double>(hi->d_model));
-    mfu = lo->mfu + (hi->mfu - lo->mfu) * (x - a) / (b - a);
+    mfu = lo_mfu + (hi_mfu - lo_mfu) * (x - a) / (b - a);
   }
   if (why) *why = lo == hi ? lo->source : lo->source + " .. " + hi->source;
   return mfu;

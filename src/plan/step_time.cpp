@@ -53,6 +53,22 @@ Counts counts(const Config& cfg, int64_t tp) {
   return c;
 }
 
+// Bytes of the passes over the parameters this rank holds, per step (step_time.h).
+double pass_bytes(const Config& cfg, const RankLayout& l, const Counts& n) {
+  const double pp = static_cast<double>(l.pp), A = static_cast<double>(cfg.train.grad_accum);
+  const double trainable = n.trainable / pp;
+  const bool offload = cfg.optimizer.offload == OptimizerOffload::cpu;
+  const double optimizer = offload ? 0 : trainable / static_cast<double>(l.zero_stage >= 1 ? l.shard : 1);
+  // Autocast copies fp32 weights (memory_model.cpp's rule); streamed or held offload keeps them in bf16 already.
+  const bool bf16 = compute_dtype(cfg.train, true) == Dtype::bf16;
+  const bool casts = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream && !l.hold);
+  const double cast = casts ? (n.trainable + (l.frozen_bytes == 4 ? n.frozen : 0)) / pp : 0;
+  const double recasts = cfg.train.activation_checkpointing ? 2 : 1;
+  // bf16 weight gradients accumulated into fp32 buffers; streamed or held offload keeps them in bf16.
+  const double grads = bf16 && !l.stream && !l.hold ? trainable : 0;
+  return 32 * optimizer + A * (6 * recasts * cast + 6 * grads);
+}
+
 }  // namespace
 
 StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, const GpuSpec& gpu, const MfuTable& mfu) {
@@ -68,8 +84,11 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
   const TrainingFlops flops = training_flops_per_token(cfg);
   s.model_flops_per_token = flops.model_per_token;
   s.flops_per_gpu = tokens_rank * flops.hardware_per_token / static_cast<double>(l.tp * l.pp);
-  s.mfu = mfu.lookup(m, &s.mfu_source);
+  const double pass_rate = gpu.hbm_bytes_s * kPassEfficiency;
+  s.mfu = mfu.lookup(m, &s.mfu_source, pass_rate > 0 ? kRowPassBytes / pass_rate : 0);
   s.compute_s = s.flops_per_gpu / (gpu.peak_flops * s.mfu);
+  s.pass_bytes = pass_bytes(cfg, l, n);
+  s.pass_s = pass_rate > 0 ? s.pass_bytes / pass_rate : 0;
   const double fwd_s = s.compute_s * (ac ? 0.25 : 1.0 / 3), bwd_s = s.compute_s - fwd_s;
 
   const int64_t per_node = std::max<int64_t>(1, gpus / std::max<int64_t>(nodes, 1));
@@ -123,7 +142,7 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
     // 1F1B: (pp − 1) idle slots of a micro-batch's forward + backward at each end of the step.
     s.bubble_s = s.compute_s * static_cast<double>(l.pp - 1) / A;
   }
-  s.step_s = s.compute_s + s.exposed_comm_s + s.bubble_s;
+  s.step_s = s.compute_s + s.pass_s + s.exposed_comm_s + s.bubble_s;
   s.tokens_per_step = tokens_rank * static_cast<double>(l.dp * l.fsdp);
   s.tokens_per_s = s.tokens_per_step / s.step_s;
   return s;

@@ -4,7 +4,8 @@
 // The link figures are achievable bus bandwidths per GPU (what nccl-tests reports as busbw for large
 // messages), not the data-sheet totals: NVLink 4 on an H100/H200 HGX board ≈ 360 GB/s for all-reduce of the
 // 900 GB/s bidirectional figure, NVLink 3 on an A100 board ≈ 230 GB/s of 600. The network rate assumes one
-// 400 Gb/s NIC per GPU (≈ 45 GB/s busbw), PCIe Gen4/Gen5 x16 to the host ≈ 22/45 GB/s.
+// 400 Gb/s NIC per GPU (≈ 45 GB/s busbw), PCIe Gen4/Gen5 x16 to the host ≈ 22/45 GB/s. The memory bandwidth is
+// the data sheet's; the step-time model applies the fraction its passes were measured to reach (step_time.h).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ struct GpuSpec {
   double pcie_bytes_s = 0;      // host ↔ device (offload, host staging)
   double network_bytes_s = 0;   // collective bus bandwidth between nodes, per GPU
   int64_t context_bytes = 0;    // CUDA context, kernels and library handles: held outside the caching allocator
+  double hbm_bytes_s = 0;       // device memory bandwidth (data sheet): what passes over the parameters take
 };
 
 // The named GPU; UserError naming `flag` and the valid names otherwise.

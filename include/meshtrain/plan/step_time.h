@@ -1,10 +1,19 @@
-// StepTime: one optimizer step's predicted duration on one GPU = compute + the communication that is not hidden
-// behind it + the pipeline bubble.
+// StepTime: one optimizer step's predicted duration on one GPU = compute + passes over the parameters + the
+// communication that is not hidden behind it + the pipeline bubble.
 //
 //   compute   tokens per rank × FLOPs per token (6 × (non-embedding params + V·D) + 6·L·T·D, as the metrics count
 //             them; − 2 per frozen weight, whose weight gradient is never computed (LoRA's base: ≈ 4N); + a
 //             block forward again under activation checkpointing) ÷ (tp × pp) ÷ (peak × MFU), the MFU
-//             measured for the shape (mfu_table.h); a third of it forward, two thirds backward.
+//             measured for the shape with the measurement's own parameter passes taken out (mfu_table.h); a
+//             third of it forward, two thirds backward.
+//   passes    memory-bound passes whose time follows the parameters this rank holds, not the tokens, at
+//             kPassEfficiency of the GPU's memory bandwidth: the on-device AdamW step (read weight, gradient
+//             and both moments, write weight and moments: 28 bytes an element, + 4 for the norm's read), once a
+//             step over the optimizer's elements (none when offloaded); per micro-batch, autocast's bf16 copy of
+//             each fp32 weight (read 4, write 2; again in the recompute under checkpointing) and the weight
+//             gradient's accumulation into its fp32 buffer (read 2, write 4). They matter where a step has few
+//             tokens per parameter: the whole Llama 3.1 8B at micro-batch 1 × 2048 tokens spends a third of its
+//             step in them.
 //   collectives  ring volumes over the link the group sits on (gpu_spec.h; a group whose ranks span nodes uses
 //             the network): all-reduce 2(n−1)/n × bytes, all-gather / reduce-scatter (n−1)/n × bytes.
 //   overlap   DDP's all-reduce runs under backward (the last bucket, with the embeddings, cannot); ZeRO-2 and FSDP
@@ -39,6 +48,8 @@ struct StepTime {
   double mfu = 0;                    // from the table
   std::string mfu_source;
   double compute_s = 0;
+  double pass_bytes = 0;             // the parameter passes' bytes per step on one GPU
+  double pass_s = 0;                 // their time
   std::vector<Collective> comm;
   double exposed_comm_s = 0;
   double bubble_s = 0;
@@ -46,6 +57,15 @@ struct StepTime {
   double tokens_per_step = 0;  // the whole job's
   double tokens_per_s = 0;
 };
+
+// The fraction of the memory bandwidth the parameter passes reach, from the two whole-step measurements on the
+// H200 that differ most in tokens per parameter: Llama 3.1 8B's shape with 8 layers at 4 × 2048 tokens (0.235 s)
+// and all 32 at 1 × 2048 (0.291 s), docs/PERFORMANCE.md "`meshtrain plan` against measured peaks". Solving both
+// for one compute MFU and one pass rate gives 44 bytes a parameter at 2.6 TB/s, 0.55 of the 4.8 TB/s.
+constexpr double kPassEfficiency = 0.55;
+// The passes of one measured MFU row's step (mfu_table.h): a single GPU, on-device AdamW, fp32 weights under
+// bf16 autocast, one micro-batch, no checkpointing — 32 + 6 + 6 bytes a parameter.
+constexpr double kRowPassBytes = 44;
 
 // `cfg` resolved for gpus_per_node × nodes ranks.
 StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, const GpuSpec& gpu,

@@ -504,8 +504,15 @@ TEST(StepTime, ComputeAndDdpAllReduceByHand) {
   resolve(c, 8);
   const GpuSpec h200 = gpu_spec("h200-141gb");
   const StepTime s = estimate_step_time(c, 8, 1, h200, MfuTable::builtin());
-  // Compute: 32 × 1024 tokens × model FLOPs per token / (989 TFLOP/s × 0.208).
-  EXPECT_NEAR(s.compute_s, 32 * 1024 * s.model_flops_per_token / (989e12 * 0.208), 1e-9);
+  // Parameter passes: AdamW's 32 bytes, autocast's copy 6 and the gradient's accumulation 6 per parameter, at
+  // kPassEfficiency of the 4.8 TB/s.
+  const double P = 124439808, rate = 4.8e12 * kPassEfficiency;
+  EXPECT_NEAR(s.pass_bytes, 44 * P, 1);
+  EXPECT_NEAR(s.pass_s, 44 * P / rate, 1e-12);
+  // Compute: 32 × 1024 tokens × model FLOPs per token / (989 TFLOP/s × MFU), the row's 0.208 measured over a
+  // 0.127 s step less its own passes (the same 44 bytes a parameter: a single GPU, one micro-batch).
+  EXPECT_NEAR(s.mfu, 0.208 * 0.127 / (0.127 - kRowPassBytes * P / rate), 1e-9);
+  EXPECT_NEAR(s.compute_s, 32 * 1024 * s.model_flops_per_token / (989e12 * s.mfu), 1e-9);
   ASSERT_EQ(s.comm.size(), 1u);
   // Ring all-reduce of the fp32 gradients over 8 ranks on NVLink: 2 × 7/8 × 4 × 124,439,808 B / 360 GB/s.
   EXPECT_EQ(s.comm[0].link, "nvlink");
@@ -515,6 +522,30 @@ TEST(StepTime, ComputeAndDdpAllReduceByHand) {
   resolve(c16, 16);
   c16.parallel.dp = 16;
   EXPECT_EQ(estimate_step_time(c16, 16, 2, h200, MfuTable::builtin()).comm[0].link, "network");
+}
+
+// The whole Llama 3.1 8B at micro-batch 1 × 2048 on one H200 spends a third of its step in passes over its 8B
+// parameters: the plan against the steps measured there (docs/PERFORMANCE.md "`meshtrain plan` against measured
+// peaks": 0.291 s, 0.351 s with checkpointing), which the model without the passes missed by 33 % and 27 %.
+// Offloaded, the optimizer's pass leaves the device; streamed (accumulation 1) or held (with accumulation), the
+// casts and the fp32 gradient buffers go too; the delayed update downloads, and keeps them.
+TEST(StepTime, WholeLlama8bAtMicroBatchOneCountsTheParameterPasses) {
+  const GpuSpec h200 = gpu_spec("h200-141gb");
+  for (const auto& [ac, measured] : {std::pair{false, 0.291}, std::pair{true, 0.351}}) {
+    Config c = bench("llama3.1-8b", 1, 2048, 0, ac);
+    const StepTime s = estimate_step_time(c, 1, 1, h200, MfuTable::builtin());
+    EXPECT_NEAR(s.step_s / measured, 1.0, 0.05) << "activation checkpointing " << ac;
+    EXPECT_GT(s.pass_s, 0.3 * s.step_s);
+  }
+  Config c = bench("llama3.1-8b", 1, 2048, 0, false);
+  const double P = static_cast<double>(model_size(c.model).params);
+  EXPECT_NEAR(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 44 * P, 1e3);
+  c.optimizer.offload = OptimizerOffload::cpu;
+  EXPECT_EQ(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 0);
+  c.train.grad_accum = 2;
+  EXPECT_EQ(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 0);
+  c.optimizer.offload_delay = 1;
+  EXPECT_NEAR(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 2 * 12 * P, 1e3);
 }
 
 // configs/node8/llama3.1-70b-lora-fsdp8.yaml: under LoRA + FSDP the frozen bf16 base is gathered in forward and
