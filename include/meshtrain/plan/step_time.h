@@ -45,7 +45,7 @@ struct Collective {
 struct StepTime {
   double model_flops_per_token = 0;  // as the metrics count MFU
   double flops_per_gpu = 0;          // executed per step on one GPU (recomputation included)
-  double mfu = 0;                    // from the table
+  double mfu = 0;                    // the compute's own: the table's, its row's passes taken out
   std::string mfu_source;
   double compute_s = 0;
   double pass_bytes = 0;             // the parameter passes' bytes per step on one GPU
