@@ -150,7 +150,7 @@ Step plan_step(const Config& cfg, int64_t world_size, bool cuda) {
   // bf16 copies autocast makes of fp32 weights: FSDP/ZeRO with bf16 parameters, streamed or held replicated
   // offload, and a frozen base held in bf16 (LoRA) have none.
   const bool bf16 = compute_dtype(cfg.train, cuda) == Dtype::bf16;
-  const bool copies = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream && !l.hold);
+  const bool copies = l.casts_weights(bf16);
   s.block_copy = copies ? 2 * s.sizes.block_cast : 0;
   s.root_copy = copies ? 2 * s.sizes.root_cast : 0;
   s.block_full = s.fsdp ? s.sizes.block_gathered : 0;

@@ -59,14 +59,12 @@ double pass_bytes(const Config& cfg, const RankLayout& l, const Counts& n) {
   const double trainable = n.trainable / pp;
   const bool offload = cfg.optimizer.offload == OptimizerOffload::cpu;
   const double optimizer = offload ? 0 : trainable / static_cast<double>(l.zero_stage >= 1 ? l.shard : 1);
-  // Autocast copies fp32 weights (memory_model.cpp's rule); streamed or held offload keeps them in bf16 already.
   const bool bf16 = compute_dtype(cfg.train, true) == Dtype::bf16;
-  const bool casts = bf16 && (l.zero_stage > 0 ? l.param_bytes == 4 : !l.stream && !l.hold);
-  const double cast = casts ? (n.trainable + (l.frozen_bytes == 4 ? n.frozen : 0)) / pp : 0;
+  const double cast = l.casts_weights(bf16) ? (n.trainable + (l.frozen_bytes == 4 ? n.frozen : 0)) / pp : 0;
   const double recasts = cfg.train.activation_checkpointing ? 2 : 1;
   // bf16 weight gradients accumulated into fp32 buffers; streamed or held offload keeps them in bf16.
   const double grads = bf16 && !l.stream && !l.hold ? trainable : 0;
-  return 32 * optimizer + A * (6 * recasts * cast + 6 * grads);
+  return kOptimizerPassBytes * optimizer + A * (kCastPassBytes * recasts * cast + kGradPassBytes * grads);
 }
 
 }  // namespace

@@ -51,6 +51,10 @@ struct RankLayout {
                               // 256 quantization blocks under FSDP/ZeRO (nf4_shard_bytes), gathered as bytes
 
   static RankLayout from(const Config& cfg, int64_t world_size);
+  // Whether autocast makes bf16 copies of the weights under bf16 compute (`bf16`): not of FSDP/ZeRO's bf16
+  // parameters, nor of the compute-dtype parameters streamed or held offload keeps (the memory model counts the
+  // copies, the step-time model their pass).
+  bool casts_weights(bool bf16) const { return bf16 && (zero_stage > 0 ? param_bytes == 4 : !stream && !hold); }
 };
 
 // Bytes of `n` values in NF4 as model/nf4_tensor.h holds them: two codes a byte, an 8-bit absmax per 64 values,

@@ -45,7 +45,7 @@ struct Collective {
 struct StepTime {
   double model_flops_per_token = 0;  // as the metrics count MFU
   double flops_per_gpu = 0;          // executed per step on one GPU (recomputation included)
-  double mfu = 0;                    // from the table
+  double mfu = 0;                    // the compute's own: the table's, its row's passes taken out
   std::string mfu_source;
   double compute_s = 0;
   double pass_bytes = 0;             // the parameter passes' bytes per step on one GPU
@@ -63,9 +63,12 @@ struct StepTime {
 // and all 32 at 1 × 2048 (0.291 s), docs/PERFORMANCE.md "`meshtrain plan` against measured peaks". Solving both
 // for one compute MFU and one pass rate gives 44 bytes a parameter at 2.6 TB/s, 0.55 of the 4.8 TB/s.
 constexpr double kPassEfficiency = 0.55;
+// Bytes an element of each pass: the on-device AdamW step with the norm's read, autocast's copy of an fp32
+// weight, a bf16 weight gradient's accumulation into fp32.
+constexpr double kOptimizerPassBytes = 28 + 4, kCastPassBytes = 4 + 2, kGradPassBytes = 2 + 4;
 // The passes of one measured MFU row's step (mfu_table.h): a single GPU, on-device AdamW, fp32 weights under
-// bf16 autocast, one micro-batch, no checkpointing — 32 + 6 + 6 bytes a parameter.
-constexpr double kRowPassBytes = 44;
+// bf16 autocast, one micro-batch, no checkpointing.
+constexpr double kRowPassBytes = kOptimizerPassBytes + kCastPassBytes + kGradPassBytes;
 
 // `cfg` resolved for gpus_per_node × nodes ranks.
 StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, const GpuSpec& gpu,
