@@ -37,6 +37,7 @@ class CountingCpuAllocator final : public c10::Allocator {
   int64_t now() const { return now_; }
   int64_t peak() const { return peak_; }
   void reset() { now_ = 0, peak_ = 0; }
+  void restart_peak() { peak_ = now_.load(); }
 
  private:
   // The real allocation, freed (and uncounted) with the tensor's storage.
@@ -67,6 +68,8 @@ class CpuAllocationCount {
 
   int64_t now() const { return counter().now(); }
   int64_t peak() const { return counter().peak(); }
+  // From here on peak() is the most alive at once since this call (what one step of a test adds at its worst).
+  void restart_peak() { counter().restart_peak(); }
 
  private:
   static constexpr uint8_t kPriority = 100;  // above the default allocator's registration

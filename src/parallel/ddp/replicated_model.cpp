@@ -75,6 +75,10 @@ bool ReplicatedModel::hold_gradients() {
 
 void ReplicatedModel::hold_in_compute_dtype() {
   const at::ScalarType dtype = autocast_ ? at::kBFloat16 : at::kFloat;
+  // Let go of the fp32 parameters first (as the optimizer does, OffloadedAdamW::switch_parameters): each is then
+  // freed as soon as its cast replaces it, and setting up peaks at 4 bytes a parameter, not 4 + 2.
+  reducer_.reset();
+  params_.clear();
   {
     at::NoGradGuard no_grad;
     model::replace_parameters(*net_, [&](const std::string&, const at::Tensor& p) {
