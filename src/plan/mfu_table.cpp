@@ -10,6 +10,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/model_size.h"
+#include "meshtrain/plan/gpu_spec.h"
 
 namespace meshtrain::plan {
 
@@ -23,9 +24,10 @@ double preset_params(const std::string& preset, int64_t layers = 0) {
   return static_cast<double>(model_size(m).params);
 }
 
-// A row's MFU with its parameter passes taken out of its step time.
-double compute_mfu(const MfuRow& r, double pass_s_per_param) {
-  const double pass_s = r.params * pass_s_per_param;
+// A row's MFU with its parameter passes taken out of its step time, at its own GPU's memory bandwidth.
+double compute_mfu(const MfuRow& r, double pass_bytes_per_param, double pass_efficiency) {
+  const double rate = gpu_spec(r.gpu).hbm_bytes_s * pass_efficiency;
+  const double pass_s = rate > 0 ? r.params * pass_bytes_per_param / rate : 0;
   if (r.params <= 0 || r.step_s <= 0 || pass_s >= r.step_s) return r.mfu;
   return std::min(1.0, r.mfu * r.step_s / (r.step_s - pass_s));
 }
@@ -63,7 +65,9 @@ MfuTable MfuTable::from_json_file(const std::string& path) {
                   ": entry ", i, " needs family, d_model and mfu");
     const Family family = parse_enum<Family>(r["family"].get<std::string>(), cat(path, ": entry ", i, ": family"));
     MfuRow row{family, r["d_model"].get<int64_t>(), r.value("tokens", int64_t{0}), r["mfu"].get<double>(),
-               r.value("source", path), r.value("params", 0.0), r.value("step_s", 0.0)};
+               r.value("source", path), r.value("params", 0.0), r.value("step_s", 0.0),
+               r.value("gpu", std::string("h200-141gb"))};
+    gpu_spec(row.gpu, cat(path, ": entry ", i, ": gpu"));  // a UserError naming the valid GPUs
     MT_USER_CHECK(row.mfu > 0 && row.mfu <= 1 && row.d_model > 0, path, ": entry ", i, ": mfu ", row.mfu,
                   " and d_model ", row.d_model, "; valid: 0 < mfu ≤ 1, d_model > 0");
     MT_USER_CHECK(row.params >= 0 && row.step_s >= 0, path, ": entry ", i, ": params ", row.params, " and step_s ",
@@ -73,7 +77,8 @@ MfuTable MfuTable::from_json_file(const std::string& path) {
   return t;
 }
 
-double MfuTable::lookup(const ModelConfig& m, std::string* why, double pass_s_per_param) const {
+double MfuTable::lookup(const ModelConfig& m, std::string* why, double pass_bytes_per_param,
+                        double pass_efficiency) const {
   std::vector<const MfuRow*> same;
   for (const auto& r : rows_)
     if (r.family == m.family) same.push_back(&r);
@@ -90,7 +95,8 @@ double MfuTable::lookup(const ModelConfig& m, std::string* why, double pass_s_pe
   }
   if (!lo) lo = hi;
   if (!hi) hi = lo;
-  const double lo_mfu = compute_mfu(*lo, pass_s_per_param), hi_mfu = compute_mfu(*hi, pass_s_per_param);
+  const double lo_mfu = compute_mfu(*lo, pass_bytes_per_param, pass_efficiency),
+               hi_mfu = compute_mfu(*hi, pass_bytes_per_param, pass_efficiency);
   double mfu = lo_mfu;
   if (lo != hi) {
     const double a = std::log2(static_cast<double>(lo->d_model)), b = std::log2(static_cast<double>(hi->d_model));

@@ -29,6 +29,14 @@ nlohmann::json items_json(const MemoryItems& m) {
           {"transient", m.transient}};
 }
 
+// The step line's host update (optimizer offload): what shows, and what the delayed update hides.
+std::string host_update_text(const StepTime& t) {
+  if (t.host_update_s <= 0) return "";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, " + host update %.3f s (of %.3f s)", t.host_exposed_s, t.host_update_s);
+  return buf;
+}
+
 }  // namespace
 
 std::string layout_table(const PlanRow& r, const PlanOptions& o) {
@@ -73,9 +81,9 @@ std::string layout_table(const PlanRow& r, const PlanOptions& o) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "\nstep time: %.3f s = compute %.3f s (%.3g TFLOP per GPU at MFU %.1f %% of %s) + parameter "
-                "passes %.3f s (%.1f GB) + exposed communication %.3f s%s\n  %.0f tokens/step, %.0f tokens/s\n",
+                "passes %.3f s (%.1f GB)%s + exposed communication %.3f s%s\n  %.0f tokens/step, %.0f tokens/s\n",
                 t.step_s, t.compute_s, t.flops_per_gpu / 1e12, 100 * t.mfu, t.mfu_source.c_str(), t.pass_s,
-                t.pass_bytes / 1e9, t.exposed_comm_s,
+                t.pass_bytes / 1e9, host_update_text(t).c_str(), t.exposed_comm_s,
                 t.bubble_s > 0 ? (" + pipeline bubble " + std::to_string(t.bubble_s) + " s").c_str() : "",
                 t.tokens_per_step, t.tokens_per_s);
   s += buf;
@@ -148,7 +156,8 @@ std::string plan_json(const std::vector<PlanRow>& rows, const PlanOptions& o) {
                      {"activation_block_checkpointed_bytes", m.activation.block_checkpoint},
                      {"head_saved_bytes", m.activation.head.saved}}},
          {"time", {{"step_s", r.time.step_s}, {"compute_s", r.time.compute_s}, {"pass_s", r.time.pass_s},
-                   {"pass_bytes", r.time.pass_bytes}, {"exposed_comm_s", r.time.exposed_comm_s},
+                   {"pass_bytes", r.time.pass_bytes}, {"host_update_s", r.time.host_update_s},
+                   {"host_exposed_s", r.time.host_exposed_s}, {"exposed_comm_s", r.time.exposed_comm_s},
                    {"bubble_s", r.time.bubble_s}, {"mfu", r.time.mfu}, {"mfu_source", r.time.mfu_source},
                    {"tokens_per_s", r.time.tokens_per_s}, {"model_flops_per_token", r.time.model_flops_per_token},
                    {"communication", comm}}}});

@@ -1,4 +1,5 @@
-// Step time = compute + exposed communication + pipeline bubble (step_time.h).
+// Step time = compute + parameter passes + exposed host update + exposed communication + pipeline bubble
+// (step_time.h).
 #include "meshtrain/plan/step_time.h"
 
 #include <algorithm>
@@ -53,12 +54,17 @@ Counts counts(const Config& cfg, int64_t tp) {
   return c;
 }
 
+// The optimizer's elements on this rank: its stage's trainable parameters, ÷ the shard group under ZeRO/FSDP.
+double optimizer_elements(const RankLayout& l, const Counts& n) {
+  return n.trainable / static_cast<double>(l.pp) / static_cast<double>(l.zero_stage >= 1 ? l.shard : 1);
+}
+
 // Bytes of the passes over the parameters this rank holds, per step (step_time.h).
 double pass_bytes(const Config& cfg, const RankLayout& l, const Counts& n) {
   const double pp = static_cast<double>(l.pp), A = static_cast<double>(cfg.train.grad_accum);
   const double trainable = n.trainable / pp;
   const bool offload = cfg.optimizer.offload == OptimizerOffload::cpu;
-  const double optimizer = offload ? 0 : trainable / static_cast<double>(l.zero_stage >= 1 ? l.shard : 1);
+  const double optimizer = offload ? 0 : optimizer_elements(l, n);
   const bool bf16 = compute_dtype(cfg.train, true) == Dtype::bf16;
   const double cast = l.casts_weights(bf16) ? (n.trainable + (l.frozen_bytes == 4 ? n.frozen : 0)) / pp : 0;
   const double recasts = cfg.train.activation_checkpointing ? 2 : 1;
@@ -83,11 +89,16 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
   s.model_flops_per_token = flops.model_per_token;
   s.flops_per_gpu = tokens_rank * flops.hardware_per_token / static_cast<double>(l.tp * l.pp);
   const double pass_rate = gpu.hbm_bytes_s * kPassEfficiency;
-  s.mfu = mfu.lookup(m, &s.mfu_source, pass_rate > 0 ? kRowPassBytes / pass_rate : 0);
+  s.mfu = mfu.lookup(m, &s.mfu_source, kRowPassBytes, kPassEfficiency);
   s.compute_s = s.flops_per_gpu / (gpu.peak_flops * s.mfu);
   s.pass_bytes = pass_bytes(cfg, l, n);
   s.pass_s = pass_rate > 0 ? s.pass_bytes / pass_rate : 0;
   const double fwd_s = s.compute_s * (ac ? 0.25 : 1.0 / 3), bwd_s = s.compute_s - fwd_s;
+  if (cfg.optimizer.offload == OptimizerOffload::cpu) {
+    s.host_update_s = optimizer_elements(l, n) / kHostUpdateParamsPerS;
+    const double hidden_under = cfg.optimizer.offload_delay > 0 ? s.compute_s + s.pass_s : 0;
+    s.host_exposed_s = std::max(0.0, s.host_update_s - hidden_under);
+  }
 
   const int64_t per_node = std::max<int64_t>(1, gpus / std::max<int64_t>(nodes, 1));
   const std::map<std::string, int64_t> sizes = {{"pp", l.pp}, {"dp", l.dp}, {"fsdp", l.fsdp}, {"tp", l.tp}};
@@ -140,7 +151,7 @@ StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, cons
     // 1F1B: (pp − 1) idle slots of a micro-batch's forward + backward at each end of the step.
     s.bubble_s = s.compute_s * static_cast<double>(l.pp - 1) / A;
   }
-  s.step_s = s.compute_s + s.pass_s + s.exposed_comm_s + s.bubble_s;
+  s.step_s = s.compute_s + s.pass_s + s.host_exposed_s + s.exposed_comm_s + s.bubble_s;
   s.tokens_per_step = tokens_rank * static_cast<double>(l.dp * l.fsdp);
   s.tokens_per_s = s.tokens_per_step / s.step_s;
   return s;

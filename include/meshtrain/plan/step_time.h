@@ -14,6 +14,10 @@
 //             gradient's accumulation into its fp32 buffer (read 2, write 4). They matter where a step has few
 //             tokens per parameter: the whole Llama 3.1 8B at micro-batch 1 × 2048 tokens spends a third of its
 //             step in them.
+//   host update  optimizer offload (docs/offload.md): the host threads' AdamW over this rank's optimizer
+//             elements, once a step, at kHostUpdateParamsPerS; exposed whole (the held and downloaded ways update
+//             after the backward; the streamed way's overlap with the backward is not counted), except under the
+//             delayed update, which runs under the next step's compute and shows only where it is longer.
 //   collectives  ring volumes over the link the group sits on (gpu_spec.h; a group whose ranks span nodes uses
 //             the network): all-reduce 2(n−1)/n × bytes, all-gather / reduce-scatter (n−1)/n × bytes.
 //   overlap   DDP's all-reduce runs under backward (the last bucket, with the embeddings, cannot); ZeRO-2 and FSDP
@@ -50,6 +54,8 @@ struct StepTime {
   double compute_s = 0;
   double pass_bytes = 0;             // the parameter passes' bytes per step on one GPU
   double pass_s = 0;                 // their time
+  double host_update_s = 0;          // optimizer offload: the host's AdamW over this rank's elements, a step
+  double host_exposed_s = 0;         // of that, not hidden behind compute
   std::vector<Collective> comm;
   double exposed_comm_s = 0;
   double bubble_s = 0;
@@ -69,6 +75,13 @@ constexpr double kOptimizerPassBytes = 28 + 4, kCastPassBytes = 4 + 2, kGradPass
 // The passes of one measured MFU row's step (mfu_table.h): a single GPU, on-device AdamW, fp32 weights under
 // bf16 autocast, one micro-batch, no checkpointing.
 constexpr double kRowPassBytes = kOptimizerPassBytes + kCastPassBytes + kGradPassBytes;
+
+// The host's offloaded AdamW rate, optimizer elements a second for one rank on its host at the default threads
+// (16): the gradient down, the update of master and moments, the parameter up. Measured 4.63e9 on the H200
+// machine (Llama 3.2 3B, 693 ms a step) and 4.69e9 and 3.50e9 on two H100 machines (the whole Llama 3.1 8B, 1,711
+// and 2,291 ms), docs/PERFORMANCE.md; the host, not the GPU, sets it. Ranks sharing a host share its memory
+// bandwidth, which this does not count (not measured).
+constexpr double kHostUpdateParamsPerS = 4.6e9;
 
 // `cfg` resolved for gpus_per_node × nodes ranks.
 StepTime estimate_step_time(const Config& cfg, int64_t gpus, int64_t nodes, const GpuSpec& gpu,
