@@ -19,9 +19,10 @@ int cmd_plan(int argc, char** argv) {
                      "FSDP units, activations with and without checkpointing, logits/loss, communication buffers, "
                      "CUDA context, allocator slack) and step time (FLOPs at the measured MFU for the shape, plus "
                      "the memory-bound passes over the parameters (optimizer, casts, gradient accumulation), plus "
-                     "the host's update of an offloaded optimizer, plus communication over NVLink / the network, overlap stated) for CONFIG's layout; with --search "
-                     "every layout of the GPUs, those that fit first (fastest first), then those that do not. GPU "
-                     "runs only: a train.device: cpu config is refused. docs/plan.md has the formulae.");
+                     "the host's update of an offloaded optimizer, plus communication over NVLink / the network, "
+                     "overlap stated) for CONFIG's layout; with --search every layout of the GPUs, those that fit "
+                     "first (fastest first), then those that do not. GPU runs only: a train.device: cpu config is "
+                     "refused. docs/plan.md has the formulae.");
   o.add_options()("gpus", "GPUs of the job (all nodes)", cxxopts::value<int64_t>()->default_value("1"))(
       "nodes", "nodes they sit on (GPUs per node = gpus / nodes)", cxxopts::value<int64_t>()->default_value("1"))(
       "gpu", gpus_help, cxxopts::value<std::string>()->default_value("h200-141gb"))(
