@@ -42,3 +42,7 @@ foreach(case worker_kill worker_kill_group node_kill node_lost partition long_pa
             ${MESHTRAIN_BIN} ${case}
     PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
+# The harness's reading of a run (Job.recovery) over recorded lines, a step line racing the fault among them.
+meshtrain_add_test(multiproc launch netns_recovery_reading
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/multiproc/launch/netns_job_test.py
+  PROPERTIES TIMEOUT 60)

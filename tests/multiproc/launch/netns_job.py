@@ -146,21 +146,30 @@ class Job:
 
     def recovery(self, fault_at):
         """(steps lost, seconds from the fault to the first step completed after it, resumed step or None): a
-        restart loses the steps since the checkpoint it resumed from; without one nothing is lost."""
+        restart loses the steps since the checkpoint it resumed from; without one nothing is lost.
+        A step line can arrive just after the fault was injected, from a rank that finished that step as the fault
+        landed; where the job restarts after the fault, such a line is a step done before it (counted among the
+        steps the restart loses), not the recovery, which is the first step after the resume."""
         before = self.last_step(fault_at)
-        resumed, resumed_at = None, None
-        for t, _, s in self.lines():
-            if t <= fault_at:
-                continue
+        after = [(t, s) for t, _, s in self.lines() if t > fault_at]
+        first_resume = next((i for i, (_, s) in enumerate(after) if RESUMED.search(s)), None)
+        if first_resume is None:
+            for t, s in after:
+                m = STEP_LINE.search(s)
+                if m and int(m.group(2)) > before:
+                    return 0, t - fault_at, None
+            return None, None, None
+        for _, s in after[:first_resume]:
+            m = STEP_LINE.search(s)
+            if m:
+                before = max(before, int(m.group(2)))
+        resumed = None
+        for t, s in after[first_resume:]:
             m = RESUMED.search(s)
             if m:
-                resumed, resumed_at = int(m.group(1)), t
-                continue
-            m = STEP_LINE.search(s)
-            if not m:
-                continue
-            if resumed_at is not None or int(m.group(2)) > before:
-                return (before - resumed if resumed is not None else 0), t - fault_at, resumed
+                resumed = int(m.group(1))
+            elif STEP_LINE.search(s):
+                return before - resumed, t - fault_at, resumed
         return None, None, resumed
 
     def leftovers(self):
