@@ -11,7 +11,11 @@ The goal is |ratio − 1| ≤ 10 % for every case; the exit status is 1 when a c
 It also writes OUT/mfu.json, the measured MFU by shape in the form `meshtrain plan --mfu FILE` reads (the
 built-in table in src/plan/mfu_table.cpp comes from the same measurement).
 
-    python3 scripts/bench/plan_check.py build-gpu/bin/meshtrain OUT [--steps 3] [--cases a,b,...]
+    python3 scripts/bench/plan_check.py build-gpu/bin/meshtrain OUT [--steps 3] [--cases a,b,...] [--gpu NAME]
+
+--gpu names the card it runs on (`meshtrain plan --gpu`'s names; default h200-141gb): the plans are made for it,
+and mfu.json's rows carry it, so that `meshtrain plan` takes each row's parameter passes out at that card's
+memory bandwidth.
 """
 import argparse
 import json
@@ -48,8 +52,9 @@ def run(cmd, log, cwd):
     return p.returncode == 0
 
 
-def predicted(meshtrain, cfg, out):
-    p = subprocess.run([meshtrain, "plan", cfg, "--gpus", "1", "--json"], capture_output=True, text=True, cwd=out)
+def predicted(meshtrain, cfg, out, gpu):
+    p = subprocess.run([meshtrain, "plan", cfg, "--gpus", "1", "--gpu", gpu, "--json"], capture_output=True,
+                       text=True, cwd=out)
     if p.returncode != 0:
         print(f"FAILED: meshtrain plan {cfg}: {p.stderr.strip()}", file=sys.stderr)
         return None
@@ -62,6 +67,7 @@ def main():
     ap.add_argument("out", help="directory for configs, logs and plan_check.json")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated, of: " + ", ".join(CASES))
     ap.add_argument("--steps", type=int, default=3, help="timed steps per case (after one warm-up step)")
+    ap.add_argument("--gpu", default="h200-141gb", help="the GPU this runs on, as `meshtrain plan --gpu` names it")
     a = ap.parse_args()
     cases = a.cases.split(",")
     bad = [c for c in cases if c not in CASES]
@@ -76,7 +82,7 @@ def main():
         cfg = os.path.join(os.path.abspath(a.out), f"{name}.yaml")
         with open(cfg, "w") as f:
             f.write(config_text(preset, batch, seq, layers, ac))
-        plan = predicted(meshtrain, cfg, a.out)
+        plan = predicted(meshtrain, cfg, a.out, a.gpu)
         js = os.path.join(os.path.abspath(a.out), f"{name}.bench.json")
         cmd = [meshtrain, "bench", "train", "--preset", preset, "--batch", str(batch), "--seq", str(seq),
                "--layers", str(layers), "--steps", str(a.steps), "--warmup", "1", "--json", js]
@@ -102,7 +108,7 @@ def main():
     mfu = [{"family": "gpt2" if r["preset"].startswith("gpt2") else "llama",
             "d_model": {"gpt2-124m": 768, "llama3.2-1b": 2048, "llama3.1-8b": 4096}[r["preset"]],
             "tokens": r["batch"] * r["seq"], "mfu": r["measured_mfu"], "params": r["params"],
-            "step_s": r["measured_step_s"], "source": f"plan_check {r['case']}"}
+            "step_s": r["measured_step_s"], "source": f"plan_check {r['case']}", "gpu": a.gpu}
            for r in rows if not r["activation_checkpointing"] and r["measured_mfu"] > 0]
     if mfu:
         json.dump(mfu, open(os.path.join(a.out, "mfu.json"), "w"), indent=1)
