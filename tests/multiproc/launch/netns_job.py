@@ -150,21 +150,20 @@ class Job:
         A step line can arrive just after the fault was injected, from a rank that finished that step as the fault
         landed; where the job restarts after the fault, such a line is a step done before it (counted among the
         steps the restart loses), not the recovery, which is the first step after the resume."""
-        before = self.last_step(fault_at)
         after = [(t, s) for t, _, s in self.lines() if t > fault_at]
-        first_resume = next((i for i, (_, s) in enumerate(after) if RESUMED.search(s)), None)
-        if first_resume is None:
+        resume_at = next((t for t, s in after if RESUMED.search(s)), None)
+        if resume_at is None:
+            before = self.last_step(fault_at)
             for t, s in after:
                 m = STEP_LINE.search(s)
                 if m and int(m.group(2)) > before:
                     return 0, t - fault_at, None
             return None, None, None
-        for _, s in after[:first_resume]:
-            m = STEP_LINE.search(s)
-            if m:
-                before = max(before, int(m.group(2)))
+        before = self.last_step(resume_at)  # the steps done before the restart, one racing the fault included
         resumed = None
-        for t, s in after[first_resume:]:
+        for t, s in after:
+            if t < resume_at:
+                continue
             m = RESUMED.search(s)
             if m:
                 resumed = int(m.group(1))
