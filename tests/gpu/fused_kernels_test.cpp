@@ -384,6 +384,56 @@ TEST(FusedNormGpu, MatchesNormInValueAndGradients) {
   }
 }
 
+// A bf16 model's norms read their bf16 γ and β in place (no fp32 copy a step). The kernels widen each weight to
+// fp32 as they load it, so the results are bit for bit those of fp32 weights holding the same values: h, y
+// and ∂x, ∂r exactly, and each weight gradient the fp32 one rounded once to its parameter's dtype. Also a bf16
+// γ beside an fp32 β (both read as fp32), whose β gradient stays fp32. With and without the add, LayerNorm and
+// RMSNorm, the row-resident (768) and strided (2,053) kernels, under autocast as the model runs.
+TEST(FusedAddNormGpu, Bf16WeightsAreReadAsTheyAreAndGiveTheFp32WeightsResults) {
+  for (bool rms : {false, true}) {
+    for (bool add : {true, false}) {
+      for (int64_t D : {768, 2053}) {
+        for (auto b_type : {at::kBFloat16, at::kFloat}) {
+          if (rms && b_type == at::kFloat) continue;
+          SCOPED_TRACE(::testing::Message() << (rms ? "rms" : "layer") << " add=" << add << " D=" << D
+                                            << " bias=" << c10::toString(b_type));
+          at::manual_seed(D + rms + add);
+          const int64_t rows = 67;
+          auto x0 = (at::randn({rows, D}, kCuda) + 0.5), r0 = at::randn({rows, D}, kCuda).to(at::kBFloat16);
+          auto w16 = (at::randn({D}, kCuda) * 0.5 + 1).to(at::kBFloat16), b16 = (at::randn({D}, kCuda) * 0.1);
+          auto dh = at::randn({rows, D}, kCuda), dy = at::randn({rows, D}, kCuda).to(at::kBFloat16);
+          // One run: weights in the given dtypes → {h, y, ∂x, ∂r, ∂γ, ∂β}.
+          auto run = [&](at::ScalarType wt, at::ScalarType bt) {
+            auto x = x0.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+            auto w = w16.to(wt).requires_grad_(true);
+            auto b = rms ? at::Tensor() : b16.to(b_type).to(bt).requires_grad_(true);
+            at::Tensor h, y;
+            under_autocast(at::kBFloat16, [&] {
+              if (add) std::tie(h, y) = model::fused_add_norm(x, r, w, b, rms, 1e-5);
+              else y = model::fused_norm(x, w, b, rms, 1e-5);
+            });
+            EXPECT_TRUE(made_by(y, add ? "FusedAddNorm" : "FusedNorm"));
+            auto loss = (y * dy).sum();
+            if (add) loss = loss + (h * dh).sum();
+            loss.backward();
+            return std::vector<at::Tensor>{add ? h.detach() : x0, y.detach(), x.grad(), add ? r.grad() : r0,
+                                           w.grad(), rms ? at::zeros({1}, kCuda) : b.grad()};
+          };
+          const auto held = run(at::kBFloat16, b_type), wide = run(at::kFloat, at::kFloat);
+          const char* what[] = {"h", "y", "dx", "dr", "dgamma", "dbeta"};
+          for (int i = 0; i < 4; ++i) EXPECT_TRUE(at::equal(held[i], wide[i])) << what[i];
+          EXPECT_EQ(held[4].scalar_type(), at::kBFloat16);
+          EXPECT_TRUE(at::equal(held[4], wide[4].to(at::kBFloat16))) << what[4];
+          if (!rms) {
+            EXPECT_EQ(held[5].scalar_type(), b_type);
+            EXPECT_TRUE(at::equal(held[5], wide[5].to(b_type))) << what[5];
+          }
+        }
+      }
+    }
+  }
+}
+
 // The fused linear + GELU against gelu(linear(x), "tanh") in fp32 on the same (rounded) inputs: training
 // (addmm + GELU, fused GELU/bias backward; rows over several bias chunks, odd widths) and no-grad (the
 // cuBLASLt epilogue), and bf16 under autocast from fp32 parameters as the model runs it.

@@ -30,21 +30,23 @@ using torch::autograd::variable_list;
 
 at::ScalarType scalar_of(cuda::DType t) { return t == cuda::DType::kBF16 ? at::kBFloat16 : at::kFloat; }
 
-// The backward both functions share. h: the norm's input [rows, D]; gamma: fp32 [D]; mean (undefined for
-// RMSNorm), rstd: fp32 [rows]; dy: ∂y; dh_out: ∂h from h's other uses, or undefined. → {∂h (h's dtype),
-// ∂γ, ∂β (undefined for RMSNorm), both in w_type}.
+// The backward both functions share. h: the norm's input [rows, D]; gamma: [D], fp32 or bf16, contiguous;
+// mean (undefined for RMSNorm), rstd: fp32 [rows]; dy: ∂y; dh_out: ∂h from h's other uses, or undefined.
+// → {∂h (h's dtype), ∂γ in w_type, ∂β in b_type (undefined for RMSNorm)}: each weight's gradient in its own
+// parameter's dtype, summed in fp32 and rounded once.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& h, const at::Tensor& gamma,
                                                              const at::Tensor& mean, const at::Tensor& rstd,
                                                              const at::Tensor& dy_in, const at::Tensor& dh_out_in,
-                                                             bool rms, at::ScalarType w_type) {
+                                                             bool rms, at::ScalarType w_type, at::ScalarType b_type) {
   const c10::DeviceGuard guard(h.device());
   const int64_t rows = h.size(0), D = h.size(1);
   const auto dy = dy_in.scalar_type() == at::kBFloat16 ? dy_in.contiguous() : dy_in.to(at::kFloat).contiguous();
   const auto dh_out = dh_out_in.defined() ? dh_out_in.to(h.scalar_type()).contiguous() : at::Tensor();
   auto dh = at::empty_like(h);
-  cuda::AddNormBackward a{.h_type = cuda::dtype_of(h), .y_type = cuda::dtype_of(dy), .dy = dy.const_data_ptr(),
+  cuda::AddNormBackward a{.h_type = cuda::dtype_of(h), .y_type = cuda::dtype_of(dy),
+                          .w_type = cuda::dtype_of(gamma), .dy = dy.const_data_ptr(),
                           .dh_out = dh_out.defined() ? dh_out.const_data_ptr() : nullptr, .h = h.const_data_ptr(),
-                          .gamma = gamma.const_data_ptr<float>(), .mean = rms ? nullptr : mean.const_data_ptr<float>(),
+                          .gamma = gamma.const_data_ptr(), .mean = rms ? nullptr : mean.const_data_ptr<float>(),
                           .rstd = rstd.const_data_ptr<float>(), .dh = dh.mutable_data_ptr(), .dgamma_part = nullptr,
                           .dbeta_part = nullptr, .rows = rows, .dim = D, .chunks = 0, .rms = rms};
   a.chunks = cuda::add_norm_weight_chunks(a);
@@ -56,12 +58,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& h
   cuda::check_launch(cuda::add_norm_backward(a, cuda::stream_of(h)), "fused norm backward");
   // The second stage of the weight gradients: the chunks' partial sums added up.
   auto dgamma = dgamma_part.sum(0).to(w_type);
-  auto dbeta = rms ? at::Tensor() : dbeta_part.sum(0).to(w_type);
+  auto dbeta = rms ? at::Tensor() : dbeta_part.sum(0).to(b_type);
   return {dh, dgamma, dbeta};
 }
 
-// What both forwards share: the norm's fp32 γ and β, the per-row statistics the backward reads, and the
-// kernel's arguments over them. x: [rows, D]; r: the residual added to x, with h = x + r its output, or both
+// What both forwards share: the norm's γ and β as the kernel reads them, the per-row statistics the backward
+// reads, and the kernel's arguments over them. x: [rows, D]; r: the residual added to x, with h = x + r its output, or both
 // undefined (the norm alone: the kernel reads x); y: the output; weight, bias: [D] (bias not read for
 // RMSNorm). The arguments point into the tensors held here, which the caller keeps until the launch.
 struct NormLaunch {
@@ -74,17 +76,22 @@ NormLaunch norm_launch(const at::Tensor& x, const at::Tensor& r, const at::Tenso
   const int64_t rows = x.size(0), D = x.size(1);
   const auto f32 = x.options().dtype(at::kFloat);
   NormLaunch n;
-  n.gamma = weight.to(at::kFloat).contiguous();
-  n.beta = rms ? at::Tensor() : bias.to(at::kFloat).contiguous();
+  // The kernel reads γ and β in one type: the parameters themselves where they share it (no copy: a bf16
+  // model's norms cost no cast kernel a step), else both widened to fp32, which rounds neither.
+  const bool one_type = rms || bias.scalar_type() == weight.scalar_type();
+  const auto w_type = one_type ? weight.scalar_type() : at::kFloat;
+  n.gamma = weight.to(w_type).contiguous();
+  n.beta = rms ? at::Tensor() : bias.to(w_type).contiguous();
   n.mean = rms ? at::Tensor() : at::empty({rows}, f32);
   n.rstd = at::empty({rows}, f32);
   const auto xt = cuda::dtype_of(x);
   n.args = cuda::AddNormForward{.x_type = xt, .r_type = r.defined() ? cuda::dtype_of(r) : xt,
-                                .y_type = cuda::dtype_of(y), .x = x.const_data_ptr(),
+                                .y_type = cuda::dtype_of(y), .w_type = cuda::dtype_of(n.gamma),
+                                .x = x.const_data_ptr(),
                                 .r = r.defined() ? r.const_data_ptr() : nullptr,
                                 .h = h.defined() ? h.mutable_data_ptr() : nullptr, .y = y.mutable_data_ptr(),
-                                .gamma = n.gamma.const_data_ptr<float>(),
-                                .beta = rms ? nullptr : n.beta.const_data_ptr<float>(),
+                                .gamma = n.gamma.const_data_ptr(),
+                                .beta = rms ? nullptr : n.beta.const_data_ptr(),
                                 .mean = rms ? nullptr : n.mean.mutable_data_ptr<float>(),
                                 .rstd = n.rstd.mutable_data_ptr<float>(), .rows = rows, .dim = D,
                                 .eps = static_cast<float>(eps), .rms = rms};
@@ -110,6 +117,7 @@ class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
     ctx->saved_data["x_type"] = x.scalar_type();
     ctx->saved_data["r_type"] = r.scalar_type();
     ctx->saved_data["w_type"] = weight.scalar_type();
+    ctx->saved_data["b_type"] = bias.scalar_type();
     return {h, y};
   }
 
@@ -118,7 +126,8 @@ class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
     const at::Tensor& h = saved[0];
     // Gradients are materialised (zeros) when an output went unused, so both are defined here.
     auto [dh, dgamma, dbeta] = norm_backward(h, saved[1], saved[2], saved[3], grad_out[1], grad_out[0],
-                                             ctx->saved_data["rms"].toBool(), ctx->saved_data["w_type"].toScalarType());
+                                             ctx->saved_data["rms"].toBool(), ctx->saved_data["w_type"].toScalarType(),
+                                             ctx->saved_data["b_type"].toScalarType());
     // x + r passes ∂h to both addends, each in its own dtype (a no-op where it is h's).
     auto dx = dh.to(ctx->saved_data["x_type"].toScalarType());
     auto dr = dh.to(ctx->saved_data["r_type"].toScalarType());
@@ -143,6 +152,7 @@ class FusedNorm : public torch::autograd::Function<FusedNorm> {
     ctx->save_for_backward({x, n.gamma, n.mean, n.rstd});
     ctx->saved_data["rms"] = rms;
     ctx->saved_data["w_type"] = weight.scalar_type();
+    ctx->saved_data["b_type"] = bias.scalar_type();
     ctx->saved_data["pass"] = pass;
     if (pass) return {x, y};
     return {y};
@@ -153,7 +163,8 @@ class FusedNorm : public torch::autograd::Function<FusedNorm> {
     const bool pass = ctx->saved_data["pass"].toBool();
     const at::Tensor dx_out = pass ? grad_out[0] : at::Tensor();
     auto [dx, dgamma, dbeta] = norm_backward(saved[0], saved[1], saved[2], saved[3], grad_out[pass ? 1 : 0], dx_out,
-                                             ctx->saved_data["rms"].toBool(), ctx->saved_data["w_type"].toScalarType());
+                                             ctx->saved_data["rms"].toBool(), ctx->saved_data["w_type"].toScalarType(),
+                                             ctx->saved_data["b_type"].toScalarType());
     return {dx, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -51,13 +51,24 @@ __device__ float block_sum(float v) {
   return t;
 }
 
+// γ or β as the model holds it, fp32 or bf16: the type is one flag for the whole launch (every thread takes the
+// same branch), where a template parameter would double each kernel's instantiations. Null p: absent (β of
+// RMSNorm).
+struct Weight {
+  const void* p;
+  bool bf16;
+
+  __device__ __forceinline__ float at(int64_t i) const {
+    return bf16 ? to_float(static_cast<const __nv_bfloat16*>(p)[i]) : static_cast<const float*>(p)[i];
+  }
+};
+
 // kAdd: h = x + r is written and normalised; else x itself is (r and h unused, H = X).
 template <typename X, typename R, typename H, typename Y, bool kAdd>
 __global__ void __launch_bounds__(kThreads)
     add_norm_forward_kernel(const X* __restrict__ x, const R* __restrict__ r, H* __restrict__ h, Y* __restrict__ y,
-                            const float* __restrict__ gamma, const float* __restrict__ beta,
-                            float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t dim, float eps,
-                            bool rms) {
+                            Weight gamma, Weight beta, float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                            int64_t dim, float eps, bool rms) {
   const int64_t off = static_cast<int64_t>(blockIdx.x) * dim;
   x += off, y += off;
   const H* src;  // the norm's input row
@@ -83,8 +94,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float rstd = rsqrtf(block_sum(q) / static_cast<float>(dim) + eps);
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    const float n = (to_float(src[i]) - mean) * rstd * gamma[i];
-    y[i] = from_float<Y>(beta ? n + beta[i] : n);
+    const float n = (to_float(src[i]) - mean) * rstd * gamma.at(i);
+    y[i] = from_float<Y>(beta.p ? n + beta.at(i) : n);
   }
   if (threadIdx.x == 0) {
     if (mean_out) mean_out[blockIdx.x] = mean;
@@ -96,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename H, typename Y>
 __global__ void __launch_bounds__(kThreads)
     add_norm_backward_rows_kernel(const Y* __restrict__ dy, const H* __restrict__ dh_out, const H* __restrict__ h,
-                                  const float* __restrict__ gamma, const float* __restrict__ mean_in,
+                                  Weight gamma, const float* __restrict__ mean_in,
                                   const float* __restrict__ rstd_in, H* __restrict__ dh, int64_t dim, bool rms) {
   const int64_t off = static_cast<int64_t>(blockIdx.x) * dim;
   dy += off, h += off, dh += off;
@@ -104,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
   const float mean = rms ? 0.f : mean_in[blockIdx.x], rstd = rstd_in[blockIdx.x];
   float sg = 0.f, sgx = 0.f;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    const float g = to_float(dy[i]) * gamma[i];
+    const float g = to_float(dy[i]) * gamma.at(i);
     sg += g;
     sgx += g * (to_float(h[i]) - mean) * rstd;
   }
@@ -112,7 +123,7 @@ __global__ void __launch_bounds__(kThreads)
   const float mg = rms ? 0.f : block_sum(sg) * inv_dim;
   const float mgx = block_sum(sgx) * inv_dim;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) {
-    const float g = to_float(dy[i]) * gamma[i];
+    const float g = to_float(dy[i]) * gamma.at(i);
     const float xhat = (to_float(h[i]) - mean) * rstd;
     const float d = rstd * (g - mg - xhat * mgx);
     dh[i] = from_float<H>(dh_out ? d + to_float(dh_out[i]) : d);
@@ -170,6 +181,12 @@ __device__ __forceinline__ void load_pack(const T* p, float (&v)[kPack]) {
   for (int i = 0; i < kPack; ++i) v[i] = to_float(q.v[i]);
 }
 
+// Elements [col, col + 8) of w.
+__device__ __forceinline__ void load_pack(const Weight& w, int64_t col, float (&v)[kPack]) {
+  if (w.bf16) load_pack(static_cast<const __nv_bfloat16*>(w.p) + col, v);
+  else load_pack(static_cast<const float*>(w.p) + col, v);
+}
+
 template <typename T>
 __device__ __forceinline__ void store_pack(T* p, const float (&v)[kPack]) {
   Vec<T, kPack> q;
@@ -182,9 +199,8 @@ __device__ __forceinline__ void store_pack(T* p, const float (&v)[kPack]) {
 template <typename X, typename R, typename H, typename Y, bool kAdd>
 __global__ void __launch_bounds__(kMaxRowThreads)
     add_norm_forward_row_kernel(const X* __restrict__ x, const R* __restrict__ r, H* __restrict__ h, Y* __restrict__ y,
-                                const float* __restrict__ gamma, const float* __restrict__ beta,
-                                float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t dim, float eps,
-                                bool rms) {
+                                Weight gamma, Weight beta, float* __restrict__ mean_out,
+                                float* __restrict__ rstd_out, int64_t dim, float eps, bool rms) {
   const int64_t col = static_cast<int64_t>(threadIdx.x) * kPack, off = blockIdx.x * dim + col;
   const bool mine = col < dim;
   float v[kPack] = {}, s = 0.f;
@@ -207,8 +223,8 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   const float rstd = rsqrtf(block_sum2(q, 0.f).x / static_cast<float>(dim) + eps);
   if (mine) {
     float g[kPack], b[kPack] = {};
-    load_pack(gamma + col, g);
-    if (beta) load_pack(beta + col, b);
+    load_pack(gamma, col, g);
+    if (beta.p) load_pack(beta, col, b);
 #pragma unroll
     for (int i = 0; i < kPack; ++i) v[i] = (v[i] - mean) * rstd * g[i] + b[i];
     store_pack(y + off, v);
@@ -224,14 +240,14 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 template <typename H, typename Y>
 __global__ void __launch_bounds__(kMaxRowThreads)
     add_norm_backward_row_kernel(const Y* __restrict__ dy, const H* __restrict__ dh_out, const H* __restrict__ h,
-                                 const float* __restrict__ gamma, const float* __restrict__ mean_in,
+                                 Weight gamma, const float* __restrict__ mean_in,
                                  const float* __restrict__ rstd_in, H* __restrict__ dh, float* __restrict__ dgamma_part,
                                  float* __restrict__ dbeta_part, int64_t rows, int64_t dim, bool rms) {
   const int64_t col = static_cast<int64_t>(threadIdx.x) * kPack;
   const bool mine = col < dim;
   const float inv_dim = 1.f / static_cast<float>(dim);
   float gam[kPack] = {}, pg[kPack] = {}, pb[kPack] = {};
-  if (mine) load_pack(gamma + col, gam);
+  if (mine) load_pack(gamma, col, gam);
   const int64_t first = blockIdx.x * kRowChunk, last = first + kRowChunk < rows ? first + kRowChunk : rows;
   for (int64_t row = first; row < last; ++row) {
     const int64_t off = row * dim + col;
@@ -277,15 +293,15 @@ unsigned row_threads(int64_t dim) { return static_cast<unsigned>((dim / kPack + 
 bool forward_row_resident(const AddNormForward& a) {
   const DType ht = a.r ? sum_dtype(a.x_type, a.r_type) : a.x_type;
   return fits_row_threads(a.dim) && pack_aligned(a.x, a.x_type) && pack_aligned(a.r, a.r_type) &&
-         pack_aligned(a.h, ht) && pack_aligned(a.y, a.y_type) && pack_aligned(a.gamma, DType::kF32) &&
-         pack_aligned(a.beta, DType::kF32);
+         pack_aligned(a.h, ht) && pack_aligned(a.y, a.y_type) && pack_aligned(a.gamma, a.w_type) &&
+         pack_aligned(a.beta, a.w_type);
 }
 
 // The partials are fresh allocations (aligned), so they do not enter the choice: the caller sizes them from
 // add_norm_weight_chunks before it has them.
 bool backward_row_resident(const AddNormBackward& a) {
   return fits_row_threads(a.dim) && pack_aligned(a.dy, a.y_type) && pack_aligned(a.dh_out, a.h_type) &&
-         pack_aligned(a.h, a.h_type) && pack_aligned(a.dh, a.h_type) && pack_aligned(a.gamma, DType::kF32);
+         pack_aligned(a.h, a.h_type) && pack_aligned(a.dh, a.h_type) && pack_aligned(a.gamma, a.w_type);
 }
 
 }  // namespace
@@ -297,6 +313,8 @@ int64_t add_norm_weight_chunks(const AddNormBackward& a) {
 
 LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
   if (a.rows == 0 || a.dim == 0) return nullptr;
+  if (a.w_type == DType::kF16) return "add_norm_forward: γ and β are fp32 or bf16";
+  const Weight gamma{a.gamma, a.w_type == DType::kBF16}, beta{a.beta, a.w_type == DType::kBF16};
   const auto st = static_cast<cudaStream_t>(stream);
   const bool resident = forward_row_resident(a);
   const unsigned blocks = static_cast<unsigned>(a.rows), threads = resident ? row_threads(a.dim) : kThreads;
@@ -308,7 +326,7 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
         auto* kernel = resident ? add_norm_forward_row_kernel<X, X, X, Y, false>
                                 : add_norm_forward_kernel<X, X, X, Y, false>;
         kernel<<<blocks, threads, 0, st>>>(static_cast<const X*>(a.x), nullptr, nullptr, static_cast<Y*>(a.y),
-                                           a.gamma, a.beta, a.mean, a.rstd, a.dim, a.eps, a.rms);
+                                           gamma, beta, a.mean, a.rstd, a.dim, a.eps, a.rms);
         return launch_status();
       });
     });
@@ -324,7 +342,7 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
         auto* kernel = resident ? add_norm_forward_row_kernel<X, R, H, Y, true>
                                 : add_norm_forward_kernel<X, R, H, Y, true>;
         kernel<<<blocks, threads, 0, st>>>(static_cast<const X*>(a.x), static_cast<const R*>(a.r),
-                                           static_cast<H*>(a.h), static_cast<Y*>(a.y), a.gamma, a.beta, a.mean,
+                                           static_cast<H*>(a.h), static_cast<Y*>(a.y), gamma, beta, a.mean,
                                            a.rstd, a.dim, a.eps, a.rms);
         return launch_status();
       });
@@ -335,6 +353,8 @@ LaunchError add_norm_forward(const AddNormForward& a, void* stream) {
 LaunchError add_norm_backward(const AddNormBackward& a, void* stream) {
   if (a.rows == 0 || a.dim == 0) return nullptr;
   if (a.chunks != add_norm_weight_chunks(a)) return "add_norm_backward: partials not sized by add_norm_weight_chunks";
+  if (a.w_type == DType::kF16) return "add_norm_backward: γ is fp32 or bf16";
+  const Weight gamma{a.gamma, a.w_type == DType::kBF16};
   const auto st = static_cast<cudaStream_t>(stream);
   const bool resident = backward_row_resident(a);
   return dispatch(a.h_type, [&](auto ht) {
@@ -347,11 +367,11 @@ LaunchError add_norm_backward(const AddNormBackward& a, void* stream) {
       auto* dh = static_cast<H*>(a.dh);
       if (resident) {
         add_norm_backward_row_kernel<H, Y><<<static_cast<unsigned>(a.chunks), row_threads(a.dim), 0, st>>>(
-            dy, dh_out, h, a.gamma, a.mean, a.rstd, dh, a.dgamma_part, a.dbeta_part, a.rows, a.dim, a.rms);
+            dy, dh_out, h, gamma, a.mean, a.rstd, dh, a.dgamma_part, a.dbeta_part, a.rows, a.dim, a.rms);
         return launch_status();
       }
       add_norm_backward_rows_kernel<H, Y><<<static_cast<unsigned>(a.rows), kThreads, 0, st>>>(
-          dy, dh_out, h, a.gamma, a.mean, a.rstd, dh, a.dim, a.rms);
+          dy, dh_out, h, gamma, a.mean, a.rstd, dh, a.dim, a.rms);
       if (LaunchError e = launch_status()) return e;
       const dim3 grid(static_cast<unsigned>((a.dim + 31) / 32), static_cast<unsigned>(a.chunks));
       add_norm_backward_weight_kernel<H, Y><<<grid, dim3(32, kWarps), 0, st>>>(dy, h, a.mean, a.rstd, a.dgamma_part,
