@@ -405,8 +405,9 @@ TEST(FusedAddNormGpu, Bf16WeightsAreReadAsTheyAreAndGiveTheFp32WeightsResults) {
           // One run: weights in the given dtypes → {h, y, ∂x, ∂r, ∂γ, ∂β}.
           auto run = [&](at::ScalarType wt, at::ScalarType bt) {
             auto x = x0.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
-            auto w = w16.to(wt).requires_grad_(true);
-            auto b = rms ? at::Tensor() : b16.to(b_type).to(bt).requires_grad_(true);
+            // Fresh leaves: to() returns the tensor itself where the dtype is already its own.
+            auto w = w16.to(wt).clone().requires_grad_(true);
+            auto b = rms ? at::Tensor() : b16.to(b_type).to(bt).clone().requires_grad_(true);
             at::Tensor h, y;
             under_autocast(at::kBFloat16, [&] {
               if (add) std::tie(h, y) = model::fused_add_norm(x, r, w, b, rms, 1e-5);
