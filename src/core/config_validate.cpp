@@ -55,7 +55,7 @@ const Bound kBounds[] = {
   {"train.eval_every", 0, false},       {"train.eval_batches", 1, false},   {"train.sample_tokens", 0, false},
   {"train.sample_every", 0, false},
   {"train.threads", 0, false},         {"train.loss_chunk_mb", 0, false},  {"train.max_nonfinite_steps", 1, false},
-  {"train.profile_steps", 0, false},   {"train.profile_start", 0, false},
+  {"train.profile_steps", 0, false},   {"train.fp8_min_width", 0, false},   {"train.profile_start", 0, false},
   {"checkpoint.every", 0, false},       {"checkpoint.keep", 0, false},     {"checkpoint.memory_every", -1, false},
   {"logging.every", 1, false},          // the trainer computes step % every
   {"logging.straggler_threshold", 0, false},

@@ -405,7 +405,12 @@ void TrainingRun::setup_model_and_optimizer() {
   if (const Fp8Scaling fp8 = cfg_.train.fp8; fp8 != Fp8Scaling::off) {
     MT_USER_CHECK(model::fp8_matmul_available(w_.device), "train.fp8: given '", fp8, "', but ",
                   w_.device.str(), " has no FP8 matmuls (a CUDA GPU of compute capability ≥ 8.9 has); valid off");
-    model::use_fp8(*net_, fp8);  // a pipeline's stages set it themselves (parallel/pipeline/pipeline_model.cpp)
+    // A pipeline's stages set it themselves (parallel/pipeline/pipeline_model.cpp).
+    const model::Fp8Layers n = model::use_fp8(*net_, fp8, cfg_.train.fp8_min_width);
+    log::progress("train.fp8: FP8 matmuls in %lld of the blocks' %lld linear layers; the others keep bf16 (narrower "
+                  "than train.fp8_min_width %lld: in·out / (in + out); 0 = every layer)",
+                  static_cast<long long>(n.fp8), static_cast<long long>(n.layers),
+                  static_cast<long long>(cfg_.train.fp8_min_width));
   }
   // After every switch of the model above: the graph captures the kernels they choose.
   if (cfg_.train.cuda_graph == OnOff::on) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);

@@ -187,6 +187,10 @@ using StringList = std::vector<std::string>;
   F(Fp8Scaling, fp8, Fp8Scaling::off, "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) " \
     "in the blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master "  \
     "weights, norms, attention, the head and the loss stay as they are")                                      \
+  F(int64_t, fp8_min_width, 1024, "With train.fp8: FP8 only in the layers wide enough to gain — in·out / (in + " \
+    "out) ≥ this, a group that shares one input cast (q/k/v, gate/up) judged on its outputs together; the "     \
+    "others keep bf16 matmuls. 1024 keeps GPT-2 124M (its layers 576–614; FP8 0.85× bf16 on an H200) in bf16 " \
+    "and every Llama 3.2 1B / 3.1 8B layer in FP8 (1.18× / 1.26×); 0 = every layer (docs/model.md)")           \
   F(OnOff, cuda_graph, OnOff::off, "CUDA graphs: one micro-batch's forward + backward captured after "       \
     "warm-up steps and replayed for every micro-batch (static shapes; CUDA, a single process, no dropout, "   \
     "activation checkpointing, offload or packed documents: refused at start-up otherwise)")                 \

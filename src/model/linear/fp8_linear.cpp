@@ -5,8 +5,9 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <memory>
+#include <unordered_set>
+#include <vector>
 
 #include "model/linear/linear_params.h"
 #include "meshtrain/core/error.h"
@@ -125,23 +126,42 @@ bool fp8_matmul_available(const c10::Device& device) {
 
 namespace {
 
-// Linear layers that read one input share its FP8 casts (model/linear/fp8_shared_input.h).
-void share_input(std::initializer_list<Linear> readers, Fp8Scaling scaling) {
-  auto shared = scaling == Fp8Scaling::off ? nullptr : std::make_shared<Fp8SharedInput>(int(readers.size()));
-  for (Linear l : readers) l->set_fp8(scaling, shared);  // a holder copy: the same module
+// Sets FP8 on `readers`, layers that read one input, where fp8_pays for them together (their outputs summed), else
+// bf16; several share the input's FP8 casts (model/linear/fp8_shared_input.h). → the layers set to FP8.
+int64_t set_readers(const std::vector<LinearImpl*>& readers, Fp8Scaling scaling, int64_t min_width) {
+  int64_t out = 0;
+  for (const LinearImpl* l : readers) out += l->weight.size(0);
+  const bool on = scaling != Fp8Scaling::off && fp8_pays(readers.front()->weight.size(1), out, min_width);
+  auto shared = on && readers.size() > 1 ? std::make_shared<Fp8SharedInput>(int(readers.size())) : nullptr;
+  for (LinearImpl* l : readers) l->set_fp8(on ? scaling : Fp8Scaling::off, shared);
+  return on ? static_cast<int64_t>(readers.size()) : 0;
 }
 
 }  // namespace
 
-void use_fp8(TransformerImpl& net, Fp8Scaling scaling) {
+bool fp8_pays(int64_t in, int64_t out, int64_t min_width) {
+  MT_CHECK(in > 0 && out > 0 && min_width >= 0, "fp8_pays: in ", in, ", out ", out, ", min_width ", min_width);
+  return in * out >= min_width * (in + out);
+}
+
+Fp8Layers use_fp8(TransformerImpl& net, Fp8Scaling scaling, int64_t min_width) {
+  std::vector<std::vector<LinearImpl*>> groups;
+  std::unordered_set<const LinearImpl*> grouped;
   const auto modules = net.blocks->modules(/*include_self=*/false);
-  for (const auto& m : modules)
-    if (auto* lin = dynamic_cast<LinearImpl*>(m.get())) lin->set_fp8(scaling);
   for (const auto& m : modules) {
-    if (auto* attn = dynamic_cast<AttentionImpl*>(m.get())) share_input({attn->wq, attn->wk, attn->wv}, scaling);
+    if (auto* a = dynamic_cast<AttentionImpl*>(m.get())) groups.push_back({a->wq.get(), a->wk.get(), a->wv.get()});
     auto* mlp = dynamic_cast<MlpImpl*>(m.get());
-    if (mlp != nullptr && mlp->gate) share_input({mlp->gate, mlp->up}, scaling);  // SwiGLU (GPT-2 has no gate)
+    if (mlp != nullptr && mlp->gate) groups.push_back({mlp->gate.get(), mlp->up.get()});  // SwiGLU; GPT-2 has none
   }
+  for (const auto& g : groups) grouped.insert(g.begin(), g.end());
+  for (const auto& m : modules)
+    if (auto* lin = dynamic_cast<LinearImpl*>(m.get()); lin != nullptr && !grouped.count(lin)) groups.push_back({lin});
+  Fp8Layers n;
+  for (const auto& g : groups) {
+    n.fp8 += set_readers(g, scaling, min_width);
+    n.layers += static_cast<int64_t>(g.size());
+  }
+  return n;
 }
 
 }  // namespace meshtrain::model

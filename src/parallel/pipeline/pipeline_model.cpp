@@ -67,7 +67,7 @@ PipelineModel::PipelineModel(const model::Transformer& net, const ParallelGroups
       if (!policy.trains(item.key())) item.value().requires_grad_(false);
     stage->set_loss_chunk_bytes(cfg.train.loss_chunk_mb << 20);
     stage->use_kernels(cfg.train);
-    if (cfg.train.fp8 != Fp8Scaling::off) model::use_fp8(*stage, cfg.train.fp8);
+    if (cfg.train.fp8 != Fp8Scaling::off) model::use_fp8(*stage, cfg.train.fp8, cfg.train.fp8_min_width);
     stage->train();
     chunks_.push_back(layout(stage));
   }

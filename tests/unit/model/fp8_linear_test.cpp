@@ -1,11 +1,13 @@
 // train.fp8 off the GPU: the setting parses (a misspelling names the key and the valid values), a CPU device
 // reports no FP8 matmuls (the trainer then refuses the setting with one line), and a model whose linears
-// were switched to FP8 runs its ordinary matmuls on CPU tensors: the same loss and gradients, bit for bit.
+// were switched to FP8 runs its ordinary matmuls on CPU tensors: the same loss and gradients, bit for bit. Which
+// layers train.fp8 switches: those wide enough to gain (fp8_pays), q/k/v and gate/up judged as groups.
 // The FP8 matmuls themselves are checked on a GPU (tests/gpu/fp8_linear_test.cpp).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
+#include "meshtrain/core/config.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/linear/fp8_linear.h"
@@ -39,7 +41,7 @@ TEST(Fp8Linear, NoFp8OnTheCpuAndTheModelUnchanged) {
     a->init_weights(3);
     model::Transformer b(cfg);
     b->init_weights(3);
-    model::use_fp8(*b, Fp8Scaling::tensorwise);
+    model::use_fp8(*b, Fp8Scaling::tensorwise, /*min_width=*/0);
     auto tokens = at::randint(0, 64, {2, 16}, at::kLong), targets = at::randint(0, 64, {2, 16}, at::kLong);
     auto la = a->loss(tokens, targets), lb = b->loss(tokens, targets);
     la.backward();
@@ -47,5 +49,37 @@ TEST(Fp8Linear, NoFp8OnTheCpuAndTheModelUnchanged) {
     EXPECT_TRUE(at::equal(la, lb)) << family;
     auto pa = a->parameters(), pb = b->parameters();
     for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i].grad(), pb[i].grad())) << family << " " << i;
+  }
+}
+
+// The width rule against the shapes it was set from: GPT-2 124M's layers (768 → 2304, 768 → 3072, 3072 → 768,
+// 768 → 768) stay in bf16; every layer of the Llama 3.2 1B (q/k/v as one group of 3,072 outputs, o 2,048 → 2,048
+// exactly at the bound, the MLP) and the 3.1 8B shape goes to FP8. Counted on models built on the meta device.
+TEST(Fp8Linear, WidthRuleKeepsGpt2InBf16AndEveryLlamaLayerInFp8) {
+  EXPECT_FALSE(model::fp8_pays(768, 2304));
+  EXPECT_FALSE(model::fp8_pays(768, 3072));
+  EXPECT_FALSE(model::fp8_pays(3072, 768));
+  EXPECT_TRUE(model::fp8_pays(2048, 2048));  // in·out / (in + out) = 1024, the bound
+  EXPECT_FALSE(model::fp8_pays(2048, 2040));
+  EXPECT_TRUE(model::fp8_pays(2048, 3072));
+  EXPECT_TRUE(model::fp8_pays(64, 16, 0));
+  EXPECT_THROW(model::fp8_pays(0, 16), Error);
+
+  struct Case {
+    const char* preset;
+    bool all;  // every layer FP8 (else none)
+  };
+  for (Case c : {Case{"gpt2-124m", false}, Case{"llama3.2-1b", true}, Case{"llama3.1-8b", true}}) {
+    SCOPED_TRACE(c.preset);
+    ModelConfig cfg;
+    apply_model_preset(c.preset, cfg);
+    cfg.n_layer = 2;  // the widths are the preset's
+    model::Transformer net(cfg, at::TensorOptions().device(at::kMeta));
+    const int64_t per_block = cfg.family == Family::llama ? 7 : 6;  // q, k, v, o and gate, up, down (GPT-2: fc, proj)
+    const model::Fp8Layers n = model::use_fp8(*net, Fp8Scaling::tensorwise);
+    EXPECT_EQ(n.layers, 2 * per_block);
+    EXPECT_EQ(n.fp8, c.all ? n.layers : 0);
+    EXPECT_EQ(model::use_fp8(*net, Fp8Scaling::rowwise, 0).fp8, n.layers);  // 0: every layer
+    EXPECT_EQ(model::use_fp8(*net, Fp8Scaling::off, 0).fp8, 0);
   }
 }
