@@ -63,9 +63,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& h
 }
 
 // What both forwards share: the norm's γ and β as the kernel reads them, the per-row statistics the backward
-// reads, and the kernel's arguments over them. x: [rows, D]; r: the residual added to x, with h = x + r its output, or both
-// undefined (the norm alone: the kernel reads x); y: the output; weight, bias: [D] (bias not read for
-// RMSNorm). The arguments point into the tensors held here, which the caller keeps until the launch.
+// reads, and the kernel's arguments over them. x: [rows, D]; r: the residual added to x, with h = x + r its
+// output, or both undefined (the norm alone: the kernel reads x); y: the output; weight, bias: [D] (bias not read
+// for RMSNorm). The arguments point into the tensors held here, which the caller keeps until the launch.
 struct NormLaunch {
   at::Tensor gamma, beta, mean, rstd;  // beta and mean undefined for RMSNorm
   cuda::AddNormForward args;
