@@ -163,7 +163,7 @@ TEST(Fp8Gpu, ModelLossWithinOnePercentOfBf16) {
     const auto l = net->loss(tokens, targets);
     EXPECT_TRUE(graph_has(l, "Fp8Linear")) << name(s);
     l.backward();
-    model::use_fp8(*net, Fp8Scaling::off);
+    model::use_fp8(*net, Fp8Scaling::off, 0);
     at::autocast::set_autocast_enabled(at::kCUDA, false);
     at::autocast::clear_cache();
     EXPECT_NEAR(l.item<double>(), bf16, 0.01 * bf16) << name(s);

@@ -56,14 +56,16 @@ TEST(Fp8Linear, NoFp8OnTheCpuAndTheModelUnchanged) {
 // 768 → 768) stay in bf16; every layer of the Llama 3.2 1B (q/k/v as one group of 3,072 outputs, o 2,048 → 2,048
 // exactly at the bound, the MLP) and the 3.1 8B shape goes to FP8. Counted on models built on the meta device.
 TEST(Fp8Linear, WidthRuleKeepsGpt2InBf16AndEveryLlamaLayerInFp8) {
-  EXPECT_FALSE(model::fp8_pays(768, 2304));
-  EXPECT_FALSE(model::fp8_pays(768, 3072));
-  EXPECT_FALSE(model::fp8_pays(3072, 768));
-  EXPECT_TRUE(model::fp8_pays(2048, 2048));  // in·out / (in + out) = 1024, the bound
-  EXPECT_FALSE(model::fp8_pays(2048, 2040));
-  EXPECT_TRUE(model::fp8_pays(2048, 3072));
+  const int64_t width = TrainConfig{}.fp8_min_width;  // the default the trainer passes
+  EXPECT_EQ(width, 1024);
+  EXPECT_FALSE(model::fp8_pays(768, 2304, width));
+  EXPECT_FALSE(model::fp8_pays(768, 3072, width));
+  EXPECT_FALSE(model::fp8_pays(3072, 768, width));
+  EXPECT_TRUE(model::fp8_pays(2048, 2048, width));  // in·out / (in + out) = 1024, the bound
+  EXPECT_FALSE(model::fp8_pays(2048, 2040, width));
+  EXPECT_TRUE(model::fp8_pays(2048, 3072, width));
   EXPECT_TRUE(model::fp8_pays(64, 16, 0));
-  EXPECT_THROW(model::fp8_pays(0, 16), Error);
+  EXPECT_THROW(model::fp8_pays(0, 16, width), Error);
 
   struct Case {
     const char* preset;
@@ -76,7 +78,7 @@ TEST(Fp8Linear, WidthRuleKeepsGpt2InBf16AndEveryLlamaLayerInFp8) {
     cfg.n_layer = 2;  // the widths are the preset's
     model::Transformer net(cfg, at::TensorOptions().device(at::kMeta));
     const int64_t per_block = cfg.family == Family::llama ? 7 : 6;  // q, k, v, o and gate, up, down (GPT-2: fc, proj)
-    const model::Fp8Layers n = model::use_fp8(*net, Fp8Scaling::tensorwise);
+    const model::Fp8Layers n = model::use_fp8(*net, Fp8Scaling::tensorwise, width);
     EXPECT_EQ(n.layers, 2 * per_block);
     EXPECT_EQ(n.fp8, c.all ? n.layers : 0);
     EXPECT_EQ(model::use_fp8(*net, Fp8Scaling::rowwise, 0).fp8, n.layers);  // 0: every layer

@@ -6,7 +6,7 @@
 // column of the right one, everything in e4m3. The master weights, the bias add, norms, attention, the head
 // and the loss stay in their own precision; ∂W comes back in the weight's dtype.
 //
-//   use_fp8(*net, Fp8Scaling::tensorwise);          // the blocks' linear layers wide enough to gain (not the head)
+//   use_fp8(*net, Fp8Scaling::tensorwise, cfg.train.fp8_min_width);  // the blocks' layers wide enough to gain
 //   if (!fp8_matmul_available(device)) ...          // a GPU without FP8 matmuls (compute capability < 8.9)
 //
 // The casts run as CUDA kernels (model/kernels/fp8_cast.h): each operand once for both of its products, x's shared by
@@ -42,16 +42,13 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 
 // Tries one small FP8 matmul on `device`: false where the GPU (or this build) has none.
 bool fp8_matmul_available(const c10::Device& device);
-// train.fp8_min_width's default: see fp8_pays.
-constexpr int64_t kFp8MinWidth = 1024;
-
 // Whether FP8 matmuls gain on a linear layer of `in` → `out` features, or on layers that read one input and share
 // its casts (`out` their outputs together): in·out / (in + out) ≥ min_width. A step's three matmuls grow with
 // tokens·in·out and gain from FP8's rate, while the casts that pay for it pass over x and ∂y, tokens·(in + out)
 // elements: the ratio is that harmonic width. Measured on an H200 (docs/PERFORMANCE.md): GPT-2 124M, whose layers
 // are 576–614 wide, ran 0.85× bf16 with FP8; the Llama 3.2 1B (q/k/v together 1,229, o 1,024, the MLP 1,638) 1.18×
-// and the 3.1 8B shape 1.26×. 1024 lies between. min_width 0: every layer.
-bool fp8_pays(int64_t in, int64_t out, int64_t min_width = kFp8MinWidth);
+// and the 3.1 8B shape 1.26×. train.fp8_min_width's default, 1024, lies between. min_width 0: every layer.
+bool fp8_pays(int64_t in, int64_t out, int64_t min_width);
 
 // Sets `scaling` on the linear layers of net's blocks where fp8_pays (attention's q, k, v and SwiGLU's gate and up
 // judged as groups, which share their input's casts); the others, the head and the embedding stay as they are.
@@ -60,6 +57,6 @@ struct Fp8Layers {
   int64_t fp8 = 0;     // layers set to FP8
   int64_t layers = 0;  // the blocks' linear layers
 };
-Fp8Layers use_fp8(TransformerImpl& net, Fp8Scaling scaling, int64_t min_width = kFp8MinWidth);
+Fp8Layers use_fp8(TransformerImpl& net, Fp8Scaling scaling, int64_t min_width);
 
 }  // namespace meshtrain::model
