@@ -46,8 +46,6 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, const at::TensorOptions
   for (int64_t i = span_.first_block; i < span_.end_block; ++i) blocks->push_back(i, Block(cfg, opts).ptr());
   if (span_.head) {
     final_norm = register_module("final_norm", Norm(llama, cfg.d_model, cfg.norm_eps, opts));
-    // ATen's norm: its output feeds the head and the loss, which take it in the dtype autocast gives it.
-    final_norm->set_fused(false);
     if (!cfg.tie_embeddings) lm_head = register_module("lm_head", Linear(cfg.d_model, cfg.vocab_size, false, opts));
   }
   if (llama) {
@@ -169,6 +167,9 @@ at::Tensor TransformerImpl::loss_of_hidden(const at::Tensor& h, const at::Tensor
 
 void TransformerImpl::set_fused_kernels(bool on) {
   fused_ = on;
+  // The final norm as the blocks' (under autocast it then writes bf16, which the head reads anyway: ATen's
+  // norm wrote an fp32 [tokens, d_model] tensor, and the head loss saved its gradient in fp32 too).
+  if (final_norm) final_norm->set_fused(on && fused_norm_);
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto block = blocks->ptr<BlockImpl>(i);
     block->attn->set_fused(on);

@@ -279,9 +279,10 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   model::Transformer net(tiny_fused_model("gpt2"));
   auto block = [&] { return net->blocks->ptr<model::BlockImpl>(1); };
   EXPECT_TRUE(block()->attn_norm->fused());
-  EXPECT_FALSE(net->final_norm->fused());  // its output feeds the head: ATen's norm, always
+  EXPECT_TRUE(net->final_norm->fused());  // the final norm follows the blocks' norm lever
   net->set_fused_norm(false);
   EXPECT_FALSE(block()->mlp_norm->fused());
+  EXPECT_FALSE(net->final_norm->fused());
   EXPECT_FALSE(block()->attn_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
   EXPECT_TRUE(block()->attn->fused());
@@ -307,7 +308,7 @@ TEST(FusedOpsCpu, NormAndGeluLeversSwitchOnlyTheirKernelAndFollowTheMainSwitch) 
   EXPECT_FALSE(block()->mlp_norm->fused());
   net->set_fused_kernels(true);
   EXPECT_TRUE(block()->mlp_norm->fused());
-  EXPECT_FALSE(net->final_norm->fused());
+  EXPECT_TRUE(net->final_norm->fused());
   EXPECT_TRUE(block()->mlp->fused_gelu());
   EXPECT_TRUE(block()->attn->wv->fused_bias());
   net->set_gemm_epilogues(false);
