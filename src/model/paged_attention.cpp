@@ -104,6 +104,14 @@ void write_paged_kv(PagedLayerCache& cache, const at::Tensor& k, const at::Tenso
   v_rows.index_copy_(0, batch.slots, v.to(cache.v.scalar_type()));
 }
 
+at::Tensor rotate_and_write_paged_kv(PagedLayerCache& cache, const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v, const at::Tensor& cos, const at::Tensor& sin,
+                                     const PagedBatch& batch) {
+  auto k_rows = paged_slot_rows(cache.k), v_rows = paged_slot_rows(cache.v);
+  if (!paged_rope_kv_write_supported(k_rows, v_rows, q, k, v, cos, sin, batch.slots)) return {};
+  return paged_rope_kv_write(k_rows, v_rows, q, k, v, cos, sin, batch.slots);
+}
+
 at::Tensor paged_attention(const at::Tensor& q, const PagedLayerCache& cache, const PagedBatch& batch) {
   const int64_t H = q.size(1), Hkv = cache.k.size(2);
   MT_CHECK(H % Hkv == 0, "paged_attention: ", H, " query heads over ", Hkv, " key/value heads");

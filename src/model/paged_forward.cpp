@@ -22,41 +22,43 @@ at::Tensor paged_rope(const AttentionImpl& attn, const at::Tensor& x, const at::
   return attn.fused() ? fused_rope(x, cos, sin) : apply_rope(x, cos, sin);
 }
 
-struct PagedQkv {
-  at::Tensor q, k;  // [1, H, N, hd], [1, H_kv, N, hd], rotated
-  at::Tensor v;     // [N, H_kv, hd]
-};
-
-// AttentionImpl::forward's projections and RoPE. Where q, k and v lie side by side (model/fused_projections.h) one
-// GEMM gives all three, and q and k, adjacent heads of its output, are rotated by one RoPE call (RoPE works per
-// head and position, so this is the two calls' result).
-PagedQkv paged_qkv(AttentionImpl& attn, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                   int64_t hd) {
+// AttentionImpl::forward's projections and RoPE, then the paged cache's write: q [N, H, hd] for the attention.
+// Where q, k and v lie side by side (model/fused_projections.h) one GEMM gives all three; on CUDA one kernel then
+// rotates q and k and writes k and v into the cache (rotate_and_write_paged_kv), else q and k, adjacent heads of
+// the output, are rotated by one RoPE call (RoPE works per head and position, so this is the two calls' result).
+at::Tensor paged_qkv_into_cache(AttentionImpl& attn, const at::Tensor& x, const at::Tensor& cos,
+                                const at::Tensor& sin, PagedLayerCache& cache, const PagedBatch& batch,
+                                int64_t hd) {
   const int64_t n_head = attn.wq->weight.size(0) / hd, n_kv_head = attn.wk->weight.size(0) / hd;
   const int64_t N = x.size(1);
   const SideBySide fused = side_by_side({attn.wq.get(), attn.wk.get(), attn.wv.get()});
   if (fused.found()) {
-    const auto heads = fused.forward(x)
-                           .view({1, N, n_head + 2 * n_kv_head, hd})
-                           .transpose(1, 2);  // [1, H + 2 H_kv, N, hd]: q's heads, k's, v's
-    const auto qk = paged_rope(attn, heads.narrow(1, 0, n_head + n_kv_head), cos, sin);
-    return {qk.narrow(1, 0, n_head), qk.narrow(1, n_head, n_kv_head),
-            heads.narrow(1, n_head + n_kv_head, n_kv_head).squeeze(0).transpose(0, 1)};
+    const auto heads = fused.forward(x).view({N, n_head + 2 * n_kv_head, hd});  // q's heads, k's, v's
+    const auto v = heads.narrow(1, n_head + n_kv_head, n_kv_head);
+    if (cos.defined() && attn.fused()) {
+      auto q = rotate_and_write_paged_kv(cache, heads.narrow(1, 0, n_head), heads.narrow(1, n_head, n_kv_head), v,
+                                         cos, sin, batch);
+      if (q.defined()) return q;
+    }
+    const auto qk = paged_rope(attn, heads.narrow(1, 0, n_head + n_kv_head).transpose(0, 1).unsqueeze(0), cos, sin)
+                        .squeeze(0)
+                        .transpose(0, 1);  // [N, H + H_kv, hd]
+    write_paged_kv(cache, qk.narrow(1, n_head, n_kv_head), v, batch);
+    return qk.narrow(1, 0, n_head);
   }
   const auto qkv = forward_shared_input({attn.wq.get(), attn.wk.get(), attn.wv.get()}, x);
-  return {paged_rope(attn, qkv[0].view({1, N, n_head, hd}).transpose(1, 2), cos, sin),
-          paged_rope(attn, qkv[1].view({1, N, n_kv_head, hd}).transpose(1, 2), cos, sin),
-          qkv[2].view({N, n_kv_head, hd})};
+  const auto k = paged_rope(attn, qkv[1].view({1, N, n_kv_head, hd}).transpose(1, 2), cos, sin);
+  write_paged_kv(cache, k.squeeze(0).transpose(0, 1), qkv[2].view({N, n_kv_head, hd}), batch);
+  return paged_rope(attn, qkv[0].view({1, N, n_head, hd}).transpose(1, 2), cos, sin).squeeze(0).transpose(0, 1);
 }
 
 // AttentionImpl::forward's projections and RoPE, then the paged cache's write and read. x: [1, N, D].
 at::Tensor paged_attention_layer(AttentionImpl& attn, const at::Tensor& x, const at::Tensor& cos,
                                  const at::Tensor& sin, PagedLayerCache& cache, const PagedBatch& batch,
                                  int64_t hd) {
-  const PagedQkv p = paged_qkv(attn, x, cos, sin, hd);
-  write_paged_kv(cache, p.k.squeeze(0).transpose(0, 1), p.v, batch);
-  auto y = paged_attention(p.q.squeeze(0).transpose(0, 1), cache, batch);  // [N, H, hd]
-  return attn.wo->forward(y.reshape({1, x.size(1), p.q.size(1) * hd}));
+  const auto q = paged_qkv_into_cache(attn, x, cos, sin, cache, batch, hd);  // [N, H, hd]
+  auto y = paged_attention(q, cache, batch);
+  return attn.wo->forward(y.reshape({1, x.size(1), q.size(1) * hd}));
 }
 
 // h + down(hidden), as LinearImpl::forward_residual computes it. On CUDA, for a plain bias-free layer in h's dtype,

@@ -7,6 +7,7 @@
 
 #include "model/kernels/cuda_vec.cuh"
 #include "model/kernels/fused_rope_cuda.h"
+#include "model/kernels/rope_pair.cuh"
 
 namespace meshtrain::model::cuda {
 namespace {
@@ -30,26 +31,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t h = rest % static_cast<I>(s.H), b = rest / static_cast<I>(s.H);
   const T* xr = x + b * s.xs[0] + h * s.xs[1] + t * s.xs[2];
   T* yr = y + b * s.ys[0] + h * s.ys[1] + t * s.ys[2];
-  const float* cr = cos + t * s.hd;
-  const float* sr = sin + t * s.hd;
   const Vec<T, N> x1 = *reinterpret_cast<const Vec<T, N>*>(xr + i);
   const Vec<T, N> x2 = *reinterpret_cast<const Vec<T, N>*>(xr + i + half);
-  const Vec<float, N> c1 = *reinterpret_cast<const Vec<float, N>*>(cr + i);
-  const Vec<float, N> c2 = *reinterpret_cast<const Vec<float, N>*>(cr + i + half);
-  const Vec<float, N> s1 = *reinterpret_cast<const Vec<float, N>*>(sr + i);
-  const Vec<float, N> s2 = *reinterpret_cast<const Vec<float, N>*>(sr + i + half);
   Vec<T, N> y1, y2;
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    const float a = to_float(x1.v[k]), c = to_float(x2.v[k]);
-    if (backward) {
-      y1.v[k] = from_float<T>(a * c1.v[k] + c * s2.v[k]);
-      y2.v[k] = from_float<T>(c * c2.v[k] - a * s1.v[k]);
-    } else {
-      y1.v[k] = from_float<T>(a * c1.v[k] - c * s1.v[k]);
-      y2.v[k] = from_float<T>(c * c2.v[k] + a * s2.v[k]);
-    }
-  }
+  rope_rotate<T, N>(backward, x1, x2, rope_tables_at<N>(cos + t * s.hd, sin + t * s.hd, i, half), y1, y2);
   *reinterpret_cast<Vec<T, N>*>(yr + i) = y1;
   *reinterpret_cast<Vec<T, N>*>(yr + i + half) = y2;
 }

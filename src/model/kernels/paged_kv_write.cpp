@@ -44,12 +44,10 @@ bool paged_kv_write_supported(const at::Tensor& k_rows, const at::Tensor& v_rows
 #endif
 }
 
-void paged_kv_write(at::Tensor& k_rows, at::Tensor& v_rows, const at::Tensor& k, const at::Tensor& v,
-                    const at::Tensor& slots) {
-  MT_CHECK(paged_kv_write_supported(k_rows, v_rows, k, v, slots), "paged_kv_write: no kernel for keys ", k.sizes(),
-           " ", k.scalar_type(), " on ", k.device(), " into a cache ", k_rows.sizes(), " ", k_rows.scalar_type());
+namespace {
+
 #if MESHTRAIN_CUDA_KERNELS
-  const c10::DeviceGuard guard(k.device());
+cuda::PagedKvWriteShape write_shape(const at::Tensor& k_rows, const at::Tensor& k, const at::Tensor& v) {
   cuda::PagedKvWriteShape s;
   s.N = k.size(0);
   s.Hkv = k.size(1);
@@ -60,11 +58,64 @@ void paged_kv_write(at::Tensor& k_rows, at::Tensor& v_rows, const at::Tensor& k,
     s.v_stride[d] = v.stride(d);
     s.cache_stride[d] = k_rows.stride(d);
   }
-  cuda::check_launch(cuda::paged_kv_write(cuda::dtype_of(k), s, k.const_data_ptr(), v.const_data_ptr(),
-                                          slots.const_data_ptr<int64_t>(), k_rows.mutable_data_ptr(),
-                                          v_rows.mutable_data_ptr(), cuda::stream_of(k)),
+  return s;
+}
+#endif
+
+// cos or sin as the RoPE write reads them: fp32 [N, hd] contiguous on `like`'s device.
+bool table_ok(const at::Tensor& t, const at::Tensor& like) {
+  return t.defined() && t.device() == like.device() && t.scalar_type() == at::kFloat && t.dim() == 2 &&
+         t.size(0) == like.size(0) && t.size(1) == like.size(2) && t.is_contiguous();
+}
+
+}  // namespace
+
+void paged_kv_write(at::Tensor& k_rows, at::Tensor& v_rows, const at::Tensor& k, const at::Tensor& v,
+                    const at::Tensor& slots) {
+  MT_CHECK(paged_kv_write_supported(k_rows, v_rows, k, v, slots), "paged_kv_write: no kernel for keys ", k.sizes(),
+           " ", k.scalar_type(), " on ", k.device(), " into a cache ", k_rows.sizes(), " ", k_rows.scalar_type());
+#if MESHTRAIN_CUDA_KERNELS
+  const c10::DeviceGuard guard(k.device());
+  cuda::check_launch(cuda::paged_kv_write(cuda::dtype_of(k), write_shape(k_rows, k, v), k.const_data_ptr(),
+                                          v.const_data_ptr(), slots.const_data_ptr<int64_t>(),
+                                          k_rows.mutable_data_ptr(), v_rows.mutable_data_ptr(), cuda::stream_of(k)),
                      "paged kv write");
 #endif
+}
+
+bool paged_rope_kv_write_supported(const at::Tensor& k_rows, const at::Tensor& v_rows, const at::Tensor& q,
+                                   const at::Tensor& k, const at::Tensor& v, const at::Tensor& cos,
+                                   const at::Tensor& sin, const at::Tensor& slots) {
+  // fp32 and bf16, RoPE's kernel types (fused_rope.h), so that the values are fused_rope's.
+  if (k.scalar_type() == at::kHalf || !paged_kv_write_supported(k_rows, v_rows, k, v, slots)) return false;
+  if (q.device() != k.device() || q.scalar_type() != k.scalar_type() || !vector_rows(q)) return false;
+  if (q.size(0) != k.size(0) || q.size(2) != k.size(2)) return false;
+  const int64_t piece = 16 / static_cast<int64_t>(k.element_size());
+  return (k.size(2) / 2) % piece == 0 && table_ok(cos, k) && table_ok(sin, k);
+}
+
+at::Tensor paged_rope_kv_write(at::Tensor& k_rows, at::Tensor& v_rows, const at::Tensor& q, const at::Tensor& k,
+                               const at::Tensor& v, const at::Tensor& cos, const at::Tensor& sin,
+                               const at::Tensor& slots) {
+  MT_CHECK(paged_rope_kv_write_supported(k_rows, v_rows, q, k, v, cos, sin, slots),
+           "paged_rope_kv_write: no kernel for queries ", q.sizes(), " and keys ", k.sizes(), " ", k.scalar_type(),
+           " on ", k.device(), " with tables ", cos.sizes(), " into a cache ", k_rows.sizes());
+  auto q_out = at::empty(q.sizes(), q.options());  // contiguous
+#if MESHTRAIN_CUDA_KERNELS
+  const c10::DeviceGuard guard(k.device());
+  cuda::PagedRopeQ qs;
+  qs.H = q.size(1);
+  qs.q_stride[0] = q.stride(0);
+  qs.q_stride[1] = q.stride(1);
+  cuda::check_launch(
+      cuda::paged_rope_kv_write(cuda::dtype_of(k), write_shape(k_rows, k, v), qs, q.const_data_ptr(),
+                                k.const_data_ptr(), v.const_data_ptr(), cos.const_data_ptr<float>(),
+                                sin.const_data_ptr<float>(), slots.const_data_ptr<int64_t>(),
+                                q_out.mutable_data_ptr(), k_rows.mutable_data_ptr(), v_rows.mutable_data_ptr(),
+                                cuda::stream_of(k)),
+      "paged RoPE kv write");
+#endif
+  return q_out;
 }
 
 }  // namespace meshtrain::model

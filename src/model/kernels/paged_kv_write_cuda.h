@@ -19,4 +19,16 @@ struct PagedKvWriteShape {
 LaunchError paged_kv_write(DType dt, const PagedKvWriteShape& shape, const void* k, const void* v,
                            const int64_t* slots, void* k_cache, void* v_cache, void* stream);
 
+// The same write with the rotary embedding in the same launch: the keys rotated on their way into the cache,
+// and the queries q [N, H, hd] (strides q_stride) rotated into q_out, contiguous [N, H, hd]. cos/sin: fp32
+// [N, hd] contiguous, row n token n's (fused_rope_cuda.h's formula, forward). hd/2 a whole number of
+// 16-byte pieces; q's rows 16-byte aligned.
+struct PagedRopeQ {
+  int64_t H = 0;
+  int64_t q_stride[2] = {0, 0};  // between tokens, between heads
+};
+LaunchError paged_rope_kv_write(DType dt, const PagedKvWriteShape& shape, const PagedRopeQ& qs, const void* q,
+                                const void* k, const void* v, const float* cos, const float* sin,
+                                const int64_t* slots, void* q_out, void* k_cache, void* v_cache, void* stream);
+
 }  // namespace meshtrain::model::cuda
