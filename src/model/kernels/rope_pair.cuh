@@ -1,6 +1,7 @@
 // The rotary embedding of one piece of a head row, shared by the kernels that rotate (fused_rope.cu, and the
 // paged cache's write, which rotates keys and queries on their way): elements [i, i + N) and [i + hd/2, + N)
-// with the same elements of the fp32 cos/sin rows, in fp32 with one rounding (rotary.h's formula).
+// with the same elements of the fp32 cos/sin rows, in fp32 arithmetic rounded once to the storage type
+// (rotary.h's formula).
 #pragma once
 
 #include "model/kernels/cuda_vec.cuh"
