@@ -11,7 +11,11 @@ parallelism. Asserts that
     losses of the run it left within the same bound;
   - `meshtrain export` of the tp 2 checkpoint — the merged HF directory and the PEFT adapters — gives the
     files of the tp 1 checkpoint: the same names, shapes and dtypes, the same adapter_config.json, and
-    values within 1e-4 (the two trainings differ by fp32 rounding only).
+    values within 1e-4 (the two trainings differ by fp32 rounding only);
+  - served (`meshtrain generate --input`, greedy): the tp 2 run's step-2 and step-4 checkpoints give the same
+    token ids in one process (the adapters merged at load) and under meshrun over 2 ranks (each rank's adapter
+    shards beside its split weights), the step-4 ones those of its merged export, and the two steps' ids differ
+    (only the adapters changed between them, so a server that dropped them could not pass).
 Exit code 77 (skipped) without safetensors.
 Usage: lora_tp_test.py BIN_DIR SOURCE_DIR
 """
@@ -106,6 +110,34 @@ def main():
         same_files(*outs, what)
     with open(os.path.join(work, "tp2_peft", "adapter_config.json")) as f:
         check(json.load(f).get("r") == 4, "the PEFT export of the tp 2 run names rank 4")
+    served(tp2)
+
+
+def generate(cmd, source, prompts, out):
+    """Greedy token ids of each prompt, through `meshtrain generate --input` as `cmd` runs it."""
+    run([*cmd, "generate", source, "--input", prompts, "--output", out, "--temperature", "0", "--max-tokens", "12"])
+    with open(out) as f:
+        return [json.loads(line)["token_ids"] for line in f]
+
+
+def served(run_dir):
+    """The LoRA checkpoints served in one process and under tensor parallelism, and the merged export."""
+    prompts = os.path.join(work, "prompts.jsonl")
+    with open(prompts, "w") as f:
+        for text in ["In the beginning", "And God said", "Let there be", "the earth was"]:
+            f.write(json.dumps({"prompt": list(text.encode())}) + "\n")  # byte-level: one id per byte
+    tp2_cmd = [meshrun, "--standalone", "--nproc-per-node", "2", "--no-python", meshtrain]
+    ids = {}
+    for step in (HALF, STEPS):
+        ckpt = os.path.join(run_dir, "checkpoints", f"step_{step:08d}")
+        ids[step] = generate([meshtrain], ckpt, prompts, os.path.join(work, f"served_{step}_tp1.jsonl"))
+        under_tp = generate(tp2_cmd, ckpt, prompts, os.path.join(work, f"served_{step}_tp2.jsonl"))
+        check(under_tp == ids[step] and all(ids[step]),
+              f"step {step} served under tp 2 gives tp 1's ids (first prompt: {under_tp[0]} = {ids[step][0]})")
+    check(ids[HALF] != ids[STEPS], f"the adapters of steps {HALF} and {STEPS} give other ids: {ids[HALF][0]}, "
+                                   f"{ids[STEPS][0]}")
+    merged = generate([meshtrain], os.path.join(work, "tp2_merged"), prompts, os.path.join(work, "served_merged.jsonl"))
+    check(merged == ids[STEPS], f"the merged export serves the checkpoint's ids (first prompt: {merged[0]})")
 
 
 run_checked(main, check, work)
