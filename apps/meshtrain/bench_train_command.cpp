@@ -55,6 +55,10 @@ int cmd_bench_train(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "profile-steps", "steps recorded by --profile",
       cxxopts::value<int64_t>()->default_value(std::to_string(d.profile_steps)))(
+      "memory-snapshot", "the CUDA caching allocator's history over the whole run (every allocation with its C++ "
+                         "stack) into FILE, for PyTorch's memory viewer (pytorch.org/memory_viz): where the peak "
+                         "is and what holds it; slows the steps, so take tokens/s from a run without it",
+      cxxopts::value<std::string>())(
       "unfuse", "fused kernels to switch off, to measure each lever: all (every fused kernel), norm (residual "
                 "add + norm), gelu (GPT-2's bias + GELU); comma-separated",
       cxxopts::value<std::vector<std::string>>())(
@@ -73,6 +77,8 @@ int cmd_bench_train(int argc, char** argv) {
                               .attention = attention_option(r["attention"].as<std::string>()),
                               .profile_dir = r.count("profile") ? r["profile"].as<std::string>() : "",
                               .profile_steps = r["profile-steps"].as<int64_t>(),
+                              .memory_snapshot = r.count("memory-snapshot") ? r["memory-snapshot"].as<std::string>()
+                                                                            : "",
                               .overrides = strings(r, "set")};
   for (auto& o : unfuse_overrides(strings(r, "unfuse"))) bo.overrides.push_back(std::move(o));
   if (r.count("cuda-graph")) bo.overrides.insert(bo.overrides.begin(), "train.cuda_graph=on");

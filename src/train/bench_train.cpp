@@ -1,14 +1,28 @@
 #include "meshtrain/train/bench_train.h"
 
 #include <algorithm>
+#include <optional>
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 
 #include "meshtrain/comm/world_info.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"
+#include "meshtrain/train/memory_history.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::train {
+namespace {
+
+// The history to `path` (FILE.rankR under meshrun), and one line saying where.
+void write_memory_snapshot(const MemoryHistory& history, const std::string& path) {
+  const comm::WorldInfo world = comm::world_info_from_env();
+  const std::string file = world.world_size > 1 ? cat(path, ".rank", world.rank) : path;
+  const int64_t bytes = history.write(file);
+  log::info("memory snapshot: %s (%.1f MB; open it in pytorch.org/memory_viz)", file.c_str(), bytes / 1e6);
+}
+
+}  // namespace
 
 Config bench_train_config(const BenchTrainOptions& o) {
   MT_USER_CHECK(o.steps > 0 && o.warmup >= 0, "meshtrain bench train: --steps must be > 0 and --warmup >= 0");
@@ -45,7 +59,17 @@ Config bench_train_config(const BenchTrainOptions& o) {
 
 BenchTrainResult run_bench_train(const BenchTrainOptions& o) {
   const Config cfg = bench_train_config(o);
+  std::optional<MemoryHistory> history;
+  if (!o.memory_snapshot.empty()) {
+    const bool cuda = cfg.train.device == TrainDevice::cuda ||
+                      (cfg.train.device == TrainDevice::automatic && torch::cuda::is_available());
+    MT_USER_CHECK(cuda, "meshtrain bench train --memory-snapshot: records the CUDA caching allocator; this run "
+                  "trains on the CPU (train.device ", cfg.train.device, ")");
+    constexpr int64_t kEvents = 1'000'000;  // a few steps of a 32-layer model, set-up included
+    history.emplace("meshtrain bench train --memory-snapshot", kEvents);
+  }
   const TrainResult tr = run_training(cfg);
+  if (history) write_memory_snapshot(*history, o.memory_snapshot);
   // The timed steps: after the warm-up, before any profiled ones.
   const auto first = std::min<size_t>(o.warmup, tr.step_seconds.size());
   const auto last = std::min<size_t>(o.warmup + o.steps, tr.step_seconds.size());

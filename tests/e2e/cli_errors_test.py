@@ -134,6 +134,10 @@ check("meshtrain bench train / unknown --attention", [meshtrain, "bench", "train
 # A list flag's value is split by the command, not the option parser: norm passes, the unknown lever is named.
 check("meshtrain bench train / --unfuse list", [meshtrain, "bench", "train", "--unfuse", "norm,bogus"],
       "--unfuse: unknown lever 'bogus'")
+# The allocator history is the CUDA caching allocator's: refused for a CPU run before anything is built.
+check("meshtrain bench train / --memory-snapshot on the cpu",
+      [meshtrain, "bench", "train", "--memory-snapshot", os.path.join(work, "mem.pickle"), "--set", "train.device=cpu"],
+      "--memory-snapshot: records the CUDA caching allocator; this run trains on the CPU (train.device cpu)")
 # meshtrain serve's on/off flag, refused before the checkpoint is read.
 check("meshtrain serve / --cuda-graphs", [meshtrain, "serve", work, "--cuda-graphs", "maybe"],
       "--cuda-graphs maybe: expected on or off")

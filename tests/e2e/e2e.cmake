@@ -29,6 +29,11 @@ meshtrain_add_test(e2e train cuda_graph_gpu
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/cuda_graph_gpu_test.py
           ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# bench train --memory-snapshot: the allocator's history as PyTorch's memory viewer reads it (GPU only).
+meshtrain_add_test(e2e train memory_snapshot_gpu
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/memory_snapshot_gpu_test.py
+          ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # bench train --profile: trace and phase table on CPU; the same with CUDA kernels on a GPU machine.
 meshtrain_add_test(e2e train profile
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/profile_test.py ${MESHTRAIN_BIN}

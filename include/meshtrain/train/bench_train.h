@@ -23,6 +23,10 @@ struct BenchTrainOptions {
   // (trace per rank + summary; train/step_profiler.h), so the timing is not disturbed by it.
   std::string profile_dir;
   int64_t profile_steps = 3;
+  // Non-empty: the CUDA caching allocator's history over the whole run (set-up and every step) saved here for
+  // PyTorch's memory viewer (train/memory_history.h); under meshrun each rank writes FILE.rankR. It slows the
+  // steps (a C++ stack per allocation): measure speed without it.
+  std::string memory_snapshot;
   std::vector<std::string> overrides;  // "section.key=value", applied last
 };
 
