@@ -14,8 +14,12 @@ FLOPs per token (docs/metrics.md): 6 × non-embedding params + 6·V·d (output h
 and DIR/kernels.txt, the GPU kernels by total time — the same view as `meshtrain bench train --profile`, so the
 two runtimes' kernels can be set side by side.
 
+`--memory-snapshot FILE` records the CUDA caching allocator's history over the whole run (every allocation with
+its Python stack) and saves it for pytorch.org/memory_viz — the same file `meshtrain bench train
+--memory-snapshot` writes, so the two peaks can be taken apart block by block.
+
 Usage: train_torch.py --preset gpt2-124m --seq 1024 --batch 32 [--layers L] [--compile] [--json OUT.json]
-       [--profile DIR]
+       [--profile DIR] [--memory-snapshot FILE]
 """
 import argparse
 import json
@@ -116,7 +120,10 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU")
     ap.add_argument("--json")
     ap.add_argument("--profile", metavar="DIR", help="profile 3 steps after the timed ones into DIR")
+    ap.add_argument("--memory-snapshot", metavar="FILE", help="save the allocator's history of the run to FILE")
     a = ap.parse_args()
+    if a.memory_snapshot:
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     family, L, H, Hkv, D, FF, V, tied = PRESETS[a.preset]
     if a.layers:
         L = a.layers
@@ -159,6 +166,9 @@ def main():
     print(json.dumps(res))
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
+    if a.memory_snapshot:
+        torch.cuda.memory._dump_snapshot(a.memory_snapshot)
+        torch.cuda.memory._record_memory_history(enabled=None)
     if a.profile:
         profile_steps(train_step, a.profile, steps=3)
 
