@@ -18,28 +18,46 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Thread i copies 16 bytes: piece i % pieces of head (i / pieces) % H_kv of token i / (pieces · H_kv); y = 0
-// keys, 1 values.
+// The cache row of token n, or nullptr when its slot lies outside the cache (a padded row writes nothing).
+template <typename T>
+__device__ __forceinline__ T* cache_row(const PagedKvWriteShape& s, const int64_t* __restrict__ slots, int64_t n,
+                                        int64_t h, T* __restrict__ cache) {
+  const int64_t slot = slots[n];
+  if (slot < 0 || slot >= s.rows) return nullptr;
+  return cache + slot * s.cache_stride[0] + h * s.cache_stride[1];
+}
+
+// Thread i of a copy grid copies piece i % pieces (16 bytes) of head (i / pieces) % H_kv of token
+// i / (pieces · H_kv) from src (strides src_stride) into its cache slot.
+template <typename T>
+__device__ __forceinline__ void copy_piece_into_cache(const PagedKvWriteShape& s, int64_t i,
+                                                      const T* __restrict__ src, const int64_t* src_stride,
+                                                      const int64_t* __restrict__ slots, T* __restrict__ cache) {
+  constexpr int kVec = kVec16<T>;
+  const int64_t pieces = s.hd / kVec;
+  if (i >= s.N * s.Hkv * pieces) return;
+  const int64_t n = i / (s.Hkv * pieces), h = (i / pieces) % s.Hkv, c = (i % pieces) * kVec;
+  T* dst = cache_row(s, slots, n, h, cache);
+  if (dst == nullptr) return;
+  *reinterpret_cast<Vec<T, kVec>*>(dst + c) =
+      *reinterpret_cast<const Vec<T, kVec>*>(src + n * src_stride[0] + h * src_stride[1] + c);
+}
+
+// y = 0 keys, 1 values; each thread copies one piece (copy_piece_into_cache).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     paged_kv_write_kernel(PagedKvWriteShape s, const T* __restrict__ k, const T* __restrict__ v,
                           const int64_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc) {
-  constexpr int kVec = kVec16<T>;
-  const int64_t pieces = s.hd / kVec;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= s.N * s.Hkv * pieces) return;
-  const int64_t n = i / (s.Hkv * pieces), h = (i / pieces) % s.Hkv, c = i % pieces;
-  const int64_t slot = slots[n];
-  if (slot < 0 || slot >= s.rows) return;
-  const bool values = blockIdx.y == 1;
-  const T* src = values ? v + n * s.v_stride[0] + h * s.v_stride[1] : k + n * s.k_stride[0] + h * s.k_stride[1];
-  T* dst = (values ? vc : kc) + slot * s.cache_stride[0] + h * s.cache_stride[1];
-  *reinterpret_cast<Vec<T, kVec>*>(dst + c * kVec) = *reinterpret_cast<const Vec<T, kVec>*>(src + c * kVec);
+  if (blockIdx.y == 1)
+    copy_piece_into_cache(s, i, v, s.v_stride, slots, vc);
+  else
+    copy_piece_into_cache(s, i, k, s.k_stride, slots, kc);
 }
 
 // The write with RoPE. y = 0: keys, thread i rotating pair-piece i % (pieces/2) of head (i / (pieces/2)) % H_kv
-// of its token into the cache; y = 1: values, copied as above; y = 2: queries, rotated into q_out. Rows whose
-// slot lies outside the cache write no key or value; their queries are still rotated.
+// of its token into the cache; y = 1: values, copied as paged_kv_write copies them; y = 2: queries, rotated into
+// q_out. Rows whose slot lies outside the cache write no key or value; their queries are still rotated.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     paged_rope_kv_write_kernel(PagedKvWriteShape s, PagedRopeQ qs, const T* __restrict__ q,
@@ -50,12 +68,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t pieces = s.hd / kVec, half = s.hd / 2;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (blockIdx.y == 1) {
-    if (i >= s.N * s.Hkv * pieces) return;
-    const int64_t n = i / (s.Hkv * pieces), h = (i / pieces) % s.Hkv, c = i % pieces;
-    const int64_t slot = slots[n];
-    if (slot < 0 || slot >= s.rows) return;
-    *reinterpret_cast<Vec<T, kVec>*>(vc + slot * s.cache_stride[0] + h * s.cache_stride[1] + c * kVec) =
-        *reinterpret_cast<const Vec<T, kVec>*>(v + n * s.v_stride[0] + h * s.v_stride[1] + c * kVec);
+    copy_piece_into_cache(s, i, v, s.v_stride, slots, vc);
     return;
   }
   const bool queries = blockIdx.y == 2;
@@ -68,10 +81,9 @@ __global__ void __launch_bounds__(kThreads)
     src = q + n * qs.q_stride[0] + h * qs.q_stride[1];
     dst = q_out + (n * qs.H + h) * s.hd;
   } else {
-    const int64_t slot = slots[n];
-    if (slot < 0 || slot >= s.rows) return;
     src = k + n * s.k_stride[0] + h * s.k_stride[1];
-    dst = kc + slot * s.cache_stride[0] + h * s.cache_stride[1];
+    dst = cache_row(s, slots, n, h, kc);
+    if (dst == nullptr) return;
   }
   Vec<T, kVec> y1, y2;
   rope_rotate<T, kVec>(false, *reinterpret_cast<const Vec<T, kVec>*>(src + c),
