@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "meshtrain/ckpt/ckpt_bench.h"
+#include "meshtrain/core/byte_size.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::cli {

@@ -9,6 +9,7 @@
 #include "meshtrain/comm/bench.h"
 #include "meshtrain/comm/communicator_factory.h"
 #include "meshtrain/comm/world_info.h"
+#include "meshtrain/core/byte_size.h"
 #include "meshtrain/core/enum_names.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/log.h"

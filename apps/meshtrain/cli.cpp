@@ -55,21 +55,6 @@ Config load_resolved(const std::vector<std::string>& positional, const std::vect
   return cfg;
 }
 
-size_t parse_bytes(const std::string& flag, const std::string& v) {
-  size_t pos = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  const std::string unit = v.substr(pos);
-  const double mult = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0
-                    : unit == "G" ? 1073741824.0 : -1;
-  MT_USER_CHECK(pos > 0 && mult > 0 && x >= 0, flag, ": given '", v, "'; valid: bytes, optionally with K, M or G");
-  return static_cast<size_t>(x * mult);
-}
-
 void write_json_option(const cxxopts::ParseResult& r, const std::string& text) {
   if (!r.count("json")) return;
   const std::string path = r["json"].as<std::string>();

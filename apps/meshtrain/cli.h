@@ -41,9 +41,6 @@ Config load_run_config(const std::string& path, const std::vector<std::string>& 
 Config load_resolved(const std::vector<std::string>& positional, const std::vector<std::string>& sets,
                      int world_size);
 
-// "64K", "1M", "1G" or plain bytes; `flag` names the option in the error.
-size_t parse_bytes(const std::string& flag, const std::string& v);
-
 // Writes `text` to the file named by --json when that option was given; UserError when it cannot be written.
 void write_json_option(const cxxopts::ParseResult& r, const std::string& text);
 

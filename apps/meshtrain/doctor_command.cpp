@@ -1,6 +1,7 @@
 // meshtrain doctor [CONFIG] [options]: the node's preflight table (train/doctor.h); exit 1 when a check fails.
 #include "cli.h"
 #include "commands.h"
+#include "meshtrain/core/byte_size.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/train/doctor.h"
 

@@ -8,6 +8,7 @@
 #include "meshtrain/ckpt/gguf_files.h"
 #include "meshtrain/ckpt/hf_files.h"
 #include "meshtrain/ckpt/lora_export.h"
+#include "meshtrain/core/byte_size.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/join.h"
 

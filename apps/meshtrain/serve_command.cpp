@@ -13,7 +13,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "model_placement.h"
+#include "serve_settings.h"
 #include "meshtrain/ckpt/inference_checkpoint.h"
+#include "meshtrain/core/byte_size.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/serve/engine/engine_loop.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
@@ -27,12 +29,6 @@ namespace meshtrain::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-int positive_int(const cxxopts::ParseResult& r, const char* flag) {
-  const int64_t v = r[flag].as<int64_t>();
-  MT_USER_CHECK(v >= 1 && v <= (int64_t{1} << 30), "--", flag, " ", v, ": must be a positive integer");
-  return static_cast<int>(v);
-}
 
 // The model's tokenizer, its stop tokens and its chat template, when a tokenizer.json is found (else byte-level).
 serve::http::ModelText model_text(const cxxopts::ParseResult& r, const ckpt::InferenceCheckpoint& ck,
@@ -51,21 +47,23 @@ serve::http::ModelText model_text(const cxxopts::ParseResult& r, const ckpt::Inf
           .chat = std::move(loaded.chat)};
 }
 
-// The KV cache's blocks: on CUDA what kv_cache_size_on_device says (--blocks if it fits, else what
-// --gpu-memory-fraction leaves), on the CPU --blocks. Under tensor parallelism a block holds the rank's share of
-// the heads, and every rank takes the fewest any rank can hold. One line (rank 0's) says how many, what they hold
-// and where the number came from. `blocks` and `fraction` are the flags' values, checked.
-int kv_blocks(const cxxopts::ParseResult& r, int64_t blocks, double fraction, const ModelConfig& m,
-              const serve::ServingRanks& ranks, const serve::SchedulerOptions& s) {
+// The KV cache's blocks: on CUDA what kv_cache_size_on_device says (serve.blocks if it fits, else what
+// serve.gpu_memory_fraction leaves), on the CPU serve.blocks (0: kCpuBlocks). Under tensor parallelism a block holds
+// the rank's share of the heads, and every rank takes the fewest any rank can hold. One line (rank 0's) says how
+// many, what they hold and where the number came from.
+int kv_blocks(const ServeConfig& c, const ModelConfig& m, const serve::ServingRanks& ranks,
+              const serve::SchedulerOptions& s) {
+  constexpr int64_t kCpuBlocks = 256;
   const c10::TensorOptions& placement = ranks.placement;
   const auto dtype_bytes = static_cast<int64_t>(placement.dtype().itemsize());
   const int64_t block_bytes = serve::kv_block_bytes(m, s.block_size, dtype_bytes, ranks.tp());
-  serve::KvCacheSize size{blocks, r.count("blocks") ? "--blocks" : "--blocks' default on the CPU"};
+  serve::KvCacheSize size{c.blocks > 0 ? c.blocks : kCpuBlocks,
+                          c.blocks > 0 ? "serve.blocks" : cat("serve.blocks' default on the CPU (", kCpuBlocks, ")")};
   if (placement.device().is_cuda())
     size = serve::kv_cache_size_on_device(
-        serve::device_free_bytes(placement.device()), fraction,
+        serve::device_free_bytes(placement.device()), c.gpu_memory_fraction,
         serve::step_workspace_bytes(m, s.max_tokens_per_step, s.max_running, dtype_bytes, ranks.tp()), block_bytes,
-        r.count("blocks") ? std::optional<int64_t>(blocks) : std::nullopt);
+        c.blocks > 0 ? std::optional<int64_t>(c.blocks) : std::nullopt);
   const int64_t agreed = ranks.min_over_ranks(size.num_blocks);
   if (agreed < size.num_blocks) size.source += cat(" (", size.num_blocks, " here; the fewest of the ", ranks.tp(),
                                                    " tensor-parallel ranks)");
@@ -98,7 +96,7 @@ int drain_and_stop(serve::EngineLoop& engine, serve::http::HttpServer& server, c
     for (;;) {
       if (done(std::min(deadline, Clock::now() + kPoll))) return true;
       if (take_signal(signals)) return cut_by = "a second signal", false;
-      if (Clock::now() >= deadline) return cut_by = cat("--drain-timeout ", timeout.count(), " s"), false;
+      if (Clock::now() >= deadline) return cut_by = cat("serve.drain_timeout_s ", timeout.count(), " s"), false;
     }
   };
   engine.drain();
@@ -137,26 +135,15 @@ int cmd_serve(int argc, char** argv) {
   cxxopts::Options o("meshtrain serve",
                      std::string("Serve a checkpoint over HTTP with OpenAI's API: /v1/completions, /v1/chat/completions, "
                      "/v1/models, /health, /metrics. Prints the address it listens on; SIGINT or SIGTERM drains it "
-                     "(new requests get 503, those in flight finish), a second one stops it at once." +
+                     "(new requests get 503, those in flight finish), a second one stops it at once. Its settings are the serve.* "
+                     "keys of the checkpoint's config (or of --config FILE), then --set, then the flags of the same "
+                     "names." +
                          std::string(kModelArgumentHelp)));
-  o.add_options()("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))(
-      "port", "port to listen on; 0 = a free one (printed)", cxxopts::value<int64_t>()->default_value("8000"))(
-      "blocks", "KV cache blocks; not given: on CUDA what --gpu-memory-fraction leaves, on the CPU the default",
-      cxxopts::value<int64_t>()->default_value("256"))(
-      "gpu-memory-fraction", "share of the device memory free after the weights that the KV cache and a step "
-      "may use (CUDA)", cxxopts::value<double>()->default_value("0.9"))(
-      "drain-timeout", "seconds a SIGINT/SIGTERM waits for the requests in flight before cutting them off",
-      cxxopts::value<int64_t>()->default_value("30"))(
-      "block-size", "tokens per KV block", cxxopts::value<int64_t>()->default_value("16"))(
-      "max-running", "requests decoding at once", cxxopts::value<int64_t>()->default_value("16"))(
-      "max-waiting", "requests waiting for admission at most; more get 503",
-      cxxopts::value<int64_t>()->default_value("256"))(
-      "max-step-tokens", "tokens per engine step (a decode counts 1, a prefill chunk its length)",
-      cxxopts::value<int64_t>()->default_value("2048"))(
+  add_serve_flags(o);
+  o.add_options()(
       "tokenizer", "tokenizer.json, or a directory holding it (default: found beside the checkpoint)",
       cxxopts::value<std::string>())("model-name", "the model's name in the API (default: the CHECKPOINT path)",
                                      cxxopts::value<std::string>())(
-      "max-body", "largest request body, e.g. 8M", cxxopts::value<std::string>()->default_value("8M"))(
       "device", "where the model and its KV cache live: cpu, cuda or cuda:N",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "dtype", "the weights' and the KV cache's precision: fp32 or bf16",
@@ -164,8 +151,6 @@ int cmd_serve(int argc, char** argv) {
       "quantization", "the blocks' linear weights held as none (as --dtype says) or fp8 (e4m3 with a scale per "
       "output row, each token's activations cast as it runs: half the bytes of bf16; a GPU with FP8 matmuls, "
       "under meshrun each rank its shards)", cxxopts::value<std::string>()->default_value("none"))(
-      "cuda-graphs", "replay decode steps as CUDA graphs on a GPU: on or off",
-      cxxopts::value<std::string>()->default_value("on"))(
       "tp-timeout", "under meshrun: seconds a collective of the tensor-parallel ranks may take before it is an "
       "error (an idle rank 0 sends a heartbeat every quarter of it); default: the checkpoint's parallel.timeout_s",
       cxxopts::value<double>())(
@@ -174,50 +159,40 @@ int cmd_serve(int argc, char** argv) {
   o.positional_help("CHECKPOINT");
   auto r = parse(o, argc, argv);
   MT_USER_CHECK(r.count("checkpoint") == 1, "meshtrain serve: expected one CHECKPOINT directory");
-  const int64_t port = r["port"].as<int64_t>();
-  MT_USER_CHECK(port >= 0 && port <= 65535, "--port ", port, ": must be 0 to 65535");
   const std::string path = strings(r, "checkpoint")[0];
-
-  serve::GenerateOptions gen{.scheduler = {.block_size = positive_int(r, "block-size"),
-                                           .max_tokens_per_step = positive_int(r, "max-step-tokens"),
-                                           .max_running = positive_int(r, "max-running")}};
-  const int max_waiting = positive_int(r, "max-waiting");
-  const int blocks = positive_int(r, "blocks");
-  const double fraction = r["gpu-memory-fraction"].as<double>();
-  MT_USER_CHECK(fraction > 0 && fraction <= 1, "--gpu-memory-fraction ", fraction, ": must be in (0, 1]");
-  const int64_t drain_timeout = r["drain-timeout"].as<int64_t>();
-  MT_USER_CHECK(drain_timeout >= 0, "--drain-timeout ", drain_timeout, ": must be 0 or more seconds");
-  const std::string graphs = r["cuda-graphs"].as<std::string>();
-  MT_USER_CHECK(graphs == "on" || graphs == "off", "--cuda-graphs ", graphs, ": expected on or off");
-  gen.cuda_graphs = graphs == "on";
+  check_serve_flags(r);  // a mistyped flag is named before the checkpoint is read
   const c10::TensorOptions placement =  // checked before any weight is read
       placement_from_flags(r["device"].as<std::string>(), r["dtype"].as<std::string>());
   const serve::WeightQuantization quant = serve::weight_quantization_from_flag(r["quantization"].as<std::string>());
-  const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path);
+  const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(path, serve_overrides(r));
+  const ServeConfig settings = serve_settings(r, ck.config);
+  serve::GenerateOptions gen{.scheduler = {.block_size = static_cast<int>(settings.block_size),
+                                           .max_tokens_per_step = static_cast<int>(settings.max_step_tokens),
+                                           .max_running = static_cast<int>(settings.max_running)},
+                             .cuda_graphs = settings.cuda_graphs};
   const double tp_timeout = r.count("tp-timeout") ? r["tp-timeout"].as<double>() : ck.config.parallel.timeout_s;
   MT_USER_CHECK(tp_timeout >= 0.1, "--tp-timeout ", tp_timeout, ": must be at least 0.1 seconds");
   serve::http::ModelText model_files = model_text(r, ck, path, gen.eos_tokens);
   const serve::ServingRanks ranks =
       serve::join_serving_ranks(placement, std::chrono::milliseconds(static_cast<int64_t>(tp_timeout * 1000)));
   model::Transformer net = serve::load_serving_model(ck, ranks, quant);  // the engine follows the weights
-  gen.scheduler.num_blocks = kv_blocks(r, blocks, fraction, ck.config.model, ranks, gen.scheduler);
+  gen.scheduler.num_blocks = kv_blocks(settings, ck.config.model, ranks, gen.scheduler);
   if (!ranks.leader()) return follow_leader(*net, gen.scheduler, *ranks.steps);
   gen.tp = ranks.steps;
-  serve::EngineLoop engine(std::move(net), gen, max_waiting);
+  serve::EngineLoop engine(std::move(net), gen, static_cast<int>(settings.max_waiting));
   serve::http::OpenAiRoutes routes(engine, std::move(model_files));
-  serve::http::HttpServer server({.host = r["host"].as<std::string>(), .port = static_cast<uint16_t>(port),
-                                  .body_limit = parse_bytes("--max-body", r["max-body"].as<std::string>())},
+  serve::http::HttpServer server({.host = settings.host, .port = static_cast<uint16_t>(settings.port),
+                                  .body_limit = parse_bytes("serve.max_body", settings.max_body)},
                                  [&](const serve::http::HttpRequest& req, serve::http::ResponseWriter& out) {
                                    routes.handle(req, out);
                                  });
-  std::cout << "meshtrain serve: listening on http://" << r["host"].as<std::string>() << ":" << server.port()
-            << std::endl;
+  std::cout << "meshtrain serve: listening on http://" << settings.host << ":" << server.port() << std::endl;
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::cout << "meshtrain serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining: new requests get "
-            << "503, those in flight finish (at most --drain-timeout " << drain_timeout
+            << "503, those in flight finish (at most serve.drain_timeout_s " << settings.drain_timeout_s
             << " s; a second SIGINT or SIGTERM stops at once)" << std::endl;
-  const int code = drain_and_stop(engine, server, stop_signals, std::chrono::seconds(drain_timeout));
+  const int code = drain_and_stop(engine, server, stop_signals, std::chrono::seconds(settings.drain_timeout_s));
   if (ranks.steps) ranks.steps->stop();  // the engine thread has ended: the other ranks leave their loops
   return code;
 }

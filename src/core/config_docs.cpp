@@ -32,9 +32,10 @@ constexpr const char* kIntro = R"(# Configuration reference
 <!-- Generated from include/meshtrain/core/config.h by `meshtrain config --docs > docs/config.md`;
      do not edit by hand (tests/unit/core/config_print_test.cpp fails when this file is stale). -->
 
-A run is described by one file with up to nine sections — `model`, `parallel`, `comm`, `data`, `optimizer`,
-`schedule`, `train`, `checkpoint`, `logging` — each a mapping of keys. Every key has a default; only
-`data.train` must be given.
+A run is described by one file with up to ten sections — `model`, `parallel`, `comm`, `data`, `optimizer`,
+`schedule`, `train`, `checkpoint`, `logging`, `serve` — each a mapping of keys. Every key has a default; only
+`data.train` must be given. `serve` is what `meshtrain serve` reads (docs/serving.md "Settings"): the checkpoint
+records it with the rest, and `meshtrain serve --config FILE` takes another file's.
 
 ## Files
 

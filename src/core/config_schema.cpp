@@ -70,6 +70,7 @@ std::vector<FieldInfo> build_table() {
   MT_REFLECT_SECTION(train, MT_TRAIN_FIELDS)
   MT_REFLECT_SECTION(checkpoint, MT_CHECKPOINT_FIELDS)
   MT_REFLECT_SECTION(logging, MT_LOGGING_FIELDS)
+  MT_REFLECT_SECTION(serve, MT_SERVE_FIELDS)
   return out;
 }
 #undef MT_REFLECT_SECTION

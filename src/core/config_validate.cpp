@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "meshtrain/core/byte_size.h"
 #include "meshtrain/core/config.h"
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/core/config_schema.h"
@@ -23,6 +24,7 @@ namespace meshtrain {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMaxCount = double(int64_t{1} << 30);  // the engine's counts are ints
 
 // A numeric field's admissible interval; ints use the same table (their values are exact in a double).
 struct Bound {
@@ -59,6 +61,10 @@ const Bound kBounds[] = {
   {"checkpoint.every", 0, false},       {"checkpoint.keep", 0, false},     {"checkpoint.memory_every", -1, false},
   {"logging.every", 1, false},          // the trainer computes step % every
   {"logging.straggler_threshold", 0, false},
+  {"serve.port", 0, false, 65535, false}, {"serve.gpu_memory_fraction", 0, true, 1, false},
+  {"serve.blocks", 0, false, kMaxCount, false}, {"serve.block_size", 1, false, kMaxCount, false},
+  {"serve.max_running", 1, false, kMaxCount, false}, {"serve.max_waiting", 1, false, kMaxCount, false},
+  {"serve.max_step_tokens", 1, false, kMaxCount, false}, {"serve.drain_timeout_s", 0, false},
 };
 // clang-format on
 
@@ -96,14 +102,7 @@ class Validator {
       : cfg_(cfg), name_(cfg.source.empty() ? "config" : cfg.source), world_(world_size) {}
 
   void run() {
-    // A misspelt path in the tables above would silently drop its rule: a bug, caught on first use.
-    static const bool tables_ok = [] {
-      for (const Bound& b : kBounds)
-        MT_CHECK(find_config_field(b.path.substr(0, b.path.find('.')), b.path.substr(b.path.find('.') + 1)),
-                 "validation bound for unknown field ", b.path);
-      return true;
-    }();
-    (void)tables_ok;
+    check_tables();
     check_typed_values();
     for (const FieldInfo& f : config_fields()) check_field(f);
     check_model();
@@ -112,6 +111,14 @@ class Validator {
     check_checkpoint();
     check_cuda_graph();
     check_offload_delay();
+  }
+
+  // The serve section's rules alone: its bounds and its one typed value.
+  void run_serve() {
+    check_tables();
+    for (const FieldInfo& f : config_fields())
+      if (f.section == "serve") check_field(f);
+    check_serve_body();
   }
 
  private:
@@ -281,8 +288,28 @@ class Validator {
 
   // Lists and pairs that consumers take item by item (core/config_enums.h, core/nccl_env.h): their own rules,
   // reported with the file name like every other rule here.
+  // A misspelt path in the tables above would silently drop its rule: a bug, caught on first use.
+  static void check_tables() {
+    static const bool tables_ok = [] {
+      for (const Bound& b : kBounds)
+        MT_CHECK(find_config_field(b.path.substr(0, b.path.find('.')), b.path.substr(b.path.find('.') + 1)),
+                 "validation bound for unknown field ", b.path);
+      return true;
+    }();
+    (void)tables_ok;
+  }
+
+  void check_serve_body() const {
+    try {
+      (void)parse_bytes("serve.max_body", cfg_.serve.max_body);
+    } catch (const UserError& e) {
+      throw UserError(cat(name_, ": ", e.what()));
+    }
+  }
+
   void check_typed_values() {
     check_freeze();
+    check_serve_body();
     try {
       (void)lora_targets(cfg_.model);
       (void)parse_nccl_env(cfg_.comm.nccl_env, "comm.nccl_env");
@@ -397,5 +424,7 @@ class Validator {
 }  // namespace
 
 void validate(const Config& cfg, int world_size) { Validator(cfg, world_size).run(); }
+
+void validate_serve(const Config& cfg) { Validator(cfg, 0).run_serve(); }
 
 }  // namespace meshtrain

@@ -156,7 +156,7 @@ def cut_short(ckpt, how):
     unfinished = [k for k, r in results.items() if r != "whole"]
     if code == 0 and not unfinished:
         raise Inconclusive()
-    cause = "a second signal" if how == "signal" else "--drain-timeout 1 s"
+    cause = "a second signal" if how == "signal" else "serve.drain_timeout_s 1 s"
     check(code == 1 and unfinished and f"stopped by {cause} with {len(unfinished)} request(s) unfinished" in err
           and "\n" not in err,
           f"cut short by {cause}: exit 1 and one line counting the {len(unfinished)} unfinished ({code}, {err!r}, "

@@ -1,4 +1,4 @@
-// The run configuration: one schema for YAML and JSON files (chosen by extension), nine sections.
+// The run configuration: one schema for YAML and JSON files (chosen by extension), ten sections.
 //
 // Each section is declared once, as an X-macro table of (type, key, default, doc). The table generates the
 // plain struct below and the reflection used by the loader (unknown-key detection with suggestions, `--set`
@@ -252,6 +252,24 @@ using StringList = std::vector<std::string>;
     "memory and throttle reasons through NVML into the metrics (absent without an NVIDIA GPU)")              \
   F(double, straggler_threshold, 0.2, "The step log names the slowest rank when its step time exceeds the "  \
     "median of all ranks' by more than this fraction (0.2 = 20 %); 0 disables")
+
+// `meshtrain serve` (docs/serving.md): read from the checkpoint's recorded config, or from --config FILE where
+// given; --set serve.KEY=VALUE and the command's flags of the same names go on top.
+#define MT_SERVE_FIELDS(F)                                                                                   \
+  F(std::string, host, "127.0.0.1", "Address the server listens on")                                         \
+  F(int64_t, port, 8000, "Port the server listens on; 0 = a free one (printed at start)")                      \
+  F(double, gpu_memory_fraction, 0.9, "On CUDA: the share of the device memory left free by the weights that "  \
+    "the KV cache and one engine step may take; the blocks it makes are reported at start")                   \
+  F(int64_t, blocks, 0, "KV cache blocks; 0 = on CUDA what serve.gpu_memory_fraction leaves, on the CPU 256; " \
+    "on CUDA a number that does not fit in the free memory is refused")                                      \
+  F(int64_t, block_size, 16, "Tokens per KV cache block")                                                    \
+  F(int64_t, max_running, 16, "Requests decoding at once")                                                   \
+  F(int64_t, max_waiting, 256, "Requests waiting for admission at most; more are answered 503 at once")      \
+  F(int64_t, max_step_tokens, 2048, "Tokens per engine step: a decode counts 1, a prefill chunk its length")  \
+  F(std::string, max_body, "8M", "Largest request body: bytes, or with K, M or G")                          \
+  F(bool, cuda_graphs, true, "Replay decode steps as CUDA graphs on a GPU")                                  \
+  F(int64_t, drain_timeout_s, 30, "Seconds a SIGINT or SIGTERM waits for the requests in flight before "     \
+    "cutting them off")
 // clang-format on
 
 #define MT_DECLARE_FIELD(type, key, def, doc) type key = def;
@@ -272,6 +290,7 @@ MT_DECLARE_SECTION(ScheduleConfig, MT_SCHEDULE_FIELDS)
 MT_DECLARE_SECTION(TrainConfig, MT_TRAIN_FIELDS)
 MT_DECLARE_SECTION(CheckpointConfig, MT_CHECKPOINT_FIELDS)
 MT_DECLARE_SECTION(LoggingConfig, MT_LOGGING_FIELDS)
+MT_DECLARE_SECTION(ServeConfig, MT_SERVE_FIELDS)
 #undef MT_DECLARE_SECTION
 
 struct Config {
@@ -284,6 +303,7 @@ struct Config {
   TrainConfig train;
   CheckpointConfig checkpoint;
   LoggingConfig logging;
+  ServeConfig serve;
 
   std::string source;  // the file it was loaded from ("" if built in code); used in error messages
 
@@ -305,6 +325,8 @@ Config parse_config(const std::string& text, const std::string& name, bool json,
 // UserError "FILE: section.key: given …; valid …" with the arithmetic where it applies
 // ("dp(2) × tp(4) = 8 ≠ world size 6").
 void validate(const Config& cfg, int world_size);
+// The serve section's rules alone (what `meshtrain serve` reads of a config), in the same words.
+void validate_serve(const Config& cfg);
 
 // The input files a run reads exist: every source of data.train (and of data.val) matches at least one file, and
 // (cfg resolved for its world size) their sizes allow the windows of one step: micro_batch_size × data-parallel

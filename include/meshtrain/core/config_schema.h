@@ -55,9 +55,9 @@ struct FieldInfo {
   std::string expectation() const;
 };
 
-// Every field of every section, in struct order (model, parallel, …, logging) then declaration order.
+// Every field of every section, in struct order (model, parallel, …, logging, serve) then declaration order.
 const std::vector<FieldInfo>& config_fields();
-// The nine section names in struct order.
+// The ten section names in struct order.
 const std::vector<std::string>& config_sections();
 // nullptr when there is no such field.
 const FieldInfo* find_config_field(std::string_view section, std::string_view key);

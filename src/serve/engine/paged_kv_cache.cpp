@@ -71,15 +71,15 @@ KvCacheSize kv_cache_size_on_device(int64_t free_bytes, double fraction, int64_t
                                " of step workspace");
   if (given) {
     const int64_t fit = kv_blocks_for_memory(free_bytes, 1.0, workspace_bytes, block_bytes);
-    MT_USER_CHECK(*given <= fit, "--blocks ", *given, ": ", *given, " blocks of ", block_bytes, " bytes take ",
+    MT_USER_CHECK(*given <= fit, "serve.blocks ", *given, ": ", *given, " blocks of ", block_bytes, " bytes take ",
                   memory_text(*given * block_bytes), " but the device has ", room, ": at most ", fit, " blocks fit");
-    return {*given, "--blocks"};
+    return {*given, "serve.blocks"};
   }
   const int64_t blocks = std::min(kv_blocks_for_memory(free_bytes, fraction, workspace_bytes, block_bytes),
                                   int64_t{1} << 30);
-  MT_USER_CHECK(blocks >= 1, "--gpu-memory-fraction ", fraction, ": not one KV block of ", block_bytes,
-                " bytes fits (", room, "); raise the fraction or lower --max-step-tokens / --max-running");
-  return {blocks, cat("--gpu-memory-fraction ", fraction, " of ", room)};
+  MT_USER_CHECK(blocks >= 1, "serve.gpu_memory_fraction ", fraction, ": not one KV block of ", block_bytes,
+                " bytes fits (", room, "); raise the fraction or lower serve.max_step_tokens / serve.max_running");
+  return {blocks, cat("serve.gpu_memory_fraction ", fraction, " of ", room)};
 }
 
 std::string memory_text(int64_t bytes) {

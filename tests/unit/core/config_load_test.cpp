@@ -113,7 +113,7 @@ TEST(ConfigLoad, UnknownSectionSuggestsTheNearest) {
   EXPECT_ERROR(yaml("optimiser:\n  lr: 1\n"), "cfg.yaml:1:1: unknown section 'optimiser'; did you mean 'optimizer'?");
   EXPECT_ERROR(json(R"({"zzz": {}})"),
                "cfg.json: unknown section 'zzz'; valid sections: model, parallel, comm, data, optimizer, "
-               "schedule, train, checkpoint, logging");
+               "schedule, train, checkpoint, logging, serve");
 }
 
 TEST(ConfigLoad, StructureMustBeMappings) {

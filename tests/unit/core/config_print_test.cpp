@@ -45,16 +45,17 @@ Config awkward() {
 
 TEST(ConfigSchema, TableFollowsTheStructs) {
   EXPECT_EQ(config_sections(), (std::vector<std::string>{"model", "parallel", "comm", "data", "optimizer", "schedule",
-                                                         "train", "checkpoint", "logging"}));
+                                                         "train", "checkpoint", "logging", "serve"}));
 #define MT_COUNT_FIELD(...) +1
   constexpr size_t kDeclared = 0 MT_MODEL_FIELDS(MT_COUNT_FIELD) MT_PARALLEL_FIELDS(MT_COUNT_FIELD)
       MT_COMM_FIELDS(MT_COUNT_FIELD) MT_DATA_FIELDS(MT_COUNT_FIELD) MT_OPTIMIZER_FIELDS(MT_COUNT_FIELD) MT_SCHEDULE_FIELDS(MT_COUNT_FIELD)
-          MT_TRAIN_FIELDS(MT_COUNT_FIELD) MT_CHECKPOINT_FIELDS(MT_COUNT_FIELD) MT_LOGGING_FIELDS(MT_COUNT_FIELD);
+          MT_TRAIN_FIELDS(MT_COUNT_FIELD) MT_CHECKPOINT_FIELDS(MT_COUNT_FIELD) MT_LOGGING_FIELDS(MT_COUNT_FIELD)
+              MT_SERVE_FIELDS(MT_COUNT_FIELD);
 #undef MT_COUNT_FIELD
   EXPECT_EQ(config_fields().size(), kDeclared);
   EXPECT_GE(kDeclared, 58u);
   EXPECT_EQ(config_fields().front().path(), "model.preset");
-  EXPECT_EQ(config_fields().back().path(), "logging.straggler_threshold");
+  EXPECT_EQ(config_fields().back().path(), "serve.drain_timeout_s");
   const FieldInfo* lr = find_config_field("optimizer", "lr");
   ASSERT_NE(lr, nullptr);
   EXPECT_EQ(lr->type, FieldType::Double);

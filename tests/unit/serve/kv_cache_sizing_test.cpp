@@ -85,18 +85,18 @@ TEST(KvCacheSizing, OnADeviceTheFractionDecidesUnlessBlocksAreGiven) {
   constexpr int64_t kGiB = int64_t{1} << 30;
   const KvCacheSize auto_size = kv_cache_size_on_device(10 * kGiB, 0.9, kGiB, 524288, std::nullopt);
   EXPECT_EQ(auto_size.num_blocks, 16384);
-  EXPECT_EQ(auto_size.source, "--gpu-memory-fraction 0.9 of 10.00 GiB free after the weights, less 1.00 GiB of step "
-                              "workspace");
-  // --blocks is taken as given while it fits in all the free memory less the workspace (9 GiB: 18432 blocks).
+  EXPECT_EQ(auto_size.source, "serve.gpu_memory_fraction 0.9 of 10.00 GiB free after the weights, less 1.00 GiB of "
+                              "step workspace");
+  // serve.blocks is taken as given while it fits in all the free memory less the workspace (9 GiB: 18432 blocks).
   const KvCacheSize given = kv_cache_size_on_device(10 * kGiB, 0.9, kGiB, 524288, 18432);
   EXPECT_EQ(given.num_blocks, 18432);
-  EXPECT_EQ(given.source, "--blocks");
+  EXPECT_EQ(given.source, "serve.blocks");
   const std::string too_many = user_error([&] { kv_cache_size_on_device(10 * kGiB, 0.9, kGiB, 524288, 18433); });
-  EXPECT_NE(too_many.find("--blocks 18433"), std::string::npos) << too_many;
+  EXPECT_NE(too_many.find("serve.blocks 18433"), std::string::npos) << too_many;
   EXPECT_NE(too_many.find("at most 18432 blocks fit"), std::string::npos) << too_many;
   EXPECT_EQ(too_many.find('\n'), std::string::npos);
   const std::string none = user_error([&] { kv_cache_size_on_device(kGiB, 0.5, kGiB, 524288, std::nullopt); });
-  EXPECT_NE(none.find("--gpu-memory-fraction 0.5: not one KV block"), std::string::npos) << none;
+  EXPECT_NE(none.find("serve.gpu_memory_fraction 0.5: not one KV block"), std::string::npos) << none;
 }
 
 }  // namespace

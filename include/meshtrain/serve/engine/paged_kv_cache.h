@@ -61,7 +61,7 @@ struct KvCacheSize {
   int64_t num_blocks = 0;
   std::string source;
 };
-// `given` (--blocks) when set, UserError when it does not fit in all of free_bytes less the workspace; otherwise
+// `given` (serve.blocks) when set, UserError when it does not fit in all of free_bytes less the workspace; otherwise
 // kv_blocks_for_memory (at most 2^30), UserError when not one block fits.
 KvCacheSize kv_cache_size_on_device(int64_t free_bytes, double fraction, int64_t workspace_bytes, int64_t block_bytes,
                                     std::optional<int64_t> given);

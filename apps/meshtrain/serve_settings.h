@@ -1,0 +1,32 @@
+// The serve.* keys as `meshtrain serve` takes them (docs/serving.md "Settings"): the checkpoint's recorded serve
+// section, or --config FILE's; --set serve.KEY=VALUE on top; then the flags of the same names (--port for
+// serve.port, --drain-timeout for serve.drain_timeout_s), whose help is the key's own doc.
+#pragma once
+
+#include <cxxopts.hpp>
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/config.h"
+
+namespace meshtrain::cli {
+
+// The serve.* flags, --config and --set, added to `o`.
+void add_serve_flags(cxxopts::Options& o);
+
+// --set's serve.* overrides, checked to name serve keys only (the model's keys belong to the checkpoint); what
+// the checkpoint is opened with.
+std::vector<std::string> serve_overrides(const cxxopts::ParseResult& r);
+
+// Each serve flag's value and --set's keys checked alone, before the checkpoint is read: UserError
+// "--FLAG: serve.KEY: given X; valid Y".
+void check_serve_flags(const cxxopts::ParseResult& r);
+
+// The serve section in force: `recorded` (the checkpoint's config with serve_overrides applied) unless --config
+// names a file, whose serve section (with the same overrides) replaces it; then the flags. Every key checked
+// against config_validate.cpp's rules: UserError "SOURCE: serve.KEY: given X; valid Y", SOURCE the flag that set
+// it, else the file (check_serve_flags is part of it).
+ServeConfig serve_settings(const cxxopts::ParseResult& r, const Config& recorded);
+
+}  // namespace meshtrain::cli
