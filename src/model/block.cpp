@@ -13,11 +13,11 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, const at::TensorOptions& opts) : dr
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                              LayerKVCache* cache, const Documents* docs) {
+                              LayerKVCache* cache, const Documents* docs, const TableRows* x_rows) {
   const bool drop = is_training() && dropout_ > 0;
   // x feeds attn_norm and the residual add: through pass_forward, the backward sums its two gradients inside
   // attn_norm's kernel.
-  auto [xs, y] = attn_norm->pass_forward(x);
+  auto [xs, y] = attn_norm->pass_forward(x, x_rows);
   auto a = attn->forward(y, cos, sin, cache, docs);
   // The residual add and mlp_norm in one step (one fused kernel on CUDA): h = x + a, n = mlp_norm(h).
   auto [h, n] = mlp_norm->add_forward(xs, drop ? at::dropout(a, dropout_, true) : a);

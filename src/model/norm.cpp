@@ -19,8 +19,8 @@ at::Tensor NormImpl::forward(const at::Tensor& x) {
   return at::layer_norm(x, {dim_}, weight, bias, eps_);
 }
 
-std::pair<at::Tensor, at::Tensor> NormImpl::pass_forward(const at::Tensor& x) {
-  if (fused_) return fused_norm_pass(x, weight, bias, rms_, eps_);
+std::pair<at::Tensor, at::Tensor> NormImpl::pass_forward(const at::Tensor& x, const TableRows* rows) {
+  if (fused_) return fused_norm_pass(x, weight, bias, rms_, eps_, rows);
   return {x, forward(x)};
 }
 

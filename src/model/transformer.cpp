@@ -70,7 +70,11 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache, con
   const int64_t offset = cache ? cache->length() : 0;
   MT_CHECK(offset + T <= cfg_.max_seq_len, "sequence of ", offset + T, " tokens exceeds model.max_seq_len ",
            cfg_.max_seq_len);
-  if (!cache) return final_norm->forward(run_blocks(embed(tokens, packed), T, packed));
+  if (!cache) {
+    std::optional<TableRows> rows;
+    const at::Tensor x = embed(tokens, packed, &rows);
+    return final_norm->forward(run_blocks(x, T, packed, rows ? &*rows : nullptr));
+  }
   MT_CHECK(!(packed && packed->packed()), "packed documents with a KV cache");
   auto x = tok_embed->forward(tokens);  // [B, T, D]
   at::Tensor cos, sin;
@@ -86,7 +90,7 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, KVCache* cache, con
   return final_norm->forward(x);
 }
 
-at::Tensor TransformerImpl::embed(const at::Tensor& tokens, const Documents* docs) {
+at::Tensor TransformerImpl::embed(const at::Tensor& tokens, const Documents* docs, std::optional<TableRows>* rows) {
   MT_CHECK(span_.embed, "TransformerImpl::embed on a pipeline stage without the embedding");
   const int64_t T = tokens.size(1);
   MT_CHECK(T <= cfg_.max_seq_len, "sequence of ", T, " tokens exceeds model.max_seq_len ", cfg_.max_seq_len);
@@ -95,12 +99,15 @@ at::Tensor TransformerImpl::embed(const at::Tensor& tokens, const Documents* doc
     const bool packed = docs && docs->packed();
     x = x + pos_embed->forward(packed ? docs->positions : at::arange(0, T, tokens.options()));
   }
-  if (is_training() && cfg_.dropout > 0) x = at::dropout(x, cfg_.dropout, true);
+  const bool dropout = is_training() && cfg_.dropout > 0;
+  if (rows && !pos_embed && !dropout && !hooks_.enter_blocks) *rows = tok_embed->rows(tokens);
+  if (dropout) x = at::dropout(x, cfg_.dropout, true);
   if (hooks_.enter_blocks) x = hooks_.enter_blocks(x);
   return x;
 }
 
-at::Tensor TransformerImpl::run_blocks(const at::Tensor& x_in, int64_t seq_len, const Documents* packed) {
+at::Tensor TransformerImpl::run_blocks(const at::Tensor& x_in, int64_t seq_len, const Documents* packed,
+                                       const TableRows* x_rows) {
   // A copy the blocks share (and activation checkpointing keeps for recomputation): the mask, where SDPA
   // needs one, is made once for all layers.
   std::shared_ptr<Documents> docs;
@@ -128,7 +135,7 @@ at::Tensor TransformerImpl::run_blocks(const at::Tensor& x_in, int64_t seq_len, 
       };
       x = runner_(static_cast<int64_t>(i), *block, x, run);
     } else {
-      x = block->forward(x, cos, sin, nullptr, docs.get());
+      x = block->forward(x, cos, sin, nullptr, docs.get(), i == 0 ? x_rows : nullptr);
     }
   }
   return x;

@@ -8,6 +8,8 @@
 // Exit code 77 (skipped) without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 #include <c10/util/accumulate.h>
 #include <torch/autograd.h>
@@ -380,6 +382,51 @@ TEST(FusedNormGpu, MatchesNormInValueAndGradients) {
           EXPECT_TRUE(close_scaled(b.grad(), br.grad(), 1e-3, 1e-4));
         }
       }
+    }
+  }
+}
+
+// The first block's norm told that its input is rows of the embedding table (model/table_rows.h): its backward
+// gathers them again, so the graph holds no copy of x between the forward and the backward (the allocator's count
+// after the forward is x's bytes lower), and every gradient (the table's, through the embedding, and γ's, β's) is
+// bit for bit what keeping x gives. RMSNorm and LayerNorm, an fp32 table under bf16 autocast as the model runs
+// and a bf16 table (a frozen LoRA base's) without.
+TEST(FusedNormGpu, RowsOfTheTableAreGatheredAgainNotKept) {
+  const auto allocated = [] {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+  };
+  const int64_t V = 1000, D = 2048;
+  for (bool rms : {true, false}) {
+    for (auto [dt, autocast] : {std::pair{at::kFloat, true}, std::pair{at::kBFloat16, false}}) {
+      SCOPED_TRACE(::testing::Message() << (rms ? "rms " : "layer ") << c10::toString(dt));
+      at::manual_seed(11);
+      const auto table0 = at::randn({V, D}, kCuda).to(dt), w0 = at::randn({D}, kCuda) * 0.5 + 1;
+      const auto b0 = at::randn({D}, kCuda) * 0.1, ids = at::randint(0, V, {2, 129}, kCuda.dtype(at::kLong));
+      const auto dy = at::randn({2, 129, D}, kCuda), dxs = at::randn({2, 129, D}, kCuda);
+      std::vector<std::vector<at::Tensor>> grads;
+      std::vector<int64_t> held;
+      for (bool gather : {false, true}) {
+        auto table = table0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+        auto b = rms ? at::Tensor() : b0.clone().requires_grad_(true);
+        const model::TableRows rows{table, ids};
+        at::Tensor y, xs;
+        const int64_t before = allocated();
+        auto run = [&] {
+          const auto x = at::embedding(table, ids);
+          std::tie(xs, y) = model::fused_norm_pass(x, w, b, rms, 1e-5, gather ? &rows : nullptr);
+        };
+        if (autocast) under_autocast(at::kBFloat16, run);
+        else run();
+        ASSERT_TRUE(made_by(y, "FusedNorm"));
+        auto loss = (y.to(at::kFloat) * dy).sum() + (xs.to(at::kFloat) * dxs).sum();
+        xs = at::Tensor();  // the block's residual add is done with it
+        held.push_back(allocated() - before);
+        loss.backward();
+        grads.push_back({table.grad(), w.grad(), rms ? w.grad() : b.grad()});
+      }
+      EXPECT_EQ(held[0] - held[1], 2 * 129 * D * c10::elementSize(dt));
+      for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "gradient " << i;
     }
   }
 }

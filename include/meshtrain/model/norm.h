@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "meshtrain/model/param_module.h"
+#include "meshtrain/model/table_rows.h"
 
 namespace meshtrain::model {
 
@@ -14,8 +15,9 @@ class NormImpl : public ParamModule {
   // (model/kernels/fused_add_norm.h: the output in the autocast dtype under autocast), else ATen's norm.
   at::Tensor forward(const at::Tensor& x);
   // x → {x, forward(x)} for an x used unnormalised too: with the fused kernel, the gradient of the first is
-  // added to the norm's input gradient inside the norm's backward kernel (fused_norm_pass).
-  std::pair<at::Tensor, at::Tensor> pass_forward(const at::Tensor& x);
+  // added to the norm's input gradient inside the norm's backward kernel (fused_norm_pass). `rows`: x is those
+  // rows of an embedding table, which the fused kernel's backward gathers again instead of keeping x.
+  std::pair<at::Tensor, at::Tensor> pass_forward(const at::Tensor& x, const TableRows* rows = nullptr);
   // The residual add before the norm: x, r: [..., dim] → {h = x + r, forward(h)}; one fused CUDA kernel
   // where it applies and fused() holds, else the add and forward.
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x, const at::Tensor& r);

@@ -12,6 +12,7 @@
 #include <torch/nn/module.h>
 
 #include <functional>
+#include <optional>
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/model/block.h"
@@ -19,6 +20,7 @@
 #include "meshtrain/model/block_runner.h"
 #include "meshtrain/model/kv_cache.h"
 #include "meshtrain/model/linear/linear.h"
+#include "meshtrain/model/table_rows.h"
 
 namespace meshtrain::model {
 
@@ -59,10 +61,14 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor hidden(const at::Tensor& tokens, KVCache* cache = nullptr, const Documents* docs = nullptr);
   // The three pieces hidden() and loss() are made of, for a pipeline stage that holds some of them.
   // Embeddings (+ dropout, + the enter_blocks hook): tokens [B, T] → x [B, T', D]. Needs span().embed.
-  at::Tensor embed(const at::Tensor& tokens, const Documents* docs = nullptr);
+  // `rows`, where given, is set when x is nothing but rows of the token embedding's table (no position
+  // embedding, dropout or hook on top), else left empty.
+  at::Tensor embed(const at::Tensor& tokens, const Documents* docs = nullptr, std::optional<TableRows>* rows = nullptr);
   // This module's blocks over x [B, T', D] for sequences of `seq_len` positions from 0 (RoPE tables), or
-  // restarting at each of `docs`' documents.
-  at::Tensor run_blocks(const at::Tensor& x, int64_t seq_len, const Documents* docs = nullptr);
+  // restarting at each of `docs`' documents. `x_rows` (from embed) lets the first block's norm gather x again in
+  // backward instead of keeping it, where no block runner (checkpointing, FSDP) wraps the block.
+  at::Tensor run_blocks(const at::Tensor& x, int64_t seq_len, const Documents* docs = nullptr,
+                        const TableRows* x_rows = nullptr);
   // Final norm, head and mean loss of x [B, T', D] against targets [B, T]. Needs span().head.
   at::Tensor head_loss(const at::Tensor& x, const at::Tensor& targets);
   const ModelSpan& span() const { return span_; }

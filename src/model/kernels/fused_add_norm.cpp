@@ -138,18 +138,29 @@ class FusedAddNorm : public torch::autograd::Function<FusedAddNorm> {
 // The norm alone (no add): the same kernels with r absent; y in the autocast dtype as above, so the bf16 copy
 // a linear would make of an fp32 output (and that copy's backward) never happens. With `pass`, x is also an
 // output (the same values on a new autograd edge) whose gradient the backward kernel adds to the norm's, where
-// autograd would sum the two in a separate kernel.
+// autograd would sum the two in a separate kernel. With `rows` (x is those rows of an embedding table), the
+// table and the ids are kept in x's place and the backward gathers x again: the first block's input then lives
+// only as long as its forward uses it, as torch.compile's partitioner arranges by recomputing the embedding.
 class FusedNorm : public torch::autograd::Function<FusedNorm> {
  public:
   // x: contiguous [rows, D]; weight, bias: [D] (bias empty for RMSNorm, not read); y_type: y's dtype.
   // → {y}, or with pass {x, y}.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                               const at::Tensor& bias, bool rms, double eps, at::ScalarType y_type, bool pass) {
+                               const at::Tensor& bias, bool rms, double eps, at::ScalarType y_type, bool pass,
+                               const TableRows* rows) {
     const c10::DeviceGuard guard(x.device());
     auto y = at::empty({x.size(0), x.size(1)}, x.options().dtype(y_type));
     const NormLaunch n = norm_launch(x, at::Tensor(), at::Tensor(), y, weight, bias, rms, eps);
     cuda::check_launch(cuda::add_norm_forward(n.args, cuda::stream_of(x)), "fused norm forward");
-    ctx->save_for_backward({x, n.gamma, n.mean, n.rstd});
+    if (rows) {
+      MT_CHECK(rows->table.dim() == 2 && rows->table.size(1) == x.size(1) && rows->ids.numel() == x.size(0) &&
+                   rows->table.scalar_type() == x.scalar_type(),
+               "fused norm: x [", x.sizes(), "] ", x.scalar_type(), " is not the rows ", rows->ids.sizes(),
+               " of the table [", rows->table.sizes(), "] ", rows->table.scalar_type());
+      ctx->save_for_backward({at::Tensor(), n.gamma, n.mean, n.rstd, rows->table, rows->ids});
+    } else {
+      ctx->save_for_backward({x, n.gamma, n.mean, n.rstd, at::Tensor(), at::Tensor()});
+    }
     ctx->saved_data["rms"] = rms;
     ctx->saved_data["w_type"] = weight.scalar_type();
     ctx->saved_data["b_type"] = bias.scalar_type();
@@ -162,10 +173,11 @@ class FusedNorm : public torch::autograd::Function<FusedNorm> {
     auto saved = ctx->get_saved_variables();
     const bool pass = ctx->saved_data["pass"].toBool();
     const at::Tensor dx_out = pass ? grad_out[0] : at::Tensor();
-    auto [dx, dgamma, dbeta] = norm_backward(saved[0], saved[1], saved[2], saved[3], grad_out[pass ? 1 : 0], dx_out,
+    const at::Tensor x = saved[0].defined() ? saved[0] : at::embedding(saved[4], saved[5]).view({-1, saved[4].size(1)});
+    auto [dx, dgamma, dbeta] = norm_backward(x, saved[1], saved[2], saved[3], grad_out[pass ? 1 : 0], dx_out,
                                              ctx->saved_data["rms"].toBool(), ctx->saved_data["w_type"].toScalarType(),
                                              ctx->saved_data["b_type"].toScalarType());
-    return {dx, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -229,10 +241,10 @@ bool norm_kernel_ready(const at::Tensor& x, const at::Tensor& weight, const at::
 }
 
 variable_list fused_norm_apply(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool rms,
-                               double eps, bool pass) {
+                               double eps, bool pass, const TableRows* rows) {
   const int64_t D = x.size(-1);
   auto out = FusedNorm::apply(x.reshape({-1, D}).contiguous(), weight, rms ? no_bias(weight) : bias, rms, eps,
-                              norm_output_type(x, x), pass);
+                              norm_output_type(x, x), pass, rows);
   for (auto& t : out) t = t.view(x.sizes());
   return out;
 }
@@ -243,17 +255,17 @@ variable_list fused_norm_apply(const at::Tensor& x, const at::Tensor& weight, co
 at::Tensor fused_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool rms, double eps) {
   check_norm_args("fused_norm", x, weight, bias, rms);
 #if MESHTRAIN_CUDA_KERNELS
-  if (norm_kernel_ready(x, weight, bias, rms)) return fused_norm_apply(x, weight, bias, rms, eps, false)[0];
+  if (norm_kernel_ready(x, weight, bias, rms)) return fused_norm_apply(x, weight, bias, rms, eps, false, nullptr)[0];
 #endif
   return composite_norm(x, weight, bias, rms, eps);
 }
 
 std::pair<at::Tensor, at::Tensor> fused_norm_pass(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                                                  bool rms, double eps) {
+                                                  bool rms, double eps, const TableRows* rows) {
   check_norm_args("fused_norm_pass", x, weight, bias, rms);
 #if MESHTRAIN_CUDA_KERNELS
   if (norm_kernel_ready(x, weight, bias, rms)) {
-    auto out = fused_norm_apply(x, weight, bias, rms, eps, true);
+    auto out = fused_norm_apply(x, weight, bias, rms, eps, true, rows);
     return {out[0], out[1]};
   }
 #endif

@@ -14,6 +14,8 @@
 
 #include <utility>
 
+#include "meshtrain/model/table_rows.h"
+
 namespace meshtrain::model {
 
 // x, r: [..., D] alike (fp32 or bf16 each); weight: [D]; bias: [D], or undefined for RMSNorm (rms = true).
@@ -27,7 +29,9 @@ at::Tensor fused_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
 // {x, fused_norm(x, ...)} for an x that is also used unnormalised (a block's input: the norm and the residual
 // add read it). The first is x's values on a new autograd edge: the backward adds its gradient to the norm's
 // input gradient in the norm's own kernel, where autograd would sum the two gradients of x in another.
+// `rows`, where given, says x is at::embedding(rows->table, rows->ids): the fused kernel's backward then gathers
+// those rows again rather than keeping x from the forward to the backward (the composite norm ignores it).
 std::pair<at::Tensor, at::Tensor> fused_norm_pass(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                                                  bool rms, double eps);
+                                                  bool rms, double eps, const TableRows* rows = nullptr);
 
 }  // namespace meshtrain::model

@@ -8,12 +8,14 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/model/linear/fp8_weight.h"
 #include "meshtrain/model/param_module.h"
+#include "meshtrain/model/table_rows.h"
 
 namespace meshtrain::model {
 
@@ -125,6 +127,10 @@ class EmbeddingImpl : public ParamModule {
  public:
   EmbeddingImpl(int64_t num, int64_t dim, const at::TensorOptions& opts);
   virtual at::Tensor forward(const at::Tensor& ids);  // ids: [...] int64 → [..., dim]
+  // forward(ids) as rows of a table held here, for a reader that would rather gather them again than keep them
+  // (model/table_rows.h); nullopt where forward is more than a local lookup (a subclass that overrides forward
+  // must override this too).
+  virtual std::optional<TableRows> rows(const at::Tensor& ids) const { return TableRows{weight, ids}; }
 
   at::Tensor weight;  // [num, dim]
 };

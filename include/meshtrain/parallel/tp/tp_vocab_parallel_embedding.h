@@ -22,6 +22,8 @@ class VocabParallelEmbeddingImpl : public model::EmbeddingImpl {
   // weight: [end - start, dim], this rank's rows.
   VocabParallelEmbeddingImpl(at::Tensor weight, VocabBlock block, comm::CommPtr tp);
   at::Tensor forward(const at::Tensor& ids) override;  // ids: [...] int64 (global ids) → [..., dim]
+  // Its rows come out of an all-reduce over the tensor-parallel ranks: no local lookup to repeat.
+  std::optional<model::TableRows> rows(const at::Tensor&) const override { return std::nullopt; }
 
   const VocabBlock& block() const { return block_; }
 
