@@ -135,9 +135,9 @@ int cmd_serve(int argc, char** argv) {
   cxxopts::Options o("meshtrain serve",
                      std::string("Serve a checkpoint over HTTP with OpenAI's API: /v1/completions, /v1/chat/completions, "
                      "/v1/models, /health, /metrics. Prints the address it listens on; SIGINT or SIGTERM drains it "
-                     "(new requests get 503, those in flight finish), a second one stops it at once. Its settings are the serve.* "
-                     "keys of the checkpoint's config (or of --config FILE), then --set, then the flags of the same "
-                     "names." +
+                     "(new requests get 503, those in flight finish), a second one stops it at once. Its settings are "
+                     "the serve.* keys of the checkpoint's config (or of --config FILE), then --set, then the flags of "
+                     "the same names." +
                          std::string(kModelArgumentHelp)));
   add_serve_flags(o);
   o.add_options()(

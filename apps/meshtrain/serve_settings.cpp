@@ -55,8 +55,8 @@ void add_serve_flags(cxxopts::Options& o) {
     const bool on_off = f.type == FieldType::Bool;
     const FieldValue def = f.default_value();
     const std::string fallback = on_off ? (std::get<bool>(def) ? "on" : "off") : format_field_value(def);
-    const std::string help = cat(f.doc, on_off ? ": on or off" : "", " (serve.", s.key, "; default: the config's, else ",
-                                 fallback, ")");
+    const std::string help =
+        cat(f.doc, on_off ? ": on or off" : "", " (serve.", s.key, "; default: the config's, else ", fallback, ")");
     switch (f.type) {
       case FieldType::Int: o.add_options()(s.flag, help, cxxopts::value<int64_t>()); break;
       case FieldType::Double: o.add_options()(s.flag, help, cxxopts::value<double>()); break;

@@ -82,7 +82,8 @@ meshtrain_add_test(e2e serve load
 # meshtrain serve's settings: the checkpoint's recorded serve section, --config FILE's, --set and the flags, each
 # over the one before; refused values one line naming their source, exit 2.
 meshtrain_add_test(e2e serve settings
-  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_settings_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_settings_test.py ${MESHTRAIN_BIN}
+          ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 300)
 # meshtrain serve's shutdown: SIGTERM drains (503 for new requests, the ones in flight finish, exit 0); a second
 # signal or --drain-timeout cuts it short (exit 1, the unfinished counted).
