@@ -34,6 +34,11 @@ meshtrain_add_test(e2e train memory_snapshot_gpu
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/memory_snapshot_gpu_test.py
           ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# scripts/memory_peak.py on snapshots written in PyTorch's format: the peak replayed, its blocks by call site, two
+# snapshots set side by side, bad files one line and exit 2.
+meshtrain_add_test(e2e train memory_peak
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/memory_peak_test.py ${CMAKE_SOURCE_DIR}
+  PROPERTIES TIMEOUT 120)
 # bench train --profile: trace and phase table on CPU; the same with CUDA kernels on a GPU machine.
 meshtrain_add_test(e2e train profile
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/profile_test.py ${MESHTRAIN_BIN}
