@@ -91,7 +91,6 @@ void check_serve_flags(const cxxopts::ParseResult& r) {
 }
 
 ServeConfig serve_settings(const cxxopts::ParseResult& r, const Config& recorded) {
-  check_serve_flags(r);
   Config cfg = r.count("config") ? load_config(r["config"].as<std::string>(), serve_overrides(r)) : recorded;
   validate_serve(cfg);
   for (const ServeFlag& s : kServeFlags) {

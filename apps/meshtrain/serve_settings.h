@@ -24,9 +24,9 @@ std::vector<std::string> serve_overrides(const cxxopts::ParseResult& r);
 void check_serve_flags(const cxxopts::ParseResult& r);
 
 // The serve section in force: `recorded` (the checkpoint's config with serve_overrides applied) unless --config
-// names a file, whose serve section (with the same overrides) replaces it; then the flags. Every key checked
-// against config_validate.cpp's rules: UserError "SOURCE: serve.KEY: given X; valid Y", SOURCE the flag that set
-// it, else the file (check_serve_flags is part of it).
+// names a file, whose serve section (with the same overrides) replaces it; then the flags, which check_serve_flags
+// must have passed first. The section before the flags is checked against config_validate.cpp's rules: UserError
+// "FILE: serve.KEY: given X; valid Y".
 ServeConfig serve_settings(const cxxopts::ParseResult& r, const Config& recorded);
 
 }  // namespace meshtrain::cli

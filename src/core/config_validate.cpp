@@ -286,8 +286,6 @@ class Validator {
                                "empty (e.g. [blocks.0.*, tok_embed.weight] or blocks.0.*,tok_embed.weight)"));
   }
 
-  // Lists and pairs that consumers take item by item (core/config_enums.h, core/nccl_env.h): their own rules,
-  // reported with the file name like every other rule here.
   // A misspelt path in the tables above would silently drop its rule: a bug, caught on first use.
   static void check_tables() {
     static const bool tables_ok = [] {
@@ -299,6 +297,7 @@ class Validator {
     (void)tables_ok;
   }
 
+  // serve.max_body is a size as people type it ("8M"): the parser's rule, named with the file.
   void check_serve_body() const {
     try {
       (void)parse_bytes("serve.max_body", cfg_.serve.max_body);
@@ -307,6 +306,8 @@ class Validator {
     }
   }
 
+  // Lists and pairs that consumers take item by item (core/config_enums.h, core/nccl_env.h): their own rules,
+  // reported with the file name like every other rule here.
   void check_typed_values() {
     check_freeze();
     check_serve_body();
