@@ -20,10 +20,7 @@
 #include <vector>
 
 #if MESHTRAIN_CUDA_KERNELS
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include "support/cuda_graph_timing.h"
 #endif
 
 #include "meshtrain/model/kernels/paged_decode.h"
@@ -41,35 +38,11 @@ struct BenchRow {
 };
 
 #if MESHTRAIN_CUDA_KERNELS
-// Median of 20 single calls timed between CUDA events on the current stream, after 3 warm-up calls.
-double median_us(const std::function<void()>& call) {
-  for (int i = 0; i < 3; ++i) call();
-  std::vector<double> us;
-  for (int i = 0; i < 20; ++i) {
-    at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
-    const auto stream = c10::cuda::getCurrentCUDAStream();
-    start.record(stream);
-    call();
-    stop.record(stream);
-    stop.synchronize();
-    us.push_back(1e3 * start.elapsed_time(stop));
-  }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
+using testing_support::median_event_us;
 
-// Per call: `calls` calls captured in one CUDA graph (on a side stream, as capture needs), the median replay / calls.
+// Per call: `calls` calls captured in one CUDA graph, the median replay / calls.
 double graph_us(const std::function<void()>& call, int calls = 10) {
-  call();  // warm-up outside the capture (allocations, first launch)
-  at::cuda::CUDAGraph graph;
-  {
-    const auto side = c10::cuda::getStreamFromPool();
-    const c10::cuda::CUDAStreamGuard guard(side);
-    graph.capture_begin();
-    for (int i = 0; i < calls; ++i) call();
-    graph.capture_end();
-  }
-  return median_us([&] { graph.replay(); }) / calls;
+  return testing_support::graph_call_us([&](int) { call(); }, calls);
 }
 
 BenchRow bench_decode(int64_t B, int64_t context) {
@@ -89,7 +62,7 @@ BenchRow bench_decode(int64_t B, int64_t context) {
   const auto wide = at::constant_pad_nd(tables, {0, std::max<int64_t>(0, kGraphTableTokens / bs - blocks_per_seq)});
   row.kernel_us = graph_us([&] { (void)model::paged_decode_attention(q, k, v, tables, lens); });
   row.graph_table_us = graph_us([&] { (void)model::paged_decode_attention(q, k, v, wide, lens); });
-  row.reference_us = median_us([&] { (void)model::paged_attention(q, cache, batch); });
+  row.reference_us = median_event_us([&] { (void)model::paged_attention(q, cache, batch); });
   const double bytes = 2.0 * static_cast<double>(B * context * Hkv * hd) * 2.0;
   row.kernel_gbs = bytes / (row.graph_table_us * 1e-6) / 1e9;
   return row;
