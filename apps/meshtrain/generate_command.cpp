@@ -9,7 +9,9 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "kv_cache_blocks.h"
 #include "model_placement.h"
+#include "serve_settings.h"
 #include "meshtrain/ckpt/inference_checkpoint.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fs.h"
@@ -25,13 +27,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The flags of one mode only, refused in the other with one line.
-constexpr const char* kBatchOnly[] = {"output",      "max-running", "blocks", "block-size", "max-step-tokens",
-                                      "top-p",       "repetition-penalty", "quantization"};
+// The flags of one mode only, refused in the other with one line; with --input also the serve.* flags that size
+// and run the engine (serve_settings.h).
+constexpr const char* kBatchOnly[] = {"output", "top-p", "repetition-penalty", "quantization"};
 constexpr const char* kSingleOnly[] = {"prompt", "chat", "system", "logits"};
 
 void refuse_flags(const cxxopts::ParseResult& r, const char* const* begin, const char* const* end, const char* why) {
   for (const char* const* f = begin; f != end; ++f) MT_USER_CHECK(!r.count(*f), "--", *f, ": ", why);
+}
+
+void refuse_batch_flags(const cxxopts::ParseResult& r) {
+  const char* why = "only with --input (a file of prompts)";
+  refuse_flags(r, std::begin(kBatchOnly), std::end(kBatchOnly), why);
+  for (const std::string& f : serve_flag_names(ServeFlags::engine)) MT_USER_CHECK(!r.count(f), "--", f, ": ", why);
 }
 
 int64_t positive_flag(const cxxopts::ParseResult& r, const char* flag) {
@@ -64,35 +72,54 @@ void check_output_path(const std::string& path) {
   MT_USER_CHECK(!fs::is_directory(path), "--output ", path, ": is a directory; give a file name");
 }
 
-// --input FILE --output FILE: every line through the engine at once; the output written whole or not at all.
+// The limits every line must fit: the model's, and the cache's where its size is known before the weights load
+// (serve.blocks, or the CPU's default); else only the model's until kv_cache_blocks has sized it.
+serve::offline::BatchLimits batch_limits(const ModelConfig& m, const ServeConfig& settings,
+                                         const c10::TensorOptions& placement) {
+  const int64_t blocks = kv_blocks_before_loading(settings, placement);
+  return {.vocab_size = m.vocab_size,
+          .max_seq_len = m.max_seq_len,
+          .cache_tokens = blocks > 0 ? blocks * settings.block_size : m.max_seq_len,
+          .cache_source = "serve.blocks × serve.block_size"};
+}
+
+// --input FILE --output FILE: every line through the engine at once; the output written whole or not at all. The
+// engine's settings are the serve.* keys, as `meshtrain serve` takes them (serve_settings.h).
 int generate_file(const cxxopts::ParseResult& r, const std::string& checkpoint, const c10::TensorOptions& placement) {
   refuse_flags(r, std::begin(kSingleOnly), std::end(kSingleOnly), "not with --input (each line has its prompt)");
   MT_USER_CHECK(r.count("output"), "--input: give --output FILE for the results (one JSON line per prompt)");
   const std::string input = r["input"].as<std::string>(), output = r["output"].as<std::string>();
   check_output_path(output);
-  serve::GenerateOptions gen{.scheduler = {.num_blocks = static_cast<int>(positive_flag(r, "blocks")),
-                                           .block_size = static_cast<int>(positive_flag(r, "block-size")),
-                                           .max_tokens_per_step = static_cast<int>(positive_flag(r, "max-step-tokens")),
-                                           .max_running = static_cast<int>(positive_flag(r, "max-running"))}};
+  check_serve_flags(r);  // a mistyped flag is named before the prompts and the checkpoint are read
   const auto lines = serve::offline::read_prompt_file(input, prompt_defaults(r));
-  const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(checkpoint);
+  const ckpt::InferenceCheckpoint ck = ckpt::open_for_inference(checkpoint, serve_overrides(r));
+  const ServeConfig settings = serve_settings(r, ck.config);
+  serve::GenerateOptions gen{.scheduler = {.block_size = static_cast<int>(settings.block_size),
+                                           .max_tokens_per_step = static_cast<int>(settings.max_step_tokens),
+                                           .max_running = static_cast<int>(settings.max_running)},
+                             .cuda_graphs = settings.cuda_graphs};
   const auto tokenizer_json = r.count("tokenizer") ? std::optional(text::tokenizer_file(r["tokenizer"].as<std::string>(),
                                                                              "--tokenizer"))
                                          : text::find_tokenizer_file(ckpt::tokenizer_dirs(ck, checkpoint));
   const serve::offline::ModelText model_text =
       serve::offline::load_model_text(tokenizer_json, ck.config.model.vocab_size);
-  const auto requests = serve::offline::encode_prompts(
-      lines, model_text, input,
-      {.vocab_size = ck.config.model.vocab_size, .max_seq_len = ck.config.model.max_seq_len,
-       .cache_tokens = int64_t{gen.scheduler.num_blocks} * gen.scheduler.block_size});
+  serve::offline::BatchLimits limits = batch_limits(ck.config.model, settings, placement);
+  auto requests = serve::offline::encode_prompts(lines, model_text, input, limits);  // refused before the weights
   const serve::ServingRanks ranks = serve::join_serving_ranks(
       placement, std::chrono::milliseconds(static_cast<int64_t>(ck.config.parallel.timeout_s * 1000)));
   model::Transformer net = serve::load_serving_model(  // the engine follows the weights
       ck, ranks, serve::weight_quantization_from_flag(r["quantization"].as<std::string>()));
+  gen.scheduler.num_blocks = kv_cache_blocks(settings, ck.config.model, ranks, gen.scheduler, "meshtrain generate",
+                                             std::cerr, &limits.cache_source);
   if (!ranks.leader()) {  // a tensor-parallel rank: its share of each step rank 0 leads, until rank 0 is done
     serve::PagedKvCache cache(*net, gen.scheduler.num_blocks, gen.scheduler.block_size);
     ranks.steps->follow(*net, cache);
     return 0;
+  }
+  const int64_t cache_tokens = int64_t{gen.scheduler.num_blocks} * gen.scheduler.block_size;
+  if (cache_tokens != limits.cache_tokens) {  // sized from the free memory: the lines checked against it now
+    limits.cache_tokens = cache_tokens;
+    requests = serve::offline::encode_prompts(lines, model_text, input, limits);
   }
   gen.tp = ranks.steps;
   serve::offline::GenerationProgress progress(std::cerr, isatty(STDERR_FILENO) == 1);
@@ -118,7 +145,10 @@ int cmd_generate(int argc, char** argv) {
                      "{\"messages\": [{\"role\", \"content\"}]}, optional \"id\", \"max_tokens\", \"temperature\", "
                      "\"top_p\", \"top_k\", \"seed\", \"repetition_penalty\", \"stop\") generated at once through "
                      "the serving engine; FILE gets one JSON line per input line, in order: id, index, text, "
-                     "token_ids, finish_reason, usage. The sampling flags are the defaults of the lines." +
+                     "token_ids, finish_reason, usage. The sampling flags are the defaults of the lines. The engine's "
+                     "settings are the serve.* keys, layered as meshtrain serve layers them (the checkpoint's "
+                     "recorded serve section or --config FILE's, then --set serve.KEY=VALUE, then the flags): on "
+                     "CUDA the KV cache takes serve.gpu_memory_fraction of the memory the weights leave." +
                          std::string(kModelArgumentHelp)));
   o.add_options()("prompt", "text to continue (with --chat: the user's message)",
                   cxxopts::value<std::string>()->default_value("\n"))(
@@ -142,14 +172,10 @@ int cmd_generate(int argc, char** argv) {
       "top-p", "with --input: nucleus sampling's mass; 1 = all", cxxopts::value<double>()->default_value("1"))(
       "repetition-penalty", "with --input: > 1 discourages tokens already in the sequence",
       cxxopts::value<double>()->default_value("1"))(
-      "max-running", "with --input: requests decoding at once", cxxopts::value<int64_t>()->default_value("16"))(
-      "blocks", "with --input: KV cache blocks", cxxopts::value<int64_t>()->default_value("256"))(
-      "block-size", "with --input: tokens per KV block", cxxopts::value<int64_t>()->default_value("16"))(
-      "max-step-tokens", "with --input: tokens per engine step (a decode counts 1, a prefill chunk its length)",
-      cxxopts::value<int64_t>()->default_value("2048"))(
       "quantization", "with --input: the blocks' linear weights held as none (--dtype) or fp8 (e4m3, a scale per "
-      "output row; a GPU with FP8 matmuls)", cxxopts::value<std::string>()->default_value("none"))(
-      "h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
+      "output row; a GPU with FP8 matmuls)", cxxopts::value<std::string>()->default_value("none"));
+  add_serve_flags(o, ServeFlags::engine);  // with --input: the engine's serve.* settings
+  o.add_options()("h,help", "show this help")("checkpoint", "", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
   auto r = parse(o, argc, argv);
@@ -157,7 +183,7 @@ int cmd_generate(int argc, char** argv) {
   const c10::TensorOptions placement =
       placement_from_flags(r["device"].as<std::string>(), r["dtype"].as<std::string>());
   if (r.count("input")) return generate_file(r, strings(r, "checkpoint")[0], placement);
-  refuse_flags(r, std::begin(kBatchOnly), std::end(kBatchOnly), "only with --input (a file of prompts)");
+  refuse_batch_flags(r);
   MT_USER_CHECK(!r.count("system") || r.count("chat"), "--system: only with --chat (it is a chat turn)");
   train::GenerateOptions opts{.checkpoint = strings(r, "checkpoint")[0],
                               .prompt = r["prompt"].as<std::string>(),

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "kv_cache_blocks.h"
 #include "model_placement.h"
 #include "serve_settings.h"
 #include "meshtrain/ckpt/inference_checkpoint.h"
@@ -45,35 +46,6 @@ serve::http::ModelText model_text(const cxxopts::ParseResult& r, const ckpt::Inf
           .vocab_size = ck.config.model.vocab_size,
           .tokenizer = std::move(loaded.tokenizer),
           .chat = std::move(loaded.chat)};
-}
-
-// The KV cache's blocks: on CUDA what kv_cache_size_on_device says (serve.blocks if it fits, else what
-// serve.gpu_memory_fraction leaves), on the CPU serve.blocks (0: kCpuBlocks). Under tensor parallelism a block holds
-// the rank's share of the heads, and every rank takes the fewest any rank can hold. One line (rank 0's) says how
-// many, what they hold and where the number came from.
-int kv_blocks(const ServeConfig& c, const ModelConfig& m, const serve::ServingRanks& ranks,
-              const serve::SchedulerOptions& s) {
-  constexpr int64_t kCpuBlocks = 256;
-  const c10::TensorOptions& placement = ranks.placement;
-  const auto dtype_bytes = static_cast<int64_t>(placement.dtype().itemsize());
-  const int64_t block_bytes = serve::kv_block_bytes(m, s.block_size, dtype_bytes, ranks.tp());
-  serve::KvCacheSize size{c.blocks > 0 ? c.blocks : kCpuBlocks,
-                          c.blocks > 0 ? "serve.blocks" : cat("serve.blocks' default on the CPU (", kCpuBlocks, ")")};
-  if (placement.device().is_cuda())
-    size = serve::kv_cache_size_on_device(
-        serve::device_free_bytes(placement.device()), c.gpu_memory_fraction,
-        serve::step_workspace_bytes(m, s.max_tokens_per_step, s.max_running, dtype_bytes, ranks.tp()), block_bytes,
-        c.blocks > 0 ? std::optional<int64_t>(c.blocks) : std::nullopt);
-  const int64_t agreed = ranks.min_over_ranks(size.num_blocks);
-  if (agreed < size.num_blocks) size.source += cat(" (", size.num_blocks, " here; the fewest of the ", ranks.tp(),
-                                                   " tensor-parallel ranks)");
-  size.num_blocks = agreed;
-  if (!ranks.leader()) return static_cast<int>(size.num_blocks);
-  std::cout << "meshtrain serve: KV cache: " << size.num_blocks << " blocks of " << s.block_size << " tokens ("
-            << size.num_blocks * s.block_size << " tokens), " << serve::memory_text(size.num_blocks * block_bytes)
-            << (ranks.tp() > 1 ? cat(" per rank (", ranks.tp(), " tensor-parallel ranks)") : std::string())
-            << ", from " << size.source << std::endl;
-  return static_cast<int>(size.num_blocks);
 }
 
 // Takes a pending SIGINT or SIGTERM without waiting; true if there was one.
@@ -176,7 +148,8 @@ int cmd_serve(int argc, char** argv) {
   const serve::ServingRanks ranks =
       serve::join_serving_ranks(placement, std::chrono::milliseconds(static_cast<int64_t>(tp_timeout * 1000)));
   model::Transformer net = serve::load_serving_model(ck, ranks, quant);  // the engine follows the weights
-  gen.scheduler.num_blocks = kv_blocks(settings, ck.config.model, ranks, gen.scheduler);
+  gen.scheduler.num_blocks =
+      kv_cache_blocks(settings, ck.config.model, ranks, gen.scheduler, "meshtrain serve", std::cout);
   if (!ranks.leader()) return follow_leader(*net, gen.scheduler, *ranks.steps);
   gen.tp = ranks.steps;
   serve::EngineLoop engine(std::move(net), gen, static_cast<int>(settings.max_waiting));

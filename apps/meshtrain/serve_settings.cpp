@@ -12,20 +12,23 @@ namespace {
 struct ServeFlag {
   const char* flag;
   const char* key;
+  bool engine;  // sizes or runs the engine (ServeFlags::engine)
 };
 constexpr ServeFlag kServeFlags[] = {
-    {"host", "host"},
-    {"port", "port"},
-    {"gpu-memory-fraction", "gpu_memory_fraction"},
-    {"blocks", "blocks"},
-    {"block-size", "block_size"},
-    {"max-running", "max_running"},
-    {"max-waiting", "max_waiting"},
-    {"max-step-tokens", "max_step_tokens"},
-    {"max-body", "max_body"},
-    {"cuda-graphs", "cuda_graphs"},
-    {"drain-timeout", "drain_timeout_s"},
+    {"host", "host", false},
+    {"port", "port", false},
+    {"gpu-memory-fraction", "gpu_memory_fraction", true},
+    {"blocks", "blocks", true},
+    {"block-size", "block_size", true},
+    {"max-running", "max_running", true},
+    {"max-waiting", "max_waiting", false},
+    {"max-step-tokens", "max_step_tokens", true},
+    {"max-body", "max_body", false},
+    {"cuda-graphs", "cuda_graphs", true},
+    {"drain-timeout", "drain_timeout_s", false},
 };
+
+bool taken(const ServeFlag& s, ServeFlags which) { return which == ServeFlags::all || s.engine; }
 
 const FieldInfo& serve_field(const char* key) {
   const FieldInfo* f = find_config_field("serve", key);
@@ -49,8 +52,9 @@ FieldValue flag_value(const cxxopts::ParseResult& r, const ServeFlag& s, const F
 
 }  // namespace
 
-void add_serve_flags(cxxopts::Options& o) {
+void add_serve_flags(cxxopts::Options& o, ServeFlags which) {
   for (const ServeFlag& s : kServeFlags) {
+    if (!taken(s, which)) continue;
     const FieldInfo& f = serve_field(s.key);
     const bool on_off = f.type == FieldType::Bool;
     const FieldValue def = f.default_value();
@@ -69,11 +73,18 @@ void add_serve_flags(cxxopts::Options& o) {
       cxxopts::value<std::vector<std::string>>());
 }
 
+std::vector<std::string> serve_flag_names(ServeFlags which) {
+  std::vector<std::string> names{"config", "set"};
+  for (const ServeFlag& s : kServeFlags)
+    if (taken(s, which)) names.emplace_back(s.flag);
+  return names;
+}
+
 std::vector<std::string> serve_overrides(const cxxopts::ParseResult& r) {
   std::vector<std::string> sets = strings(r, "set");
   for (const std::string& s : sets)
-    MT_USER_CHECK(s.rfind("serve.", 0) == 0, "--set ", s, ": meshtrain serve takes serve.KEY=VALUE only (the "
-                  "model's keys are the checkpoint's)");
+    MT_USER_CHECK(s.rfind("serve.", 0) == 0, "--set ", s, ": only serve.KEY=VALUE here (the model's keys are the "
+                  "checkpoint's)");
   return sets;
 }
 

@@ -12,8 +12,15 @@
 
 namespace meshtrain::cli {
 
-// The serve.* flags, --config and --set, added to `o`.
-void add_serve_flags(cxxopts::Options& o);
+// Which serve.* flags a command takes: all of them (`meshtrain serve`), or those that size and run the engine —
+// gpu_memory_fraction, blocks, block_size, max_running, max_step_tokens, cuda_graphs (`meshtrain generate --input`,
+// which listens on no port).
+enum class ServeFlags { all, engine };
+
+// The serve.* flags (`which`), --config and --set, added to `o`.
+void add_serve_flags(cxxopts::Options& o, ServeFlags which = ServeFlags::all);
+// The names of the flags add_serve_flags(which) adds (--config and --set among them).
+std::vector<std::string> serve_flag_names(ServeFlags which);
 
 // --set's serve.* overrides, checked to name serve keys only (the model's keys belong to the checkpoint); what
 // the checkpoint is opened with.

@@ -14,10 +14,13 @@ cache small enough that the batch preempts:
   - bf16 runs too (exit 0, every line answered), and so do FP8 block weights (--quantization fp8, the CPU's
     composite maths); the single-prompt mode takes --dtype;
   - mistakes: a line that is not JSON, without prompt or messages, max_tokens 0, a token id outside the
-    vocabulary, a prompt too long for the cache, a chat for a model without template; --input without --output,
-    --blocks or --top-p without --input, --prompt with it, an --output in a missing directory, --device cuda:99
-    (either mode), a missing input file: exit 2 with one line naming the file and line (or the flag), and no
-    output file written (an old one left as it was).
+    vocabulary, a prompt too long for the cache (from the flags or --set), a chat for a model without template;
+    --input without --output, --blocks, --cuda-graphs or --top-p without --input, --prompt with it, an --output in
+    a missing directory, --device cuda:99 (either mode), a missing input file, a serve flag out of bounds, another
+    section's key in --set: exit 2 with one line naming the file and line (or the flag), and no output file
+    written (an old one left as it was);
+  - the engine's settings are the serve.* keys: the KV cache line names its source; a config's serve section gives
+    what the flags give; with none, the CPU's default cache.
 
     generate_batch_test.py BIN_DIR SOURCE_DIR
 Exit 0 pass, 1 failure, 77 skipped (no torch / transformers / tokenizers).
@@ -105,6 +108,8 @@ for i, ((line, ids, n), w) in enumerate(zip(cases, want)):
           and g.get("finish_reason") == reason
           and g.get("usage") == {"prompt_tokens": len(ids), "completion_tokens": len(w),
                                  "total_tokens": len(ids) + len(w)}, f"{g}")
+check("the KV cache line", "meshtrain generate: KV cache: 12 blocks of 4 tokens (48 tokens)" in r.stderr
+      and ", from serve.blocks\n" in r.stderr, r.stderr)
 progress = [line for line in r.stderr.splitlines() if line.startswith("generate: ")]
 check("progress lines", progress and progress[-1].startswith(f"generate: {len(cases)}/{len(cases)} requests")
       and "done" in progress[-1] and len(progress) >= 2, r.stderr)
@@ -137,6 +142,21 @@ ids = tok(PROMPTS[0])["input_ids"]
 w = greedy_ids(model, ids, 48 - len(ids) + 1)
 got = read_out(out) if r.returncode == 0 else [{}]
 check("default max_tokens fits the cache", got[0].get("token_ids") == w, f"{r.stderr} {got[0]}, want {w}")
+
+# The engine's settings from a config's serve section instead of the flags: the same tokens, the same cache. Then
+# none at all: the CPU's default cache (256 blocks of 16), named as such.
+serve_yaml = os.path.join(WORK, "serve.yaml")
+with open(serve_yaml, "w") as f:
+    f.write("serve:\n  blocks: 12\n  block_size: 4\n  max_running: 4\n  max_step_tokens: 32\n")
+for name, settings in (("--config", ["--config", serve_yaml]), ("no settings", [])):
+    r = subprocess.run([MESHTRAIN, "generate", ckpt, "--input", inp, "--output", out, "--temperature", "0",
+                        "--max-tokens", "4", *settings], capture_output=True, text=True, timeout=300)
+    got = read_out(out) if r.returncode == 0 else [{}]
+    w = greedy_ids(model, ids, 4)
+    cache = ("12 blocks of 4 tokens (48 tokens)", "from serve.blocks\n") if settings else \
+        ("256 blocks of 16 tokens (4096 tokens)", "from serve.blocks' default on the CPU (256)")
+    check(f"settings from {name}", got[0].get("token_ids") == w and all(c in r.stderr for c in cache),
+          f"{r.stderr} {got[0]}, want {w} and {cache}")
 
 # bf16 on the CPU: runs, every line answered.
 write_lines(inp, [c[0] for c in cases])
@@ -173,8 +193,17 @@ refused("max_tokens 0", [{"prompt": "x", "max_tokens": 0}], "BAD:1: 'max_tokens'
 refused("wrong type", [good, {"prompt": "x", "temperature": "hot"}], "BAD:2: 'temperature' must be a number")
 refused("token outside the vocabulary", [good, {"prompt": [1, 10 ** 6]}], "BAD:2: 'prompt': token id 1000000")
 refused("too long for the cache", [{"prompt": list(range(1, 20)), "max_tokens": 4}],
-        "BAD:1: the prompt (19 tokens) and max_tokens (4) need 22 KV cache positions, the cache holds 16", "--blocks",
-        "4", "--block-size", "4")
+        "BAD:1: the prompt (19 tokens) and max_tokens (4) need 22 KV cache positions, the cache holds 16 "
+        "(serve.blocks × serve.block_size)", "--blocks", "4", "--block-size", "4")
+refused("too long for the cache, from --set", [{"prompt": list(range(1, 20)), "max_tokens": 4}],
+        "BAD:1: the prompt (19 tokens) and max_tokens (4) need 22 KV cache positions, the cache holds 16", "--set",
+        "serve.blocks=4", "--set", "serve.block_size=4")
+refused("a serve flag out of bounds", [good], "--max-running: serve.max_running: given 0; valid in [1, ",
+        "--max-running", "0")
+refused("another section's key in --set", [good], "--set model.n_layer=3: only serve.KEY=VALUE here", "--set",
+        "model.n_layer=3")
+refused("--cuda-graphs without --input", [good], "--cuda-graphs: only with --input",
+        args=[MESHTRAIN, "generate", ckpt, "--prompt", "x", "--cuda-graphs", "off"])
 refused("too long for the model", [good, {"prompt": "x", "max_tokens": 500}], "model.max_seq_len is 128")
 refused("no --output", [good], "--input: give --output",
         args=[MESHTRAIN, "generate", ckpt, "--input", os.path.join(WORK, "bad.jsonl")])

@@ -92,7 +92,7 @@ def main():
     refused("an unknown key", [ckpt, "--config", write("typo.yaml", "serve:\n  portt: 1\n")],
             "unknown key 'serve.portt'; did you mean 'serve.port'?")
     refused("another section's key in --set", [ckpt, "--set", "model.n_layer=3"],
-            "--set model.n_layer=3: meshtrain serve takes serve.KEY=VALUE only")
+            "--set model.n_layer=3: only serve.KEY=VALUE here")
     refused("a malformed body limit", [ckpt, "--max-body", "8X"],
             "--max-body: serve.max_body: given '8X'; valid: bytes, optionally with K, M or G")
 

@@ -35,7 +35,7 @@ int32_t fitting_max_tokens(size_t prompt, int32_t max_tokens, const BatchLimits&
   return static_cast<int32_t>(std::clamp<int64_t>(room, 1, max_tokens));
 }
 
-// The checks the engine and the scheduler would make, here with the line's number and before the model loads.
+// The checks the engine and the scheduler would make, here with the line's number, before any step runs.
 void check_fits(const std::vector<TokenId>& prompt, int32_t max_tokens, const BatchLimits& limits) {
   const char* field = "'prompt'";
   MT_USER_CHECK(!prompt.empty(), field, " encodes to no token");
@@ -48,7 +48,7 @@ void check_fits(const std::vector<TokenId>& prompt, int32_t max_tokens, const Ba
                 "; shorten the prompt or lower max_tokens");
   MT_USER_CHECK(positions <= limits.cache_tokens, "the prompt (", prompt.size(), " tokens) and max_tokens (",
                 max_tokens, ") need ", positions, " KV cache positions, the cache holds ", limits.cache_tokens,
-                " (--blocks × --block-size); raise --blocks or lower max_tokens");
+                " (", limits.cache_source, "); make it larger or lower max_tokens");
 }
 
 // One reply's text as its tokens come: decoded as a stream, cut before the first stop string.

@@ -15,11 +15,12 @@
 
 namespace meshtrain::serve::offline {
 
-// What every request must fit (from the checkpoint's config and the cache's flags, before the model loads).
+// What every request must fit (from the checkpoint's config and the cache's settings).
 struct BatchLimits {
   int64_t vocab_size = 0;   // token ids below it
   int64_t max_seq_len = 0;  // prompt + max_tokens − 1 positions at most
   int64_t cache_tokens = 0;  // num_blocks × block_size: one request alone must fit
+  std::string cache_source;  // where cache_tokens comes from, for the refusal ("serve.blocks × serve.block_size")
 };
 
 // The lines' requests in order (request id = index in `lines`): text through the tokenizer with its special
