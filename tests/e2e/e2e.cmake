@@ -100,6 +100,11 @@ meshtrain_add_test(e2e serve drain
 meshtrain_add_test(e2e serve generate_batch
   COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generate_batch_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# generate --input on a GPU: the KV cache sized from serve.gpu_memory_fraction or serve.blocks, the same tokens
+# whichever cache; skipped (77) without a GPU.
+meshtrain_add_test(e2e serve generate_gpu
+  COMMAND ${MESHTRAIN_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/generate_gpu_test.py ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # Tensor-parallel serving: meshrun --nproc-per-node 2 --no-python meshtrain generate|serve on the CPU backend against
 # the single process (greedy ids, Llama and GPT-2; an httpx client, whole and streamed); TP 3 refused in one line;
 # SIGTERM drains every rank; kill -9 of a rank fails the job; no worker left.
