@@ -17,9 +17,16 @@ namespace {
 std::vector<std::string> unfuse_overrides(const std::vector<std::string>& levers) {
   std::vector<std::string> out;
   for (const auto& l : split_commas(levers)) {
-    if (l == "all") out.push_back("train.fused_kernels=false");
-    else if (l == "norm" || l == "gelu") out.push_back("train.fused_" + l + "=false");
-    else MT_USER_CHECK(false, "--unfuse: unknown lever '", l, "'; valid: all, norm, gelu (comma-separated)");
+    if (l == "all") {
+      out.push_back("train.fused_kernels=false");
+      out.push_back("optimizer.fused_kernel=false");
+    } else if (l == "norm" || l == "gelu") {
+      out.push_back("train.fused_" + l + "=false");
+    } else if (l == "adamw") {
+      out.push_back("optimizer.fused_kernel=false");
+    } else {
+      MT_USER_CHECK(false, "--unfuse: unknown lever '", l, "'; valid: all, norm, gelu, adamw (comma-separated)");
+    }
   }
   return out;
 }
@@ -60,7 +67,8 @@ int cmd_bench_train(int argc, char** argv) {
                          "is and what holds it; slows the steps, so take tokens/s from a run without it",
       cxxopts::value<std::string>())(
       "unfuse", "fused kernels to switch off, to measure each lever: all (every fused kernel), norm (residual "
-                "add + norm), gelu (GPT-2's bias + GELU); comma-separated",
+                "add + norm), gelu (GPT-2's bias + GELU), adamw (the optimizer's own kernel: ATen's instead); "
+                "comma-separated",
       cxxopts::value<std::vector<std::string>>())(
       "cuda-graph", "capture the forward and backward into a CUDA graph after warm-up and replay it "
                     "(train.cuda_graph: on; a single GPU, static shapes)")(

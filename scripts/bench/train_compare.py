@@ -27,9 +27,12 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # is SDPA's own pick), to choose the kernel per shape.
 # Adds: without the adds done by the GEMMs (train.fused_adds=false: the residual add and the shared-input
 # gradient sums as add kernels). Tuned: cuBLASLt's candidate kernels timed per shape (train.gemm_tuning).
+# ATen AdamW: the optimizer's update through at::_fused_adamw_ instead of meshtrain's kernel
+# (optimizer.fused_kernel=false).
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
             "meshtrain-no-fused-gelu", "meshtrain-no-epilogues", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
-            "meshtrain-flash", "meshtrain-cudnn", "meshtrain-no-fused-adds", "meshtrain-tuned")
+            "meshtrain-flash", "meshtrain-cudnn", "meshtrain-no-fused-adds", "meshtrain-tuned",
+            "meshtrain-aten-adamw")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -82,6 +85,7 @@ def main():
                 ("meshtrain-cudnn", mt + ["--attention", "cudnn"] + common),
                 ("meshtrain-no-fused-adds", mt + ["--set", "train.fused_adds=false"] + common),
                 ("meshtrain-tuned", mt + ["--set", "train.gemm_tuning=true"] + common),
+                ("meshtrain-aten-adamw", mt + ["--set", "optimizer.fused_kernel=false"] + common),
                 ("pytorch-eager", torch_cmd)]
         runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
         if not a.no_compile:

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/kernels/fused_adamw.h"
 
 namespace meshtrain::train {
 namespace {
@@ -53,9 +54,13 @@ void AdamW::update(double lr, const at::Tensor& grad_divisor, const at::Tensor& 
       at::_foreach_add_(st, count);
     else
       at::_foreach_add_(st, 1.0);
+    const double weight_decay = decay ? cfg_.weight_decay : 0.0;
+    // On CUDA meshtrain's kernel (optimizer.fused_kernel): the same arithmetic, one pass a parameter.
+    const model::AdamWSettings settings{lr, cfg_.beta1, cfg_.beta2, weight_decay, cfg_.eps};
+    if (cfg_.fused_kernel && model::fused_adamw({ps, gs, m, v, st}, settings, grad_divisor, skip)) continue;
     // grad_scale: each gradient is divided by it inside the kernel (and written back so). found_inf: where it
     // is exactly 1 the kernel returns before touching anything (ATen's CPU and CUDA kernels alike).
-    at::_fused_adamw_(ps, gs, m, v, {}, st, lr, cfg_.beta1, cfg_.beta2, decay ? cfg_.weight_decay : 0.0, cfg_.eps,
+    at::_fused_adamw_(ps, gs, m, v, {}, st, lr, cfg_.beta1, cfg_.beta2, weight_decay, cfg_.eps,
                       /*amsgrad=*/false, /*maximize=*/false, optional(grad_divisor), optional(skip));
   }
 }

@@ -53,6 +53,6 @@ meshtrain_gpu_test(fp8_cast fp8_cast_test.cpp)
 meshtrain_gpu_test(attention_backend attention_backend_test.cpp)
 
 # AdamW's step with the clip divisor and the skip flag as device tensors (the trainer's step without a host
-# read) through ATen's CUDA fused kernel: equal to the in-place clip, a skip leaves everything bit-identical
-# (label gpu; exit 77 without a GPU).
+# read) through meshtrain's kernel: equal to the in-place clip, a skip leaves everything bit-identical, and the
+# kernel's update is ATen's fused AdamW's bit for bit (label gpu; exit 77 without a GPU).
 meshtrain_gpu_test(adamw_device_step adamw_device_step_test.cpp ROOM train LIB meshtrain_train)

@@ -130,6 +130,9 @@ using StringList = std::vector<std::string>;
   F(double, eps, 1e-8, "Adam epsilon")                                                                       \
   F(double, weight_decay, 0.1, "Decoupled weight decay (not applied to norms, biases, embeddings)")         \
   F(double, grad_clip, 1.0, "Global gradient-norm clip; 0 disables")                                        \
+  F(bool, fused_kernel, true, "On CUDA: AdamW's update in meshtrain's own kernel, one pass over each "       \
+    "parameter (PyTorch's fused AdamW's arithmetic, without writing the clipped gradients back); false = "     \
+    "at::_fused_adamw_")                                                                                      \
   F(OptimizerOffload, offload, OptimizerOffload::none, "Where the fp32 master weights and AdamW moments live " \
     "and the update runs (cpu: host memory, pinned on CUDA; gradients stream to the host, a multi-threaded "   \
     "CPU AdamW updates each parameter as it arrives, the result goes back; docs/offload.md)")                \

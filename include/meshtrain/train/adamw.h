@@ -1,4 +1,5 @@
-// AdamW on fp32 master parameters through ATen's fused kernel (at::_fused_adamw_, CPU and CUDA), with two
+// AdamW on fp32 master parameters through a fused kernel — meshtrain's on CUDA (model/kernels/fused_adamw.h,
+// optimizer.fused_kernel), ATen's (at::_fused_adamw_) on the CPU or where it is off — with two
 // groups: weights that decay and parameters that do not (norms, biases, embeddings — GPT-2/nanoGPT's rule).
 // The state (exp_avg, exp_avg_sq, step) is plain tensors beside the parameters, named after them, for
 // checkpoints. Two ways to step: step() after the layout clipped the gradients in place (scales_gradients()
