@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 
 #include "meshtrain/core/config.h"
 #include "meshtrain/serve/engine/serving_ranks.h"
