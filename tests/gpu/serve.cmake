@@ -25,7 +25,8 @@ meshtrain_add_test(gpu serve paged_decode_bench
   COMMAND paged_decode_bench ${CMAKE_BINARY_DIR}/paged_decode_bench.json PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 
 # The decode step's GEMMs with their weights read from HBM (copies past the L2, one CUDA graph), Llama 3.2 1B and
-# 3.1 8B projection shapes at 1/8/64 rows: ATen's cuBLAS against cuBLASLt, heuristic and tuned; table + JSON.
+# 3.1 8B projection shapes at 1/8/64 rows: ATen's cuBLAS against cuBLASLt, heuristic and tuned, and ATen's with W in
+# the L2 (what a read-ahead could reach); table + JSON.
 add_executable(decode_gemm_bench ${CMAKE_CURRENT_LIST_DIR}/decode_gemm_bench.cpp)
 target_link_libraries(decode_gemm_bench PRIVATE meshtrain_model)
 target_include_directories(decode_gemm_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
