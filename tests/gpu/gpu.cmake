@@ -22,6 +22,22 @@ function(meshtrain_gpu_test name source)
                      PROPERTIES TIMEOUT ${arg_TIMEOUT} SKIP_RETURN_CODE 77)
 endfunction()
 
+# One GPU bench: tests/gpu/NAME.cpp as the executable NAME, linked to meshtrain_model, registered as gpu.ROOM.NAME
+# (default room model; label gpu; TIMEOUT 600; exit 77 = skipped) writing its JSON to the build directory.
+function(meshtrain_gpu_bench name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "ROOM" "")
+  if(NOT arg_ROOM)
+    set(arg_ROOM model)
+  endif()
+  add_executable(${name} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/${name}.cpp)
+  target_link_libraries(${name} PRIVATE meshtrain_model)
+  meshtrain_warnings(${name})
+  meshtrain_use_torch(${name})
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
+  meshtrain_add_test(gpu ${arg_ROOM} ${name} COMMAND ${name} ${CMAKE_BINARY_DIR}/${name}.json
+                     PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+endfunction()
+
 # The model's fused CUDA kernels against their composite ATen versions, fp32 and bf16, forward and gradients
 # (skipped where there is no GPU or the build has no CUDA kernels).
 meshtrain_gpu_test(fused_kernels fused_kernels_test.cpp)
@@ -29,12 +45,7 @@ meshtrain_gpu_test(fused_kernels fused_kernels_test.cpp)
 meshtrain_gpu_test(nf4_dequantize nf4_dequantize_test.cpp)
 
 # The same ops timed against their composites (forward + backward, bf16, benchmark shapes): table + JSON.
-add_executable(fused_kernels_bench ${CMAKE_CURRENT_LIST_DIR}/fused_kernels_bench.cpp)
-target_link_libraries(fused_kernels_bench PRIVATE meshtrain_model)
-meshtrain_warnings(fused_kernels_bench)
-meshtrain_use_torch(fused_kernels_bench)
-meshtrain_add_test(gpu model fused_kernels_bench
-  COMMAND fused_kernels_bench ${CMAKE_BINARY_DIR}/fused_kernels_bench.json PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_gpu_bench(fused_kernels_bench)
 
 # Packed documents on CUDA: variable-length flash attention (bf16) and the masked SDPA (fp32) against the
 # documents run one by one, loss and gradients (label gpu; exit 77 without a GPU).

@@ -16,24 +16,12 @@ meshtrain_gpu_test(paged_kv_write paged_kv_write_test.cpp ROOM serve TIMEOUT 300
 
 # The kernel timed against the reference at Llama 3.1 8B's attention shape (bf16), batch 1/8/64 × context
 # 128/1024/4096: time, speedup and the kernel's K/V bandwidth; table + JSON.
-add_executable(paged_decode_bench ${CMAKE_CURRENT_LIST_DIR}/paged_decode_bench.cpp)
-target_link_libraries(paged_decode_bench PRIVATE meshtrain_model)
-target_include_directories(paged_decode_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-meshtrain_warnings(paged_decode_bench)
-meshtrain_use_torch(paged_decode_bench)
-meshtrain_add_test(gpu serve paged_decode_bench
-  COMMAND paged_decode_bench ${CMAKE_BINARY_DIR}/paged_decode_bench.json PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_gpu_bench(paged_decode_bench ROOM serve)
 
 # The decode step's GEMMs with their weights read from HBM (copies past the L2, one CUDA graph), Llama 3.2 1B and
 # 3.1 8B projection shapes at 1/8/64 rows: ATen's cuBLAS against cuBLASLt, heuristic and tuned, and ATen's with W in
 # the L2 (what a read-ahead could reach); table + JSON.
-add_executable(decode_gemm_bench ${CMAKE_CURRENT_LIST_DIR}/decode_gemm_bench.cpp)
-target_link_libraries(decode_gemm_bench PRIVATE meshtrain_model)
-target_include_directories(decode_gemm_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # support/
-meshtrain_warnings(decode_gemm_bench)
-meshtrain_use_torch(decode_gemm_bench)
-meshtrain_add_test(gpu serve decode_gemm_bench
-  COMMAND decode_gemm_bench ${CMAKE_BINARY_DIR}/decode_gemm_bench.json PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+meshtrain_gpu_bench(decode_gemm_bench ROOM serve)
 
 # CUDA graphs of decode steps: every step's logits with graphs within bf16 rounding of the eager step's (padded
 # batches, shrinking batches, prefills between), padding writing only the scratch block; the engine's greedy tokens
