@@ -119,7 +119,7 @@ int generate_file(const cxxopts::ParseResult& r, const std::string& checkpoint, 
   const int64_t cache_tokens = int64_t{gen.scheduler.num_blocks} * gen.scheduler.block_size;
   if (cache_tokens != limits.cache_tokens) {  // sized from the free memory: the lines checked against it now
     limits.cache_tokens = cache_tokens;
-    requests = serve::offline::encode_prompts(lines, model_text, input, limits);
+    serve::offline::fit_prompts(requests, lines, input, limits);
   }
   gen.tp = ranks.steps;
   serve::offline::GenerationProgress progress(std::cerr, isatty(STDERR_FILENO) == 1);

@@ -95,6 +95,24 @@ json output_line(const PromptLine& line, size_t index, size_t prompt_tokens, con
   return o;
 }
 
+// The max_tokens a line's request runs with: the line's own, or its default lowered to what fits; checked.
+int32_t fitted_max_tokens(const std::vector<TokenId>& prompt, const PromptLine& line, const BatchLimits& limits) {
+  int32_t max_tokens = line.request.max_tokens;
+  if (line.lower_max_tokens) max_tokens = fitting_max_tokens(prompt.size(), max_tokens, limits);
+  check_fits(prompt, max_tokens, limits);
+  return max_tokens;
+}
+
+// `f()`, its UserError prefixed with the file and line it is about.
+template <typename F>
+void at_line(const std::string& path, const PromptLine& line, F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    throw UserError(cat(path, ":", line.line, ": ", e.what()));
+  }
+}
+
 }  // namespace
 
 std::vector<GenerationRequest> encode_prompts(const std::vector<PromptLine>& lines, const ModelText& model_text,
@@ -102,19 +120,23 @@ std::vector<GenerationRequest> encode_prompts(const std::vector<PromptLine>& lin
   std::vector<GenerationRequest> requests;
   requests.reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
-    const PromptLine& line = lines[i];
-    try {
-      std::vector<TokenId> prompt = line_tokens(line, model_text);
-      int32_t max_tokens = line.request.max_tokens;
-      if (line.lower_max_tokens) max_tokens = fitting_max_tokens(prompt.size(), max_tokens, limits);
-      check_fits(prompt, max_tokens, limits);
-      requests.push_back({{static_cast<RequestId>(i), std::move(prompt), max_tokens}, line.request.sampling});
-      check_sampling_params(static_cast<RequestId>(i), line.request.sampling);
-    } catch (const UserError& e) {
-      throw UserError(cat(path, ":", line.line, ": ", e.what()));
-    }
+    at_line(path, lines[i], [&] {
+      std::vector<TokenId> prompt = line_tokens(lines[i], model_text);
+      const int32_t max_tokens = fitted_max_tokens(prompt, lines[i], limits);
+      requests.push_back({{static_cast<RequestId>(i), std::move(prompt), max_tokens}, lines[i].request.sampling});
+      check_sampling_params(static_cast<RequestId>(i), lines[i].request.sampling);
+    });
   }
   return requests;
+}
+
+void fit_prompts(std::vector<GenerationRequest>& requests, const std::vector<PromptLine>& lines,
+                 const std::string& path, const BatchLimits& limits) {
+  MT_CHECK(lines.size() == requests.size(), "fit_prompts: ", lines.size(), " lines, ", requests.size(), " requests");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Request& r = requests[i].request;
+    at_line(path, lines[i], [&] { r.max_new_tokens = fitted_max_tokens(r.prompt, lines[i], limits); });
+  }
 }
 
 std::string generate_batch(model::Transformer& model, const std::vector<PromptLine>& lines,

@@ -29,6 +29,12 @@ struct BatchLimits {
 std::vector<GenerationRequest> encode_prompts(const std::vector<PromptLine>& lines, const ModelText& model_text,
                                               const std::string& path, const BatchLimits& limits);
 
+// `requests` (encode_prompts' of `lines`) fitted again to `limits`, for a cache sized after they were encoded, without
+// encoding them again: a line's default max_tokens lowered anew from the line's own, every request checked.
+// UserError as encode_prompts gives it.
+void fit_prompts(std::vector<GenerationRequest>& requests, const std::vector<PromptLine>& lines,
+                 const std::string& path, const BatchLimits& limits);
+
 // Runs `requests` (encode_prompts' of `lines`) to completion and returns the output JSONL. A stop string ends its
 // request at the token that completes it (`text` ends before the match; that token is the last of `token_ids`);
 // an end-of-text token ends it too (kept in `token_ids`, not in `text`). `options.on_step` sees the progress;
