@@ -7,8 +7,9 @@ the 20-step mean train loss over the first 200 steps, the train loss over the la
 validation loss at the end. Prints one table and writes OUT/loss_compare.json.
 
 Variants: bf16 (every fused kernel), unfused (train.fused_kernels=false), fp8 (train.fp8=tensorwise),
-fp8-rowwise (train.fp8=rowwise), offload (optimizer.offload=cpu), offload-delay (the same with
-optimizer.offload_delay=1: each step's gradient one update stale; docs/offload.md).
+fp8-rowwise (train.fp8=rowwise), fp8-delayed (train.fp8=delayed: scales from earlier casts' amaxes), offload
+(optimizer.offload=cpu), offload-delay (the same with optimizer.offload_delay=1: each step's gradient one update
+stale; docs/offload.md).
 
 --small trains a 2-layer, 128-wide model on 128-token sequences (micro-batch 8) instead: minutes on a CPU,
 for variants whose effect on the loss does not depend on the model's size (offload, offload-delay).
@@ -80,6 +81,7 @@ VARIANTS = {  # name: its settings over CONFIG (every fused kernel, no FP8, the 
     # width FP8 starts at.
     "fp8": ["train.fp8=tensorwise", "train.fp8_min_width=0"],
     "fp8-rowwise": ["train.fp8=rowwise", "train.fp8_min_width=0"],
+    "fp8-delayed": ["train.fp8=delayed", "train.fp8_min_width=0"],
     "offload": ["optimizer.offload=cpu"],
     "offload-delay": ["optimizer.offload=cpu", "optimizer.offload_delay=1"],
 }

@@ -28,9 +28,11 @@ SHAPES = {  # name: (preset, batch, seq, layers)
 # Adds: without the adds done by the GEMMs (train.fused_adds=false: the residual add and the shared-input
 # gradient sums as add kernels). Tuned: cuBLASLt's candidate kernels timed per shape (train.gemm_tuning).
 # ATen AdamW: the optimizer's update through at::_fused_adamw_ instead of meshtrain's kernel
-# (optimizer.fused_kernel=false).
+# (optimizer.fused_kernel=false). FP8 delayed: tensorwise FP8 scaled from the amaxes of earlier casts
+# (train.fp8=delayed: one pass over each operand where tensorwise takes two).
 VARIANTS = ("meshtrain", "meshtrain-unfused", "meshtrain-chunked-loss", "meshtrain-no-fused-norm",
-            "meshtrain-no-fused-gelu", "meshtrain-no-epilogues", "meshtrain-fp8", "meshtrain-fp8-rowwise", "meshtrain-graph",
+            "meshtrain-no-fused-gelu", "meshtrain-no-epilogues", "meshtrain-fp8", "meshtrain-fp8-rowwise",
+            "meshtrain-fp8-delayed", "meshtrain-graph",
             "meshtrain-flash", "meshtrain-cudnn", "meshtrain-no-fused-adds", "meshtrain-tuned",
             "meshtrain-aten-adamw")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,6 +82,7 @@ def main():
                 ("meshtrain-no-epilogues", mt + ["--set", "train.gemm_epilogues=false"] + common),
                 ("meshtrain-fp8", mt + ["--set", "train.fp8=tensorwise"] + common),
                 ("meshtrain-fp8-rowwise", mt + ["--set", "train.fp8=rowwise"] + common),
+                ("meshtrain-fp8-delayed", mt + ["--set", "train.fp8=delayed"] + common),
                 ("meshtrain-graph", mt + ["--cuda-graph"] + common),
                 ("meshtrain-flash", mt + ["--attention", "flash"] + common),
                 ("meshtrain-cudnn", mt + ["--attention", "cudnn"] + common),

@@ -5,10 +5,18 @@
 // that fill no tile (rows not multiples of 16, columns not of 8: the scalar path), a misaligned pointer,
 // zeros, and magnitudes from 1e-30 to 1e30, where the largest element lands on the format's largest
 // (saturating when the scale's rounding pushes it past) and small ones underflow. Independently of the
-// composite, each copy dequantizes to the input within the format's rounding.
+// composite, each copy dequantizes to the input within the format's rounding. Delayed scaling: over 40 casts at one
+// site (the window wrapping twice; growing, shrinking, NaN and infinite tensors) the kernel's copies, scales and
+// device state equal the composite's, and a cast captured in a CUDA graph, replayed on new values, follows the
+// history as the eager casts do.
 // Exit code 77 (skipped) without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include <cstdio>
 #include <string>
@@ -53,7 +61,7 @@ at::Tensor input(Shape s, at::ScalarType dt, Values v, bool misaligned = false) 
 
 std::string what(Shape s, at::ScalarType dt, int v, Fp8Scaling sc = Fp8Scaling::off, at::ScalarType fmt = kE4M3) {
   return std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + c10::toString(dt) + " values " +
-         std::to_string(v) + (sc == Fp8Scaling::rowwise ? " rowwise " : " tensorwise ") + c10::toString(fmt);
+         std::to_string(v) + " " + c10::str(sc) + " " + c10::toString(fmt);
 }
 
 bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
@@ -175,6 +183,80 @@ TEST(Fp8CastGpu, EachCopyAloneEqualsTheComposite) {
       EXPECT_EQ(rm.inv_scale.dim(), 0);
       EXPECT_TRUE(at::equal(rm.inv_scale, tr.inv_scale_t));
     }
+  }
+}
+
+// Cast i of a delayed site's sequence: t's values times a factor that grows, shrinks and jumps, with a NaN at
+// cast 7 and an infinity at cast 8 (recorded, never scaling later casts).
+at::Tensor delayed_input(const at::Tensor& t, int i) {
+  static const double kFactors[] = {1, 2, 0.5, 8, 1e-3, 1, 30, 1, 1, 0.25};
+  auto u = t * kFactors[i % 10];
+  if (i == 7) u[0][0] = std::nan("");
+  if (i == 8) u[0][0] = INFINITY;
+  return u.to(t.scalar_type());
+}
+
+TEST(Fp8CastGpu, DelayedCastsEqualTheCompositeOverAWrappingWindow) {
+  for (auto dt : {at::kFloat, at::kBFloat16})
+    for (auto fmt : {kE4M3, kE5M2})
+      for (Shape s : {Shape{64, 256}, Shape{7, 13}, Shape{257, 72}, Shape{100, 520}})
+        for (auto copies : {model::Fp8Copies::both, model::Fp8Copies::rowmajor, model::Fp8Copies::transposed}) {
+          at::manual_seed(30);
+          const auto t = input(s, dt, Values::normal);  // 7 × 13 and 257 × 72: the scalar path
+          auto kernel_state = at::zeros({model::fp8_delayed_state_size()}, kCuda.dtype(at::kInt));
+          auto composite_state = kernel_state.clone();
+          for (int i = 0; i < 40; ++i) {
+            const auto u = delayed_input(t, i);
+            const auto got = model::fp8_cast_delayed(u, fmt, copies, kernel_state, i == 0);
+            const auto want = model::fp8_cast_delayed_composite(u, fmt, copies, composite_state, i == 0);
+            const auto w = what(s, dt, i, Fp8Scaling::delayed, fmt) + " copies " + std::to_string(int(copies));
+            if (copies != model::Fp8Copies::transposed) {
+              ASSERT_TRUE(same_bytes(got.q, want.q)) << w;
+              ASSERT_TRUE(at::equal(got.inv_scale, want.inv_scale)) << w;
+            }
+            if (copies != model::Fp8Copies::rowmajor) {
+              ASSERT_TRUE(same_bytes(got.qt, want.qt)) << w;
+              ASSERT_TRUE(at::equal(got.inv_scale_t, want.inv_scale_t)) << w;
+            }
+            ASSERT_TRUE(at::equal(kernel_state, composite_state)) << w << ": state " << kernel_state << " against "
+                                                                  << composite_state;
+          }
+        }
+}
+
+// The state lives on the device: one cast captured in a CUDA graph, replayed on new values 20 times, gives the
+// eager composite's copies and state at every replay.
+TEST(Fp8CastGpu, DelayedCastReplayedInAGraphFollowsTheHistory) {
+  at::manual_seed(31);
+  const auto t = input({128, 192}, at::kBFloat16, Values::normal);
+  auto x = t.clone();
+  auto state = at::zeros({model::fp8_delayed_state_size()}, kCuda.dtype(at::kInt));
+  auto composite_state = state.clone();
+  // The site's first cast (two kernels) runs eagerly, as a training step's warm-up does.
+  (void)model::fp8_cast_delayed(x, kE5M2, model::Fp8Copies::both, state, true);
+  (void)model::fp8_cast_delayed_composite(x, kE5M2, model::Fp8Copies::both, composite_state, true);
+  c10::cuda::getCurrentCUDAStream().synchronize();
+  auto stream = c10::cuda::getStreamFromPool();
+  at::cuda::CUDAGraph graph;
+  model::Fp8Cast out;
+  auto captured_state = state.clone();  // what the capture's own launch does to the state is not replayed
+  {
+    const c10::cuda::CUDAStreamGuard guard(stream);
+    graph.capture_begin();
+    out = model::fp8_cast_delayed(x, kE5M2, model::Fp8Copies::both, state, false);
+    graph.capture_end();
+  }
+  c10::cuda::getCurrentCUDAStream().synchronize();
+  ASSERT_TRUE(at::equal(state, captured_state));  // capturing launches nothing
+  for (int i = 1; i <= 20; ++i) {
+    x.copy_(delayed_input(t, i));
+    graph.replay();
+    const auto want = model::fp8_cast_delayed_composite(x, kE5M2, model::Fp8Copies::both, composite_state, false);
+    c10::cuda::getCurrentCUDAStream().synchronize();
+    ASSERT_TRUE(same_bytes(out.q, want.q)) << "replay " << i;
+    ASSERT_TRUE(same_bytes(out.qt, want.qt)) << "replay " << i;
+    ASSERT_TRUE(at::equal(out.inv_scale, want.inv_scale)) << "replay " << i;
+    ASSERT_TRUE(at::equal(state, composite_state)) << "replay " << i;
   }
 }
 

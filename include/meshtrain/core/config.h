@@ -187,9 +187,11 @@ using StringList = std::vector<std::string>;
     "per-backend switches, for the whole run; to compare them per shape, `bench train --attention`); checked "  \
     "at start-up against the run's shape, dtype and device, which lists the ones that can run (auto: SDPA's "  \
     "own pick; packed documents use variable-length flash under auto and flash)")                              \
-  F(Fp8Scaling, fp8, Fp8Scaling::off, "FP8 matmuls (at::_scaled_mm, scales from each tensor's max every step) " \
-    "in the blocks' linear layers, forward and backward, on GPUs with FP8 (compute capability ≥ 8.9); master "  \
-    "weights, norms, attention, the head and the loss stay as they are")                                      \
+  F(Fp8Scaling, fp8, Fp8Scaling::off, "FP8 matmuls (at::_scaled_mm) in the blocks' linear layers, forward and "  \
+    "backward, on GPUs with FP8 (compute capability ≥ 8.9); master weights, norms, attention, the head and the " \
+    "loss stay as they are. Scales from each tensor's max at its cast (tensorwise, rowwise), or from the "      \
+    "largest of the last 16 casts' maxima at the same place (delayed: one pass over each tensor fewer; the "   \
+    "histories are not checkpointed, a resumed run starts them again)")                                        \
   F(int64_t, fp8_min_width, 1024, "With train.fp8: FP8 only in the layers wide enough to gain — in·out / (in + " \
     "out) ≥ this, a group that shares one input cast (q/k/v, gate/up) judged on its outputs together; the "     \
     "others keep bf16 matmuls. 1024 keeps GPT-2 124M (its layers 576–614; FP8 0.85× bf16 on an H200) in bf16 " \

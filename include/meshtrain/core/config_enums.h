@@ -48,8 +48,10 @@ struct TrainConfig;
 #define MT_ATTENTION_BACKEND_VALUES(V) \
   V(automatic, "auto") V(flash, "flash") V(cudnn, "cudnn") V(efficient, "efficient") V(math, "math")
 // train.fp8: how a tensor is scaled before its FP8 cast: one scale per tensor, or one per row of the matmul's
-// left operand and per column of its right one (finer: an outlier spoils only its row).
-#define MT_FP8_SCALING_VALUES(V) V(off, "off") V(tensorwise, "tensorwise") V(rowwise, "rowwise")
+// left operand and per column of its right one (finer: an outlier spoils only its row), or one per tensor from
+// the amaxes of the casts before it (delayed: one pass over the tensor, not two).
+#define MT_FP8_SCALING_VALUES(V) \
+  V(off, "off") V(tensorwise, "tensorwise") V(rowwise, "rowwise") V(delayed, "delayed")
 // A switch written off | on (train.cuda_graph).
 #define MT_ON_OFF_VALUES(V) V(off, "off") V(on, "on")
 // logging.level (log::Level's order).

@@ -7,6 +7,7 @@
 
 #include "model/kernels/cuda_kernel_call.h"
 #include "meshtrain/core/error.h"
+#include "model/kernels/fp8_delayed_state.h"
 
 #if MESHTRAIN_CUDA_KERNELS
 #include "model/kernels/fp8_cast_cuda.h"
@@ -22,18 +23,36 @@ bool wants_transposed(Fp8Copies c) { return c != Fp8Copies::rowmajor; }
 
 void check_args(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt) {
   MT_CHECK(t.dim() == 2, "fp8_cast: t [R, C]; got ", t.sizes());
-  MT_CHECK(scaling != Fp8Scaling::off, "fp8_cast: scaling off");
+  MT_CHECK(scaling == Fp8Scaling::tensorwise || scaling == Fp8Scaling::rowwise, "fp8_cast: scaling ", scaling,
+           " (tensorwise or rowwise; delayed scaling casts through fp8_cast_delayed)");
   MT_CHECK(fmt == at::kFloat8_e4m3fn || fmt == at::kFloat8_e5m2, "fp8_cast: format ", fmt, " (e4m3fn or e5m2)");
 }
 
 // One copy, t [R, C] scaled per tensor or per row. The scale is rounded to t's dtype before the multiply (no
 // fp32 copy of a bf16 tensor), and the inverse is taken of that rounded scale: the one the GEMM undoes is the
 // one that was applied.
-std::pair<at::Tensor, at::Tensor> quantize(const at::Tensor& t, bool per_row, at::ScalarType fmt) {
-  auto amax = per_row ? t.abs().amax({1}, /*keepdim=*/true) : t.abs().max();
+std::pair<at::Tensor, at::Tensor> quantize_from(const at::Tensor& t, const at::Tensor& amax, at::ScalarType fmt) {
   auto scale = (fp8_max(fmt) / amax.to(at::kFloat).clamp_min(1e-12)).to(t.scalar_type());
   auto q = (t * scale).clamp(-fp8_max(fmt), fp8_max(fmt)).to(fmt);
   return {q, scale.to(at::kFloat).reciprocal()};
+}
+
+std::pair<at::Tensor, at::Tensor> quantize(const at::Tensor& t, bool per_row, at::ScalarType fmt) {
+  return quantize_from(t, per_row ? t.abs().amax({1}, /*keepdim=*/true) : t.abs().max(), fmt);
+}
+
+void check_delayed_args(const at::Tensor& t, at::ScalarType fmt, const at::Tensor& state) {
+  check_args(t, Fp8Scaling::tensorwise, fmt);
+  MT_CHECK(t.numel() > 0, "fp8_cast_delayed: an empty tensor has no amax to record");
+  MT_CHECK(state.scalar_type() == at::kInt && state.dim() == 1 && state.numel() == kDelayedStateInts &&
+               state.is_contiguous() && state.device() == t.device(),
+           "fp8_cast_delayed: state int32 [", kDelayedStateInts, "] contiguous on ", t.device(), "; got ",
+           state.scalar_type(), " ", state.sizes(), " on ", state.device());
+}
+
+// The state's amax slots as fp32 (a view of their bits).
+at::Tensor amax_slots(const at::Tensor& state) {
+  return state.narrow(0, kDelayedFirstSlot, kAmaxSlots).view(at::kFloat);
 }
 
 #if MESHTRAIN_CUDA_KERNELS
@@ -71,6 +90,37 @@ Fp8Cast cast_with_kernels(const at::Tensor& t, Fp8Scaling scaling, at::ScalarTyp
   cuda::check_launch(
       cuda::fp8_cast(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, rm_out, tr_out, cuda::stream_of(t)),
       "FP8 cast");
+  return c;
+}
+
+// Delayed scaling: one pass (two for the site's first cast, whose slot, slot 0, a pass of fp8_amax fills).
+Fp8Cast cast_delayed_with_kernels(const at::Tensor& t, at::ScalarType fmt, Fp8Copies copies, const at::Tensor& state,
+                                  bool first) {
+  const c10::DeviceGuard guard(t.device());
+  const int64_t rows = t.size(0), cols = t.size(1);
+  int* st = state.mutable_data_ptr<int>();
+  if (first)
+    cuda::check_launch(cuda::fp8_amax(cuda::dtype_of(t), t.const_data_ptr(), rows, cols,
+                                      {reinterpret_cast<float*>(st + kDelayedFirstSlot), nullptr, nullptr},
+                                      cuda::stream_of(t)),
+                       "FP8 amax");
+  const auto f32 = t.options().dtype(at::kFloat);
+  Fp8Cast c;
+  cuda::Fp8Out rm_out, tr_out;
+  if (wants_rowmajor(copies)) {
+    c.q = at::empty({rows, cols}, t.options().dtype(fmt));
+    c.inv_scale = at::empty({}, f32);
+    rm_out = {c.q.mutable_data_ptr(), c.inv_scale.mutable_data_ptr<float>(), nullptr, false};
+  }
+  if (wants_transposed(copies)) {
+    c.qt = at::empty({cols, rows}, t.options().dtype(fmt));
+    c.inv_scale_t = at::empty({}, f32);
+    tr_out = {c.qt.mutable_data_ptr(), c.inv_scale_t.mutable_data_ptr<float>(), nullptr, false};
+  }
+  const auto f = fmt == at::kFloat8_e4m3fn ? cuda::Fp8Format::kE4M3 : cuda::Fp8Format::kE5M2;
+  cuda::check_launch(cuda::fp8_cast(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, rm_out, tr_out,
+                                    cuda::stream_of(t), {st, first}),
+                     "FP8 delayed cast");
   return c;
 }
 #endif
@@ -121,6 +171,40 @@ Fp8Cast fp8_cast_composite(const at::Tensor& t, Fp8Scaling scaling, at::ScalarTy
   if (wants_rowmajor(copies)) std::tie(c.q, c.inv_scale) = quantize(t.contiguous(), rowwise, fmt);
   // The transpose's rows are t's columns: rowwise, each scaled from its own column.
   if (wants_transposed(copies)) std::tie(c.qt, c.inv_scale_t) = quantize(t.t().contiguous(), rowwise, fmt);
+  return c;
+}
+
+int64_t fp8_delayed_state_size() { return kDelayedStateInts; }
+
+Fp8Cast fp8_cast_delayed(const at::Tensor& t, at::ScalarType fmt, Fp8Copies copies, const at::Tensor& state,
+                         bool first) {
+  check_delayed_args(t, fmt, state);
+  const at::NoGradGuard no_grad;
+#if MESHTRAIN_CUDA_KERNELS
+  if (cuda::kernel_ready({t})) return cast_delayed_with_kernels(t.contiguous(), fmt, copies, state, first);
+#endif
+  return fp8_cast_delayed_composite(t, fmt, copies, state, first);
+}
+
+Fp8Cast fp8_cast_delayed_composite(const at::Tensor& t, at::ScalarType fmt, Fp8Copies copies, const at::Tensor& state,
+                                   bool first) {
+  check_delayed_args(t, fmt, state);
+  const at::NoGradGuard no_grad;
+  const int calls = state[kDelayedCalls].item<int>();
+  MT_CHECK(first == (calls == 0), "fp8_cast_delayed: first ", first, " for a state after ", calls, " casts");
+  const int write = calls % kAmaxSlots;
+  const auto slots = amax_slots(state);
+  // Recorded as the kernel's atomic maximum on the bits orders them: a NaN above everything.
+  const auto amax = t.abs().max().to(at::kFloat), held = slots[write];
+  slots[write].copy_(at::where(amax.isnan() | (amax > held), amax, held));
+  auto in_window = at::ones({kAmaxSlots}, state.options().dtype(at::kBool));
+  if (!first) in_window[write] = false;
+  const auto window = at::where(in_window & slots.isfinite(), slots, at::zeros_like(slots)).max();
+  Fp8Cast c;
+  if (wants_rowmajor(copies)) std::tie(c.q, c.inv_scale) = quantize_from(t.contiguous(), window, fmt);
+  if (wants_transposed(copies)) std::tie(c.qt, c.inv_scale_t) = quantize_from(t.t().contiguous(), window, fmt);
+  state[kDelayedCalls].fill_(calls + 1);
+  slots[(calls + 1) % kAmaxSlots].zero_();
   return c;
 }
 

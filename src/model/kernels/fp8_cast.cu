@@ -16,6 +16,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "model/kernels/cuda_vec.cuh"
 #include "model/kernels/fp8_cast_cuda.h"
 
@@ -148,24 +150,66 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, Fp8Format F, bool kVec>
+// Delayed scaling (fp8_cast_cuda.h, Fp8Delayed): the amax the scale comes from, the largest finite one in the
+// window (the slot this cast records into left out unless it was filled by a pass over this tensor first).
+__device__ __forceinline__ float window_amax(const Fp8Delayed& d) {
+  const int write = d.state[kDelayedCalls] % kAmaxSlots;
+  float m = 0.f;
+  for (int i = 0; i < kAmaxSlots; ++i) {
+    const float a = __int_as_float(d.state[kDelayedFirstSlot + i]);
+    if ((i != write || d.include_current) && isfinite(a)) m = fmaxf(m, a);
+  }
+  return m;
+}
+
+// Delayed scaling: the block's amax into this cast's slot; the block that finishes last moves the state on to the
+// next cast (its count, and the slot it will record into emptied: the oldest, which this cast's window read).
+// Every thread of the block calls it, with the largest |x| it read.
+__device__ __forceinline__ void record_amax(const Fp8Delayed& d, float m, float* warp_part) {
+  m = warp_max(m);
+  if (threadIdx.x % 32 == 0) warp_part[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kWarps; ++w) m = max_nan(m, warp_part[w]);
+  const int calls = d.state[kDelayedCalls];
+  atomic_max(reinterpret_cast<float*>(d.state + kDelayedFirstSlot + calls % kAmaxSlots), m);
+  __threadfence();  // the maximum lands before the count of finished blocks says so
+  const unsigned blocks = gridDim.x * gridDim.y;
+  if (atomicAdd(reinterpret_cast<unsigned*>(d.state + kDelayedBlocksDone), 1u) + 1 != blocks) return;
+  d.state[kDelayedBlocksDone] = 0;
+  d.state[kDelayedCalls] = calls + 1;
+  d.state[kDelayedFirstSlot + (calls + 1) % kAmaxSlots] = 0;
+}
+
+template <typename T, Fp8Format F, bool kVec, bool kDelayed>
 __global__ void __launch_bounds__(kThreads)
-    fp8_cast_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Out rm, Fp8Out tr) {
+    fp8_cast_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, Fp8Out rm, Fp8Out tr, Fp8Delayed d) {
   // +1 column: a thread's 8 elements down a column, and a row's 8 across, fall in distinct banks per warp.
   __shared__ float tile[kTile][kTile + 1];
+  __shared__ float warp_part[kWarps];
   const int off = (threadIdx.x % kLineThreads) * kV;  // first column read, first row written transposed
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile, c0 = static_cast<int64_t>(blockIdx.y) * kTile;
   auto* q = static_cast<uint8_t*>(rm.q);
+  float delayed_amax = 0.f, seen = 0.f;  // kDelayed: the window's amax, and the largest |x| this thread read
+  if constexpr (kDelayed) delayed_amax = window_amax(d);
+  // One scale per tensor (tensorwise, delayed) or per line of the copy (rowwise).
+  const auto scale_of = [&](const Fp8Out& o, int64_t line) {
+    return scale_from<T, F>(kDelayed ? delayed_amax : o.amax[o.per_line ? line : 0]);
+  };
   for (int i = threadIdx.x / kLineThreads; i < kTile; i += kThreads / kLineThreads) {
     const int64_t r = r0 + i;
     float v[kV];
     load_row<T, kVec>(x, rows, cols, r, c0 + off, v);
+    if constexpr (kDelayed) {
+#pragma unroll
+      for (int k = 0; k < kV; ++k) seen = max_nan(seen, fabsf(v[k]));
+    }
     if (tr.q != nullptr) {
 #pragma unroll
       for (int k = 0; k < kV; ++k) tile[i][off + k] = v[k];
     }
     if (q != nullptr && r < rows) {
-      const float s = scale_from<T, F>(rm.amax[rm.per_line ? r : 0]);
+      const float s = scale_of(rm, r);
       Vec<uint8_t, kV> b;
 #pragma unroll
       for (int k = 0; k < kV; ++k) b.v[k] = quantize<T, F>(v[k], s);
@@ -173,12 +217,13 @@ __global__ void __launch_bounds__(kThreads)
       if (blockIdx.y == 0 && off == 0 && (rm.per_line || r == 0)) rm.inv_scale[rm.per_line ? r : 0] = 1.f / s;
     }
   }
+  if constexpr (kDelayed) record_amax(d, seen, warp_part);  // its barrier also orders the tile's writes
   if (tr.q == nullptr) return;  // the same for the whole block
   __syncthreads();
   auto* qt = static_cast<uint8_t*>(tr.q);
   for (int j = threadIdx.x / kLineThreads; j < kTile && c0 + j < cols; j += kThreads / kLineThreads) {
     const int64_t c = c0 + j;
-    const float s = scale_from<T, F>(tr.amax[tr.per_line ? c : 0]);
+    const float s = scale_of(tr, c);
     Vec<uint8_t, kV> b;
 #pragma unroll
     for (int k = 0; k < kV; ++k) b.v[k] = quantize<T, F>(tile[off + k][j], s);
@@ -249,7 +294,7 @@ LaunchError fp8_amax(DType dt, const void* x, int64_t rows, int64_t cols, Fp8Ama
 }
 
 LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64_t cols, Fp8Out rowmajor,
-                     Fp8Out transposed, void* stream) {
+                     Fp8Out transposed, void* stream, Fp8Delayed delayed) {
   if (rows == 0 || cols == 0 || (rowmajor.q == nullptr && transposed.q == nullptr)) return nullptr;
   if (ceil_div(cols, kTile) > 65535) return "fp8_cast: more columns than one grid dimension takes";
   const auto st = static_cast<cudaStream_t>(stream);
@@ -260,11 +305,25 @@ LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64
     const bool vec = rows % kV == 0 && cols % kV == 0 && aligned(x, kV * sizeof(T)) &&
                      (rowmajor.q == nullptr || aligned(rowmajor.q, kV)) &&
                      (transposed.q == nullptr || aligned(transposed.q, kV));
-    const auto launch = [&](auto kernel) { kernel<<<grid, kThreads, 0, st>>>(xt, rows, cols, rowmajor, transposed); };
+    const auto launch = [&](auto kernel) {
+      kernel<<<grid, kThreads, 0, st>>>(xt, rows, cols, rowmajor, transposed, delayed);
+    };
+    // The format, the vector path and delayed scaling, each a template argument.
+    const auto with_delay = [&](auto fmt_tag, auto vec_tag) {
+      constexpr Fp8Format kF = decltype(fmt_tag)::value;
+      constexpr bool kVec = decltype(vec_tag)::value;
+      if (delayed.state != nullptr)
+        launch(fp8_cast_kernel<T, kF, kVec, true>);
+      else
+        launch(fp8_cast_kernel<T, kF, kVec, false>);
+    };
+    const auto with_vec = [&](auto fmt_tag) {
+      vec ? with_delay(fmt_tag, std::true_type{}) : with_delay(fmt_tag, std::false_type{});
+    };
     if (fmt == Fp8Format::kE4M3)
-      vec ? launch(fp8_cast_kernel<T, Fp8Format::kE4M3, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE4M3, false>);
+      with_vec(std::integral_constant<Fp8Format, Fp8Format::kE4M3>{});
     else
-      vec ? launch(fp8_cast_kernel<T, Fp8Format::kE5M2, true>) : launch(fp8_cast_kernel<T, Fp8Format::kE5M2, false>);
+      with_vec(std::integral_constant<Fp8Format, Fp8Format::kE5M2>{});
     return launch_status();
   });
 }

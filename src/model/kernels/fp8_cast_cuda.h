@@ -6,6 +6,7 @@
 #pragma once
 
 #include "model/kernels/cuda_kernel.h"
+#include "model/kernels/fp8_delayed_state.h"
 
 namespace meshtrain::model::cuda {
 
@@ -28,14 +29,21 @@ struct Fp8Out {
   bool per_line = false;
 };
 
+// Delayed scaling: one cast site's state (fp8_delayed_state.h) on the device.
+struct Fp8Delayed {
+  int* state = nullptr;  // null: the scales come from Fp8Out::amax
+  bool include_current = false;
+};
+
 // x [rows, cols] contiguous, fp32 or bf16.
 LaunchError fp8_amax(DType dt, const void* x, int64_t rows, int64_t cols, Fp8Amax out, void* stream);
 
 // scale = round_to_dtype(fmt_max / max(amax, 1e-12)), inv_scale = 1 / scale,
 // q = fp8(round_to_dtype(x · scale)) saturated at ±fmt_max; row-major into `rowmajor`, transposed into
-// `transposed` (either may be left out), from one read of x.
+// `transposed` (either may be left out), from one read of x. With `delayed`, amax is the window's (both copies
+// one scale; Fp8Out::amax unread) and x's own amax is recorded.
 LaunchError fp8_cast(DType dt, Fp8Format fmt, const void* x, int64_t rows, int64_t cols, Fp8Out rowmajor,
-                     Fp8Out transposed, void* stream);
+                     Fp8Out transposed, void* stream, Fp8Delayed delayed = {});
 
 // The row-major copy alone, scaled per row, in one launch: for each row of x, its absolute maximum, then
 // inv_scale[r] and q[r] as fp8_amax + fp8_cast compute them (the same bytes).

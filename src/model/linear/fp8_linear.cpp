@@ -13,6 +13,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/attention.h"
 #include "meshtrain/model/kernels/fp8_cast.h"
+#include "meshtrain/model/linear/fp8_amax_history.h"
 #include "meshtrain/model/linear/fp8_shared_input.h"
 #include "meshtrain/model/linear/linear.h"
 #include "meshtrain/model/mlp.h"
@@ -37,6 +38,14 @@ at::Tensor scaled_mm(const at::Tensor& a, const at::Tensor& a_inv, const at::Ten
   return y.scalar_type() == out_dtype ? y : y.to(out_dtype);
 }
 
+// t's two copies (row-major and transposed) as `s` asks: scaled from t's own amax, or under delayed scaling from
+// the amaxes `site` recorded before.
+Fp8Cast cast_both(const at::Tensor& t, Fp8Scaling s, at::ScalarType fmt, Fp8AmaxHistory* site) {
+  if (s != Fp8Scaling::delayed) return fp8_cast(t, s, fmt, Fp8Copies::both);
+  MT_CHECK(site != nullptr, "fp8_linear: delayed scaling without the layer's amax histories");
+  return site->cast(t, fmt, Fp8Copies::both);
+}
+
 at::ScalarType result_dtype(const at::Tensor& x) {
   return at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type();
 }
@@ -45,15 +54,18 @@ at::ScalarType result_dtype(const at::Tensor& x) {
 // FP8 copies come with their transposes, which are all the backward keeps of them (half of x2's bytes), and
 // the backward casts ∂y and ∂yᵀ in one go. Rowwise, a transpose is scaled per row of itself (per column of
 // the tensor), as the GEMM's K is then the other dimension. x2 is cast in its own dtype (no copy to the
-// compute dtype first); y and ∂y are in the compute dtype, ∂x in x2's.
+// compute dtype first); y and ∂y are in the compute dtype, ∂x in x2's. Delayed scaling casts w and ∂y at the
+// layer's sites (`sites`, kept for the backward as a capsule in the saved data); tensorwise otherwise.
 class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
  public:
-  // x2: [M, K]; w: [N, K] (the parameter, any float dtype); cx: x2's casts (fp8_cast(x2, ..., both)).
+  // x2: [M, K]; w: [N, K] (the parameter, any float dtype); cx: x2's casts (fp8_cast(x2, ..., both)); sites: the
+  // layer's amax histories under delayed scaling, else null.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, int64_t scaling,
-                               const std::shared_ptr<const Fp8Cast>& cx, int64_t out_dtype) {
+                               const std::shared_ptr<const Fp8Cast>& cx, int64_t out_dtype,
+                               const c10::intrusive_ptr<Fp8LinearHistories>& sites) {
     const auto s = static_cast<Fp8Scaling>(scaling);
     const bool rowwise = s == Fp8Scaling::rowwise;
-    const Fp8Cast cw = fp8_cast(w, s, kE4M3, Fp8Copies::both);
+    const Fp8Cast cw = cast_both(w, s, kE4M3, sites ? &sites->weight : nullptr);
     // Fast accumulation (fewer fp32 promotions inside the GEMM) forward only, as is usual for FP8 training:
     // the gradients' sums are the ones that lose most to it.
     auto y = scaled_mm(cx->q, cx->inv_scale, cw.q, cw.inv_scale, rowwise, static_cast<at::ScalarType>(out_dtype),
@@ -62,6 +74,7 @@ class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
     ctx->saved_data["scaling"] = scaling;
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x2.scalar_type());
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    if (sites) ctx->saved_data["sites"] = c10::IValue::make_capsule(sites);
     return {y};
   }
 
@@ -72,10 +85,13 @@ class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
     const bool rowwise = s == Fp8Scaling::rowwise;
-    const Fp8Cast cdy = fp8_cast(grad[0], s, rowwise ? kE4M3 : kE5M2, Fp8Copies::both);
+    c10::intrusive_ptr<Fp8LinearHistories> sites;
+    if (s == Fp8Scaling::delayed)
+      sites = c10::static_intrusive_pointer_cast<Fp8LinearHistories>(ctx->saved_data["sites"].toCapsule());
+    const Fp8Cast cdy = cast_both(grad[0], s, rowwise ? kE4M3 : kE5M2, sites ? &sites->grad_output : nullptr);
     auto dx = scaled_mm(cdy.q, cdy.inv_scale, wt, wt_inv, rowwise, x_dtype, false);
     auto dw = scaled_mm(cdy.qt, cdy.inv_scale_t, xt, xt_inv, rowwise, at::kFloat, false).to(w_dtype);
-    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -83,7 +99,8 @@ class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
 
 at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scaling, at::ScalarType a_fmt,
                       at::ScalarType b_fmt, at::ScalarType out_dtype, bool fast_accum) {
-  MT_CHECK(scaling != Fp8Scaling::off, "fp8_matmul: scaling off");
+  MT_CHECK(scaling == Fp8Scaling::tensorwise || scaling == Fp8Scaling::rowwise, "fp8_matmul: scaling ", scaling,
+           " (tensorwise or rowwise: delayed scaling keeps a history per layer, fp8_linear)");
   MT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "fp8_matmul: a [M, K], b [K, N]; got ", a.sizes(),
            ", ", b.sizes());
   const bool rowwise = scaling == Fp8Scaling::rowwise;
@@ -102,13 +119,16 @@ bool fp8_applies(const at::Tensor& x, const at::Tensor& w) {
 }
 
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling,
-                      Fp8SharedInput* shared) {
+                      Fp8SharedInput* shared, const c10::intrusive_ptr<Fp8LinearHistories>& sites) {
+  MT_CHECK(scaling != Fp8Scaling::delayed || sites, "fp8_linear: delayed scaling without the layer's histories");
   auto x2 = x.reshape({-1, x.size(-1)});
-  auto cx = shared != nullptr ? shared->cast(x2, scaling)
-                              : std::make_shared<const Fp8Cast>(fp8_cast(x2, scaling, kE4M3, Fp8Copies::both));
+  auto cx = shared != nullptr
+                ? shared->cast(x2, scaling)
+                : std::make_shared<const Fp8Cast>(cast_both(x2, scaling, kE4M3, sites ? &sites->input : nullptr));
   // The bias add stays outside the function: autograd does it (and a custom function must not be given an
   // undefined tensor where a layer has no bias).
-  auto y = Fp8Linear::apply(x2, w, static_cast<int64_t>(scaling), cx, static_cast<int64_t>(result_dtype(x)))[0];
+  auto y = Fp8Linear::apply(x2, w, static_cast<int64_t>(scaling), cx, static_cast<int64_t>(result_dtype(x)),
+                            sites)[0];
   if (b.defined()) y = y + b.to(y.scalar_type());
   return y.view(output_shape(x, w.size(0)));
 }

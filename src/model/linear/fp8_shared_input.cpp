@@ -21,13 +21,18 @@ void Fp8SharedInput::let_go() {
   served_ = 0;
 }
 
+std::shared_ptr<const Fp8Cast> Fp8SharedInput::cast_now(const at::Tensor& x2, Fp8Scaling scaling) {
+  return std::make_shared<const Fp8Cast>(
+      scaling == Fp8Scaling::delayed ? history_.cast(x2, at::kFloat8_e4m3fn, Fp8Copies::both)
+                                     : fp8_cast(x2, scaling, at::kFloat8_e4m3fn, Fp8Copies::both));
+}
+
 std::shared_ptr<const Fp8Cast> Fp8SharedInput::cast(const at::Tensor& x2, Fp8Scaling scaling) {
   // An inference tensor has no version counter to tell a change by: cast it every time.
-  if (x2.is_inference())
-    return std::make_shared<const Fp8Cast>(fp8_cast(x2, scaling, at::kFloat8_e4m3fn, Fp8Copies::both));
+  if (x2.is_inference()) return cast_now(x2, scaling);
   if (!holds(x2, scaling)) {
     let_go();
-    cast_ = std::make_shared<const Fp8Cast>(fp8_cast(x2, scaling, at::kFloat8_e4m3fn, Fp8Copies::both));
+    cast_ = cast_now(x2, scaling);
     x_ = x2;
     version_ = x2._version();
     scaling_ = scaling;

@@ -31,10 +31,17 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias, const at::TensorOptio
   if (bias) add_parameter("bias", at::empty({out}, opts), &this->bias);
 }
 
+void LinearImpl::set_fp8(Fp8Scaling s, std::shared_ptr<Fp8SharedInput> shared) {
+  fp8_ = s;
+  fp8_input_ = std::move(shared);
+  fp8_sites_ = s == Fp8Scaling::delayed ? c10::make_intrusive<Fp8LinearHistories>() : nullptr;
+}
+
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
   if (nf4_) return nf4_linear(x, nf4_current(), bias);
   if (fp8_weight_.defined()) return fp8_weight_linear(x, fp8_weight_, bias);
-  if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight)) return fp8_linear(x, weight, bias, fp8_, fp8_input_.get());
+  if (fp8_ != Fp8Scaling::off && fp8_applies(x, weight))
+    return fp8_linear(x, weight, bias, fp8_, fp8_input_.get(), fp8_sites_);
   if (fused_bias_ && bias.defined()) return bias_linear(x, weight, bias);
   if (master_grads_) return master_linear(x, weight, bias);  // at::linear where it does not apply
   return at::linear(x, weight, bias);

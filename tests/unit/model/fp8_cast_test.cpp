@@ -2,13 +2,19 @@
 // CUDA kernels' result — each copy dequantizes within the format's rounding, the largest element lands on the
 // format's largest, the transpose's scales are the columns' — and the sharing of one input's casts among the
 // layers that read it: shared while the same tensor comes unchanged, cast again after a change in place, for
-// another tensor or view, and after the group's last reader. The kernels themselves: tests/gpu/fp8_cast_test.cpp.
+// another tensor or view, and after the group's last reader; delayed scaling's amax history: the first cast is
+// tensorwise, the next ones scale from the last 16 casts' amaxes (non-finite ones left out), a shared input one
+// site. The kernels themselves: tests/gpu/fp8_cast_test.cpp.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "meshtrain/model/kernels/fp8_cast.h"
+#include "meshtrain/model/linear/fp8_amax_history.h"
 #include "meshtrain/model/linear/fp8_shared_input.h"
 
 using namespace meshtrain;
@@ -108,4 +114,65 @@ TEST(Fp8SharedInput, InferenceTensorsAreCastEveryTime) {
   const auto b = shared.cast(x, Fp8Scaling::tensorwise);
   EXPECT_NE(a.get(), b.get());
   EXPECT_TRUE(same_bytes(a->q, b->q));
+}
+
+// Delayed scaling (model/linear/fp8_amax_history.h), on the CPU: the composite that defines the kernel's result.
+TEST(Fp8AmaxHistory, FirstCastIsTensorwiseThenTheLastSixteenCastsScale) {
+  at::manual_seed(7);
+  const auto t = at::randn({16, 32});
+  model::Fp8AmaxHistory h;
+  const auto first = h.cast(t, kE4M3, Fp8Copies::both);
+  const auto tensorwise = model::fp8_cast(t, Fp8Scaling::tensorwise, kE4M3, Fp8Copies::both);
+  EXPECT_TRUE(same_bytes(first.q, tensorwise.q));
+  EXPECT_TRUE(same_bytes(first.qt, tensorwise.qt));
+  EXPECT_TRUE(at::equal(first.inv_scale, tensorwise.inv_scale));
+  EXPECT_TRUE(at::equal(first.inv_scale_t, tensorwise.inv_scale_t));
+  // Four times larger: scaled from the first cast's amax, so the top three quarters of the range saturate.
+  const auto big = h.cast(t * 4, kE4M3, Fp8Copies::rowmajor);
+  EXPECT_TRUE(at::equal(big.inv_scale, first.inv_scale));
+  const auto scale = 448.0 / t.abs().max().clamp_min(1e-12);  // the composite's tensorwise scale of t
+  EXPECT_TRUE(same_bytes(big.q, (t * 4 * scale).clamp(-448, 448).to(kE4M3)));
+  // Smaller casts after it: the window holds the large amax for 16 casts, then lets it go.
+  for (int i = 2; i < 18; ++i) {
+    const auto c = h.cast(t / 8, kE4M3, Fp8Copies::rowmajor);
+    EXPECT_TRUE(at::equal(c.inv_scale, first.inv_scale * 4)) << "cast " << i;
+  }
+  const auto after = h.cast(t / 8, kE4M3, Fp8Copies::rowmajor);
+  EXPECT_TRUE(at::equal(after.inv_scale, first.inv_scale / 8));
+  EXPECT_EQ(h.casts(), 19);
+  EXPECT_EQ(h.state()[0].item<int>(), 19);
+}
+
+TEST(Fp8AmaxHistory, NonFiniteAmaxesAreLeftOutOfTheWindow) {
+  const auto t = at::randn({16, 32});
+  model::Fp8AmaxHistory h;
+  const auto first = h.cast(t, at::kFloat8_e5m2, Fp8Copies::both);
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    auto u = t.clone();
+    u[3][5] = bad;
+    const auto c = h.cast(u, at::kFloat8_e5m2, Fp8Copies::both);  // scaled from the finite history
+    EXPECT_TRUE(at::equal(c.inv_scale, first.inv_scale));
+    EXPECT_EQ(c.q.to(at::kFloat).isnan().sum().item<int64_t>(), std::isnan(bad) ? 1 : 0);
+  }
+  const auto next = h.cast(t, at::kFloat8_e5m2, Fp8Copies::both);  // the NaN and inf amaxes recorded, not used
+  EXPECT_TRUE(at::equal(next.inv_scale, first.inv_scale));
+  EXPECT_TRUE(same_bytes(next.q, first.q));
+}
+
+TEST(Fp8AmaxHistory, RefusesAMisstatedFirstCastAndOtherScalings) {
+  const auto t = at::randn({16, 32});
+  const auto state = at::zeros({model::fp8_delayed_state_size()}, at::kInt);
+  EXPECT_THROW(model::fp8_cast_delayed_composite(t, kE4M3, Fp8Copies::both, state, /*first=*/false), Error);
+  EXPECT_THROW(model::fp8_cast_delayed(t, kE4M3, Fp8Copies::both, state.narrow(0, 0, 3), true), Error);
+  EXPECT_THROW(model::fp8_cast(t, Fp8Scaling::delayed, kE4M3, Fp8Copies::both), Error);
+}
+
+TEST(Fp8SharedInput, DelayedScalingCastsTheSharedInputAtOneSite) {
+  model::Fp8SharedInput shared(2);
+  const auto x = at::randn({16, 32});
+  const auto a = shared.cast(x, Fp8Scaling::delayed);
+  EXPECT_EQ(shared.cast(x, Fp8Scaling::delayed).get(), a.get());
+  const auto b = shared.cast(x * 2, Fp8Scaling::delayed);  // the next forward: scaled from the first's amax
+  EXPECT_TRUE(at::equal(b->inv_scale, a->inv_scale));
+  EXPECT_EQ(shared.casts_made(), 2);
 }

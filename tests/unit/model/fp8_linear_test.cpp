@@ -16,15 +16,17 @@
 
 using namespace meshtrain;
 
-TEST(Fp8Setting, ParsesTheThreeValuesAndNamesTheKey) {
+TEST(Fp8Setting, ParsesTheFourValuesAndNamesTheKey) {
   EXPECT_EQ(TrainConfig{}.fp8, Fp8Scaling::off);
   EXPECT_EQ(parse_enum<Fp8Scaling>("tensorwise", "train.fp8"), Fp8Scaling::tensorwise);
   EXPECT_EQ(parse_enum<Fp8Scaling>("rowwise", "train.fp8"), Fp8Scaling::rowwise);
+  EXPECT_EQ(parse_enum<Fp8Scaling>("delayed", "train.fp8"), Fp8Scaling::delayed);
   try {
     parse_enum<Fp8Scaling>("e4m3", "train.fp8");
     FAIL() << "no error for train.fp8=e4m3";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("train.fp8: given 'e4m3'; valid off | tensorwise | rowwise"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("train.fp8: given 'e4m3'; valid off | tensorwise | rowwise | delayed"),
+              std::string::npos)
         << e.what();
   }
 }

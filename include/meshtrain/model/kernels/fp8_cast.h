@@ -10,6 +10,7 @@
 // tensor, or of every row and every column at once) and one that writes both copies, each scale computed on
 // the device from its maximum; a row-scaled row-major copy alone (an inference GEMM's input) is one kernel.
 // Elsewhere the composite ATen ops run (fp8_cast_composite), which define the result: both give the same bytes.
+// Under delayed scaling (fp8_cast_delayed) the scale comes from earlier casts' amaxes and the cast is one pass.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -38,5 +39,17 @@ Fp8Amax fp8_amax(const at::Tensor& t, bool tensor, bool rows, bool cols);
 Fp8Cast fp8_cast(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies);
 // The same through composite ATen ops on any device: the reference of the CUDA kernels.
 Fp8Cast fp8_cast_composite(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies);
+
+// Delayed scaling (train.fp8=delayed): the copies scaled per tensor from the amaxes of the casts before this one
+// at the same site — the largest finite one of the last 16 — and t's own amax recorded for the casts after it,
+// all in `state` (int32 [fp8_delayed_state_size()] on t's device, zeros before the site's first cast, which is
+// scaled from t's own amax; `first` says it is that cast, so that nothing reads the state back to the host);
+// model/linear/fp8_amax_history.h keeps one per site. On CUDA (a build with the fused kernels) one pass over t
+// where tensorwise takes two; elsewhere the composite, which defines the result (and checks `first`).
+Fp8Cast fp8_cast_delayed(const at::Tensor& t, at::ScalarType fmt, Fp8Copies copies, const at::Tensor& state,
+                         bool first);
+Fp8Cast fp8_cast_delayed_composite(const at::Tensor& t, at::ScalarType fmt, Fp8Copies copies, const at::Tensor& state,
+                                   bool first);
+int64_t fp8_delayed_state_size();
 
 }  // namespace meshtrain::model

@@ -1,9 +1,10 @@
 // FP8 matmuls for training (train.fp8): a linear layer's three matmuls — y = x·Wᵀ forward, ∂x = ∂y·W and
-// ∂W = ∂yᵀ·x backward — run through at::_scaled_mm on FP8 copies of their operands, each scaled from its own
-// absolute maximum at the moment of the cast (dynamic scaling: no history to keep or checkpoint), so the
-// largest value lands on the format's largest. Tensorwise: one scale per operand; activations and weights in
-// e4m3 (more mantissa), gradients in e5m2 (more range). Rowwise: one scale per row of the left operand and per
-// column of the right one, everything in e4m3. The master weights, the bias add, norms, attention, the head
+// ∂W = ∂yᵀ·x backward — run through at::_scaled_mm on FP8 copies of their operands. Tensorwise: one scale per
+// operand, from its own absolute maximum at the moment of the cast (dynamic scaling), so the largest value lands
+// on the format's largest; activations and weights in e4m3 (more mantissa), gradients in e5m2 (more range).
+// Rowwise: one scale per row of the left operand and per column of the right one, everything in e4m3. Delayed:
+// tensorwise, but each operand scaled from the amaxes its site recorded at the casts before
+// (model/linear/fp8_amax_history.h): one pass over it instead of two. The master weights, the bias add, norms, attention, the head
 // and the loss stay in their own precision; ∂W comes back in the weight's dtype.
 //
 //   use_fp8(*net, Fp8Scaling::tensorwise, cfg.train.fp8_min_width);  // the blocks' layers wide enough to gain
@@ -18,6 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include "meshtrain/core/config_enums.h"
 
@@ -25,9 +27,11 @@ namespace meshtrain::model {
 
 class Fp8SharedInput;
 class TransformerImpl;
+struct Fp8LinearHistories;
 
-// a [M, K] · b [K, N] with both operands cast to FP8 as `scaling` says (a's and b's formats: `a_fmt`, `b_fmt`,
-// e4m3 or e5m2, rowwise takes e4m3 only); the product in `out_dtype`. Sizes must be multiples of 16.
+// a [M, K] · b [K, N] with both operands cast to FP8 as `scaling` says (tensorwise or rowwise; a's and b's formats:
+// `a_fmt`, `b_fmt`, e4m3 or e5m2, rowwise takes e4m3 only); the product in `out_dtype`. Sizes must be multiples of
+// 16.
 // `fast_accum`: the GEMM's faster, less precise accumulation.
 at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scaling, at::ScalarType a_fmt,
                       at::ScalarType b_fmt, at::ScalarType out_dtype, bool fast_accum = false);
@@ -36,9 +40,10 @@ at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& b, Fp8Scaling scali
 bool fp8_applies(const at::Tensor& x, const at::Tensor& w);
 // x [..., in] · w [out, in]ᵀ + b (b may be undefined), differentiable in x, w and b, in FP8 as described
 // above. The result takes autocast's dtype when autocast is on, else x's. `shared`: x's casts shared with
-// the other layers that read x (model/linear/fp8_shared_input.h); null: cast here.
+// the other layers that read x (model/linear/fp8_shared_input.h); null: cast here. `sites`: the layer's amax
+// histories, which delayed scaling needs (unused otherwise).
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Fp8Scaling scaling,
-                      Fp8SharedInput* shared = nullptr);
+                      Fp8SharedInput* shared = nullptr, const c10::intrusive_ptr<Fp8LinearHistories>& sites = {});
 
 // Tries one small FP8 matmul on `device`: false where the GPU (or this build) has none.
 bool fp8_matmul_available(const c10::Device& device);

@@ -2,7 +2,8 @@
 // projections, SwiGLU's gate and up — so that it is cast once, not once per layer (model/linear/fp8_linear.h). The
 // first reader casts; the next ones get the same copies while they pass the same tensor (the same storage,
 // offset, sizes and strides) unchanged since (its version counter); after the last of the group's readers
-// the copies are let go, so nothing outlives the forward of its layers but what autograd saves.
+// the copies are let go, so nothing outlives the forward of its layers but what autograd saves. Under delayed
+// scaling the shared input is one cast site with its own amax history.
 //
 //   auto shared = std::make_shared<Fp8SharedInput>(3);   // wq, wk, wv
 //   wq->set_fp8(s, shared); wk->set_fp8(s, shared); wv->set_fp8(s, shared);
@@ -14,6 +15,7 @@
 
 #include "meshtrain/core/config_enums.h"
 #include "meshtrain/model/kernels/fp8_cast.h"
+#include "meshtrain/model/linear/fp8_amax_history.h"
 
 namespace meshtrain::model {
 
@@ -28,6 +30,7 @@ class Fp8SharedInput {
 
  private:
   bool holds(const at::Tensor& x2, Fp8Scaling scaling) const;
+  std::shared_ptr<const Fp8Cast> cast_now(const at::Tensor& x2, Fp8Scaling scaling);
   void let_go();
 
   const int readers_;
@@ -37,6 +40,7 @@ class Fp8SharedInput {
   int64_t version_ = 0;
   Fp8Scaling scaling_ = Fp8Scaling::off;
   std::shared_ptr<const Fp8Cast> cast_;
+  Fp8AmaxHistory history_;  // delayed scaling's
 };
 
 }  // namespace meshtrain::model

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "meshtrain/core/config_enums.h"
+#include "meshtrain/model/linear/fp8_amax_history.h"
 #include "meshtrain/model/linear/fp8_weight.h"
 #include "meshtrain/model/param_module.h"
 #include "meshtrain/model/table_rows.h"
@@ -28,11 +29,9 @@ class LinearImpl : public ParamModule {
   virtual at::Tensor forward(const at::Tensor& x);  // x: [..., in] → [..., out]
   // FP8 matmuls (model/linear/fp8_linear.h) where the sizes allow; off by default. A layer that overrides forward
   // (the tensor-parallel ones) keeps its own matmuls. `shared`: the input's casts shared with the other
-  // layers that read the same input (model/linear/fp8_shared_input.h).
-  void set_fp8(Fp8Scaling s, std::shared_ptr<Fp8SharedInput> shared = nullptr) {
-    fp8_ = s;
-    fp8_input_ = std::move(shared);
-  }
+  // layers that read the same input (model/linear/fp8_shared_input.h). Delayed scaling starts the layer's amax
+  // histories anew (model/linear/fp8_amax_history.h).
+  void set_fp8(Fp8Scaling s, std::shared_ptr<Fp8SharedInput> shared = nullptr);
   // gelu_tanh(forward(x)). With `fused`, bias and GELU fused with the matmul (model/linear/fused_linear_gelu.h)
   // where the layer can_fuse_gelu(); otherwise gelu(forward(x)).
   virtual at::Tensor forward_gelu(const at::Tensor& x, bool fused);
@@ -117,6 +116,7 @@ class LinearImpl : public ParamModule {
   Fp8Weight fp8_weight_;
   Fp8Scaling fp8_ = Fp8Scaling::off;
   std::shared_ptr<Fp8SharedInput> fp8_input_;
+  c10::intrusive_ptr<Fp8LinearHistories> fp8_sites_;  // delayed scaling's
   bool fused_bias_ = false;
   bool master_grads_ = false;
   bool fused_adds_ = false;
