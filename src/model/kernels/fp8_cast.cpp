@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cmath>
 #include <utility>
 
 #include "model/kernels/cuda_kernel_call.h"
@@ -194,9 +195,12 @@ Fp8Cast fp8_cast_delayed_composite(const at::Tensor& t, at::ScalarType fmt, Fp8C
   MT_CHECK(first == (calls == 0), "fp8_cast_delayed: first ", first, " for a state after ", calls, " casts");
   const int write = calls % kAmaxSlots;
   const auto slots = amax_slots(state);
-  // Recorded as the kernel's atomic maximum on the bits orders them: a NaN above everything.
-  const auto amax = t.abs().max().to(at::kFloat), held = slots[write];
-  slots[write].copy_(at::where(amax.isnan() | (amax > held), amax, held));
+  // Recorded as the kernel's atomic maximum on the bits orders them: a NaN (one bit pattern) above everything.
+  const float amax = t.abs().max().item<float>(), held = slots[write].item<float>();
+  if (std::isnan(amax))
+    state[kDelayedFirstSlot + write].fill_(kAmaxNanBits);
+  else if (!std::isnan(held) && amax > held)
+    slots[write].fill_(amax);
   auto in_window = at::ones({kAmaxSlots}, state.options().dtype(at::kBool));
   if (!first) in_window[write] = false;
   const auto window = at::where(in_window & slots.isfinite(), slots, at::zeros_like(slots)).max();

@@ -171,6 +171,7 @@ __device__ __forceinline__ void record_amax(const Fp8Delayed& d, float m, float*
   __syncthreads();
   if (threadIdx.x != 0) return;
   for (int w = 1; w < kWarps; ++w) m = max_nan(m, warp_part[w]);
+  if (m != m) m = __int_as_float(kAmaxNanBits);  // one NaN, whatever the input's payload
   const int calls = d.state[kDelayedCalls];
   atomic_max(reinterpret_cast<float*>(d.state + kDelayedFirstSlot + calls % kAmaxSlots), m);
   __threadfence();  // the maximum lands before the count of finished blocks says so

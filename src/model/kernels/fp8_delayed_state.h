@@ -6,7 +6,8 @@
 // slots: the last kAmaxWindow casts'. The site's first cast has no history; a pass over its tensor fills its
 // slot first and it is scaled from all of them (its own amax, as tensorwise). The cast that finishes moves the
 // count on and empties the slot the next one records into (the oldest), so the state lives on the device alone
-// and a CUDA graph replays the casts as they ran.
+// and a CUDA graph replays the casts as they ran. A NaN amax is recorded as kAmaxNanBits (above every other
+// value's bits, as the kernel's atomic maximum on the bits orders them).
 #pragma once
 
 namespace meshtrain::model {
@@ -15,5 +16,6 @@ constexpr int kAmaxWindow = 16;
 constexpr int kAmaxSlots = kAmaxWindow + 1;
 constexpr int kDelayedCalls = 0, kDelayedBlocksDone = 1, kDelayedFirstSlot = 2;
 constexpr int kDelayedStateInts = kDelayedFirstSlot + kAmaxSlots;
+constexpr int kAmaxNanBits = 0x7fffffff;
 
 }  // namespace meshtrain::model
