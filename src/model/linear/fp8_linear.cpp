@@ -54,8 +54,8 @@ at::ScalarType result_dtype(const at::Tensor& x) {
 // FP8 copies come with their transposes, which are all the backward keeps of them (half of x2's bytes), and
 // the backward casts ∂y and ∂yᵀ in one go. Rowwise, a transpose is scaled per row of itself (per column of
 // the tensor), as the GEMM's K is then the other dimension. x2 is cast in its own dtype (no copy to the
-// compute dtype first); y and ∂y are in the compute dtype, ∂x in x2's. Delayed scaling casts w and ∂y at the
-// layer's sites (`sites`, kept for the backward as a capsule in the saved data); tensorwise otherwise.
+// compute dtype first); y and ∂y are in the compute dtype, ∂x in x2's. Under delayed scaling w and ∂y are cast
+// at the layer's sites (`sites`, kept for the backward as a capsule in the saved data).
 class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
  public:
   // x2: [M, K]; w: [N, K] (the parameter, any float dtype); cx: x2's casts (fp8_cast(x2, ..., both)); sites: the

@@ -25,7 +25,8 @@ class Fp8AmaxHistory {
   Fp8Cast cast(const at::Tensor& t, at::ScalarType fmt, Fp8Copies copies);
   // How many casts this site has made (counted on the host).
   int64_t casts() const { return casts_; }
-  // The device state (model/kernels/fp8_cast.h's layout); undefined before the first cast.
+  // The device state (int32, laid out as src/model/kernels/fp8_delayed_state.h says); undefined before the first
+  // cast.
   const at::Tensor& state() const { return state_; }
 
  private:

@@ -4,8 +4,8 @@
 // on the format's largest; activations and weights in e4m3 (more mantissa), gradients in e5m2 (more range).
 // Rowwise: one scale per row of the left operand and per column of the right one, everything in e4m3. Delayed:
 // tensorwise, but each operand scaled from the amaxes its site recorded at the casts before
-// (model/linear/fp8_amax_history.h): one pass over it instead of two. The master weights, the bias add, norms, attention, the head
-// and the loss stay in their own precision; ∂W comes back in the weight's dtype.
+// (model/linear/fp8_amax_history.h): one pass over it instead of two. The master weights, the bias add, norms,
+// attention, the head and the loss stay in their own precision; ∂W comes back in the weight's dtype.
 //
 //   use_fp8(*net, Fp8Scaling::tensorwise, cfg.train.fp8_min_width);  // the blocks' layers wide enough to gain
 //   if (!fp8_matmul_available(device)) ...          // a GPU without FP8 matmuls (compute capability < 8.9)
