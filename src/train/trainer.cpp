@@ -411,6 +411,10 @@ void TrainingRun::setup_model_and_optimizer() {
                   "than train.fp8_min_width %lld: in·out / (in + out); 0 = every layer)",
                   static_cast<long long>(n.fp8), static_cast<long long>(n.layers),
                   static_cast<long long>(cfg_.train.fp8_min_width));
+    if (fp8 == Fp8Scaling::delayed)
+      log::progress("train.fp8 delayed: each cast scaled from the amaxes of its last 16 at the same place; the "
+                    "first step's casts from their own (the histories are not checkpointed: a resume starts them "
+                    "again)");
   }
   // After every switch of the model above: the graph captures the kernels they choose.
   if (cfg_.train.cuda_graph == OnOff::on) graph_step_ = std::make_unique<CudaGraphStep>(*par_, w_.device);
