@@ -4,7 +4,9 @@
 // (default fused_kernels_bench.json). The FP8 casts (model/kernels/fp8_cast.h) likewise, at the Llama 3.1 8B shape;
 // GPT-2's MLP and a biased projection through the cuBLASLt epilogues (gelu_mlp.h, bias_linear.h); the bias
 // gradient's column sum (column_sum.h), a linear on fp32 master weights under autocast (master_linear.h), and
-// the weight gradient into fp32 four ways (lt_matmul.h) at every projection shape of the three bench models.
+// the weight gradient into fp32 four ways (lt_matmul.h) at every projection shape of the three bench models. AdamW's
+// update (fused_adamw.h) against ATen's fused AdamW on one Llama 3.1 8B MLP weight and on its embedding, beside a
+// copy of as many bytes (op "copy_ref": what the GPU's memory moves, read and write, at its best), with TB/s.
 // Exit code 77 without a GPU or without the kernels in the build.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -25,6 +27,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/linear/bias_linear.h"
 #include "meshtrain/model/kernels/column_sum.h"
+#include "meshtrain/model/kernels/fused_adamw.h"
 #include "meshtrain/model/kernels/fp8_cast.h"
 #include "meshtrain/model/kernels/fused_add_norm.h"
 #include "meshtrain/model/kernels/fused_cross_entropy.h"
@@ -368,6 +371,29 @@ int main(int argc, char** argv) {
       rows.push_back(measure(op, name, "fused", [&, s = s] {
         (void)model::fp8_cast(t, s, at::kFloat8_e4m3fn, model::Fp8Copies::both);
       }));
+    }
+  }
+
+  // AdamW: p, g, m, v read and p, m, v written, 28 bytes an element; the copy moves 28 bytes an element too
+  // (14 read, 14 written). Each row's TB/s printed as it is measured.
+  for (auto [n, name] :
+       {std::pair<int64_t, const char*>{14336LL * 4096, "14336x4096"}, {128256LL * 4096, "128256x4096"}}) {
+    const auto f32 = bf16.dtype(at::kFloat);
+    std::vector<at::Tensor> p{at::randn({n}, f32)}, g{at::randn({n}, f32) * 1e-3}, m{at::zeros({n}, f32)},
+        v{at::zeros({n}, f32)}, st{at::ones({}, f32)};
+    const auto tbs = [n = n](double ms) { return 28.0 * static_cast<double>(n) / (ms * 1e-3) / 1e12; };
+    const auto src = at::empty({n * 7 / 2}, f32), dst = at::empty_like(src);
+    Row copy = measure("adamw", name, "copy_ref", [&] { dst.copy_(src); });
+    Row aten = measure("adamw", name, "composite", [&] {
+      at::_fused_adamw_(p, g, m, v, {}, st, 1e-4, 0.9, 0.95, 0.1, 1e-8, false, false, std::nullopt, std::nullopt);
+    });
+    Row own = measure("adamw", name, "fused", [&] {
+      MT_CHECK(model::fused_adamw({p, g, m, v, st}, {.lr = 1e-4, .beta2 = 0.95, .weight_decay = 0.1}, {}, {}),
+               "fused_adamw did not take the tensors");
+    });
+    for (Row* r : {&copy, &aten, &own}) {
+      std::printf("adamw %s %s: %.2f TB/s\n", name, r->impl.c_str(), tbs(r->ms));
+      rows.push_back(*r);
     }
   }
 
