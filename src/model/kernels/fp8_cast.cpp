@@ -57,16 +57,45 @@ at::Tensor amax_slots(const at::Tensor& state) {
 }
 
 #if MESHTRAIN_CUDA_KERNELS
-cuda::Fp8Out out_of(const at::Tensor& q, const at::Tensor& inv, const at::Tensor& amax, bool per_line) {
-  return {q.mutable_data_ptr(), inv.mutable_data_ptr<float>(), amax.const_data_ptr<float>(), per_line};
+cuda::Fp8Format kernel_format(at::ScalarType fmt) {
+  return fmt == at::kFloat8_e4m3fn ? cuda::Fp8Format::kE4M3 : cuda::Fp8Format::kE5M2;
 }
+
+// The copies `copies` asks for, empty, for the cast kernel to write: q [R, C] and qt [C, R] in `fmt`, each with its
+// inverse scales ([lines, 1] per_line, else one); and their kernel outputs, scaled from `rows_amax` and `cols_amax`
+// (the tensor's for both where one scale; null under delayed scaling, whose kernel takes its own).
+struct Fp8Outputs {
+  Fp8Cast cast;
+  cuda::Fp8Out rowmajor, transposed;
+};
+Fp8Outputs empty_outputs(const at::Tensor& t, at::ScalarType fmt, Fp8Copies copies, bool per_line,
+                         const float* rows_amax, const float* cols_amax) {
+  const int64_t rows = t.size(0), cols = t.size(1);
+  const auto f32 = t.options().dtype(at::kFloat);
+  const auto inv = [&](int64_t lines) { return per_line ? at::empty({lines, 1}, f32) : at::empty({}, f32); };
+  Fp8Outputs o;
+  Fp8Cast& c = o.cast;
+  if (wants_rowmajor(copies)) {
+    c.q = at::empty({rows, cols}, t.options().dtype(fmt));
+    c.inv_scale = inv(rows);
+    o.rowmajor = {c.q.mutable_data_ptr(), c.inv_scale.mutable_data_ptr<float>(), rows_amax, per_line};
+  }
+  if (wants_transposed(copies)) {
+    c.qt = at::empty({cols, rows}, t.options().dtype(fmt));
+    c.inv_scale_t = inv(cols);
+    o.transposed = {c.qt.mutable_data_ptr(), c.inv_scale_t.mutable_data_ptr<float>(), cols_amax, per_line};
+  }
+  return o;
+}
+
+const float* data_or_null(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 
 // Both kernels; t contiguous, fp32 or bf16, on CUDA.
 Fp8Cast cast_with_kernels(const at::Tensor& t, Fp8Scaling scaling, at::ScalarType fmt, Fp8Copies copies) {
   const c10::DeviceGuard guard(t.device());
   const bool rowwise = scaling == Fp8Scaling::rowwise, rm = wants_rowmajor(copies), tr = wants_transposed(copies);
   const int64_t rows = t.size(0), cols = t.size(1);
-  const auto f = fmt == at::kFloat8_e4m3fn ? cuda::Fp8Format::kE4M3 : cuda::Fp8Format::kE5M2;
+  const auto f = kernel_format(fmt);
   if (rowwise && !tr) {  // one kernel: each row's maximum and cast (fp8_cast_rows)
     Fp8Cast c{at::empty({rows, cols}, t.options().dtype(fmt)), at::empty({rows, 1}, t.options().dtype(at::kFloat))};
     cuda::check_launch(cuda::fp8_cast_rows(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, c.q.mutable_data_ptr(),
@@ -75,23 +104,12 @@ Fp8Cast cast_with_kernels(const at::Tensor& t, Fp8Scaling scaling, at::ScalarTyp
     return c;
   }
   const Fp8Amax amax = fp8_amax(t, !rowwise, rowwise && rm, rowwise && tr);
-  const auto f32 = t.options().dtype(at::kFloat);
-  Fp8Cast c;
-  cuda::Fp8Out rm_out, tr_out;
-  if (rm) {
-    c.q = at::empty({rows, cols}, t.options().dtype(fmt));
-    c.inv_scale = rowwise ? at::empty({rows, 1}, f32) : at::empty({}, f32);
-    rm_out = out_of(c.q, c.inv_scale, rowwise ? amax.rows : amax.tensor, rowwise);
-  }
-  if (tr) {
-    c.qt = at::empty({cols, rows}, t.options().dtype(fmt));
-    c.inv_scale_t = rowwise ? at::empty({cols, 1}, f32) : at::empty({}, f32);
-    tr_out = out_of(c.qt, c.inv_scale_t, rowwise ? amax.cols : amax.tensor, rowwise);
-  }
-  cuda::check_launch(
-      cuda::fp8_cast(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, rm_out, tr_out, cuda::stream_of(t)),
-      "FP8 cast");
-  return c;
+  auto o = rowwise ? empty_outputs(t, fmt, copies, true, data_or_null(amax.rows), data_or_null(amax.cols))
+                   : empty_outputs(t, fmt, copies, false, data_or_null(amax.tensor), data_or_null(amax.tensor));
+  cuda::check_launch(cuda::fp8_cast(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, o.rowmajor, o.transposed,
+                                    cuda::stream_of(t)),
+                     "FP8 cast");
+  return o.cast;
 }
 
 // Delayed scaling: one pass (two for the site's first cast, whose slot, slot 0, a pass of fp8_amax fills).
@@ -105,24 +123,11 @@ Fp8Cast cast_delayed_with_kernels(const at::Tensor& t, at::ScalarType fmt, Fp8Co
                                       {reinterpret_cast<float*>(st + kDelayedFirstSlot), nullptr, nullptr},
                                       cuda::stream_of(t)),
                        "FP8 amax");
-  const auto f32 = t.options().dtype(at::kFloat);
-  Fp8Cast c;
-  cuda::Fp8Out rm_out, tr_out;
-  if (wants_rowmajor(copies)) {
-    c.q = at::empty({rows, cols}, t.options().dtype(fmt));
-    c.inv_scale = at::empty({}, f32);
-    rm_out = {c.q.mutable_data_ptr(), c.inv_scale.mutable_data_ptr<float>(), nullptr, false};
-  }
-  if (wants_transposed(copies)) {
-    c.qt = at::empty({cols, rows}, t.options().dtype(fmt));
-    c.inv_scale_t = at::empty({}, f32);
-    tr_out = {c.qt.mutable_data_ptr(), c.inv_scale_t.mutable_data_ptr<float>(), nullptr, false};
-  }
-  const auto f = fmt == at::kFloat8_e4m3fn ? cuda::Fp8Format::kE4M3 : cuda::Fp8Format::kE5M2;
-  cuda::check_launch(cuda::fp8_cast(cuda::dtype_of(t), f, t.const_data_ptr(), rows, cols, rm_out, tr_out,
-                                    cuda::stream_of(t), {st, first}),
+  auto o = empty_outputs(t, fmt, copies, false, nullptr, nullptr);
+  cuda::check_launch(cuda::fp8_cast(cuda::dtype_of(t), kernel_format(fmt), t.const_data_ptr(), rows, cols, o.rowmajor,
+                                    o.transposed, cuda::stream_of(t), {st, first}),
                      "FP8 delayed cast");
-  return c;
+  return o.cast;
 }
 #endif
 

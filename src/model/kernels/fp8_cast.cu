@@ -43,6 +43,17 @@ __device__ __forceinline__ float warp_max(float m) {
   return m;
 }
 
+// The largest of every thread's m in the block (a NaN wins), to every thread. warp_part: kWarps floats of shared
+// memory; the same for the whole block, as is the barrier inside.
+__device__ __forceinline__ float block_max(float m, float* warp_part) {
+  m = warp_max(m);
+  if (threadIdx.x % 32 == 0) warp_part[threadIdx.x / 32] = m;
+  __syncthreads();
+  float b = warp_part[0];
+  for (int w = 1; w < kWarps; ++w) b = max_nan(b, warp_part[w]);
+  return b;
+}
+
 // v ≥ 0 (or +NaN): its bits order as an int does.
 __device__ __forceinline__ void atomic_max(float* p, float v) {
   atomicMax(reinterpret_cast<int*>(p), __float_as_int(v));
@@ -139,14 +150,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if (out.tensor != nullptr) {
-    tm = warp_max(tm);
-    if (lane == 0) warp_part[warp] = tm;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float m = warp_part[0];
-      for (int w = 1; w < kWarps; ++w) m = max_nan(m, warp_part[w]);
-      atomic_max(out.tensor, m);
-    }
+    tm = block_max(tm, warp_part);
+    if (threadIdx.x == 0) atomic_max(out.tensor, tm);
   }
 }
 
@@ -166,11 +171,8 @@ __device__ __forceinline__ float window_amax(const Fp8Delayed& d) {
 // next cast (its count, and the slot it will record into emptied: the oldest, which this cast's window read).
 // Every thread of the block calls it, with the largest |x| it read.
 __device__ __forceinline__ void record_amax(const Fp8Delayed& d, float m, float* warp_part) {
-  m = warp_max(m);
-  if (threadIdx.x % 32 == 0) warp_part[threadIdx.x / 32] = m;
-  __syncthreads();
+  m = block_max(m, warp_part);
   if (threadIdx.x != 0) return;
-  for (int w = 1; w < kWarps; ++w) m = max_nan(m, warp_part[w]);
   if (m != m) m = __int_as_float(kAmaxNanBits);  // one NaN, whatever the input's payload
   const int calls = d.state[kDelayedCalls];
   atomic_max(reinterpret_cast<float*>(d.state + kDelayedFirstSlot + calls % kAmaxSlots), m);
@@ -240,7 +242,6 @@ __global__ void __launch_bounds__(kThreads)
     fp8_cast_rows_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, uint8_t* __restrict__ q,
                          float* __restrict__ inv_scale) {
   __shared__ float warp_part[kWarps];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r = blockIdx.x;
   float m = 0.f;
   for (int64_t c = static_cast<int64_t>(threadIdx.x) * kV; c < cols; c += kThreads * kV) {
@@ -249,12 +250,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < kV; ++k) m = max_nan(m, fabsf(v[k]));
   }
-  m = warp_max(m);
-  if (lane == 0) warp_part[warp] = m;
-  __syncthreads();
-  float amax = warp_part[0];
-  for (int w = 1; w < kWarps; ++w) amax = max_nan(amax, warp_part[w]);
-  const float s = scale_from<T, F>(amax);
+  const float s = scale_from<T, F>(block_max(m, warp_part));
   for (int64_t c = static_cast<int64_t>(threadIdx.x) * kV; c < cols; c += kThreads * kV) {
     float v[kV];
     load_row<T, kVec>(x, rows, cols, r, c, v);
