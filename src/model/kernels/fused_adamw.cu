@@ -2,7 +2,7 @@
 // fused AdamW computes the same (its FusedAdamMathFunctor in ADAMW mode: the operations below, in its order), but
 // through multi-tensor launches of at most a few hundred blocks each and, when it divides the gradients by a clip
 // divisor, it writes them back: 4 more bytes a parameter that nothing reads after the update. One launch here
-// covers one parameter with a thread per 16 bytes of it: on an H100 that moves 3.03–3.06 TB/s, a device copy's
+// covers one parameter with a thread per 16 bytes of it: on an H100 that moves 3.02–3.05 TB/s, a device copy's
 // rate, where a grid of 8 blocks an SM striding over the parameter with two accesses in flight per buffer moved
 // 2.78–2.87 (docs/PERFORMANCE.md).
 #include <cuda_runtime.h>
