@@ -2,11 +2,13 @@
 """Single-GPU training throughput, side by side in one run: meshtrain (`meshtrain bench train`) vs the same
 model and recipe in PyTorch eager and torch.compile (scripts/bench/train_torch.py), bf16, synthetic tokens.
 
-Shapes (the model/training issue's benchmark): GPT-2 124M (micro-batch 32, T 1024), Llama 3.2 1B (8, 2048),
-Llama 3.1 8B's layer shape with 8 layers (4, 2048). Prints a table (tokens/s, MFU, peak memory, ratios) and
-writes every row to OUT/train_compare.json.
+Shapes: GPT-2 124M (micro-batch 32, T 1024), Llama 3.2 1B (8, 2048), Llama 3.1 8B's layer shape with 8 layers
+(4, 2048), the default three; and the whole Llama 3.1 8B at micro-batch 1 and at micro-batch 2 with activation
+checkpointing (T 2048; about 120 GiB: a 141 GB card), named only. Prints a table (tokens/s, MFU, peak memory,
+ratios) and writes every row to OUT/train_compare.json.
 
-Usage: train_compare.py MESHTRAIN_BIN OUT_DIR [--shapes NAME,...] [--variants NAME,...] [--no-compile] [--steps N]
+Usage: train_compare.py MESHTRAIN_BIN OUT_DIR [--shapes NAME,...] [--variants NAME,...] [--no-compile] [--no-eager]
+       [--steps N]
 """
 import argparse
 import json
@@ -14,11 +16,14 @@ import os
 import subprocess
 import sys
 
-SHAPES = {  # name: (preset, batch, seq, layers)
-    "gpt2-124m": ("gpt2-124m", 32, 1024, 0),
-    "llama3.2-1b": ("llama3.2-1b", 8, 2048, 0),
-    "llama3.1-8b-8L": ("llama3.1-8b", 4, 2048, 8),
+SHAPES = {  # name: (preset, batch, seq, layers, activation checkpointing)
+    "gpt2-124m": ("gpt2-124m", 32, 1024, 0, False),
+    "llama3.2-1b": ("llama3.2-1b", 8, 2048, 0, False),
+    "llama3.1-8b-8L": ("llama3.1-8b", 4, 2048, 8, False),
+    "llama3.1-8b": ("llama3.1-8b", 1, 2048, 0, False),
+    "llama3.1-8b-mb2-ac": ("llama3.1-8b", 2, 2048, 0, True),
 }
+DEFAULT_SHAPES = ("gpt2-124m", "llama3.2-1b", "llama3.1-8b-8L")
 # meshtrain's runs: as configured by default (fused kernels on), without the fused kernels, with the chunked loss,
 # and with each fused lever switched off on its own (its gain = meshtrain's tokens/s over the variant's).
 # FP8: the blocks' linear layers through FP8 matmuls (train.fp8), tensorwise and rowwise scaling.
@@ -51,8 +56,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("meshtrain")
     ap.add_argument("out")
-    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="of: " + ", ".join(SHAPES))
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-eager", action="store_true", help="no PyTorch eager run (its ratios print as nan)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="meshtrain variants to run, of: " + ", ".join(VARIANTS))
@@ -61,14 +67,17 @@ def main():
     bad = [v for v in variants if v not in VARIANTS]
     if bad:
         ap.error(f"--variants: unknown {', '.join(bad)}; valid: {', '.join(VARIANTS)}")
+    bad = [s for s in a.shapes.split(",") if s not in SHAPES]
+    if bad:
+        ap.error(f"--shapes: unknown {', '.join(bad)}; valid: {', '.join(SHAPES)}")
     os.makedirs(a.out, exist_ok=True)
     rows = []
     for name in a.shapes.split(","):
-        preset, batch, seq, layers = SHAPES[name]
+        preset, batch, seq, layers, ac = SHAPES[name]
         common = ["--preset", preset, "--batch", str(batch), "--seq", str(seq), "--layers", str(layers),
                   "--steps", str(a.steps)]
-        torch_cmd = [sys.executable, os.path.join(HERE, "train_torch.py")] + common
-        mt = [a.meshtrain, "bench", "train"]
+        torch_cmd = [sys.executable, os.path.join(HERE, "train_torch.py")] + common + (["--ac"] if ac else [])
+        mt = [a.meshtrain, "bench", "train"] + (["--activation-checkpointing"] if ac else [])
         runs = [("meshtrain", mt + common),
                 # Without the fused CUDA kernels (loss, RoPE, SwiGLU): PyTorch's composite ops, as eager runs them.
                 ("meshtrain-unfused", mt + ["--set", "train.fused_kernels=false"] + common),
@@ -90,7 +99,7 @@ def main():
                 ("meshtrain-tuned", mt + ["--set", "train.gemm_tuning=true"] + common),
                 ("meshtrain-aten-adamw", mt + ["--set", "optimizer.fused_kernel=false"] + common),
                 ("pytorch-eager", torch_cmd)]
-        runs = [r for r in runs if r[0] in variants or r[0].startswith("pytorch")]
+        runs = [r for r in runs if r[0] in variants or (r[0] == "pytorch-eager" and not a.no_eager)]
         if not a.no_compile:
             runs.append(("pytorch-compile", torch_cmd + ["--compile"]))
         for impl, cmd in runs:

@@ -6,7 +6,8 @@ tied head) and Llama (RMSNorm, RoPE in rotate-half layout, grouped-query attenti
 SwiGLU, no biases, tied or untied head). Separate q/k/v projections, F.scaled_dot_product_attention
 (is_causal=True), bf16 autocast over fp32 master weights, fused AdamW with decay groups, global-norm clip 1.0
 — the choices meshtrain makes, so the ratio compares runtimes, not recipes. `--compile` wraps the model in
-torch.compile. Data: random tokens generated on the GPU (throughput does not depend on them).
+torch.compile; `--ac` recomputes each block in the backward (torch.utils.checkpoint, non-reentrant), as meshtrain's
+`--activation-checkpointing` does. Data: random tokens generated on the GPU (throughput does not depend on them).
 
 FLOPs per token (docs/metrics.md): 6 × non-embedding params + 6·V·d (output head) + 6·L·T·d (causal attention).
 
@@ -18,7 +19,7 @@ two runtimes' kernels can be set side by side.
 its Python stack) and saves it for pytorch.org/memory_viz — the same file `meshtrain bench train
 --memory-snapshot` writes, so the two peaks can be taken apart block by block.
 
-Usage: train_torch.py --preset gpt2-124m --seq 1024 --batch 32 [--layers L] [--compile] [--json OUT.json]
+Usage: train_torch.py --preset gpt2-124m --seq 1024 --batch 32 [--layers L] [--compile] [--ac] [--json OUT.json]
        [--profile DIR] [--memory-snapshot FILE]
 """
 import argparse
@@ -28,6 +29,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 # family, n_layer, n_head, n_kv_head, d_model, d_ff, vocab, tied — as src/core/model_presets.cpp
 PRESETS = {
@@ -79,9 +81,9 @@ class Block(nn.Module):
 
 
 class Model(nn.Module):
-    def __init__(s, family, L, H, Hkv, D, FF, V, tied, T):
+    def __init__(s, family, L, H, Hkv, D, FF, V, tied, T, ac=False):
         super().__init__()
-        s.llama = family == "llama"
+        s.llama, s.ac = family == "llama", ac
         s.tok = nn.Embedding(V, D)
         if not s.llama:
             s.pos = nn.Embedding(T, D)
@@ -102,7 +104,7 @@ class Model(nn.Module):
             x = x + s.pos(torch.arange(T, device=idx.device))
         cos, sin = s.cos[:T], s.sin[:T]
         for b in s.blocks:
-            x = b(x, cos, sin)
+            x = torch.utils.checkpoint.checkpoint(b, x, cos, sin, use_reentrant=False) if s.ac else b(x, cos, sin)
         x = s.norm(x)
         logits = s.head(x) if s.head is not None else F.linear(x, s.tok.weight)
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.reshape(-1))
@@ -117,6 +119,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--ac", action="store_true", help="activation checkpointing: each block recomputed in backward")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU")
     ap.add_argument("--json")
     ap.add_argument("--profile", metavar="DIR", help="profile 3 steps after the timed ones into DIR")
@@ -129,7 +132,7 @@ def main():
         L = a.layers
     dev = "cuda"
     torch.manual_seed(0)
-    model = Model(family, L, H, Hkv, D, FF, V, tied, a.seq).to(dev)
+    model = Model(family, L, H, Hkv, D, FF, V, tied, a.seq, ac=a.ac).to(dev)
     emb = ("tok.", "pos.", "head.")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith(emb)]
     other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith(emb))]
@@ -161,7 +164,8 @@ def main():
     med = times[len(times) // 2]
     tok_s = a.batch * a.seq / med
     res = {"impl": "pytorch-compile" if a.compile else "pytorch-eager", "preset": a.preset, "layers": L,
-           "params": n_params, "seq": a.seq, "batch": a.batch, "step_time_s": med, "tokens_per_s": tok_s,
+           "params": n_params, "seq": a.seq, "batch": a.batch, "activation_checkpointing": a.ac,
+           "step_time_s": med, "tokens_per_s": tok_s,
            "mfu": tok_s * flops_tok / (a.peak_tflops * 1e12), "peak_memory_bytes": torch.cuda.max_memory_allocated()}
     print(json.dumps(res))
     if a.json:
