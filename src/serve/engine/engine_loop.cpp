@@ -76,8 +76,13 @@ bool EngineLoop::draining() const {
 }
 
 bool EngineLoop::wait_idle(Clock::time_point deadline) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_until(lock, deadline, [&] { return incoming_.empty() && admitting_ == 0 && open_ == 0; });
+  {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_until(lock, deadline, [&] { return incoming_.empty() && admitting_ == 0 && open_ == 0; }))
+      return false;
+  }
+  delivery_.flush();  // the ends the engine thread posted reach their streams (microseconds)
+  return true;
 }
 
 int64_t EngineLoop::stop() {
@@ -88,6 +93,7 @@ int64_t EngineLoop::stop() {
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  delivery_.close();  // every stream the loop ended has its end before stop() returns
   std::lock_guard lock(mu_);
   return ended_at_stop_;
 }
@@ -187,6 +193,7 @@ void EngineLoop::admit(std::vector<Pending>& incoming) {
 }
 
 void EngineLoop::end_cancelled_and_stopped() {
+  std::vector<StreamDelivery::Update> ends;
   for (auto it = streams_.begin(); it != streams_.end();) {
     const bool stopped = it->second->stop_requested();
     if (!stopped && !it->second->cancelled()) {
@@ -196,13 +203,14 @@ void EngineLoop::end_cancelled_and_stopped() {
     // A stop string is the reader's to find (it has the text); the scheduler frees the blocks at once.
     scheduler_->abort(it->first);
     engine_->remove(it->first);
-    it->second->finish(stopped ? FinishReason::kStop : FinishReason::kAborted);
+    ends.push_back({it->second, {.finish = stopped ? FinishReason::kStop : FinishReason::kAborted}});
     clocks_.erase(it->first);
     it = streams_.erase(it);
     std::lock_guard lock(mu_);
     snapshot_scheduler();
     ++(stopped ? metrics_.requests_finished : metrics_.requests_aborted);
   }
+  delivery_.post(std::move(ends));
 }
 
 void EngineLoop::run_step() {
@@ -224,12 +232,22 @@ void EngineLoop::run_step() {
     generated_rate_.add(end, static_cast<int64_t>(sampled.size()));
     computed_rate_.add(end, scheduler_->stats().computed_tokens - computed_before);
   }
-  for (const SampledToken& t : sampled) streams_.at(t.id)->push(t.token);
+  // A stream's token and, where the request ended with it, its end: one part, one wake-up of its reader.
+  std::vector<StreamDelivery::Update> updates;
+  updates.reserve(sampled.size());
+  for (const SampledToken& t : sampled) updates.push_back({streams_.at(t.id), {.tokens = {t.token}}});
   for (const Finished& f : finished) {
-    streams_.at(f.id)->finish(f.reason);
+    const std::shared_ptr<RequestStream>& stream = streams_.at(f.id);
+    const auto it = std::find_if(updates.begin(), updates.end(), [&](const auto& u) { return u.first == stream; });
+    if (it != updates.end()) {
+      it->second.finish = f.reason;
+    } else {
+      updates.push_back({stream, {.finish = f.reason}});
+    }
     forget(f.id);
     engine_->remove(f.id);
   }
+  delivery_.post(std::move(updates));
 }
 
 void EngineLoop::snapshot_scheduler() {
@@ -259,7 +277,9 @@ void EngineLoop::forget(RequestId id) {
 }
 
 int64_t EngineLoop::end_all(const std::string& message) {
-  for (auto& [id, stream] : streams_) stream->fail(message, false);
+  std::vector<StreamDelivery::Update> ends;
+  for (auto& [id, stream] : streams_) ends.push_back({stream, {.finish = FinishReason::kAborted, .error = message}});
+  delivery_.post(std::move(ends));
   const auto n = static_cast<int64_t>(streams_.size());
   streams_.clear();
   clocks_.clear();

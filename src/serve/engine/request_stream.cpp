@@ -2,28 +2,28 @@
 
 namespace meshtrain::serve {
 
-void RequestStream::push(TokenId token) {
-  std::lock_guard lock(mu_);
-  pending_.tokens.push_back(token);
+void RequestStream::append(StreamPart part) {
+  {
+    std::lock_guard lock(mu_);
+    if (ended_) return;
+    pending_.tokens.insert(pending_.tokens.end(), part.tokens.begin(), part.tokens.end());
+    if (part.finish) {
+      pending_.finish = part.finish;
+      pending_.error = std::move(part.error);
+      pending_.rejected = part.rejected;
+      ended_ = true;
+    }
+  }
+  // After the unlock: a woken reader does not wait for the mutex it was woken to take.
   cv_.notify_all();
 }
 
-void RequestStream::finish(FinishReason reason) {
-  std::lock_guard lock(mu_);
-  if (ended_) return;
-  pending_.finish = reason;
-  ended_ = true;
-  cv_.notify_all();
-}
+void RequestStream::push(TokenId token) { append({.tokens = {token}}); }
+
+void RequestStream::finish(FinishReason reason) { append({.finish = reason}); }
 
 void RequestStream::fail(std::string message, bool rejected) {
-  std::lock_guard lock(mu_);
-  if (ended_) return;
-  pending_.error = std::move(message);
-  pending_.rejected = rejected;
-  pending_.finish = FinishReason::kAborted;
-  ended_ = true;
-  cv_.notify_all();
+  append({.finish = FinishReason::kAborted, .error = std::move(message), .rejected = rejected});
 }
 
 StreamPart RequestStream::next() {

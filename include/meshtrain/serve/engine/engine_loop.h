@@ -1,7 +1,8 @@
 // EngineLoop: the serving engine on a thread of its own (docs/serving.md "meshtrain serve"). Other threads
 // submit requests through a queue; between two steps the loop admits them to the Scheduler and the Engine,
 // ends the cancelled ones and those whose text reached a stop string, then runs one step and hands each sampled
-// token to its request's RequestStream. Requests therefore join and leave the running batch at every step
+// token to its request's RequestStream (through a StreamDelivery, so that the next step need not wait for the
+// readers' wake-ups). Requests therefore join and leave the running batch at every step
 // (continuous batching). Under tensor parallelism (GenerateOptions::tp) this is rank 0's loop: its engine
 // broadcasts each step, and an idle loop broadcasts a heartbeat (serve/engine/tp_steps.h).
 #pragma once
@@ -22,6 +23,7 @@
 #include "meshtrain/serve/engine/latency_histogram.h"
 #include "meshtrain/serve/engine/paged_kv_cache.h"
 #include "meshtrain/serve/engine/request_stream.h"
+#include "meshtrain/serve/engine/stream_delivery.h"
 #include "meshtrain/serve/engine/token_rate.h"
 
 namespace meshtrain::serve {
@@ -70,7 +72,8 @@ class EngineLoop {
   // the queued and running ones go on to their end. Idempotent.
   void drain();
   bool draining() const;
-  // True once every request submitted has ended (its stream finished or failed); false if `deadline` comes first.
+  // True once every request submitted has ended (its stream finished or failed, the end appended to it); false if
+  // `deadline` comes first.
   bool wait_idle(Clock::time_point deadline);
   // Ends every open stream with an error and joins the thread; returns how many requests it so ended unfinished
   // (queued or running). Idempotent: later calls return 0.
@@ -115,6 +118,7 @@ class EngineLoop {
   std::unique_ptr<Engine> engine_;
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // engine thread only
   std::unordered_map<RequestId, TokenClock> clocks_;                       // engine thread only
+  StreamDelivery delivery_;  // every update of a stream in streams_ goes through it
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;

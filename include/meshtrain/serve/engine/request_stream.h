@@ -1,6 +1,7 @@
 // RequestStream: one request's channel from the engine thread (EngineLoop) to whoever waits for its tokens (an
 // HTTP connection). The engine pushes tokens as they are sampled and ends the stream once, with a finish reason
-// or an error; the reader takes what has come so far, blocking until something has. cancel() asks the engine to
+// or an error (EngineLoop through StreamDelivery's thread, serve/engine/stream_delivery.h); the reader takes what
+// has come so far, blocking until something has. cancel() asks the engine to
 // abort the request between steps (the client went away); stop() ends it as finished on a stop string.
 #pragma once
 
@@ -25,7 +26,9 @@ struct StreamPart {
 
 class RequestStream {
  public:
-  // Engine side.
+  // Engine side. append() adds `part`'s tokens and, where it has a finish, ends the stream with it (and its error)
+  // unless the stream has ended already; the reader is woken once. push, finish and fail are its three cases.
+  void append(StreamPart part);
   void push(TokenId token);
   void finish(FinishReason reason);
   void fail(std::string message, bool rejected);

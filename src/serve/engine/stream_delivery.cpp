@@ -1,0 +1,60 @@
+#include "meshtrain/serve/engine/stream_delivery.h"
+
+namespace meshtrain::serve {
+
+StreamDelivery::StreamDelivery() : thread_([this] { run(); }) {}
+
+StreamDelivery::~StreamDelivery() { close(); }
+
+void StreamDelivery::post(std::vector<Update> updates) {
+  if (updates.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      if (queue_.empty()) {
+        queue_ = std::move(updates);
+      } else {
+        queue_.insert(queue_.end(), std::make_move_iterator(updates.begin()),
+                      std::make_move_iterator(updates.end()));
+      }
+      cv_.notify_all();
+      return;
+    }
+  }
+  // Closed: the thread is gone (or going, with everything before this appended), so order still holds here.
+  for (auto& [stream, part] : updates) stream->append(std::move(part));
+}
+
+void StreamDelivery::flush() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && !delivering_; });
+}
+
+void StreamDelivery::close() {
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) return;
+    closing_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+void StreamDelivery::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+    if (queue_.empty()) break;  // closing, and nothing left
+    std::vector<Update> batch;
+    batch.swap(queue_);
+    delivering_ = true;
+    lock.unlock();
+    for (auto& [stream, part] : batch) stream->append(std::move(part));
+    batch.clear();  // the streams' last references may go here, outside the lock
+    lock.lock();
+    delivering_ = false;
+    cv_.notify_all();  // flush()
+  }
+}
+
+}  // namespace meshtrain::serve
