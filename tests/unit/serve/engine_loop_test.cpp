@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "stream_reader.h"
 #include "support/tiny_model.h"
 
 namespace meshtrain::serve {
@@ -24,15 +25,7 @@ model::Transformer engine_loop_model() {
   return net;
 }
 
-// Reads a stream to its end: the tokens and the finish reason.
-std::pair<std::vector<TokenId>, StreamPart> drain(RequestStream& s) {
-  std::vector<TokenId> tokens;
-  for (;;) {
-    StreamPart p = s.next();
-    tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
-    if (p.finish) return {tokens, p};
-  }
-}
+using testing::read_to_end;
 
 TEST(EngineLoop, ConcurrentSubmissionsStreamWhatGenerateAllGives) {
   auto net = engine_loop_model();
@@ -51,7 +44,7 @@ TEST(EngineLoop, ConcurrentSubmissionsStreamWhatGenerateAllGives) {
   for (size_t i = 0; i < requests.size(); ++i)
     threads.emplace_back([&, i] {
       auto s = loop.submit(requests[i].request.prompt, requests[i].request.max_new_tokens, requests[i].sampling);
-      auto [tokens, end] = drain(*s);
+      auto [tokens, end] = read_to_end(*s);
       EXPECT_TRUE(end.error.empty()) << end.error;
       EXPECT_EQ(*end.finish, FinishReason::kLength);
       got[i] = tokens;
@@ -78,14 +71,14 @@ TEST(EngineLoop, ConcurrentSubmissionsStreamWhatGenerateAllGives) {
 TEST(EngineLoop, RefusedRequestEndsItsStreamWithOneLine) {
   EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 4, .block_size = 4}});
   auto s = loop.submit(std::vector<TokenId>(20, 3), 4, {});
-  auto [tokens, end] = drain(*s);
+  auto [tokens, end] = read_to_end(*s);
   EXPECT_TRUE(tokens.empty());
   EXPECT_TRUE(end.rejected);
   EXPECT_NE(end.error.find("KV blocks"), std::string::npos) << end.error;
   EXPECT_EQ(end.error.find('\n'), std::string::npos);
   // The loop goes on serving.
   auto ok = loop.submit({1, 2, 3}, 2, {.temperature = 0});
-  EXPECT_EQ(drain(*ok).first.size(), 2u);
+  EXPECT_EQ(read_to_end(*ok).first.size(), 2u);
 }
 
 TEST(EngineLoop, CancelledRequestEndsAndFreesItsBlocks) {
@@ -96,12 +89,12 @@ TEST(EngineLoop, CancelledRequestEndsAndFreesItsBlocks) {
     auto s = loop.submit({1, 2, 3}, 24, {.temperature = 0});
     if (read_first) s->next();
     s->cancel();
-    auto [tokens, end] = drain(*s);
+    auto [tokens, end] = read_to_end(*s);
     EXPECT_TRUE(*end.finish == FinishReason::kAborted || *end.finish == FinishReason::kLength);
     EXPECT_LE(tokens.size(), 24u);
   }
   auto ok = loop.submit({4, 5, 6}, 3, {.temperature = 0});  // after both: the loop serves on, the cache whole
-  EXPECT_EQ(drain(*ok).first.size(), 3u);
+  EXPECT_EQ(read_to_end(*ok).first.size(), 3u);
   EXPECT_EQ(loop.metrics().blocks_free, 16);
 }
 
@@ -109,7 +102,7 @@ TEST(EngineLoop, StopEndsOpenStreamsAndRefusesNewOnes) {
   EngineLoop loop(engine_loop_model(), {.scheduler = {.num_blocks = 16, .block_size = 4}});
   loop.stop();
   auto s = loop.submit({1, 2, 3}, 2, {});
-  auto [tokens, end] = drain(*s);
+  auto [tokens, end] = read_to_end(*s);
   EXPECT_FALSE(end.rejected);
   EXPECT_NE(end.error.find("shutting down"), std::string::npos);
 }
@@ -121,13 +114,13 @@ TEST(EngineLoop, DrainRefusesNewRequestsWhileTheQueuedOnesFinish) {
   loop.drain();
   EXPECT_TRUE(loop.draining());
   auto late = loop.submit({7, 8}, 2, {});
-  auto [late_tokens, late_end] = drain(*late);
+  auto [late_tokens, late_end] = read_to_end(*late);
   EXPECT_TRUE(late_tokens.empty());
   EXPECT_FALSE(late_end.rejected);  // the server's state, not the request's fault: 503
   EXPECT_NE(late_end.error.find("shutting down"), std::string::npos) << late_end.error;
   EXPECT_TRUE(loop.wait_idle(EngineLoop::Clock::now() + std::chrono::minutes(2)));
   for (auto* s : {&running, &queued}) {
-    auto [tokens, end] = drain(**s);
+    auto [tokens, end] = read_to_end(**s);
     EXPECT_TRUE(end.error.empty()) << end.error;
     EXPECT_EQ(*end.finish, FinishReason::kLength);
     EXPECT_EQ(tokens.size(), 24u);
@@ -145,7 +138,7 @@ TEST(EngineLoop, StopCountsTheRequestsItLeavesUnfinished) {
   // However far the loop got, the count is the streams that ended with the shutdown's error.
   int64_t unfinished = 0;
   for (auto& s : streams) {
-    auto [tokens, end] = drain(*s);
+    auto [tokens, end] = read_to_end(*s);
     if (!end.error.empty()) ++unfinished;
   }
   EXPECT_EQ(ended, unfinished);

@@ -13,18 +13,12 @@
 #include <tuple>
 #include <vector>
 
+#include "stream_reader.h"
+
 namespace meshtrain::serve {
 namespace {
 
-// Reads a stream to its end: the tokens and the last part.
-std::pair<std::vector<TokenId>, StreamPart> read_all(RequestStream& s) {
-  std::vector<TokenId> tokens;
-  for (;;) {
-    StreamPart p = s.next();
-    tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
-    if (p.finish) return {tokens, p};
-  }
-}
+using testing::read_to_end;
 
 TEST(RequestStream, AppendTakesTokensAndAnEndInOnePartAndNothingAfterTheEnd) {
   RequestStream s;
@@ -48,7 +42,7 @@ TEST(StreamDelivery, EachStreamGetsItsTokensInOrderAndThenItsEnd) {
   std::vector<StreamPart> ends(kStreams);
   std::vector<std::thread> readers;
   for (int i = 0; i < kStreams; ++i)
-    readers.emplace_back([&, i] { std::tie(got[i], ends[i]) = read_all(*streams[i]); });
+    readers.emplace_back([&, i] { std::tie(got[i], ends[i]) = read_to_end(*streams[i]); });
   {
     StreamDelivery delivery;
     for (int step = 0; step < kSteps; ++step) {
