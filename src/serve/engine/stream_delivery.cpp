@@ -8,20 +8,19 @@ StreamDelivery::~StreamDelivery() { close(); }
 
 void StreamDelivery::post(std::vector<Update> updates) {
   if (updates.empty()) return;
-  {
-    std::lock_guard lock(mu_);
-    if (!closing_) {
-      if (queue_.empty()) {
-        queue_ = std::move(updates);
-      } else {
-        queue_.insert(queue_.end(), std::make_move_iterator(updates.begin()),
-                      std::make_move_iterator(updates.end()));
-      }
-      cv_.notify_all();
-      return;
+  std::unique_lock lock(mu_);
+  if (!closing_) {
+    if (queue_.empty()) {
+      queue_ = std::move(updates);
+    } else {
+      queue_.insert(queue_.end(), std::make_move_iterator(updates.begin()), std::make_move_iterator(updates.end()));
     }
+    cv_.notify_all();
+    return;
   }
-  // Closed: the thread is gone (or going, with everything before this appended), so order still holds here.
+  // Closing: once the thread has appended what it holds, these go straight to their streams, still in order.
+  cv_.wait(lock, [&] { return queue_.empty() && !delivering_; });
+  lock.unlock();
   for (auto& [stream, part] : updates) stream->append(std::move(part));
 }
 

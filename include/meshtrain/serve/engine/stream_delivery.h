@@ -27,6 +27,7 @@ class StreamDelivery {
   StreamDelivery& operator=(const StreamDelivery&) = delete;
 
   // Queues `updates` behind every earlier post; each is appended to its stream (RequestStream::append) in order.
+  // Posts come from one thread (the engine's).
   void post(std::vector<Update> updates);
   // Blocks until everything posted so far has been appended.
   void flush();
