@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "model/kernels/cuda_vec.cuh"
 #include "model/kernels/fused_adamw_cuda.h"
@@ -17,7 +18,6 @@ namespace meshtrain::model::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 1;  // float4s of each buffer a thread holds at once
 
 struct Corrections {
   float bias1, bias2_sqrt;
@@ -41,39 +41,25 @@ __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float
   p -= step_size * m / denom;
 }
 
-// n4 float4s of each buffer (16-byte aligned), then the last n % 4 elements by the first threads of block 0.
+// n4 float4s of each buffer (16-byte aligned), one a thread, then the last n % 4 elements by the first threads of
+// block 0.
 __global__ void __launch_bounds__(kThreads)
     adamw_vec_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
                      float4* __restrict__ v, const float* step, int64_t n, AdamWConstants c) {
   if (c.skip && *c.skip == 1.f) return;
   const Corrections k = corrections(c, step);
   const int64_t n4 = n / 4;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads * kUnroll;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < n4;
-       base += stride) {
-    float4 rp[kUnroll], rg[kUnroll], rm[kUnroll], rv[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + static_cast<int64_t>(u) * kThreads;
-      if (i < n4) {
-        rp[u] = p[i];
-        rg[u] = g[i];
-        rm[u] = m[i];
-        rv[u] = v[i];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + static_cast<int64_t>(u) * kThreads;
-      if (i >= n4) continue;
-      adamw_element(rp[u].x, rg[u].x, rm[u].x, rv[u].x, c, k);
-      adamw_element(rp[u].y, rg[u].y, rm[u].y, rv[u].y, c, k);
-      adamw_element(rp[u].z, rg[u].z, rm[u].z, rv[u].z, c, k);
-      adamw_element(rp[u].w, rg[u].w, rm[u].w, rv[u].w, c, k);
-      p[i] = rp[u];
-      m[i] = rm[u];
-      v[i] = rv[u];
-    }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    float4 rp = p[i], rm = m[i], rv = v[i];
+    const float4 rg = g[i];
+    adamw_element(rp.x, rg.x, rm.x, rv.x, c, k);
+    adamw_element(rp.y, rg.y, rm.y, rv.y, c, k);
+    adamw_element(rp.z, rg.z, rm.z, rv.z, c, k);
+    adamw_element(rp.w, rg.w, rm.w, rv.w, c, k);
+    p[i] = rp;
+    m[i] = rm;
+    v[i] = rv;
   }
   if (blockIdx.x == 0 && threadIdx.x < n % 4) {
     const int64_t i = n4 * 4 + threadIdx.x;
@@ -98,7 +84,8 @@ __global__ void __launch_bounds__(kThreads)
 // Blocks for `items` per-thread work items: one thread each (the kernels stride over the rest only past a grid's
 // largest width).
 int blocks_for(int64_t items) {
-  return static_cast<int>(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, 2147483647));
+  return static_cast<int>(
+      std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, std::numeric_limits<int>::max()));
 }
 
 }  // namespace
@@ -108,7 +95,7 @@ LaunchError adamw_update(float* p, const float* g, float* m, float* v, const flo
   if (n == 0) return nullptr;
   const auto st = static_cast<cudaStream_t>(stream);
   if (aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16)) {
-    adamw_vec_kernel<<<blocks_for((n / 4 + kUnroll - 1) / kUnroll), kThreads, 0, st>>>(
+    adamw_vec_kernel<<<blocks_for(n / 4), kThreads, 0, st>>>(
         reinterpret_cast<float4*>(p), reinterpret_cast<const float4*>(g), reinterpret_cast<float4*>(m),
         reinterpret_cast<float4*>(v), step, n, c);
   } else {
