@@ -18,8 +18,6 @@ void RequestStream::append(StreamPart part) {
   cv_.notify_all();
 }
 
-void RequestStream::push(TokenId token) { append({.tokens = {token}}); }
-
 void RequestStream::finish(FinishReason reason) { append({.finish = reason}); }
 
 void RequestStream::fail(std::string message, bool rejected) {

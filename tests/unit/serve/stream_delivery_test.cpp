@@ -24,7 +24,7 @@ TEST(RequestStream, AppendTakesTokensAndAnEndInOnePartAndNothingAfterTheEnd) {
   RequestStream s;
   s.append({.tokens = {4, 5}});
   s.append({.tokens = {6}, .finish = FinishReason::kLength});
-  s.push(7);                       // after the end: dropped
+  s.append({.tokens = {7}});       // after the end: dropped
   s.fail("too late", true);        // the end stays the first one
   const StreamPart p = s.next();
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{4, 5, 6}));

@@ -27,9 +27,8 @@ struct StreamPart {
 class RequestStream {
  public:
   // Engine side. append() adds `part`'s tokens and, where it has a finish, ends the stream with it (and its error)
-  // unless the stream has ended already; the reader is woken once. push, finish and fail are its three cases.
+  // unless the stream has ended already; the reader is woken once. finish and fail are its two ends alone.
   void append(StreamPart part);
-  void push(TokenId token);
   void finish(FinishReason reason);
   void fail(std::string message, bool rejected);
   bool cancelled() const { return cancelled_.load(); }
