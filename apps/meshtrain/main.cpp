@@ -1,5 +1,7 @@
 // meshtrain: the worker and the tool box. CLI only — each command lives in its own file (commands.h) and calls
 // into the library; this file dispatches and turns errors into one line and an exit code.
+#include <c10/util/Exception.h>
+
 #include <cstdio>
 #include <string>
 
@@ -111,6 +113,16 @@ int main(int argc, char** argv) {
   } catch (const cxxopts::exceptions::exception& e) {
     std::fprintf(stderr, "meshtrain %s: %s (see --help)\n", cmd.c_str(), e.what());
     return 2;
+  } catch (const c10::OutOfMemoryError& e) {
+    // LibTorch's what() carries its C++ stack (dozens of frames); the message says what ran out.
+    std::fprintf(stderr,
+                 "meshtrain: error: out of GPU memory: %s; `meshtrain plan CONFIG` says what fits (a smaller "
+                 "train.micro_batch_size, train.activation_checkpointing or optimizer.offload: cpu need less)\n",
+                 e.what_without_backtrace());
+    return 1;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "meshtrain: fatal: %s\n", e.what_without_backtrace());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "meshtrain: fatal: %s\n", e.what());
     return 1;

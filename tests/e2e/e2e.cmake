@@ -34,6 +34,11 @@ meshtrain_add_test(e2e train memory_snapshot_gpu
   COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/memory_snapshot_gpu_test.py
           ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
   LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# A run that does not fit the GPU: exit 1 and one line naming the shortage, no C++ stack (GPU only).
+meshtrain_add_test(e2e train out_of_memory_gpu
+  COMMAND ${MESHTRAIN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/out_of_memory_gpu_test.py
+          ${MESHTRAIN_BIN} ${CMAKE_SOURCE_DIR}
+  LABELS gpu PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # scripts/memory_peak.py on snapshots written in PyTorch's format: the peak replayed, its blocks by call site, two
 # snapshots set side by side, bad files one line and exit 2.
 meshtrain_add_test(e2e train memory_peak
