@@ -15,9 +15,12 @@ gradient's host buffer too), 120 GiB for 8B, which does not fit beside the proce
 51 GB (48 GiB) for 3B does. --model forces one (docs/offload.md). --delay adds a third run per accumulation
 with `optimizer.offload_delay: 1` (the host update of each step overlapping the next step's forward and
 backward; its effect on the loss: scripts/bench/loss_compare.py --variants offload,offload-delay).
+Each run is first put to `meshtrain plan` for the card (--gpu, default GPU 0's): one the plan says does not fit is
+not started, a line says so, and the offloaded runs beside it print no ratio (the whole 8B at accumulation 32
+does not fit on the device even of a 141 GB H200: its bf16 weights, activations and fp32 gradients together).
 
 Usage: offload_compare.py MESHTRAIN_BIN OUT_DIR [--model auto|llama3.1-8b|llama3.2-3b] [--accum 32,4]
-                          [--steps N] [--warmup N] [--threads N] [--delay]
+                          [--steps N] [--warmup N] [--threads N] [--delay] [--gpu NAME]
 """
 import argparse
 import json
@@ -67,7 +70,41 @@ OPTIMIZERS = {  # name in the table → settings
 }
 
 
-def run_one(a, model, accum, optimizer):
+GPUS = [("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A100-SXM4-80GB", "a100-80gb"), ("A100-PCIE-80GB", "a100-80gb"),
+        ("A100", "a100-40gb"), ("L4", "l4-24gb")]  # nvidia-smi's name (first match) → `meshtrain plan --gpu`
+
+
+def gpu_of(asked):
+    """The card as `meshtrain plan --gpu` names it: --gpu, else GPU 0's name from nvidia-smi; None if unknown."""
+    if asked != "auto":
+        return asked
+    try:
+        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                              capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return next((plan_name for key, plan_name in GPUS if key in name), None)
+
+
+def device_fit(a, model, sets, gpu):
+    """Whether `meshtrain plan` predicts the run fits `gpu` (True where no card is known), and its line."""
+    if gpu is None:
+        return True, "no card known to `meshtrain plan` (--gpu): run unchecked"
+    cfg = os.path.join(a.out, f"{model}.plan.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"model: {{preset: {model}}}\ndata: {{train: synthetic, seq_len: 2048}}\n"
+                "train: {micro_batch_size: 1}\n")
+    p = subprocess.run([a.meshtrain, "plan", cfg, "--gpu", gpu, "--json"] + [f"--set={s}" for s in sets],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        return True, f"`meshtrain plan` failed ({p.stderr.strip()}): run unchecked"
+    mem = json.loads(p.stdout)["layouts"][0]["memory"]
+    line = (f"the plan predicts {mem['device_total_bytes'] / 2**30:.2f} GiB on a {gpu} "
+            f"of {mem['device_memory_bytes'] / 2**30:.2f} GiB")
+    return bool(mem["fits"]), line
+
+
+def run_one(a, model, accum, optimizer, gpu):
     name = f"{model}.accum{accum}.{optimizer}"
     offload = optimizer != "device"
     out = os.path.join(a.out, name)
@@ -75,6 +112,10 @@ def run_one(a, model, accum, optimizer):
     sets = [f"train.grad_accum={accum}", f"train.out_dir={out}", "train.sample_tokens=0", *OPTIMIZERS[optimizer]]
     if offload and a.threads:
         sets.append(f"optimizer.offload_threads={a.threads}")
+    fits, line = device_fit(a, model, sets, gpu)
+    if not fits:  # the on-device run would end in an out-of-memory error: say so instead, and leave no ratio
+        print(f"{name}: not run, {line}", file=sys.stderr)
+        return None
     cmd = [a.meshtrain, "bench", "train", "--preset", model, "--batch", "1", "--seq", "2048",
            "--steps", str(a.steps), "--warmup", str(a.warmup), "--json", js] + [f"--set={s}" for s in sets]
     with open(os.path.join(a.out, name + ".log"), "w") as log:
@@ -100,14 +141,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="untimed optimizer steps first")
     ap.add_argument("--threads", type=int, default=0, help="optimizer.offload_threads (0: the CPUs it may use, ≤ 16)")
     ap.add_argument("--delay", action="store_true", help="also run optimizer.offload_delay=1")
+    ap.add_argument("--gpu", default="auto",
+                    help="the card, as `meshtrain plan --gpu` names it (default: GPU 0's, from nvidia-smi); a run "
+                         "the plan says does not fit it is not started")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     accums = [int(x) for x in a.accum.split(",")]
     model = pick_model(a.model, held=min(accums) > 1 and not a.delay)
+    gpu = gpu_of(a.gpu)
     rows = []
     for accum in accums:
         for optimizer in ("device", "offload", "delayed") if a.delay else ("device", "offload"):
-            r = run_one(a, model, accum, optimizer)
+            r = run_one(a, model, accum, optimizer, gpu)
             if r:
                 rows.append(r)
     json.dump(rows, open(os.path.join(a.out, "offload_compare.json"), "w"), indent=1)
