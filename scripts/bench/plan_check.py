@@ -6,7 +6,8 @@ real training loop on synthetic tokens; step_peak_memory_bytes = the caching all
 during the steps, set-up apart), then
 prints predicted vs measured with their ratio and writes OUT/plan_check.json. Cases: the three bench shapes
 (GPT-2 124M b32 × T1024, Llama 3.2 1B b8 × T2048, Llama 3.1 8B's shape with 8 layers b4 × T2048) with and
-without activation checkpointing, and the whole Llama 3.1 8B at micro-batch 1 × T2048 with and without it.
+without activation checkpointing, and the whole Llama 3.1 8B at micro-batch 1 × T2048 with and without it and at
+micro-batch 2 with it.
 The goal is |ratio − 1| ≤ 10 % for every case; the exit status is 1 when a case misses it or fails to run.
 It also writes OUT/mfu.json, the measured MFU by shape in the form `meshtrain plan --mfu FILE` reads (the
 built-in table in src/plan/mfu_table.cpp comes from the same measurement).
@@ -33,6 +34,7 @@ CASES = {  # name: (preset, batch, seq, layers, activation checkpointing)
     "llama3.1-8b-8L-ac": ("llama3.1-8b", 4, 2048, 8, True),
     "llama3.1-8b-b1": ("llama3.1-8b", 1, 2048, 0, False),
     "llama3.1-8b-b1-ac": ("llama3.1-8b", 1, 2048, 0, True),
+    "llama3.1-8b-b2-ac": ("llama3.1-8b", 2, 2048, 0, True),
 }
 GOAL = 0.10
 

@@ -409,6 +409,10 @@ def print_table(a, result):
         if lim and one and a.device == "cuda":
             print(f"batch 1, {q}: {one:.1f} tok/s = {100 * one / lim:.1f} % of the weight-bandwidth limit "
                   f"({lim:.0f} tok/s: {result['weights_gb']:.2f} GB of {a.dtype} weights at {a.hbm_tb_s} TB/s)")
+            itl = ms.get(1, {}).get("itl_ms_p50")
+            if itl:  # the decode steps alone: the request's rate above also waits for its prompt's prefill
+                print(f"batch 1, {q}, decode alone (1000 / ITL p50): {1e3 / itl:.1f} tok/s = "
+                      f"{100 * 1e3 / itl / lim:.1f} % of that limit")
     g = result["greedy"]
     if g:
         print(f"greedy, first prompt: {g['mismatches']} of {g['compared']} tokens differ; first divergence: "
