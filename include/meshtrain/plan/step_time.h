@@ -9,11 +9,13 @@
 //   passes    memory-bound passes whose time follows the parameters this rank holds, not the tokens, at
 //             kPassEfficiency of the GPU's memory bandwidth: the on-device AdamW step (read weight, gradient
 //             and both moments, write weight and moments: 28 bytes an element, + 4 for the norm's read), once a
-//             step over the optimizer's elements (none when offloaded); per micro-batch, autocast's bf16 copy of
-//             each fp32 weight (read 4, write 2; again in the recompute under checkpointing) and the weight
-//             gradient's accumulation into its fp32 buffer (read 2, write 4). They matter where a step has few
-//             tokens per parameter: the whole Llama 3.1 8B at micro-batch 1 × 2048 tokens spends a third of its
-//             step in them.
+//             step over the optimizer's elements (none when offloaded); per micro-batch, the bf16 copy of each
+//             fp32 weight for the matmuls (read 4, write 2; again in the recompute under checkpointing) and the
+//             weight gradient's accumulation: where the linears take fp32 weights themselves, ∂W leaves the GEMM
+//             in fp32 and every micro-batch after the first adds it to the gradient (read 4 + 4, write 4);
+//             elsewhere each bf16 ∂W is accumulated into an fp32 buffer (read 2, write 4). They matter where a
+//             step has few tokens per parameter: the whole Llama 3.1 8B at micro-batch 1 × 2048 tokens spends
+//             about a third of its step in them.
 //   host update  optimizer offload (docs/offload.md): the host threads' AdamW over this rank's optimizer
 //             elements, once a step, at kHostUpdateParamsPerS; exposed whole (the held and downloaded ways update
 //             after the backward; the streamed way's overlap with the backward is not counted), except under the
@@ -64,17 +66,21 @@ struct StepTime {
   double tokens_per_s = 0;
 };
 
-// The fraction of the memory bandwidth the parameter passes reach, from the two whole-step measurements on the
-// H200 that differ most in tokens per parameter: Llama 3.1 8B's shape with 8 layers at 4 × 2048 tokens (0.235 s)
-// and all 32 at 1 × 2048 (0.291 s), docs/PERFORMANCE.md "`meshtrain plan` against measured peaks". Solving both
-// for one compute MFU and one pass rate gives 44 bytes a parameter at 2.6 TB/s, 0.55 of the 4.8 TB/s.
-constexpr double kPassEfficiency = 0.55;
-// Bytes an element of each pass: the on-device AdamW step with the norm's read, autocast's copy of an fp32
-// weight, a bf16 weight gradient's accumulation into fp32.
+// The fraction of the memory bandwidth the parameter passes reach: the whole Llama 3.1 8B measured on the H200 at
+// micro-batch 1 × 2048 (0.2352 s) and at 2 × 2048 with checkpointing (0.4939 s; docs/PERFORMANCE.md, 2026-12-06),
+// solved for one compute MFU and one pass rate with the bytes below: 38 and 44 bytes a parameter at 3.6 TB/s,
+// 0.76 of the 4.8 TB/s (AdamW's kernel alone reaches a device copy's 4.2). The first fit (0.55) counted a
+// gradient pass that ∂W straight into fp32 removed, and predates AdamW's kernel. The fit's compute MFU is 0.64;
+// the plan takes the table's (mfu_table.h), whose 8B row (the 8-layer shape, measured before either) gives 0.57,
+// so the plan is 8 % and 10 % long of those two steps until that row is measured again.
+constexpr double kPassEfficiency = 0.76;
+// Bytes an element of each pass: the on-device AdamW step with the norm's read, the bf16 copy of an fp32 weight
+// for the matmuls, a bf16 weight gradient's accumulation into fp32, an fp32 weight gradient added to another.
 constexpr double kOptimizerPassBytes = 28 + 4, kCastPassBytes = 4 + 2, kGradPassBytes = 2 + 4;
+constexpr double kAddPassBytes = 4 + 4 + 4;
 // The passes of one measured MFU row's step (mfu_table.h): a single GPU, on-device AdamW, fp32 weights under
-// bf16 autocast, one micro-batch, no checkpointing.
-constexpr double kRowPassBytes = kOptimizerPassBytes + kCastPassBytes + kGradPassBytes;
+// bf16 autocast (∂W straight into fp32), one micro-batch, no checkpointing.
+constexpr double kRowPassBytes = kOptimizerPassBytes + kCastPassBytes;
 
 // The host's offloaded AdamW rate, optimizer elements a second for one rank on its host at the default threads
 // (16): the gradient down, the update of master and moments, the parameter up. Measured 4.63e9 on the H200

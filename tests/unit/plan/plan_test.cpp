@@ -566,11 +566,15 @@ TEST(StepTime, ComputeAndDdpAllReduceByHand) {
   resolve(c, 8);
   const GpuSpec h200 = gpu_spec("h200-141gb");
   const StepTime s = estimate_step_time(c, 8, 1, h200, MfuTable::builtin());
-  // Parameter passes: AdamW's 32 bytes, autocast's copy 6 and the gradient's accumulation 6 per parameter, at
-  // kPassEfficiency of the 4.8 TB/s.
+  // Parameter passes: AdamW's 32 bytes and the weights' bf16 copy 6 per parameter (at one micro-batch ∂W leaves
+  // the GEMMs in fp32: nothing to accumulate), at kPassEfficiency of the 4.8 TB/s.
   const double P = 124439808, rate = 4.8e12 * kPassEfficiency;
-  EXPECT_NEAR(s.pass_bytes, 44 * P, 1);
-  EXPECT_NEAR(s.pass_s, 44 * P / rate, 1e-12);
+  EXPECT_NEAR(s.pass_bytes, 38 * P, 1);
+  EXPECT_NEAR(s.pass_s, 38 * P / rate, 1e-12);
+  // With accumulation, each micro-batch copies the weights again and adds its ∂W to the gradient (4 + 4 + 4).
+  Config accum = c;
+  accum.train.grad_accum = 3;
+  EXPECT_NEAR(estimate_step_time(accum, 8, 1, h200, MfuTable::builtin()).pass_bytes, (32 + 3 * 6 + 2 * 12) * P, 1);
   // Compute: 32 × 1024 tokens × model FLOPs per token / (989 TFLOP/s × MFU), the row's 0.208 measured over a
   // 0.127 s step less its own passes (the same 44 bytes a parameter: a single GPU, one micro-batch).
   EXPECT_NEAR(s.mfu, 0.208 * 0.127 / (0.127 - kRowPassBytes * P / rate), 1e-9);
@@ -586,22 +590,22 @@ TEST(StepTime, ComputeAndDdpAllReduceByHand) {
   EXPECT_EQ(estimate_step_time(c16, 16, 2, h200, MfuTable::builtin()).comm[0].link, "network");
 }
 
-// The whole Llama 3.1 8B at micro-batch 1 × 2048 on one H200 spends a third of its step in passes over its 8B
-// parameters: the plan against the steps measured there (docs/PERFORMANCE.md "`meshtrain plan` against measured
-// peaks": 0.291 s, 0.351 s with checkpointing), which the model without the passes missed by 33 % and 27 %.
+// The whole Llama 3.1 8B on one H200 spends about a third of its step at micro-batch 1 × 2048 in passes over its
+// 8B parameters: the plan within the goal's 10 % of the steps measured there (docs/PERFORMANCE.md, "The whole
+// Llama 3.1 8B against torch.compile", 2026-12-06: 0.2352 s at micro-batch 1, 0.4939 s at 2 with checkpointing).
 // Offloaded, the optimizer's pass leaves the device; streamed (accumulation 1) or held (with accumulation), the
 // casts and the fp32 gradient buffers go too; the delayed update downloads, and keeps them.
-TEST(StepTime, WholeLlama8bAtMicroBatchOneCountsTheParameterPasses) {
+TEST(StepTime, WholeLlama8bCountsTheParameterPasses) {
   const GpuSpec h200 = gpu_spec("h200-141gb");
-  for (const auto& [ac, measured] : {std::pair{false, 0.291}, std::pair{true, 0.351}}) {
-    Config c = bench("llama3.1-8b", 1, 2048, 0, ac);
+  for (const auto& [batch, ac, measured] : {std::tuple{1, false, 0.2352}, std::tuple{2, true, 0.4939}}) {
+    Config c = bench("llama3.1-8b", batch, 2048, 0, ac);
     const StepTime s = estimate_step_time(c, 1, 1, h200, MfuTable::builtin());
-    EXPECT_NEAR(s.step_s / measured, 1.0, 0.05) << "activation checkpointing " << ac;
-    EXPECT_GT(s.pass_s, 0.3 * s.step_s);
+    EXPECT_NEAR(s.step_s / measured, 1.0, 0.10) << "micro-batch " << batch << ", checkpointing " << ac;
+    EXPECT_GT(s.pass_s, (batch == 1 ? 0.3 : 0.15) * s.step_s);
   }
   Config c = bench("llama3.1-8b", 1, 2048, 0, false);
   const double P = static_cast<double>(model_size(c.model).params);
-  EXPECT_NEAR(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 44 * P, 1e3);
+  EXPECT_NEAR(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 38 * P, 1e3);
   c.optimizer.offload = OptimizerOffload::cpu;
   EXPECT_EQ(estimate_step_time(c, 1, 1, h200, MfuTable::builtin()).pass_bytes, 0);
   c.train.grad_accum = 2;
