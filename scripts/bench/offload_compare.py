@@ -25,6 +25,7 @@ Usage: offload_compare.py MESHTRAIN_BIN OUT_DIR [--model auto|llama3.1-8b|llama3
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -70,8 +71,9 @@ OPTIMIZERS = {  # name in the table → settings
 }
 
 
-GPUS = [("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A100-SXM4-80GB", "a100-80gb"), ("A100-PCIE-80GB", "a100-80gb"),
-        ("A100", "a100-40gb"), ("L4", "l4-24gb")]  # nvidia-smi's name (first match) → `meshtrain plan --gpu`
+# nvidia-smi's name (the first pattern it matches) → the card as `meshtrain plan --gpu` names it.
+GPUS = [(r"\bH200\b", "h200-141gb"), (r"\bH100\b", "h100-80gb"), (r"\bA100\b.*80GB", "a100-80gb"),
+        (r"\bA100\b", "a100-40gb"), (r"\bL4\b", "l4-24gb")]
 
 
 def gpu_of(asked):
@@ -83,7 +85,7 @@ def gpu_of(asked):
                               capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return next((plan_name for key, plan_name in GPUS if key in name), None)
+    return next((plan_name for pattern, plan_name in GPUS if re.search(pattern, name)), None)
 
 
 def device_fit(a, model, sets, gpu):
