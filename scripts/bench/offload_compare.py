@@ -30,6 +30,8 @@ import statistics
 import subprocess
 import sys
 
+from plan_check import config_text  # the config `meshtrain plan` reads for a bench run
+
 PARAMS = {"llama3.1-8b": 8.03e9, "llama3.2-3b": 3.21e9}
 HELD_BYTES_PER_PARAM, HOST_BYTES_PER_PARAM = 12, 16
 HOST_HEADROOM = 0.85  # of MemTotal the pinned state may take: the process, page cache and the OS need the rest
@@ -94,8 +96,7 @@ def device_fit(a, model, sets, gpu):
         return True, "no card known to `meshtrain plan` (--gpu): run unchecked"
     cfg = os.path.join(a.out, f"{model}.plan.yaml")
     with open(cfg, "w") as f:
-        f.write(f"model: {{preset: {model}}}\ndata: {{train: synthetic, seq_len: 2048}}\n"
-                "train: {micro_batch_size: 1}\n")
+        f.write(config_text(model, 1, 2048, 0, False))  # the bench run's shape; `sets` carry the rest
     p = subprocess.run([a.meshtrain, "plan", cfg, "--gpu", gpu, "--json"] + [f"--set={s}" for s in sets],
                        capture_output=True, text=True, timeout=120)
     if p.returncode != 0:

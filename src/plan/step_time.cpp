@@ -66,13 +66,14 @@ double pass_bytes(const Config& cfg, const RankLayout& l, const Counts& n) {
   const bool offload = cfg.optimizer.offload == OptimizerOffload::cpu;
   const double optimizer = offload ? 0 : optimizer_elements(l, n);
   const bool bf16 = compute_dtype(cfg.train, true) == Dtype::bf16;
-  const double cast = l.casts_weights(bf16) ? (n.trainable + (l.frozen_bytes == 4 ? n.frozen : 0)) / pp : 0;
+  const bool casts = l.casts_weights(bf16);
+  const double cast = casts ? (n.trainable + (l.frozen_bytes == 4 ? n.frozen : 0)) / pp : 0;
   const double recasts = cfg.train.activation_checkpointing ? 2 : 1;
   // Weight gradients in fp32 buffers (streamed or held offload keeps them in bf16). Where the linears cast their
   // fp32 weights themselves (model/linear/master_linear.h), ∂W comes out of the GEMM in fp32: the first
   // micro-batch's is the gradient, each later one is added to it. Elsewhere bf16 gradients are accumulated.
   const double grads = bf16 && !l.stream && !l.hold ? trainable : 0;
-  const double grad_bytes = l.casts_weights(bf16) ? (A - 1) * kAddPassBytes * grads : A * kGradPassBytes * grads;
+  const double grad_bytes = casts ? (A - 1) * kAddPassBytes * grads : A * kGradPassBytes * grads;
   return kOptimizerPassBytes * optimizer + A * kCastPassBytes * recasts * cast + grad_bytes;
 }
 
