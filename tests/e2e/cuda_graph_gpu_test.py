@@ -19,13 +19,11 @@ import subprocess
 import sys
 import tempfile
 
-from e2e_support import metrics, prepare_kjv, run
+from e2e_support import metrics, prepare_kjv, run, skip_without_gpu
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshtrain = os.path.join(bin_dir, "meshtrain")
-if shutil.which("nvidia-smi") is None:
-    print("no NVIDIA GPU here: skipped")
-    sys.exit(77)
+skip_without_gpu()
 try:
     import numpy as np
     from safetensors.numpy import load_file

@@ -6,6 +6,13 @@ import subprocess
 import sys
 
 
+def skip_without_gpu():
+    """Exits 77, which the GPU tests' SKIP_RETURN_CODE reports as skipped, where no NVIDIA GPU is here."""
+    if shutil.which("nvidia-smi") is None:
+        print("no NVIDIA GPU here: skipped")
+        sys.exit(77)
+
+
 def run(cmd, **kw):
     """Runs `cmd`, echoes it and its output, and fails the test (exit 1 with the command) if it fails."""
     print("+", " ".join(cmd), flush=True)

@@ -12,14 +12,14 @@ Usage: generate_gpu_test.py BIN_DIR SOURCE_DIR
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
-if shutil.which("nvidia-smi") is None:
-    print("no NVIDIA GPU here: skipped")
-    sys.exit(77)
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_support import Checks, run_checked, skip_without_gpu  # noqa: E402
+skip_without_gpu()
 try:
     import torch  # noqa: F401
     import transformers  # noqa: F401
@@ -27,9 +27,6 @@ except ImportError as e:
     print(f"skipped: {e} (scripts/setup.sh installs transformers and tokenizers into the venv)")
     sys.exit(77)
 BIN, SRC = sys.argv[1], sys.argv[2]
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_support import Checks, run_checked  # noqa: E402
 from tiny_llama import make_tiny_llama  # noqa: E402
 
 MESHTRAIN = os.path.join(BIN, "meshtrain")

@@ -7,18 +7,15 @@ Usage: memory_snapshot_gpu_test.py BIN_DIR SOURCE_DIR
 """
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 import tempfile
 
 bin_dir = sys.argv[1]
-if shutil.which("nvidia-smi") is None:
-    print("no NVIDIA GPU here: skipped")
-    sys.exit(77)
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_support import Checks, run_checked  # noqa: E402
+from e2e_support import Checks, run_checked, skip_without_gpu  # noqa: E402
+skip_without_gpu()
 
 work = tempfile.mkdtemp(prefix="meshtrain_memory_snapshot_")
 check = Checks()

@@ -17,13 +17,11 @@ import subprocess
 import sys
 import tempfile
 
-from e2e_support import metrics, run
+from e2e_support import metrics, run, skip_without_gpu
 
 bin_dir, src = sys.argv[1], sys.argv[2]
 meshtrain = os.path.join(bin_dir, "meshtrain")
-if shutil.which("nvidia-smi") is None:
-    print("no NVIDIA GPU here: skipped")
-    sys.exit(77)
+skip_without_gpu()
 gpus = [l for l in subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines()
         if l.startswith("GPU ")]
 work = tempfile.mkdtemp(prefix="meshtrain_observe_gpu_")
